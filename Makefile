@@ -1,0 +1,37 @@
+# Every install step lives here: `make demo` and `make test` work on a fresh machine.
+PYTHON ?= python3
+VENV   ?= .venv
+PY     := $(VENV)/bin/python
+PIP    := $(VENV)/bin/pip
+STAMP  := $(VENV)/.installed
+
+.PHONY: install test test-fast demo bench clean system-deps
+
+$(STAMP): pyproject.toml
+	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
+	$(PIP) install -q --upgrade pip setuptools wheel
+	$(PIP) install -q -e '.[test]'
+	@touch $(STAMP)
+
+install: $(STAMP)
+
+# Debian packages the tests and the demo use (Java is already on the machines).
+system-deps:
+	@command -v promtool >/dev/null 2>&1 || { echo "installing Debian's prometheus package"; \
+	  (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq prometheus >/dev/null) \
+	  || echo "warning: could not install prometheus; tests that need it will fail"; }
+
+test: $(STAMP) system-deps
+	$(PY) -m pytest -q
+
+test-fast: $(STAMP)
+	$(PY) -m pytest -q -m "not slow"
+
+demo: $(STAMP) system-deps
+	$(VENV)/bin/fencewatch demo $(DEMO_ARGS)
+
+bench: $(STAMP)
+	$(PY) -m bench
+
+clean:
+	rm -rf $(VENV) build *.egg-info .pytest_cache
