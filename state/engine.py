@@ -1,0 +1,120 @@
+"""Routing events to keyed state, shared by the local engine and the Spark state function.
+
+Two key spaces: a group key ``("g", cluster, group_id)`` for everything about a
+group, and a partition key ``("p", cluster, topic, partition)`` for truncation
+(a partition's log facts plus each group's stored commit to it). An event goes
+to its group key and, for stored commits, to the partition keys it touches.
+Within a key, events are applied in (ts, seq) order; keys are independent, so
+any engine that keeps that order per key produces the same outputs.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Iterable, Iterator
+
+from . import group as grp
+from . import partition as part
+from .config import RulesConfig
+from .events import OffsetCommit, OffsetCommitted, OffsetDeleted, PartitionEpochs
+
+GroupKey = tuple[str, str, str]
+PartitionKey = tuple[str, str, str, int]
+Key = GroupKey | PartitionKey
+
+
+def group_key(cluster: str, group_id: str) -> GroupKey:
+    return ("g", cluster, group_id)
+
+
+def partition_key(cluster: str, topic: str, partition: int) -> PartitionKey:
+    return ("p", cluster, topic, partition)
+
+
+def route(ev) -> Iterator[tuple[Key, object]]:
+    """(key, event) pairs for one input event."""
+    if isinstance(ev, PartitionEpochs):
+        yield partition_key(ev.cluster, ev.topic, ev.partition), ev
+        return
+    yield group_key(ev.cluster, ev.group_id), ev
+    if isinstance(ev, OffsetCommit):
+        # Stored by the broker: its answer 0, or no answer given (assumed stored; docs/decisions.md).
+        if ev.error_code in (None, 0):
+            for o in ev.offsets:
+                yield partition_key(ev.cluster, o.topic, o.partition), part.CommitFact(
+                    ev.ts, ev.cluster, ev.group_id, ev.event_id, ev.seq, o.topic, o.partition, o.offset,
+                    o.leader_epoch)
+    elif isinstance(ev, OffsetCommitted):
+        yield partition_key(ev.cluster, ev.topic, ev.partition), part.CommitFact(
+            ev.ts, ev.cluster, ev.group_id, ev.event_id, ev.seq, ev.topic, ev.partition, ev.offset, ev.leader_epoch)
+    elif isinstance(ev, OffsetDeleted):
+        yield partition_key(ev.cluster, ev.topic, ev.partition), part.CommitFact(
+            ev.ts, ev.cluster, ev.group_id, ev.event_id, ev.seq, ev.topic, ev.partition, -1, -1, deleted=True)
+
+
+def new_state(key: Key):
+    if key[0] == "g":
+        return grp.new_group(key[1], key[2])
+    return part.new_partition(key[1], key[2], key[3])
+
+
+def apply(state, ev, cfg: RulesConfig, out: grp.Outputs):
+    """One keyed event; returns the key's next state."""
+    if isinstance(state, grp.GroupState):
+        return grp.process(state, ev, cfg, out)
+    return part.process_partition(state, ev, out)
+
+
+def run_key(key: Key, state, events: Iterable, cfg: RulesConfig, out: grp.Outputs, clock: int | None = None):
+    """Apply a key's events (already in (ts, seq) order), then decisions due at ``clock``.
+
+    Returns the next state. States are never dropped here: a group's history
+    (first seen, cool-downs) changes later verdicts, so dropping would make
+    results depend on batch boundaries.
+    """
+    if state is None:
+        state = new_state(key)
+    for ev in events:
+        state = apply(state, ev, cfg, out)
+    if clock is not None and isinstance(state, grp.GroupState):
+        state = grp.advance(state, clock, cfg, out)
+    return state
+
+
+def sort_key(ev) -> tuple[int, int]:
+    return (ev.ts, ev.seq)
+
+
+@dataclass
+class LocalEngine:
+    """All keyed state in one process: ``replay --engine local``.
+
+    Feed events in (ts, seq) order with :meth:`feed`; :meth:`finish` makes the
+    decisions due at the clock (the last event's ts) and returns the outputs.
+    """
+
+    cfg: RulesConfig = field(default_factory=RulesConfig)
+    states: dict = field(default_factory=dict)
+    out: grp.Outputs = field(default_factory=grp.Outputs)
+    max_ts: int | None = None
+
+    def feed(self, ev) -> None:
+        states = self.states
+        out = self.out
+        cfg = self.cfg
+        if self.max_ts is None or ev.ts > self.max_ts:
+            self.max_ts = ev.ts
+        for key, kev in route(ev):
+            st = states.get(key)
+            if st is None:
+                st = new_state(key)
+            states[key] = apply(st, kev, cfg, out)
+
+    def finish(self, clock: int | None = None) -> grp.Outputs:
+        clock = self.max_ts if clock is None else clock
+        if clock is not None:
+            for key in sorted(k for k in self.states if k[0] == "g"):
+                self.states[key] = grp.advance(self.states[key], clock, self.cfg, self.out)
+        return self.out
+
+    def groups(self) -> list[grp.GroupState]:
+        return [s for k, s in sorted(self.states.items()) if k[0] == "g"]

@@ -1,0 +1,172 @@
+"""Typed input events (SPEC 1): what the coordinator saw, one class per ``type``.
+
+``streaming.decoding`` builds these from JSON/Avro; the rules only ever see
+these classes. ``seq`` is the input order, the tie-breaker after ``ts``.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from .model import MemberState, Protocol, TopicPartition
+
+
+@dataclass(frozen=True, slots=True)
+class CommitOffset:
+    topic: str
+    partition: int
+    offset: int
+    leader_epoch: int = -1
+    metadata: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class MemberAssignment:
+    """``ConsumerGroupCurrentMemberAssignmentValue`` plus member metadata."""
+
+    ts: int
+    cluster: str
+    group_id: str
+    event_id: str
+    seq: int
+    member_id: str
+    protocol: Protocol
+    member_epoch: int
+    assigned: tuple[TopicPartition, ...]
+    pending_revocation: tuple[TopicPartition, ...]
+    # KIP-1251 AssignmentEpochs, parallel to the lists above, when the broker has them.
+    assigned_epochs: tuple[int, ...] | None = None
+    pending_epochs: tuple[int, ...] | None = None
+    previous_member_epoch: int | None = None
+    state: MemberState = MemberState.STABLE
+    subscribed_topics: tuple[str, ...] | None = None
+    instance_id: str | None = None
+    group_epoch: int | None = None
+    target_assignment_epoch: int | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class MemberLeft:
+    ts: int
+    cluster: str
+    group_id: str
+    event_id: str
+    seq: int
+    member_id: str
+    reason: str  # leave | static_leave | fenced | session_timeout | rebalance_timeout
+
+
+@dataclass(frozen=True, slots=True)
+class Heartbeat:
+    ts: int
+    cluster: str
+    group_id: str
+    event_id: str
+    seq: int
+    member_id: str
+    request_epoch: int
+    response_epoch: int
+    error_code: int = 0
+
+
+@dataclass(frozen=True, slots=True)
+class ClassicJoin:
+    ts: int
+    cluster: str
+    group_id: str
+    event_id: str
+    seq: int
+    member_id: str
+    generation: int  # from the subscription / sticky user data; -1 if none (KIP-341)
+    owned: tuple[TopicPartition, ...]
+    protocol: str | None = None
+    instance_id: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class ClassicSync:
+    ts: int
+    cluster: str
+    group_id: str
+    event_id: str
+    seq: int
+    generation: int
+    assignments: tuple[tuple[str, tuple[TopicPartition, ...]], ...]
+
+
+@dataclass(frozen=True, slots=True)
+class GroupStateChange:
+    ts: int
+    cluster: str
+    group_id: str
+    event_id: str
+    seq: int
+    state: str  # Empty, PreparingRebalance, CompletingRebalance, Stable, Dead, Assigning, Reconciling
+    protocol: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class OffsetCommit:
+    """An OffsetCommit or TxnOffsetCommit request as the coordinator received it."""
+
+    ts: int
+    cluster: str
+    group_id: str
+    event_id: str
+    seq: int
+    transactional: bool
+    member_id: str
+    member_epoch: int
+    offsets: tuple[CommitOffset, ...]
+    instance_id: str | None = None
+    error_code: int | None = None
+    transactional_id: str | None = None
+    producer_id: int | None = None
+    producer_epoch: int | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class OffsetCommitted:
+    """An accepted commit as stored in ``__consumer_offsets`` (OffsetCommitValue)."""
+
+    ts: int
+    cluster: str
+    group_id: str
+    event_id: str
+    seq: int
+    topic: str
+    partition: int
+    offset: int
+    leader_epoch: int = -1
+    commit_ts: int | None = None
+    expire_ts: int | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class OffsetDeleted:
+    ts: int
+    cluster: str
+    group_id: str
+    event_id: str
+    seq: int
+    topic: str
+    partition: int
+
+
+@dataclass(frozen=True, slots=True)
+class PartitionEpochs:
+    """Facts about one partition's log: start/end offsets and the leader epoch cache."""
+
+    ts: int
+    cluster: str
+    event_id: str
+    seq: int
+    topic: str
+    partition: int
+    log_start_offset: int
+    log_end_offset: int
+    epochs: tuple[tuple[int, int], ...]  # (epoch, start_offset), ascending
+
+
+GroupEvent = (MemberAssignment | MemberLeft | Heartbeat | ClassicJoin | ClassicSync
+              | GroupStateChange | OffsetCommit | OffsetCommitted | OffsetDeleted)
+Event = GroupEvent | PartitionEpochs

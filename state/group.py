@@ -1,0 +1,678 @@
+"""One group's coordinator state and the transitions events make to it.
+
+``process(group, event, cfg, out)`` is the single entry point both engines use
+(``replay --engine local`` and the Spark state function): it returns the
+group's next state and appends verdicts and alerts to ``out``. ``advance``
+moves the group's clock forward without input (expiry decisions), and
+``next_wakeup`` says when it next has something to do (the Spark state timeout).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field, replace
+from typing import Callable, Mapping
+
+from . import expiry as exp
+from .alerts import make_alert
+from .assignment import Member, apply_classic_generation, apply_member_assignment, apply_static_leave
+from .config import RulesConfig
+from .events import (ClassicJoin, ClassicSync, GroupStateChange, Heartbeat, MemberAssignment, MemberLeft,
+                     OffsetCommit, OffsetCommitted, OffsetDeleted)
+from .fencing import POLICY_ORDER, classify, evaluate, is_unsafe, pre_check, rejection_error
+from .model import (Alert, AlertKind, CommitClass, KafkaError, Policy, Protocol, Severity, TopicPartition,
+                    TRANSIENT_ERRORS, Verdict)
+from .sticky import add_claims
+
+# Per-commit alert kinds folded into a count within ``alert_cooldown_ms``.
+COOLDOWN_KINDS = frozenset({AlertKind.AVOIDABLE_FENCING.value, AlertKind.ZOMBIE_COMMIT.value,
+                            AlertKind.UNSAFE_ACCEPT.value, AlertKind.MODEL_DIVERGENCE.value,
+                            AlertKind.DUPLICATE_ASSIGNMENT.value, AlertKind.STALE_OWNED_CLAIM.value})
+MAX_LISTED = 20  # partitions listed in an alert's details
+_BROKER_POLICY_INDEX = {p: i for i, p in enumerate(POLICY_ORDER)}
+
+
+@dataclass
+class Outputs:
+    """What processing emits; a plain collector so the hot path appends, never copies."""
+
+    verdicts: list[Verdict] = field(default_factory=list)
+    alerts: list[Alert] = field(default_factory=list)
+
+
+@dataclass(frozen=True, slots=True)
+class Counters:
+    """Monotone per-group counts, exported as metrics."""
+
+    rebalances: int = 0
+    heartbeats: int = 0
+    heartbeat_fenced: int = 0  # FENCED_MEMBER_EPOCH
+    heartbeat_unknown_member: int = 0  # UNKNOWN_MEMBER_ID
+    commits: int = 0
+    txn_commits: int = 0
+    txn_aborts: int = 0  # rejected transactional commits
+    txn_avoidable_aborts: int = 0  # ... that kip1251 would have accepted
+    divergences: int = 0
+    expired_offsets: int = 0
+    broker_fencing_errors: int = 0  # STALE_MEMBER_EPOCH + ILLEGAL_GENERATION answered
+
+
+@dataclass(frozen=True, slots=True)
+class ExpiryTrack:
+    """Earliest shipped expiry deadline; ``stale`` means it is only a lower bound."""
+
+    deadline: int | None = None
+    set_ts: int = 0
+    warned: int | None = None  # the deadline OFFSETS_EXPIRING was emitted for
+    stale: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class GroupState:
+    cluster: str
+    group_id: str
+    exists: bool = False
+    group_type: str | None = None  # consumer | streams | classic | simple
+    state: str = "Empty"  # Kafka's group state name as last reported or derived
+    state_ts: int | None = None
+    first_seen_ts: int | None = None
+    last_ts: int = 0
+    group_epoch: int = 0
+    members: Mapping[str, Member] = field(default_factory=dict)
+    # partition -> ids of members holding it in ``assigned`` / pending revocation
+    owners: Mapping[TopicPartition, tuple[str, ...]] = field(default_factory=dict)
+    pending_owners: Mapping[TopicPartition, tuple[str, ...]] = field(default_factory=dict)
+    offsets: Mapping[TopicPartition, exp.CommittedOffset] = field(default_factory=dict)
+    pending_txn: Mapping[TopicPartition, int] = field(default_factory=dict)  # tp -> since ts
+    claims: Mapping[TopicPartition, tuple[tuple[str, int], ...]] = field(default_factory=dict)
+    expiry: ExpiryTrack = ExpiryTrack()
+    counters: Counters = Counters()
+    txn_aborts_by_id: Mapping[str, tuple[int, int]] = field(default_factory=dict)
+    alert_last: Mapping[str, int] = field(default_factory=dict)
+    alert_suppressed: Mapping[str, int] = field(default_factory=dict)
+    spike: object | None = None  # state.spike.SpikeState when the detector is on
+
+
+def new_group(cluster: str, group_id: str) -> GroupState:
+    return GroupState(cluster=cluster, group_id=group_id)
+
+
+# --------------------------------------------------------------------------- helpers
+
+def _touch(g: GroupState, ts: int, *, exists: bool | None = None, group_type: str | None = None) -> GroupState:
+    changes: dict = {}
+    if g.first_seen_ts is None:
+        changes["first_seen_ts"] = ts
+    if ts > g.last_ts:
+        changes["last_ts"] = ts
+    if exists is not None and exists != g.exists:
+        changes["exists"] = exists
+    if group_type is not None and g.group_type in (None, "simple") and group_type != g.group_type:
+        changes["group_type"] = group_type
+    return replace(g, **changes) if changes else g
+
+
+def _alert(g: GroupState, out: Outputs, cfg: RulesConfig, *, ts: int, kind: AlertKind, severity: Severity,
+           summary: str, details: dict, occurrence: str) -> GroupState:
+    """Emit an alert, or fold it into a count while the kind is cooling down for this group."""
+    k = kind.value
+    if k in COOLDOWN_KINDS and cfg.alert_cooldown_ms > 0:
+        last = g.alert_last.get(k)
+        if last is not None and ts - last < cfg.alert_cooldown_ms:
+            return replace(g, alert_suppressed={**g.alert_suppressed, k: g.alert_suppressed.get(k, 0) + 1})
+        details = {**details, "suppressed_before": g.alert_suppressed.get(k, 0)}
+        g = replace(g, alert_last={**g.alert_last, k: ts},
+                    alert_suppressed={kk: v for kk, v in g.alert_suppressed.items() if kk != k})
+    out.alerts.append(make_alert(ts=ts, cluster=g.cluster, group_id=g.group_id, kind=kind, severity=severity,
+                                 summary=summary, details=details, occurrence=occurrence))
+    return g
+
+
+def _index_remove(index: dict, member: Member | None, tps) -> None:
+    if member is None:
+        return
+    mid = member.member_id
+    for tp in tps:
+        holders = index.get(tp)
+        if holders is None:
+            continue
+        rest = tuple(h for h in holders if h != mid)
+        if rest:
+            index[tp] = rest
+        else:
+            del index[tp]
+
+
+def _index_add(index: dict, member_id: str, tps) -> None:
+    for tp in tps:
+        holders = index.get(tp, ())
+        if member_id not in holders:
+            index[tp] = holders + (member_id,)
+
+
+def _replace_member(g: GroupState, old: Member | None, new: Member | None,
+                    also_remove: Member | None = None) -> GroupState:
+    """Swap a member in the group and keep the partition-owner indexes in step."""
+    members = dict(g.members)
+    owners = dict(g.owners)
+    pending_owners = dict(g.pending_owners)
+    for gone in (old, also_remove):
+        if gone is None:
+            continue
+        _index_remove(owners, gone, gone.assigned_partitions)
+        _index_remove(pending_owners, gone, gone.partitions_pending_revocation)
+        members.pop(gone.member_id, None)
+    if new is not None:
+        members[new.member_id] = new
+        _index_add(owners, new.member_id, new.assigned_partitions)
+        _index_add(pending_owners, new.member_id, new.partitions_pending_revocation)
+    return replace(g, members=members, owners=owners, pending_owners=pending_owners)
+
+
+def _derived_state(g: GroupState) -> str:
+    """KIP-848 groups: Empty without members; classic groups keep the reported state."""
+    if g.group_type in ("consumer", "streams"):
+        if not g.members:
+            return "Empty"
+        return g.state if g.state not in ("Empty", "Dead") else "Stable"
+    return g.state
+
+
+def _with_state(g: GroupState, ts: int, state: str) -> GroupState:
+    if state == g.state:
+        return g
+    return replace(g, state=state, state_ts=ts)
+
+
+def _listed(tps) -> str:
+    tps = sorted(tps)
+    text = ",".join(f"{t}-{p}" for t, p in tps[:MAX_LISTED])
+    return text + (f",...(+{len(tps) - MAX_LISTED})" if len(tps) > MAX_LISTED else "")
+
+
+# --------------------------------------------------------------------------- membership
+
+def _member_assignment(g: GroupState, ev: MemberAssignment, cfg: RulesConfig, out: Outputs) -> GroupState:
+    g = _touch(g, ev.ts, exists=True, group_type=ev.protocol.value if ev.protocol is not Protocol.CLASSIC else "consumer")
+    prev = g.members.get(ev.member_id)
+    takeover = None
+    if prev is None and ev.instance_id is not None:
+        # A static member rejoining under a new member id takes over what it left behind.
+        for m in g.members.values():
+            if m.instance_id == ev.instance_id and m.member_id != ev.member_id:
+                takeover = m
+                break
+    base = prev if prev is not None else takeover
+    new = apply_member_assignment(base, ev)
+    if new is not prev:
+        g = _replace_member(g, prev, new, also_remove=takeover)
+        # A partition has one owner per epoch: a second member holding it in `assigned` is a model break.
+        before = base.assigned_partitions if base is not None else {}
+        clashes = {}
+        for tp in new.assigned_partitions:
+            if tp in before:
+                continue
+            others = [h for h in g.owners.get(tp, ()) if h != new.member_id]
+            if others:
+                clashes[tp] = others
+        if clashes:
+            others = sorted({h for hs in clashes.values() for h in hs})
+            g = _alert(g, out, cfg, ts=ev.ts, kind=AlertKind.DUPLICATE_ASSIGNMENT, severity=Severity.CRITICAL,
+                       summary=f"{len(clashes)} partition(s) assigned to {ev.member_id} are still assigned to "
+                               f"{', '.join(others)}",
+                       details={"member_id": ev.member_id, "member_epoch": ev.member_epoch,
+                                "other_members": ",".join(others), "partitions": _listed(clashes)},
+                       occurrence=ev.event_id)
+    new_epoch = ev.group_epoch if ev.group_epoch is not None else ev.member_epoch
+    if new_epoch > g.group_epoch:
+        g = replace(g, group_epoch=new_epoch,
+                    counters=replace(g.counters, rebalances=g.counters.rebalances + 1))
+    g = _with_state(g, ev.ts, _derived_state(g))
+    return _recompute_expiry(g, ev.ts, cfg)
+
+
+def _member_left(g: GroupState, ev: MemberLeft, cfg: RulesConfig, out: Outputs) -> GroupState:
+    g = _touch(g, ev.ts)
+    m = g.members.get(ev.member_id)
+    if m is None:
+        return g
+    if ev.reason == "static_leave":
+        g = _replace_member(g, m, apply_static_leave(m))
+    else:
+        g = _replace_member(g, m, None)
+    g = _with_state(g, ev.ts, _derived_state(g))
+    return _recompute_expiry(g, ev.ts, cfg)
+
+
+def _heartbeat(g: GroupState, ev: Heartbeat, cfg: RulesConfig, out: Outputs) -> GroupState:
+    g = _touch(g, ev.ts)
+    c = g.counters
+    c = replace(c, heartbeats=c.heartbeats + 1,
+                heartbeat_fenced=c.heartbeat_fenced + (ev.error_code == KafkaError.FENCED_MEMBER_EPOCH.code),
+                heartbeat_unknown_member=c.heartbeat_unknown_member + (ev.error_code == KafkaError.UNKNOWN_MEMBER_ID.code))
+    return replace(g, counters=c)
+
+
+def _classic_join(g: GroupState, ev: ClassicJoin, cfg: RulesConfig, out: Outputs) -> GroupState:
+    g = _touch(g, ev.ts, exists=True, group_type="classic")
+    claims, conflicts = add_claims(g.claims, ev.member_id, ev.generation, ev.owned)
+    g = replace(g, claims=claims)
+    if g.state not in ("PreparingRebalance",) and g.group_type == "classic":
+        g = _with_state(g, ev.ts, "PreparingRebalance")
+    if conflicts:
+        stale = [c for c in conflicts if c.winner is not None]
+        tied = [c for c in conflicts if c.winner is None]
+        losers = sorted({m for c in conflicts for m, _ in c.losers})
+        g = _alert(g, out, cfg, ts=ev.ts, kind=AlertKind.STALE_OWNED_CLAIM, severity=Severity.WARNING,
+                   summary=f"{len(conflicts)} partition(s) claimed by more than one member in a rebalance "
+                           f"({len(stale)} resolved by generation, {len(tied)} at equal generations, reassigned)",
+                   details={"member_id": ev.member_id, "claimed_generation": ev.generation,
+                            "losing_members": ",".join(losers),
+                            "winners": ",".join(sorted({f"{c.winner}@{c.winner_generation}" for c in stale})),
+                            "partitions": _listed([c.tp for c in conflicts]),
+                            "equal_generation_partitions": _listed([c.tp for c in tied])},
+                   occurrence=ev.event_id)
+    return g
+
+
+def _classic_sync(g: GroupState, ev: ClassicSync, cfg: RulesConfig, out: Outputs) -> GroupState:
+    g = _touch(g, ev.ts, exists=True, group_type="classic")
+    given: dict[TopicPartition, list[str]] = {}
+    for mid, tps in ev.assignments:
+        for tp in tps:
+            given.setdefault(tp, []).append(mid)
+    # Members not in the new generation's assignment are gone (they did not rejoin).
+    assigned_ids = {mid for mid, _ in ev.assignments}
+    for mid in [m for m in g.members if m not in assigned_ids]:
+        g = _replace_member(g, g.members[mid], None)
+    for mid, tps in ev.assignments:
+        prev = g.members.get(mid)
+        g = _replace_member(g, prev, apply_classic_generation(prev, mid, ev.generation, tps, Protocol.CLASSIC))
+    dupes = {tp: mids for tp, mids in given.items() if len(mids) > 1}
+    if dupes:
+        g = _alert(g, out, cfg, ts=ev.ts, kind=AlertKind.DUPLICATE_ASSIGNMENT, severity=Severity.CRITICAL,
+                   summary=f"generation {ev.generation} gives {len(dupes)} partition(s) to more than one member",
+                   details={"generation": ev.generation,
+                            "members": ",".join(sorted({m for ms in dupes.values() for m in ms})),
+                            "partitions": _listed(dupes)},
+                   occurrence=ev.event_id)
+    counters = g.counters
+    if ev.generation > g.group_epoch:
+        counters = replace(counters, rebalances=counters.rebalances + 1)
+    g = replace(g, claims={}, group_epoch=max(g.group_epoch, ev.generation), counters=counters)
+    g = _with_state(g, ev.ts, "Stable" if g.members else "Empty")
+    return _recompute_expiry(g, ev.ts, cfg)
+
+
+def _group_state(g: GroupState, ev: GroupStateChange, cfg: RulesConfig, out: Outputs) -> GroupState:
+    if ev.state == "Dead":
+        # The coordinator removed the group: everything about it is gone.
+        return replace(new_group(g.cluster, g.group_id), first_seen_ts=g.first_seen_ts,
+                       last_ts=max(g.last_ts, ev.ts), counters=g.counters)
+    gtype = None
+    if ev.protocol in ("consumer", "streams") and ev.state in ("Assigning", "Reconciling"):
+        gtype = ev.protocol
+    elif ev.protocol == "classic" or ev.state in ("PreparingRebalance", "CompletingRebalance"):
+        gtype = "classic"
+    g = _touch(g, ev.ts, exists=True, group_type=gtype)
+    g = _with_state(g, ev.ts, ev.state)
+    return _recompute_expiry(g, ev.ts, cfg)
+
+
+# --------------------------------------------------------------------------- commits
+
+def _other_holders(g: GroupState, tp: TopicPartition, member_id: str) -> tuple[str | None, int | None]:
+    """Another member holding ``tp`` now (assigned first, then pending revocation), and the
+    smallest epoch at which another member holds it in ``assigned`` (None: nobody else does)."""
+    holder = None
+    other_ae = None
+    holders = g.owners.get(tp)
+    if holders:
+        for h in holders:
+            if h != member_id:
+                ae = g.members[h].assigned_partitions[tp]
+                if holder is None:
+                    holder = h
+                if other_ae is None or ae < other_ae:
+                    other_ae = ae
+    if holder is None:
+        pend = g.pending_owners.get(tp)
+        if pend:
+            for h in pend:
+                if h != member_id:
+                    holder = h
+                    break
+    return holder, other_ae
+
+
+def _commit(g: GroupState, ev: OffsetCommit, cfg: RulesConfig, out: Outputs) -> GroupState:
+    g = _touch(g, ev.ts)
+    c = ev.member_epoch
+    member = g.members.get(ev.member_id) if ev.member_id else None
+    kind = "txn_commit" if ev.transactional else "commit"
+    broker_error = KafkaError.from_code(ev.error_code) if ev.error_code is not None else None
+
+    pre = pre_check(group_exists=g.exists, group_has_members=bool(g.members), member_known=member is not None,
+                    member_id=ev.member_id, client_epoch=c, transactional=ev.transactional)
+    warming = (pre.commit_class in (CommitClass.UNKNOWN_MEMBER, CommitClass.OTHER) and ev.member_id != ""
+               and cfg.warmup_ms > 0 and g.first_seen_ts is not None and ev.ts < g.first_seen_ts + cfg.warmup_ms)
+
+    verdicts = out.verdicts
+    zombies: list[TopicPartition] = []
+    unsafe_tps: list[TopicPartition] = []
+    avoidable_tps: list[TopicPartition] = []
+    if pre.error is not None:
+        # Decided before any policy: every policy answers the same for the whole request.
+        name = pre.error.value
+        request = (pre.error,) * 4
+        cls = (CommitClass.OTHER if warming else pre.commit_class).value
+        agrees = _agrees(broker_error, pre.error, warming)
+        for o in ev.offsets:
+            tp = (o.topic, o.partition)
+            holder, _ = _other_holders(g, tp, ev.member_id)
+            verdicts.append(Verdict(ev.event_id, ev.ts, g.cluster, g.group_id, ev.member_id, kind, c, None,
+                                    o.topic, o.partition, None, None, name, name, name, name, cls, False,
+                                    holder, broker_error.value if broker_error else None, agrees, warming))
+        b = None
+    else:
+        b = member.member_epoch
+        rev = member.revocation_epoch
+        rej = rejection_error(ev.transactional, member.protocol is Protocol.CLASSIC or g.group_type == "classic")
+        rej_name = rej.value
+        assigned = member.assigned_partitions
+        pending = member.partitions_pending_revocation
+        first_error = [None, None, None, None]  # Kafka fails the whole request on the first bad partition
+        rows = []
+        for o in ev.offsets:
+            tp = (o.topic, o.partition)
+            ae = assigned.get(tp)
+            if ae is None:
+                ae = pending.get(tp)
+            res = evaluate(c, b, rev, ae)
+            holder, other_ae = _other_holders(g, tp, ev.member_id)
+            cls = classify(res, c, b, holder is not None)
+            unsafe = is_unsafe(res, c, other_ae)
+            for i in range(4):
+                if not res[i] and first_error[i] is None:
+                    first_error[i] = rej
+            if cls is CommitClass.ZOMBIE:
+                zombies.append(tp)
+            elif cls is CommitClass.AVOIDABLE:
+                avoidable_tps.append(tp)
+            if unsafe:
+                unsafe_tps.append(tp)
+            rows.append((o, ae, res, cls.value, unsafe, holder))
+        request = tuple(e if e is not None else KafkaError.NONE for e in first_error)
+        agrees = _agrees(broker_error, request[_BROKER_POLICY_INDEX[cfg.broker_policy]], False)
+        be = broker_error.value if broker_error else None
+        for o, ae, res, cls, unsafe, holder in rows:
+            verdicts.append(Verdict(ev.event_id, ev.ts, g.cluster, g.group_id, ev.member_id, kind, c, b,
+                                    o.topic, o.partition, ae, rev,
+                                    "NONE" if res[0] else rej_name, "NONE" if res[1] else rej_name,
+                                    "NONE" if res[2] else rej_name, "NONE" if res[3] else rej_name,
+                                    cls, unsafe, holder, be, agrees, False))
+
+    # What the broker stored: its answer when we have it, else the broker policy's prediction.
+    predicted = request[_BROKER_POLICY_INDEX[cfg.broker_policy]]
+    effective = broker_error if broker_error is not None else predicted
+    stored = effective is KafkaError.NONE
+    counters = g.counters
+    counters = replace(counters, commits=counters.commits + 1,
+                       txn_commits=counters.txn_commits + ev.transactional,
+                       broker_fencing_errors=counters.broker_fencing_errors + (
+                           broker_error in (KafkaError.STALE_MEMBER_EPOCH, KafkaError.ILLEGAL_GENERATION)),
+                       divergences=counters.divergences + (agrees is False))
+    changes: dict = {"counters": counters}
+    if stored and ev.offsets:
+        offsets = dict(g.offsets)
+        new_tps = False
+        for o in ev.offsets:
+            tp = (o.topic, o.partition)
+            new_tps = new_tps or tp not in offsets
+            offsets[tp] = exp.CommittedOffset(o.offset, o.leader_epoch, ev.ts, None)
+        changes["offsets"] = offsets
+        changes["exists"] = True
+        if not g.exists and g.group_type is None:
+            changes["group_type"] = "simple"
+        if ev.transactional:
+            changes["pending_txn"] = {**g.pending_txn, **{(o.topic, o.partition): ev.ts for o in ev.offsets}}
+    g = replace(g, **changes)
+    if stored and ev.offsets:
+        g = _note_commit_for_expiry(g, ev.ts, cfg, new_tps)
+
+    # Transactions (SPEC 6): every rejected TxnOffsetCommit aborts the transaction.
+    kip_request_ok = request[3] is KafkaError.NONE
+    if ev.transactional and not stored:
+        tid = ev.transactional_id or ""
+        aborted, avoidable = g.txn_aborts_by_id.get(tid, (0, 0))
+        saved = kip_request_ok and not warming
+        g = replace(g, counters=replace(g.counters, txn_aborts=g.counters.txn_aborts + 1,
+                                        txn_avoidable_aborts=g.counters.txn_avoidable_aborts + saved),
+                    txn_aborts_by_id={**g.txn_aborts_by_id, tid: (aborted + 1, avoidable + saved)})
+
+    if warming:
+        return g
+    # Per-request alerts.
+    member_desc = f"member {ev.member_id or '(none)'} at epoch {c}" + (f" (broker epoch {b})" if b is not None else "")
+    if avoidable_tps and not stored and kip_request_ok:
+        g = _alert(g, out, cfg, ts=ev.ts, kind=AlertKind.AVOIDABLE_FENCING, severity=Severity.WARNING,
+                   summary=f"{'transactional ' if ev.transactional else ''}commit of {member_desc} fenced only "
+                           f"because its epoch was stale; KIP-1251 would accept it",
+                   details={"member_id": ev.member_id, "client_epoch": c, "broker_epoch": b, "kind": kind,
+                            "transactional_id": ev.transactional_id, "partitions": _listed(avoidable_tps),
+                            "event_id": ev.event_id},
+                   occurrence=ev.event_id)
+    if zombies:
+        g = _alert(g, out, cfg, ts=ev.ts, kind=AlertKind.ZOMBIE_COMMIT, severity=Severity.WARNING,
+                   summary=f"zombie commit: {member_desc} committed {len(zombies)} partition(s) now held by "
+                           f"another member",
+                   details={"member_id": ev.member_id, "client_epoch": c, "broker_epoch": b, "kind": kind,
+                            "partitions": _listed(zombies), "event_id": ev.event_id},
+                   occurrence=ev.event_id)
+    if unsafe_tps:
+        g = _alert(g, out, cfg, ts=ev.ts, kind=AlertKind.UNSAFE_ACCEPT, severity=Severity.CRITICAL,
+                   summary=f"a policy accepts the commit of {member_desc} for {len(unsafe_tps)} partition(s) "
+                           f"another member owns at an epoch <= {c}",
+                   details={"member_id": ev.member_id, "client_epoch": c, "broker_epoch": b,
+                            "partitions": _listed(unsafe_tps), "event_id": ev.event_id},
+                   occurrence=ev.event_id)
+    if agrees is False:
+        g = _alert(g, out, cfg, ts=ev.ts, kind=AlertKind.MODEL_DIVERGENCE, severity=Severity.WARNING,
+                   summary=f"broker answered {broker_error.value} but the {cfg.broker_policy.value} model "
+                           f"predicts {predicted.value} for {member_desc}",
+                   details={"member_id": ev.member_id, "client_epoch": c, "broker_epoch": b,
+                            "broker_error": broker_error.value, "predicted": predicted.value,
+                            "policy": cfg.broker_policy.value, "event_id": ev.event_id},
+                   occurrence=ev.event_id)
+    return g
+
+
+def _agrees(broker_error: KafkaError | None, predicted: KafkaError, warming: bool) -> bool | None:
+    if broker_error is None or warming or broker_error in TRANSIENT_ERRORS:
+        return None
+    return broker_error is predicted
+
+
+def _offset_committed(g: GroupState, ev: OffsetCommitted, cfg: RulesConfig, out: Outputs) -> GroupState:
+    g = _touch(g, ev.ts, exists=True, group_type="simple" if g.group_type is None else None)
+    tp = (ev.topic, ev.partition)
+    new = tp not in g.offsets
+    off = exp.CommittedOffset(ev.offset, ev.leader_epoch, ev.commit_ts if ev.commit_ts is not None else ev.ts,
+                              ev.expire_ts)
+    pending = g.pending_txn
+    if tp in pending:
+        pending = {k: v for k, v in pending.items() if k != tp}
+    g = replace(g, offsets={**g.offsets, tp: off}, pending_txn=pending)
+    if ev.expire_ts is not None:
+        return _recompute_expiry(g, ev.ts, cfg)
+    return _note_commit_for_expiry(g, ev.ts, cfg, new)
+
+
+def _offset_deleted(g: GroupState, ev: OffsetDeleted, cfg: RulesConfig, out: Outputs) -> GroupState:
+    g = _touch(g, ev.ts)
+    tp = (ev.topic, ev.partition)
+    if tp not in g.offsets and tp not in g.pending_txn:
+        return g
+    g = replace(g, offsets={k: v for k, v in g.offsets.items() if k != tp},
+                pending_txn={k: v for k, v in g.pending_txn.items() if k != tp})
+    return _recompute_expiry(g, ev.ts, cfg)
+
+
+# --------------------------------------------------------------------------- expiry
+
+def expiry_view(g: GroupState) -> exp.ExpiryView:
+    if g.members:
+        topics: set[str] = set()
+        for m in g.members.values():
+            topics |= m.subscribed_topics if m.subscribed_topics is not None else m.held_topics()
+        subscribed: frozenset[str] | None = frozenset(topics)
+    else:
+        subscribed = None if g.group_type == "classic" else frozenset()
+    return exp.ExpiryView(group_type=g.group_type or "simple", state=_derived_state(g), state_ts=g.state_ts,
+                          subscribed_topics=subscribed, pending_transactional=frozenset(g.pending_txn))
+
+
+def deadlines(g: GroupState, cfg: RulesConfig) -> exp.Deadlines:
+    return exp.group_deadlines(expiry_view(g), g.offsets, cfg.offsets_retention_ms)
+
+
+def _recompute_expiry(g: GroupState, ts: int, cfg: RulesConfig) -> GroupState:
+    d = deadlines(g, cfg).shipped
+    track = g.expiry
+    if d == track.deadline and not track.stale:
+        return g
+    set_ts = track.set_ts if d == track.deadline else ts
+    return replace(g, expiry=ExpiryTrack(deadline=d, set_ts=set_ts,
+                                         warned=track.warned if track.warned == d else None, stale=False))
+
+
+def _note_commit_for_expiry(g: GroupState, ts: int, cfg: RulesConfig, new_partition: bool) -> GroupState:
+    """Commits only push deadlines later, except a partition committed for the first time:
+    keep the cached deadline as a lower bound instead of rescanning every offset."""
+    track = g.expiry
+    if new_partition or track.deadline is None:
+        view = expiry_view(g)
+        candidate = None
+        # Only the new partitions can bring the deadline earlier; find their deadlines.
+        for tp, off in g.offsets.items():
+            if off.commit_ts == ts:
+                d = exp.shipped_deadline(view, tp, off, cfg.offsets_retention_ms)
+                if d is not None and (candidate is None or d < candidate):
+                    candidate = d
+        if candidate is not None and (track.deadline is None or candidate < track.deadline):
+            return replace(g, expiry=ExpiryTrack(deadline=candidate, set_ts=ts, warned=None, stale=True))
+    if track.deadline is not None and not track.stale:
+        return replace(g, expiry=replace(track, stale=True))
+    return g
+
+
+def next_wakeup(g: GroupState, cfg: RulesConfig) -> int | None:
+    """The earliest event time at which ``advance`` has something to do."""
+    times = []
+    d = g.expiry.deadline
+    if d is not None:
+        times.append(d if g.expiry.warned == d else d - cfg.expiry_warning_ms)
+    if g.pending_txn:
+        times.append(min(g.pending_txn.values()) + cfg.txn_timeout_ms)
+    return min(times) if times else None
+
+
+def advance(g: GroupState, now: int, cfg: RulesConfig, out: Outputs) -> GroupState:
+    """Make the decisions due at or before ``now`` (OFFSETS_EXPIRING / OFFSETS_EXPIRED).
+
+    Decisions are made in deadline order and stamped with the deadline, so the
+    result does not depend on when (in which micro-batch) the clock passes it.
+    """
+    for _ in range(10_000):  # each round removes offsets or settles the track; bounded for safety
+        wake = next_wakeup(g, cfg)
+        if wake is None or wake > now:
+            return g
+        # Transactional offsets pending past the transaction timeout no longer block expiry.
+        if g.pending_txn and min(g.pending_txn.values()) + cfg.txn_timeout_ms <= wake:
+            g = replace(g, pending_txn={k: v for k, v in g.pending_txn.items()
+                                        if v + cfg.txn_timeout_ms > wake})
+            g = _recompute_expiry(g, wake, cfg)
+            continue
+        if g.expiry.stale:
+            g = _recompute_expiry(g, g.expiry.set_ts, cfg)
+            continue
+        d = g.expiry.deadline
+        assert d is not None
+        dl = deadlines(g, cfg)
+        if g.expiry.warned != d:
+            warn_ts = max(d - cfg.expiry_warning_ms, g.expiry.set_ts)
+            g = _alert(g, out, cfg, ts=warn_ts, kind=AlertKind.OFFSETS_EXPIRING, severity=Severity.WARNING,
+                       summary=f"{dl.shipped_partitions} committed offset(s) expire at {d} "
+                               f"({(d - warn_ts) // 60_000} min after this alert)",
+                       details=_expiry_details(g, dl, cfg),
+                       occurrence=f"expiring/{d}")
+            g = replace(g, expiry=replace(g.expiry, warned=d))
+            continue
+        gone = exp.expired_at(expiry_view(g), g.offsets, d, cfg.offsets_retention_ms)
+        if gone:
+            details = _expiry_details(g, dl, cfg)
+            details["expired_partitions"] = _listed(gone)
+            details["expired_count"] = len(gone)
+            g = _alert(g, out, cfg, ts=d, kind=AlertKind.OFFSETS_EXPIRED, severity=Severity.CRITICAL
+                       if not g.members else Severity.WARNING,
+                       summary=f"{len(gone)} committed offset(s) expired (a consumer without them resets by "
+                               f"auto.offset.reset)",
+                       details=details, occurrence=f"expired/{d}/{_listed(gone)}")
+            gone_set = set(gone)
+            g = replace(g, offsets={k: v for k, v in g.offsets.items() if k not in gone_set},
+                        counters=replace(g.counters, expired_offsets=g.counters.expired_offsets + len(gone)))
+        g = replace(g, expiry=ExpiryTrack(deadline=None, set_ts=d, stale=True))
+        g = _recompute_expiry(g, d, cfg)
+    return g
+
+
+def _expiry_details(g: GroupState, dl: exp.Deadlines, cfg: RulesConfig) -> dict:
+    return {"deadline_ms": dl.shipped, "partitions": dl.shipped_partitions, "group_type": g.group_type or "simple",
+            "group_state": _derived_state(g), "members": len(g.members),
+            "cleanup_by_ms": (dl.shipped + cfg.offsets_retention_check_interval_ms) if dl.shipped is not None else None,
+            "kip211_deadline_ms": dl.kip211, "pre21_deadline_ms": dl.pre21,
+            "retention_ms": cfg.offsets_retention_ms}
+
+
+# --------------------------------------------------------------------------- dispatch
+
+_HANDLERS: dict[type, Callable] = {
+    MemberAssignment: _member_assignment,
+    MemberLeft: _member_left,
+    Heartbeat: _heartbeat,
+    ClassicJoin: _classic_join,
+    ClassicSync: _classic_sync,
+    GroupStateChange: _group_state,
+    OffsetCommit: _commit,
+    OffsetCommitted: _offset_committed,
+    OffsetDeleted: _offset_deleted,
+}
+
+
+def process(g: GroupState, event, cfg: RulesConfig, out: Outputs) -> GroupState:
+    """Apply one group event: first the decisions due before it, then the event itself."""
+    g = advance(g, event.ts - 1, cfg, out)
+    return _HANDLERS[type(event)](g, event, cfg, out)
+
+
+def is_droppable(g: GroupState) -> bool:
+    """Kafka deletes an empty group once its offsets are gone; so can we."""
+    return not g.members and not g.offsets and not g.pending_txn and not g.claims
+
+
+def status(g: GroupState, cfg: RulesConfig) -> dict:
+    """A snapshot for metrics and summaries (no member ids: cardinality is the caller's concern)."""
+    dl = deadlines(g, cfg)
+    return {
+        "cluster": g.cluster, "group_id": g.group_id, "protocol": g.group_type or "simple",
+        "state": _derived_state(g), "members": len(g.members),
+        "partitions_held": len(g.owners) + sum(1 for tp in g.pending_owners if tp not in g.owners),
+        "group_epoch": g.group_epoch,
+        "max_member_epoch": max((m.member_epoch for m in g.members.values()), default=None),
+        "expiry_deadline_ms": dl.shipped, "kip211_deadline_ms": dl.kip211, "pre21_deadline_ms": dl.pre21,
+        "committed_partitions": len(g.offsets),
+        **{f"{k}_total": v for k, v in _counter_items(g.counters)},
+    }
+
+
+def _counter_items(c: Counters):
+    for name in Counters.__dataclass_fields__:
+        yield name, getattr(c, name)

@@ -1,0 +1,207 @@
+"""Vocabulary shared by every rule: Kafka's errors, member states, events, outputs.
+
+Names follow Kafka's group coordinator (``member_epoch``, ``assigned_partitions``,
+``partitions_pending_revocation``, ``MemberState.UNREVOKED_PARTITIONS``,
+``Errors.STALE_MEMBER_EPOCH``) so the rules read like the coordinator's code.
+"""
+from __future__ import annotations
+
+import enum
+from dataclasses import dataclass, field
+from typing import Mapping, NamedTuple
+
+TopicPartition = tuple[str, int]
+"""(topic, partition); tuples, not objects: hashing and memory matter on the hot path."""
+
+EpochMap = Mapping[TopicPartition, int]
+"""partition -> assignment epoch (KIP-1251 ``AssignmentEpochs``)."""
+
+
+class InvariantViolation(Exception):
+    """A rule found state it should never have produced (a bug, not bad input)."""
+
+
+class KafkaError(str, enum.Enum):
+    """Kafka's error names and codes (``org.apache.kafka.common.protocol.Errors``)."""
+
+    NONE = "NONE"
+    COORDINATOR_LOAD_IN_PROGRESS = "COORDINATOR_LOAD_IN_PROGRESS"
+    COORDINATOR_NOT_AVAILABLE = "COORDINATOR_NOT_AVAILABLE"
+    NOT_COORDINATOR = "NOT_COORDINATOR"
+    REQUEST_TIMED_OUT = "REQUEST_TIMED_OUT"
+    OFFSET_METADATA_TOO_LARGE = "OFFSET_METADATA_TOO_LARGE"
+    ILLEGAL_GENERATION = "ILLEGAL_GENERATION"
+    UNKNOWN_MEMBER_ID = "UNKNOWN_MEMBER_ID"
+    REBALANCE_IN_PROGRESS = "REBALANCE_IN_PROGRESS"
+    UNKNOWN_TOPIC_OR_PARTITION = "UNKNOWN_TOPIC_OR_PARTITION"
+    GROUP_AUTHORIZATION_FAILED = "GROUP_AUTHORIZATION_FAILED"
+    TOPIC_AUTHORIZATION_FAILED = "TOPIC_AUTHORIZATION_FAILED"
+    INVALID_COMMIT_OFFSET_SIZE = "INVALID_COMMIT_OFFSET_SIZE"
+    GROUP_ID_NOT_FOUND = "GROUP_ID_NOT_FOUND"
+    FENCED_INSTANCE_ID = "FENCED_INSTANCE_ID"
+    FENCED_MEMBER_EPOCH = "FENCED_MEMBER_EPOCH"
+    STALE_MEMBER_EPOCH = "STALE_MEMBER_EPOCH"
+    UNKNOWN = "UNKNOWN"
+
+    @property
+    def code(self) -> int:
+        return _CODE_BY_ERROR[self]
+
+    @classmethod
+    def from_code(cls, code: int) -> "KafkaError":
+        return _ERROR_BY_CODE.get(code, cls.UNKNOWN)
+
+
+_CODE_BY_ERROR = {
+    KafkaError.NONE: 0,
+    KafkaError.REQUEST_TIMED_OUT: 7,
+    KafkaError.OFFSET_METADATA_TOO_LARGE: 12,
+    KafkaError.COORDINATOR_LOAD_IN_PROGRESS: 14,
+    KafkaError.COORDINATOR_NOT_AVAILABLE: 15,
+    KafkaError.NOT_COORDINATOR: 16,
+    KafkaError.UNKNOWN_TOPIC_OR_PARTITION: 3,
+    KafkaError.ILLEGAL_GENERATION: 22,
+    KafkaError.UNKNOWN_MEMBER_ID: 25,
+    KafkaError.REBALANCE_IN_PROGRESS: 27,
+    KafkaError.INVALID_COMMIT_OFFSET_SIZE: 28,
+    KafkaError.TOPIC_AUTHORIZATION_FAILED: 29,
+    KafkaError.GROUP_AUTHORIZATION_FAILED: 30,
+    KafkaError.GROUP_ID_NOT_FOUND: 69,
+    KafkaError.FENCED_INSTANCE_ID: 82,
+    KafkaError.FENCED_MEMBER_EPOCH: 110,
+    KafkaError.STALE_MEMBER_EPOCH: 113,
+    KafkaError.UNKNOWN: -1,
+}
+_ERROR_BY_CODE = {code: err for err, code in _CODE_BY_ERROR.items() if err is not KafkaError.UNKNOWN}
+
+# Errors a commit can get for reasons the assignment model cannot see (coordinator
+# moves, timeouts, authorization): the model does not predict them, so a broker
+# answer among these is neither agreement nor divergence.
+TRANSIENT_ERRORS = frozenset({
+    KafkaError.COORDINATOR_LOAD_IN_PROGRESS, KafkaError.COORDINATOR_NOT_AVAILABLE,
+    KafkaError.NOT_COORDINATOR, KafkaError.REQUEST_TIMED_OUT, KafkaError.REBALANCE_IN_PROGRESS,
+    KafkaError.GROUP_AUTHORIZATION_FAILED, KafkaError.TOPIC_AUTHORIZATION_FAILED,
+    KafkaError.OFFSET_METADATA_TOO_LARGE, KafkaError.INVALID_COMMIT_OFFSET_SIZE,
+    KafkaError.UNKNOWN_TOPIC_OR_PARTITION, KafkaError.UNKNOWN,
+})
+
+
+class MemberState(str, enum.Enum):
+    """``org.apache.kafka.coordinator.group.modern.MemberState``."""
+
+    STABLE = "STABLE"
+    UNREVOKED_PARTITIONS = "UNREVOKED_PARTITIONS"
+    UNRELEASED_PARTITIONS = "UNRELEASED_PARTITIONS"
+    UNKNOWN = "UNKNOWN"
+
+    @classmethod
+    def parse(cls, value: str | None) -> "MemberState":
+        """Unknown states map to UNKNOWN: newer brokers may add states (forward compatible)."""
+        if value is None:
+            return cls.STABLE
+        try:
+            return cls(value.upper())
+        except ValueError:
+            return cls.UNKNOWN
+
+
+class Protocol(str, enum.Enum):
+    CONSUMER = "consumer"
+    STREAMS = "streams"
+    CLASSIC = "classic"
+
+
+class Policy(str, enum.Enum):
+    """The four commit checks of SPEC 3; values are the verdict field names."""
+
+    STRICT = "strict"
+    MEMBER_REVOCATION = "member_revocation"
+    ASSIGNMENT_EPOCH = "assignment_epoch"
+    KIP1251 = "kip1251"
+
+
+VERDICT_POLICY_FIELDS = {
+    Policy.STRICT: "strict",
+    Policy.MEMBER_REVOCATION: "member_revocation",
+    Policy.ASSIGNMENT_EPOCH: "assignment_epoch_check",
+    Policy.KIP1251: "kip1251",
+}
+
+
+class CommitClass(str, enum.Enum):
+    ACCEPTED = "accepted"
+    AVOIDABLE = "avoidable"
+    ZOMBIE = "zombie"
+    STALE = "stale"
+    UNKNOWN_MEMBER = "unknown_member"
+    FUTURE_EPOCH = "future_epoch"
+    OTHER = "other"
+
+
+class AlertKind(str, enum.Enum):
+    FENCING_SPIKE = "FENCING_SPIKE"
+    AVOIDABLE_FENCING = "AVOIDABLE_FENCING"
+    ZOMBIE_COMMIT = "ZOMBIE_COMMIT"
+    UNSAFE_ACCEPT = "UNSAFE_ACCEPT"
+    OFFSETS_EXPIRING = "OFFSETS_EXPIRING"
+    OFFSETS_EXPIRED = "OFFSETS_EXPIRED"
+    LOG_TRUNCATION = "LOG_TRUNCATION"
+    OFFSET_OUT_OF_RANGE = "OFFSET_OUT_OF_RANGE"
+    STALE_OWNED_CLAIM = "STALE_OWNED_CLAIM"
+    DUPLICATE_ASSIGNMENT = "DUPLICATE_ASSIGNMENT"
+    MODEL_DIVERGENCE = "MODEL_DIVERGENCE"
+    TXN_ABORT_STORM = "TXN_ABORT_STORM"
+
+
+class Severity(str, enum.Enum):
+    INFO = "info"
+    WARNING = "warning"
+    CRITICAL = "critical"
+
+
+# --------------------------------------------------------------------------- outputs
+
+class Verdict(NamedTuple):
+    """One (commit event, partition) judgement: the verdict record of SPEC 8.
+
+    A NamedTuple rather than a frozen dataclass: replay builds hundreds of
+    thousands per second and a tuple is several times cheaper to construct.
+    Field order is the output order.
+    """
+
+    event_id: str
+    ts: int
+    cluster: str
+    group_id: str
+    member_id: str
+    kind: str  # commit | txn_commit
+    client_epoch: int
+    broker_epoch: int | None
+    topic: str
+    partition: int
+    assignment_epoch: int | None
+    revocation_epoch: int | None
+    strict: str
+    member_revocation: str
+    assignment_epoch_check: str
+    kip1251: str
+    cls: str  # serialised as "class"
+    unsafe: bool
+    owner_member_id: str | None
+    broker_error: str | None
+    model_agrees: bool | None
+    warming_up: bool
+
+
+@dataclass(frozen=True, slots=True)
+class Alert:
+    """An alert record of SPEC 8; ``alert_id`` is deterministic (see :mod:`.alerts`)."""
+
+    alert_id: str
+    ts: int
+    cluster: str
+    group_id: str
+    kind: str
+    severity: str
+    summary: str
+    details: Mapping[str, str] = field(default_factory=dict)

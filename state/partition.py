@@ -1,0 +1,112 @@
+"""Per-partition truncation watch (SPEC 5): a partition's log facts and the groups' commits to it.
+
+Keyed by (cluster, topic, partition), not by group, so a ``partition_epochs``
+fact reaches exactly the groups that committed to that partition, without
+broadcasting every partition to every group. Commit facts come from
+``offset_committed`` records and from commit requests the broker stored
+(``error_code`` 0, or no ``error_code``: see docs/decisions.md).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field, replace
+from typing import Mapping
+
+from .alerts import make_alert
+from .events import PartitionEpochs
+from .group import Outputs
+from .model import AlertKind, Severity
+from .truncation import TruncationFinding, check_committed
+
+
+@dataclass(frozen=True, slots=True)
+class CommitFact:
+    """One stored committed offset of one group for this partition (routed from a group event)."""
+
+    ts: int
+    cluster: str
+    group_id: str
+    event_id: str
+    seq: int
+    topic: str
+    partition: int
+    offset: int
+    leader_epoch: int
+    deleted: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class PartitionState:
+    cluster: str
+    topic: str
+    partition: int
+    log_start_offset: int | None = None
+    log_end_offset: int | None = None
+    epochs: tuple[tuple[int, int], ...] = ()
+    committed: Mapping[str, tuple[int, int]] = field(default_factory=dict)  # group -> (offset, leader epoch)
+    reported: Mapping[str, tuple[str, int, int]] = field(default_factory=dict)  # group -> last finding
+
+
+def new_partition(cluster: str, topic: str, partition: int) -> PartitionState:
+    return PartitionState(cluster=cluster, topic=topic, partition=partition)
+
+
+def _check(p: PartitionState, group_id: str, ts: int, out: Outputs) -> PartitionState:
+    if p.log_end_offset is None or group_id not in p.committed:
+        return p
+    offset, leader_epoch = p.committed[group_id]
+    finding = check_committed(offset, leader_epoch, p.log_start_offset or 0, p.log_end_offset, p.epochs)
+    if finding is None:
+        if group_id in p.reported:
+            return replace(p, reported={k: v for k, v in p.reported.items() if k != group_id})
+        return p
+    key = (finding.kind, finding.committed_offset, finding.divergent_offset)
+    if p.reported.get(group_id) == key:
+        return p  # already reported this divergence
+    out.alerts.append(_alert(p, group_id, ts, finding))
+    return replace(p, reported={**p.reported, group_id: key})
+
+
+def _alert(p: PartitionState, group_id: str, ts: int, f: TruncationFinding):
+    tp = f"{p.topic}-{p.partition}"
+    if f.kind == "LOG_TRUNCATION":
+        summary = (f"log of {tp} diverged below the committed offset {f.committed_offset} (leader epoch "
+                   f"{f.leader_epoch}): {f.lost_records} consumed record(s) are gone; the consumer seeks to "
+                   f"{f.divergent_offset} (LogTruncationException with auto.offset.reset=none)")
+        kind, sev = AlertKind.LOG_TRUNCATION, Severity.CRITICAL
+    else:
+        summary = (f"committed offset {f.committed_offset} of {tp} is below the log start offset "
+                   f"{f.divergent_offset}: the consumer applies auto.offset.reset ({f.lost_records} record(s) "
+                   f"deleted unread)")
+        kind, sev = AlertKind.OFFSET_OUT_OF_RANGE, Severity.WARNING
+    return make_alert(ts=ts, cluster=p.cluster, group_id=group_id, kind=kind, severity=sev, summary=summary,
+                      details={"topic": p.topic, "partition": p.partition,
+                               "committed_offset": f.committed_offset, "leader_epoch": f.leader_epoch,
+                               "divergent_offset": f.divergent_offset, "records": f.lost_records,
+                               "log_start_offset": p.log_start_offset, "log_end_offset": p.log_end_offset},
+                      occurrence=f"{p.topic}/{p.partition}/{f.committed_offset}/{f.leader_epoch}/{f.divergent_offset}")
+
+
+def apply_partition_epochs(p: PartitionState, ev: PartitionEpochs, out: Outputs) -> PartitionState:
+    p = replace(p, log_start_offset=ev.log_start_offset, log_end_offset=ev.log_end_offset,
+                epochs=tuple(sorted(ev.epochs)))
+    for group_id in sorted(p.committed):
+        p = _check(p, group_id, ev.ts, out)
+    return p
+
+
+def apply_commit_fact(p: PartitionState, fact: CommitFact, out: Outputs) -> PartitionState:
+    if fact.deleted:
+        if fact.group_id not in p.committed:
+            return p
+        return replace(p, committed={k: v for k, v in p.committed.items() if k != fact.group_id},
+                       reported={k: v for k, v in p.reported.items() if k != fact.group_id})
+    current = p.committed.get(fact.group_id)
+    if current != (fact.offset, fact.leader_epoch):
+        p = replace(p, committed={**p.committed, fact.group_id: (fact.offset, fact.leader_epoch)})
+    return _check(p, fact.group_id, fact.ts, out)
+
+
+def process_partition(p: PartitionState, event, out: Outputs) -> PartitionState:
+    if isinstance(event, PartitionEpochs):
+        return apply_partition_epochs(p, event, out)
+    return apply_commit_fact(p, event, out)

@@ -1,0 +1,267 @@
+"""One typed configuration, loaded from defaults < file < environment < flags.
+
+The tree mirrors the package tree (kminion's habit): ``Config(streaming,
+state, sinks, logging)``. A config file is strict (unknown keys are errors that
+list the valid ones); the environment is lenient (``FENCEWATCH_<SECTION>__<KEY>``,
+unknown names are ignored with a warning). Secrets are redacted whenever the
+config is shown or logged.
+"""
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import json
+import logging
+import os
+import re
+from dataclasses import dataclass, field, fields, replace
+from pathlib import Path
+from typing import Any, Mapping
+
+from fencewatch.state.config import RulesConfig
+from fencewatch.state.model import Policy
+
+log = logging.getLogger(__name__)
+
+ENV_PREFIX = "FENCEWATCH_"
+REDACTED = "***"
+_SECRET_WORDS = ("password", "secret", "token", "jaas", "sasl.oauthbearer.config", "ssl.key")
+
+
+@dataclass(frozen=True, slots=True)
+class StreamingConfig:
+    bootstrap_servers: str = "127.0.0.1:9092"
+    heartbeats_topic: str = "fencewatch.heartbeats"
+    offsets_topic: str = "fencewatch.offsets"
+    source: str = "events"  # events | consumer-offsets
+    input_format: str = "json"  # json | avro
+    starting_offsets: str = "latest"  # earliest | latest | JSON
+    max_offsets_per_trigger: int | None = None
+    fail_on_data_loss: bool = True
+    trigger_interval: str = "1s"
+    max_skew_ms: int = 2_000
+    checkpoint_location: str = "./fencewatch-checkpoint"
+    spark_master: str = "local[2]"
+    shuffle_partitions: int = 8
+    state_store: str = "rocksdb"  # rocksdb | hdfs
+    kafka: Mapping[str, str] = field(default_factory=dict)  # extra client settings (security.protocol, sasl.*, ssl.*)
+
+
+@dataclass(frozen=True, slots=True)
+class SinksConfig:
+    verdicts_topic: str | None = None
+    alerts_topic: str = "fencewatch.alerts"
+    alerts_format: str = "avro"  # avro | json
+    dlq_topic: str = "fencewatch.dlq"
+    metrics_host: str = "127.0.0.1"
+    metrics_port: int = 9464
+    metrics_top_groups: int = 50
+    grafana_url: str | None = None
+    grafana_token: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class LoggingConfig:
+    level: str = "INFO"
+
+
+@dataclass(frozen=True, slots=True)
+class Config:
+    streaming: StreamingConfig = field(default_factory=StreamingConfig)
+    state: RulesConfig = field(default_factory=RulesConfig)
+    sinks: SinksConfig = field(default_factory=SinksConfig)
+    logging: LoggingConfig = field(default_factory=LoggingConfig)
+
+    def validate(self) -> list[str]:
+        problems = list(self.state.validate())
+        s = self.streaming
+        _one_of(problems, "streaming.source", s.source, ("events", "consumer-offsets"))
+        _one_of(problems, "streaming.input_format", s.input_format, ("json", "avro"))
+        _one_of(problems, "streaming.state_store", s.state_store, ("rocksdb", "hdfs"))
+        _one_of(problems, "sinks.alerts_format", self.sinks.alerts_format, ("avro", "json"))
+        _one_of(problems, "logging.level", self.logging.level.upper(), ("DEBUG", "INFO", "WARNING", "ERROR"))
+        if s.max_skew_ms < 0:
+            problems.append(f"streaming.max_skew_ms must be >= 0, got {s.max_skew_ms}")
+        if s.shuffle_partitions <= 0:
+            problems.append(f"streaming.shuffle_partitions must be > 0, got {s.shuffle_partitions}")
+        return problems
+
+
+def _one_of(problems: list, name: str, value: str, valid: tuple[str, ...]) -> None:
+    if value not in valid:
+        problems.append(f"unknown {name} {value!r}; valid: {', '.join(valid)}")
+
+
+class ConfigError(ValueError):
+    pass
+
+
+_DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(ms|s|m|min|h|d)?\s*$")
+_UNIT_MS = {None: 1, "ms": 1, "s": 1000, "m": 60_000, "min": 60_000, "h": 3_600_000, "d": 86_400_000}
+
+
+def parse_duration_ms(value: Any, name: str = "duration") -> int:
+    """``45s``, ``10m``, ``1h``, ``250ms`` or a bare number of milliseconds."""
+    if isinstance(value, bool):
+        raise ConfigError(f"{name}: expected a duration, got {value!r}")
+    if isinstance(value, (int, float)):
+        return int(value)
+    m = _DURATION.match(str(value))
+    if not m:
+        raise ConfigError(f"{name}: cannot read {value!r} as a duration (examples: 250ms, 45s, 10m, 1h)")
+    return int(float(m.group(1)) * _UNIT_MS[m.group(2)])
+
+
+def _coerce(section: str, f: dataclasses.Field, value: Any) -> Any:
+    name = f"{section}.{f.name}"
+    target = f.type if isinstance(f.type, str) else getattr(f.type, "__name__", str(f.type))
+    if f.name == "broker_policy":
+        try:
+            return Policy(value) if not isinstance(value, Policy) else value
+        except ValueError:
+            valid = ", ".join(p.value for p in Policy)
+            raise ConfigError(f"unknown policy {value!r}; valid: {valid}") from None
+    if f.name.endswith("_ms"):
+        return parse_duration_ms(value, name)
+    if target.startswith("Mapping"):
+        if isinstance(value, str):
+            try:
+                value = json.loads(value)
+            except ValueError as exc:
+                raise ConfigError(f"{name}: expected a JSON object: {exc}") from None
+        if not isinstance(value, Mapping):
+            raise ConfigError(f"{name}: expected a mapping, got {type(value).__name__}")
+        return {str(k): str(v) for k, v in value.items()}
+    if target.startswith("bool"):
+        if isinstance(value, bool):
+            return value
+        if str(value).lower() in ("1", "true", "yes", "on"):
+            return True
+        if str(value).lower() in ("0", "false", "no", "off"):
+            return False
+        raise ConfigError(f"{name}: expected true/false, got {value!r}")
+    if target.startswith("int"):
+        if value is None or (isinstance(value, str) and value.lower() in ("", "none", "null")):
+            if "None" in target:
+                return None
+            raise ConfigError(f"{name}: a value is required")
+        try:
+            return int(value)
+        except (TypeError, ValueError):
+            raise ConfigError(f"{name}: expected an integer, got {value!r}") from None
+    if value is None:
+        if "None" in target:
+            return None
+        raise ConfigError(f"{name}: a value is required")
+    return str(value)
+
+
+def _section_update(section_name: str, section: Any, values: Mapping[str, Any], *, strict: bool) -> Any:
+    by_name = {f.name: f for f in fields(section)}
+    changes = {}
+    for key, value in values.items():
+        k = key.replace("-", "_")
+        f = by_name.get(k)
+        if f is None:
+            msg = f"unknown setting {section_name}.{key}; valid: {', '.join(sorted(by_name))}"
+            if strict:
+                raise ConfigError(msg)
+            log.warning("ignoring %s", msg)
+            continue
+        changes[k] = _coerce(section_name, f, value)
+    return replace(section, **changes) if changes else section
+
+
+def apply_mapping(cfg: Config, data: Mapping[str, Any], *, strict: bool) -> Config:
+    sections = {f.name: f for f in fields(cfg)}
+    changes = {}
+    for name, values in data.items():
+        if name not in sections:
+            msg = f"unknown section {name!r}; valid: {', '.join(sorted(sections))}"
+            if strict:
+                raise ConfigError(msg)
+            log.warning("ignoring %s", msg)
+            continue
+        if not isinstance(values, Mapping):
+            raise ConfigError(f"section {name!r} must be a mapping")
+        changes[name] = _section_update(name, getattr(cfg, name), values, strict=strict)
+    return replace(cfg, **changes) if changes else cfg
+
+
+def load_file(path: str | Path) -> Mapping[str, Any]:
+    text = Path(path).read_text()
+    if str(path).endswith(".json"):
+        return json.loads(text)
+    import yaml  # pyyaml: the config file and provisioning files are YAML
+
+    data = yaml.safe_load(text) or {}
+    if not isinstance(data, Mapping):
+        raise ConfigError(f"{path}: the top level must be a mapping of sections")
+    return data
+
+
+def env_mapping(environ: Mapping[str, str]) -> dict[str, dict[str, str]]:
+    """``FENCEWATCH_SINKS__KAFKA__X`` style names -> {section: {key: value}}."""
+    out: dict[str, dict[str, Any]] = {}
+    for name, value in environ.items():
+        if not name.startswith(ENV_PREFIX) or "__" not in name:
+            continue
+        parts = name[len(ENV_PREFIX):].lower().split("__")
+        section, key = parts[0], parts[1]
+        if len(parts) > 2:  # a mapping setting, e.g. FENCEWATCH_STREAMING__KAFKA__SASL_PASSWORD
+            sub = ".".join(parts[2:]).replace("_", ".")
+            out.setdefault(section, {}).setdefault(key, {})[sub] = value
+        else:
+            out.setdefault(section, {})[key] = value
+    return out
+
+
+def load_config(*, file: str | Path | None = None, environ: Mapping[str, str] | None = None,
+                overrides: Mapping[str, Mapping[str, Any]] | None = None) -> Config:
+    """Defaults < file (strict) < environment (lenient) < flags (strict)."""
+    cfg = Config()
+    if file is not None:
+        cfg = apply_mapping(cfg, load_file(file), strict=True)
+    env = env_mapping(os.environ if environ is None else environ)
+    if env:
+        # Mapping settings from the environment merge into the file's, key by key.
+        for section, values in env.items():
+            for key, value in list(values.items()):
+                if isinstance(value, dict) and hasattr(getattr(cfg, section, None), key):
+                    values[key] = {**getattr(getattr(cfg, section), key), **value}
+        cfg = apply_mapping(cfg, env, strict=False)
+    if overrides:
+        cfg = apply_mapping(cfg, {k: v for k, v in overrides.items() if v}, strict=True)
+    problems = cfg.validate()
+    if problems:
+        raise ConfigError("invalid configuration:\n  " + "\n  ".join(problems))
+    return cfg
+
+
+def _is_secret(key: str) -> bool:
+    k = key.lower()
+    return any(w in k for w in _SECRET_WORDS)
+
+
+def redacted(cfg: Config) -> dict[str, Any]:
+    """The config as plain data with every secret replaced by ``***``."""
+    out: dict[str, Any] = {}
+    for sec in fields(cfg):
+        section = getattr(cfg, sec.name)
+        values = {}
+        for f in fields(section):
+            v = getattr(section, f.name)
+            if isinstance(v, Mapping):
+                v = {k: (REDACTED if _is_secret(k) else val) for k, val in sorted(v.items())}
+            elif _is_secret(f.name) and v is not None:
+                v = REDACTED
+            elif isinstance(v, Policy):
+                v = v.value
+            values[f.name] = v
+        out[sec.name] = values
+    return out
+
+
+def digest(cfg: Config) -> str:
+    """A short fingerprint of the effective config for the startup line (secrets excluded)."""
+    return hashlib.sha256(json.dumps(redacted(cfg), sort_keys=True).encode()).hexdigest()[:12]

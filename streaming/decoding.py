@@ -1,0 +1,303 @@
+"""Bytes and dicts in, typed events (``state.events``) or a dead letter out (SPEC 1).
+
+Bad input never raises out of here: it becomes a :class:`DecodeError` with a
+stable ``code`` (MISSING_FIELD, WRONG_TYPE, ...), its parameters and the
+record's coordinates, which is what the dead-letter topic carries.
+Unknown ``type`` values are not errors: they are counted and skipped
+(forward compatibility with newer producers).
+"""
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from typing import Any, Mapping
+
+from fencewatch.state.events import (ClassicJoin, ClassicSync, CommitOffset, GroupStateChange, Heartbeat,
+                                     MemberAssignment, MemberLeft, OffsetCommit, OffsetCommitted,
+                                     OffsetDeleted, PartitionEpochs)
+from fencewatch.state.model import MemberState, Protocol
+
+DEFAULT_CLUSTER = "default"
+MEMBERSHIP_TYPES = frozenset({"member_assignment", "member_left", "heartbeat", "classic_join", "classic_sync",
+                              "group_state"})
+OFFSET_TYPES = frozenset({"offset_commit", "txn_offset_commit", "offset_committed", "offset_deleted",
+                          "partition_epochs"})
+KNOWN_TYPES = MEMBERSHIP_TYPES | OFFSET_TYPES
+LEAVE_REASONS = frozenset({"leave", "static_leave", "fenced", "session_timeout", "rebalance_timeout"})
+
+
+@dataclass(frozen=True, slots=True)
+class DecodeError:
+    """Why a record could not become an event; ``reason`` is what the DLQ record carries."""
+
+    code: str  # stable: INVALID_JSON, NOT_AN_OBJECT, MISSING_FIELD, WRONG_TYPE, INVALID_VALUE, UNKNOWN_SCHEMA_ID, INVALID_AVRO
+    params: Mapping[str, str]
+    coords: str  # topic[partition]@offset, or "line N"
+
+    @property
+    def reason(self) -> str:
+        detail = ", ".join(f"{k}={v}" for k, v in self.params.items())
+        return f"{self.code}({detail})" if detail else self.code
+
+    def __str__(self) -> str:
+        return f"{self.coords}: {self.reason}"
+
+
+@dataclass(frozen=True, slots=True)
+class UnknownType:
+    """A well-formed event of a type this version does not know: counted and skipped."""
+
+    type: str
+    coords: str
+
+
+class _Bad(Exception):
+    def __init__(self, code: str, **params: Any):
+        super().__init__(code)
+        self.code = code
+        self.params = {k: str(v) for k, v in params.items()}
+
+
+_TYPE_NAMES = {int: "long", str: "string", list: "array", dict: "object", bool: "boolean"}
+
+
+def _req(d: Mapping, name: str) -> Any:
+    try:
+        v = d[name]
+    except KeyError:
+        raise _Bad("MISSING_FIELD", field=name) from None
+    if v is None:
+        raise _Bad("MISSING_FIELD", field=name)
+    return v
+
+
+def _int(d: Mapping, name: str) -> int:
+    v = _req(d, name)
+    if type(v) is int:
+        return v
+    if type(v) is float and v.is_integer():
+        return int(v)
+    raise _Bad("WRONG_TYPE", field=name, expected="long", got=type(v).__name__)
+
+
+def _opt_int(d: Mapping, name: str, default: int | None = None) -> int | None:
+    v = d.get(name)
+    if v is None:
+        return default
+    if type(v) is int:
+        return v
+    if type(v) is float and v.is_integer():
+        return int(v)
+    raise _Bad("WRONG_TYPE", field=name, expected="long", got=type(v).__name__)
+
+
+def _str(d: Mapping, name: str) -> str:
+    v = _req(d, name)
+    if type(v) is not str:
+        raise _Bad("WRONG_TYPE", field=name, expected="string", got=type(v).__name__)
+    return v
+
+
+def _opt_str(d: Mapping, name: str, default: str | None = None) -> str | None:
+    v = d.get(name)
+    if v is None:
+        return default
+    if type(v) is not str:
+        raise _Bad("WRONG_TYPE", field=name, expected="string", got=type(v).__name__)
+    return v
+
+
+def _list(v: Any, name: str) -> list:
+    if type(v) is not list:
+        raise _Bad("WRONG_TYPE", field=name, expected="array", got=type(v).__name__)
+    return v
+
+
+def _int_item(v: Any, name: str) -> int:
+    if type(v) is int:
+        return v
+    raise _Bad("WRONG_TYPE", field=name, expected="long", got=type(v).__name__)
+
+
+def _topic_partitions(d: Mapping, name: str, *, required: bool = True):
+    """``[{"topic": t, "partitions": [..], "assignment_epochs": [..]?}]`` -> (tps, epochs or None)."""
+    raw = d.get(name)
+    if raw is None:
+        if required:
+            raise _Bad("MISSING_FIELD", field=name)
+        return (), None
+    tps: list[tuple[str, int]] = []
+    epochs: list[int] | None = []
+    for i, entry in enumerate(_list(raw, name)):
+        where = f"{name}[{i}]"
+        if type(entry) is not dict:
+            raise _Bad("WRONG_TYPE", field=where, expected="object", got=type(entry).__name__)
+        topic = _str(entry, "topic") if "topic" in entry else None
+        if topic is None:
+            raise _Bad("MISSING_FIELD", field=f"{where}.topic")
+        parts = _list(_req(entry, "partitions"), f"{where}.partitions")
+        for p in parts:
+            tps.append((topic, _int_item(p, f"{where}.partitions")))
+        ae = entry.get("assignment_epochs")
+        if ae is None:
+            epochs = None
+        elif epochs is not None:
+            ae = _list(ae, f"{where}.assignment_epochs")
+            if len(ae) != len(parts):
+                raise _Bad("INVALID_VALUE", field=f"{where}.assignment_epochs",
+                           problem=f"{len(ae)} epochs for {len(parts)} partitions")
+            epochs.extend(_int_item(e, f"{where}.assignment_epochs") for e in ae)
+    return tuple(tps), (tuple(epochs) if epochs is not None and tps else None)
+
+
+def _header(d: Mapping, seq: int, default_event_id: str) -> tuple[int, str, str]:
+    ts = _int(d, "ts")
+    cluster = _opt_str(d, "cluster", DEFAULT_CLUSTER)
+    event_id = _opt_str(d, "event_id", default_event_id)
+    return ts, cluster, event_id
+
+
+def _protocol(v: str | None) -> Protocol:
+    if v is None:
+        return Protocol.CONSUMER
+    try:
+        return Protocol(v)
+    except ValueError:
+        raise _Bad("INVALID_VALUE", field="protocol", value=v, valid="consumer,streams,classic") from None
+
+
+def _member_assignment(d, ts, cluster, eid, seq):
+    assigned, assigned_epochs = _topic_partitions(d, "assigned")
+    pending, pending_epochs = _topic_partitions(d, "pending_revocation", required=False)
+    subscribed = d.get("subscribed_topics")
+    if subscribed is not None:
+        subscribed = tuple(str(t) for t in _list(subscribed, "subscribed_topics"))
+    return MemberAssignment(
+        ts=ts, cluster=cluster, group_id=_str(d, "group_id"), event_id=eid, seq=seq,
+        member_id=_str(d, "member_id"), protocol=_protocol(_opt_str(d, "protocol")),
+        member_epoch=_int(d, "member_epoch"), assigned=assigned, pending_revocation=pending,
+        assigned_epochs=assigned_epochs, pending_epochs=pending_epochs,
+        previous_member_epoch=_opt_int(d, "previous_member_epoch"),
+        state=MemberState.parse(_opt_str(d, "state")), subscribed_topics=subscribed,
+        instance_id=_opt_str(d, "instance_id"), group_epoch=_opt_int(d, "group_epoch"),
+        target_assignment_epoch=_opt_int(d, "target_assignment_epoch"))
+
+
+def _member_left(d, ts, cluster, eid, seq):
+    reason = _opt_str(d, "reason", "leave")
+    if reason not in LEAVE_REASONS:
+        raise _Bad("INVALID_VALUE", field="reason", value=reason, valid=",".join(sorted(LEAVE_REASONS)))
+    return MemberLeft(ts, cluster, _str(d, "group_id"), eid, seq, _str(d, "member_id"), reason)
+
+
+def _heartbeat(d, ts, cluster, eid, seq):
+    return Heartbeat(ts, cluster, _str(d, "group_id"), eid, seq, _str(d, "member_id"),
+                     _opt_int(d, "request_epoch", -1), _opt_int(d, "response_epoch", -1),
+                     _opt_int(d, "error_code", 0))
+
+
+def _classic_join(d, ts, cluster, eid, seq):
+    owned, _ = _topic_partitions(d, "owned", required=False)
+    return ClassicJoin(ts, cluster, _str(d, "group_id"), eid, seq, _str(d, "member_id"),
+                       _opt_int(d, "generation", -1), owned, _opt_str(d, "protocol"), _opt_str(d, "instance_id"))
+
+
+def _classic_sync(d, ts, cluster, eid, seq):
+    raw = _req(d, "assignments")
+    if type(raw) is not dict:
+        raise _Bad("WRONG_TYPE", field="assignments", expected="object", got=type(raw).__name__)
+    assignments = []
+    for mid in sorted(raw):
+        tps, _ = _topic_partitions(raw, mid)
+        assignments.append((mid, tps))
+    return ClassicSync(ts, cluster, _str(d, "group_id"), eid, seq, _int(d, "generation"), tuple(assignments))
+
+
+def _group_state(d, ts, cluster, eid, seq):
+    return GroupStateChange(ts, cluster, _str(d, "group_id"), eid, seq, _str(d, "state"), _opt_str(d, "protocol"))
+
+
+def _offsets(d):
+    out = []
+    for i, o in enumerate(_list(_req(d, "offsets"), "offsets")):
+        if type(o) is not dict:
+            raise _Bad("WRONG_TYPE", field=f"offsets[{i}]", expected="object", got=type(o).__name__)
+        try:
+            out.append(CommitOffset(_str(o, "topic"), _int(o, "partition"), _int(o, "offset"),
+                                    _opt_int(o, "leader_epoch", -1), _opt_str(o, "metadata")))
+        except _Bad as bad:
+            bad.params["field"] = f"offsets[{i}].{bad.params.get('field', '')}"
+            raise
+    return tuple(out)
+
+
+def _commit(d, ts, cluster, eid, seq, transactional):
+    return OffsetCommit(
+        ts=ts, cluster=cluster, group_id=_str(d, "group_id"), event_id=eid, seq=seq, transactional=transactional,
+        member_id=_opt_str(d, "member_id", ""), member_epoch=_opt_int(d, "member_epoch", -1),
+        offsets=_offsets(d), instance_id=_opt_str(d, "instance_id"), error_code=_opt_int(d, "error_code"),
+        transactional_id=_opt_str(d, "transactional_id"), producer_id=_opt_int(d, "producer_id"),
+        producer_epoch=_opt_int(d, "producer_epoch"))
+
+
+def _offset_committed(d, ts, cluster, eid, seq):
+    return OffsetCommitted(ts, cluster, _str(d, "group_id"), eid, seq, _str(d, "topic"), _int(d, "partition"),
+                           _int(d, "offset"), _opt_int(d, "leader_epoch", -1), _opt_int(d, "commit_ts"),
+                           _opt_int(d, "expire_ts"))
+
+
+def _offset_deleted(d, ts, cluster, eid, seq):
+    return OffsetDeleted(ts, cluster, _str(d, "group_id"), eid, seq, _str(d, "topic"), _int(d, "partition"))
+
+
+def _partition_epochs(d, ts, cluster, eid, seq):
+    epochs = []
+    for i, e in enumerate(_list(d.get("epochs") or [], "epochs")):
+        if type(e) is not dict:
+            raise _Bad("WRONG_TYPE", field=f"epochs[{i}]", expected="object", got=type(e).__name__)
+        epochs.append((_int(e, "epoch"), _int(e, "start_offset")))
+    return PartitionEpochs(ts, cluster, eid, seq, _str(d, "topic"), _int(d, "partition"),
+                           _opt_int(d, "log_start_offset", 0), _int(d, "log_end_offset"), tuple(sorted(epochs)))
+
+
+_BUILDERS = {
+    "member_assignment": _member_assignment,
+    "member_left": _member_left,
+    "heartbeat": _heartbeat,
+    "classic_join": _classic_join,
+    "classic_sync": _classic_sync,
+    "group_state": _group_state,
+    "offset_commit": lambda d, ts, c, e, s: _commit(d, ts, c, e, s, False),
+    "txn_offset_commit": lambda d, ts, c, e, s: _commit(d, ts, c, e, s, True),
+    "offset_committed": _offset_committed,
+    "offset_deleted": _offset_deleted,
+    "partition_epochs": _partition_epochs,
+}
+
+
+def event_from_dict(d: Any, *, seq: int, default_event_id: str, coords: str):
+    """A typed event, an :class:`UnknownType`, or a :class:`DecodeError`; never raises."""
+    if type(d) is not dict:
+        return DecodeError("NOT_AN_OBJECT", {"got": type(d).__name__}, coords)
+    try:
+        etype = _str(d, "type")
+        builder = _BUILDERS.get(etype)
+        if builder is None:
+            return UnknownType(etype, coords)
+        ts, cluster, eid = _header(d, seq, default_event_id)
+        return builder(d, ts, cluster, eid, seq)
+    except _Bad as bad:
+        params = dict(bad.params)
+        if "type" in d and isinstance(d.get("type"), str):
+            params = {"type": d["type"], **params}
+        return DecodeError(bad.code, params, coords)
+    except (TypeError, ValueError, AttributeError) as exc:  # defensive: odd shapes inside nested values
+        return DecodeError("INVALID_VALUE", {"problem": f"{type(exc).__name__}: {exc}"}, coords)
+
+
+def decode_json_line(line: str | bytes, *, seq: int, default_event_id: str, coords: str):
+    try:
+        d = json.loads(line)
+    except (ValueError, UnicodeDecodeError) as exc:
+        return DecodeError("INVALID_JSON", {"problem": str(exc)[:200]}, coords)
+    return event_from_dict(d, seq=seq, default_event_id=default_event_id, coords=coords)
