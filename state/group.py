@@ -313,6 +313,10 @@ def _group_state(g: GroupState, ev: GroupStateChange, cfg: RulesConfig, out: Out
     elif ev.protocol == "classic" or ev.state in ("PreparingRebalance", "CompletingRebalance"):
         gtype = "classic"
     g = _touch(g, ev.ts, exists=True, group_type=gtype)
+    if ev.state == "Empty" and g.members:
+        # Empty means no members (the coordinator removed them; we may have missed the leaves).
+        for m in list(g.members.values()):
+            g = _replace_member(g, m, None)
     g = _with_state(g, ev.ts, ev.state)
     return _recompute_expiry(g, ev.ts, cfg)
 
@@ -421,12 +425,12 @@ def _commit(g: GroupState, ev: OffsetCommit, cfg: RulesConfig, out: Outputs) -> 
                            broker_error in (KafkaError.STALE_MEMBER_EPOCH, KafkaError.ILLEGAL_GENERATION)),
                        divergences=counters.divergences + (agrees is False))
     changes: dict = {"counters": counters}
+    touched: list[TopicPartition] = []
     if stored and ev.offsets:
         offsets = dict(g.offsets)
-        new_tps = False
         for o in ev.offsets:
             tp = (o.topic, o.partition)
-            new_tps = new_tps or tp not in offsets
+            touched.append(tp)
             offsets[tp] = exp.CommittedOffset(o.offset, o.leader_epoch, ev.ts, None)
         changes["offsets"] = offsets
         changes["exists"] = True
@@ -435,8 +439,8 @@ def _commit(g: GroupState, ev: OffsetCommit, cfg: RulesConfig, out: Outputs) -> 
         if ev.transactional:
             changes["pending_txn"] = {**g.pending_txn, **{(o.topic, o.partition): ev.ts for o in ev.offsets}}
     g = replace(g, **changes)
-    if stored and ev.offsets:
-        g = _note_commit_for_expiry(g, ev.ts, cfg, new_tps)
+    if touched:
+        g = _note_commit_for_expiry(g, ev.ts, cfg, touched)
 
     # Transactions (SPEC 6): every rejected TxnOffsetCommit aborts the transaction.
     kip_request_ok = request[3] is KafkaError.NONE
@@ -494,16 +498,16 @@ def _agrees(broker_error: KafkaError | None, predicted: KafkaError, warming: boo
 def _offset_committed(g: GroupState, ev: OffsetCommitted, cfg: RulesConfig, out: Outputs) -> GroupState:
     g = _touch(g, ev.ts, exists=True, group_type="simple" if g.group_type is None else None)
     tp = (ev.topic, ev.partition)
-    new = tp not in g.offsets
     off = exp.CommittedOffset(ev.offset, ev.leader_epoch, ev.commit_ts if ev.commit_ts is not None else ev.ts,
                               ev.expire_ts)
     pending = g.pending_txn
     if tp in pending:
         pending = {k: v for k, v in pending.items() if k != tp}
+    was_pending = pending is not g.pending_txn
     g = replace(g, offsets={**g.offsets, tp: off}, pending_txn=pending)
-    if ev.expire_ts is not None:
+    if ev.expire_ts is not None or was_pending:
         return _recompute_expiry(g, ev.ts, cfg)
-    return _note_commit_for_expiry(g, ev.ts, cfg, new)
+    return _note_commit_for_expiry(g, ev.ts, cfg, [tp])
 
 
 def _offset_deleted(g: GroupState, ev: OffsetDeleted, cfg: RulesConfig, out: Outputs) -> GroupState:
@@ -544,21 +548,18 @@ def _recompute_expiry(g: GroupState, ts: int, cfg: RulesConfig) -> GroupState:
                                          warned=track.warned if track.warned == d else None, stale=False))
 
 
-def _note_commit_for_expiry(g: GroupState, ts: int, cfg: RulesConfig, new_partition: bool) -> GroupState:
-    """Commits only push deadlines later, except a partition committed for the first time:
-    keep the cached deadline as a lower bound instead of rescanning every offset."""
+def _note_commit_for_expiry(g: GroupState, ts: int, cfg: RulesConfig, touched: list[TopicPartition]) -> GroupState:
+    """A commit pushes its partitions' deadlines later, so the cached earliest deadline stays a
+    valid lower bound (marked stale) unless a touched partition now expires earlier than it."""
     track = g.expiry
-    if new_partition or track.deadline is None:
-        view = expiry_view(g)
-        candidate = None
-        # Only the new partitions can bring the deadline earlier; find their deadlines.
-        for tp, off in g.offsets.items():
-            if off.commit_ts == ts:
-                d = exp.shipped_deadline(view, tp, off, cfg.offsets_retention_ms)
-                if d is not None and (candidate is None or d < candidate):
-                    candidate = d
-        if candidate is not None and (track.deadline is None or candidate < track.deadline):
-            return replace(g, expiry=ExpiryTrack(deadline=candidate, set_ts=ts, warned=None, stale=True))
+    view = expiry_view(g)
+    candidate = None
+    for tp in touched:
+        d = exp.shipped_deadline(view, tp, g.offsets[tp], cfg.offsets_retention_ms)
+        if d is not None and (candidate is None or d < candidate):
+            candidate = d
+    if candidate is not None and (track.deadline is None or candidate < track.deadline):
+        return replace(g, expiry=ExpiryTrack(deadline=candidate, set_ts=ts, warned=None, stale=True))
     if track.deadline is not None and not track.stale:
         return replace(g, expiry=replace(track, stale=True))
     return g

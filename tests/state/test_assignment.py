@@ -1,0 +1,140 @@
+"""The assignment model, one test per edge of Kafka's ``CurrentAssignmentBuilderTest``.
+
+Kafka's test drives the builder with a target assignment; we observe the
+records the builder wrote and check the assignment epochs (KIP-1251) that
+follow from them, with whole-object equality.
+"""
+from dataclasses import replace
+
+from fencewatch.state.assignment import Member, apply_member_assignment, apply_static_leave
+from fencewatch.state.model import MemberState, Protocol
+
+from .helpers import assignment, tp
+
+T1, T2 = "topic1", "topic2"
+
+
+def stable_member(epoch=10, assigned=None) -> Member:
+    assigned = assigned if assigned is not None else {**{x: 10 for x in tp(T1, 1, 2, 3)}, **{x: 10 for x in tp(T2, 4, 5, 6)}}
+    return Member("member", Protocol.CONSUMER, epoch, previous_member_epoch=10, state=MemberState.STABLE,
+                  assigned_partitions=assigned)
+
+
+def test_stable_to_stable():
+    """CurrentAssignmentBuilderTest.testStableToStable: kept partitions keep their epoch."""
+    m = stable_member()
+    ev = assignment("member", 11, tp(T1, 1, 2, 3) + tp(T2, 4, 5, 6))
+    assert apply_member_assignment(m, ev) == replace(m, member_epoch=11, previous_member_epoch=10)
+
+
+def test_stable_to_stable_with_new_partitions():
+    """CurrentAssignmentBuilderTest.testStableToStableWithNewPartitions: new partitions get the new epoch."""
+    m = stable_member()
+    ev = assignment("member", 11, tp(T1, 1, 2, 3, 4) + tp(T2, 4, 5, 6, 7))
+    got = apply_member_assignment(m, ev)
+    assert got.assigned_partitions == {**m.assigned_partitions, (T1, 4): 11, (T2, 7): 11}
+    assert got.member_epoch == 11 and got.revocation_epoch == 0
+
+
+def test_stable_to_unrevoked_partitions():
+    """CurrentAssignmentBuilderTest.testStableToUnrevokedPartitions: revoked partitions keep their epoch."""
+    m = stable_member()
+    ev = assignment("member", 10, tp(T1, 2, 3) + tp(T2, 5, 6), pending=tp(T1, 1) + tp(T2, 4),
+                    state=MemberState.UNREVOKED_PARTITIONS)
+    got = apply_member_assignment(m, ev)
+    assert got == Member("member", Protocol.CONSUMER, 10, previous_member_epoch=10,
+                         state=MemberState.UNREVOKED_PARTITIONS,
+                         assigned_partitions={x: 10 for x in tp(T1, 2, 3) + tp(T2, 5, 6)},
+                         partitions_pending_revocation={(T1, 1): 10, (T2, 4): 10})
+
+
+def test_stable_to_unreleased_partitions():
+    """CurrentAssignmentBuilderTest.testStableToUnreleasedPartitions: epoch bumps, unreleased ones not yet held."""
+    m = stable_member()
+    ev = assignment("member", 11, tp(T1, 1, 2, 3) + tp(T2, 4, 5, 6), state=MemberState.UNRELEASED_PARTITIONS)
+    got = apply_member_assignment(m, ev)
+    assert got.state is MemberState.UNRELEASED_PARTITIONS
+    assert got.assigned_partitions == m.assigned_partitions and got.member_epoch == 11
+
+
+def test_unrevoked_partitions_to_stable_sets_revocation_epoch():
+    """CurrentAssignmentBuilderTest.testUnrevokedPartitionsToStable, plus KAFKA-19779's RevocationEpoch."""
+    m = apply_member_assignment(stable_member(), assignment(
+        "member", 10, tp(T1, 2, 3) + tp(T2, 5, 6), pending=tp(T1, 1) + tp(T2, 4),
+        state=MemberState.UNREVOKED_PARTITIONS))
+    got = apply_member_assignment(m, assignment("member", 11, tp(T1, 2, 3) + tp(T2, 5, 6)))
+    assert got.partitions_pending_revocation == {}
+    assert got.assigned_partitions == {x: 10 for x in tp(T1, 2, 3) + tp(T2, 5, 6)}
+    assert got.revocation_epoch == 10
+    assert got.member_epoch == 11
+
+
+def test_remains_in_unrevoked_partitions_returns_same_object():
+    """CurrentAssignmentBuilderTest.testRemainsInUnrevokedPartitions: nothing changed -> same member."""
+    m = apply_member_assignment(stable_member(), assignment(
+        "member", 10, tp(T1, 2, 3) + tp(T2, 5, 6), pending=tp(T1, 1) + tp(T2, 4),
+        state=MemberState.UNREVOKED_PARTITIONS))
+    again = assignment("member", 10, tp(T1, 2, 3) + tp(T2, 5, 6), pending=tp(T1, 1) + tp(T2, 4),
+                       state=MemberState.UNREVOKED_PARTITIONS)
+    assert apply_member_assignment(m, again) is m
+
+
+def test_unrevoked_partitions_to_unrevoked_partitions():
+    """CurrentAssignmentBuilderTest.testUnrevokedPartitionsToUnrevokedPartitions: more to revoke, epoch kept."""
+    m = apply_member_assignment(stable_member(), assignment(
+        "member", 10, tp(T1, 2, 3) + tp(T2, 5, 6), pending=tp(T1, 1) + tp(T2, 4),
+        state=MemberState.UNREVOKED_PARTITIONS))
+    got = apply_member_assignment(m, assignment("member", 10, tp(T1, 3) + tp(T2, 6),
+                                                pending=tp(T1, 1, 2) + tp(T2, 4, 5),
+                                                state=MemberState.UNREVOKED_PARTITIONS))
+    assert got.partitions_pending_revocation == {x: 10 for x in tp(T1, 1, 2) + tp(T2, 4, 5)}
+    assert got.revocation_epoch == 0
+
+
+def test_unreleased_partitions_to_stable_new_partition_gets_current_epoch():
+    """CurrentAssignmentBuilderTest.testUnreleasedPartitionsToStable: a released partition arrives at epoch 11."""
+    m = apply_member_assignment(stable_member(), assignment(
+        "member", 11, tp(T1, 1, 2, 3) + tp(T2, 4, 5, 6), state=MemberState.UNRELEASED_PARTITIONS))
+    got = apply_member_assignment(m, assignment("member", 11, tp(T1, 1, 2, 3, 4) + tp(T2, 4, 5, 6, 7)))
+    assert got.assigned_partitions[(T1, 4)] == 11 and got.assigned_partitions[(T1, 1)] == 10
+    assert got.state is MemberState.STABLE
+
+
+def test_partition_returning_from_pending_to_assigned_gets_new_epoch():
+    """SPEC 2: a partition back from pending revocation counts as newly added."""
+    m = apply_member_assignment(stable_member(), assignment(
+        "member", 10, tp(T1, 2, 3) + tp(T2, 4, 5, 6), pending=tp(T1, 1), state=MemberState.UNREVOKED_PARTITIONS))
+    got = apply_member_assignment(m, assignment("member", 12, tp(T1, 1, 2, 3) + tp(T2, 4, 5, 6)))
+    assert got.assigned_partitions[(T1, 1)] == 12
+    # The pending partition came back, it was not revoked: no revocation happened.
+    assert got.revocation_epoch == 0
+
+
+def test_target_assignment_epoch_is_used_for_new_partitions():
+    m = stable_member()
+    got = apply_member_assignment(m, assignment("member", 12, tp(T1, 1, 2, 3, 9) + tp(T2, 4, 5, 6), target_epoch=11))
+    assert got.assigned_partitions[(T1, 9)] == 11
+
+
+def test_explicit_assignment_epochs_take_precedence():
+    """KIP-1251 brokers write AssignmentEpochs: they are the truth, not derived."""
+    m = stable_member()
+    got = apply_member_assignment(m, assignment("member", 12, tp(T1, 1, 2), assigned_epochs=(3, 7),
+                                                pending=tp(T2, 4), pending_epochs=(5,)))
+    assert got.assigned_partitions == {(T1, 1): 3, (T1, 2): 7}
+    assert got.partitions_pending_revocation == {(T2, 4): 5}
+
+
+def test_new_member_gets_its_epoch():
+    got = apply_member_assignment(None, assignment("m", 5, tp(T1, 0, 1)))
+    assert got == Member("m", Protocol.CONSUMER, 5, previous_member_epoch=-1,
+                         assigned_partitions={(T1, 0): 5, (T1, 1): 5})
+
+
+def test_static_leave_resets_epochs_to_zero():
+    m = stable_member()
+    got = apply_static_leave(m)
+    assert got.member_epoch == -2
+    assert set(got.assigned_partitions) == set(m.assigned_partitions)
+    assert set(got.assigned_partitions.values()) == {0}
+    assert m.assigned_partitions[(T1, 1)] == 10  # input unmodified

@@ -1,0 +1,153 @@
+"""Offset expiry (SPEC 4), mirroring ``OffsetMetadataManagerTest.testCleanupExpiredOffsets*`` and
+``OffsetExpirationConditionImplTest``; plus the KIP-211 text and the pre-2.1 rule side by side."""
+from fencewatch.state import expiry as exp
+from fencewatch.state import group as grp
+from fencewatch.state.config import RulesConfig
+
+from .helpers import assignment, commit, committed, group_state, join, left, sync, tp
+
+MIN = 60_000
+R = 100 * MIN
+CFG = RulesConfig(offsets_retention_ms=R, expiry_warning_ms=10 * MIN, alert_cooldown_ms=0)
+
+
+def run(events, until=None, cfg=CFG):
+    g = grp.new_group("default", "g")
+    out = grp.Outputs()
+    for ev in events:
+        g = grp.process(g, ev, cfg, out)
+    if until is not None:
+        g = grp.advance(g, until, cfg, out)
+    return g, out
+
+
+def kinds(out):
+    return [a.kind for a in out.alerts]
+
+
+def test_is_offset_expired_uses_base_timestamp():
+    """OffsetExpirationConditionImplTest.testIsOffsetExpired."""
+    view = exp.ExpiryView("consumer", "Empty", None, frozenset())
+    off = exp.CommittedOffset(1, -1, commit_ts=1000)
+    assert exp.shipped_deadline(view, ("t", 0), off, R) == 1000 + R
+    assert exp.expired_at(view, {("t", 0): off}, 1000 + R - 1, R) == []
+    assert exp.expired_at(view, {("t", 0): off}, 1000 + R, R) == [("t", 0)]
+
+
+def test_cleanup_expired_offsets_group_has_no_offsets():
+    """OffsetMetadataManagerTest.testCleanupExpiredOffsetsGroupHasNoOffsets."""
+    g, out = run([assignment("A", 1, tp("t", 0), ts=0)], until=10 * R)
+    assert out.alerts == [] and g.expiry.deadline is None
+
+
+def test_consumer_group_subscribed_topic_never_expires():
+    """OffsetMetadataManagerTest.testCleanupExpiredOffsets: a subscribed topic's offsets stay."""
+    g, out = run([assignment("A", 1, tp("t", 0), ts=0), commit("A", 1, tp("t", 0), ts=10)], until=5 * R)
+    assert out.alerts == [] and ("t", 0) in g.offsets
+
+
+def test_kip848_group_going_empty_loses_offsets_older_than_retention():
+    """SPEC 4: a KIP-848 group counts from the commit time, so going empty late expires at once."""
+    events = [assignment("A", 1, tp("t", 0), ts=0), commit("A", 1, tp("t", 0), ts=10),
+              left("A", ts=10 + 2 * R)]  # empty long after retention passed
+    g, out = run(events, until=10 + 2 * R)
+    assert kinds(out) == ["OFFSETS_EXPIRING", "OFFSETS_EXPIRED"]
+    expiring, expired = out.alerts
+    # Deadline is commit time + R, reached before the group even became empty: due immediately.
+    assert expired.ts == 10 + R and expired.details["expired_partitions"] == "t-0"
+    assert expired.details["kip211_deadline_ms"] == str(10 + 2 * R + R)  # KIP-211: from the empty time
+    assert expired.details["pre21_deadline_ms"] == str(10 + R)
+    assert g.offsets == {} and g.counters.expired_offsets == 1
+
+
+def test_unsubscribed_topic_of_consumer_group_expires():
+    """OffsetMetadataManagerTest.testCleanupExpiredOffsetsWithUnsubscribedTopic (KIP-848 groups)."""
+    events = [assignment("A", 1, tp("t", 0), ts=0, subscribed=("t",)), commit("A", 1, tp("t", 0) + tp("old", 0), ts=10)]
+    g, out = run(events, until=10 + R)
+    assert kinds(out) == ["OFFSETS_EXPIRING", "OFFSETS_EXPIRED"]
+    assert set(g.offsets) == {("t", 0)}
+
+
+def test_expiring_warning_before_deadline_only():
+    events = [assignment("A", 1, tp("t", 0), ts=0), commit("A", 1, tp("t", 0), ts=10), left("A", ts=20)]
+    _, out = run(events, until=10 + R - 10 * MIN - 1)
+    assert out.alerts == []
+    _, out = run(events, until=10 + R - 10 * MIN)
+    assert kinds(out) == ["OFFSETS_EXPIRING"] and out.alerts[0].ts == 10 + R - 10 * MIN
+
+
+def test_new_commit_pushes_deadline():
+    events = [commit("", -1, tp("t", 0), ts=0), commit("", -1, tp("t", 0), ts=R // 2)]
+    g, out = run(events, until=R + 1)
+    assert out.alerts == []
+    assert grp.deadlines(g, CFG).shipped == R // 2 + R
+
+
+def test_pending_transactional_offsets_block_expiry():
+    """OffsetMetadataManagerTest.testCleanupExpiredOffsetsWithPendingTransactionalOffsets."""
+    cfg = RulesConfig(offsets_retention_ms=R, expiry_warning_ms=0, txn_timeout_ms=3 * R, alert_cooldown_ms=0)
+    events = [assignment("A", 1, tp("t", 0), ts=0), commit("A", 1, tp("t", 0), ts=10, txn=True), left("A", ts=20)]
+    g, out = run(events, until=2 * R, cfg=cfg)
+    assert out.alerts == [] and ("t", 0) in g.offsets
+    # After the transaction timeout the pending marker is gone and cleanup proceeds.
+    g, out = run(events, until=3 * R + 10, cfg=cfg)
+    assert kinds(out) == ["OFFSETS_EXPIRING", "OFFSETS_EXPIRED"]
+
+
+def test_committed_pending_transaction_clears_pending():
+    cfg = RulesConfig(offsets_retention_ms=R, expiry_warning_ms=0, alert_cooldown_ms=0)
+    events = [assignment("A", 1, tp("t", 0), ts=0), commit("A", 1, tp("t", 0), ts=10, txn=True), left("A", ts=20),
+              committed("t", 0, 10, ts=30, commit_ts=10)]
+    g, out = run(events, until=10 + R, cfg=cfg)
+    assert "OFFSETS_EXPIRED" in kinds(out)
+
+
+def test_classic_empty_group_counts_from_empty_time():
+    """ClassicGroup.offsetExpirationCondition: Empty -> base is the time the group became empty."""
+    events = [join("A", -1, (), ts=0), sync(1, {"A": tp("t", 0)}, ts=5), commit("A", 1, tp("t", 0), ts=10),
+              group_state("Empty", ts=50 * MIN, protocol="classic")]
+    g, out = run(events, until=50 * MIN + R - 1)
+    assert "OFFSETS_EXPIRED" not in kinds(out)
+    g, out = run(events, until=50 * MIN + R)
+    assert "OFFSETS_EXPIRED" in kinds(out)
+
+
+def test_classic_rebalancing_group_never_expires():
+    events = [join("A", -1, (), ts=0), sync(1, {"A": tp("t", 0)}, ts=5), commit("A", 1, tp("t", 0), ts=10),
+              group_state("PreparingRebalance", ts=20, protocol="classic")]
+    g, out = run(events, until=10 * R)
+    assert out.alerts == []
+
+
+def test_simple_group_counts_from_commit_time():
+    g, out = run([commit("", -1, tp("t", 0), ts=0)], until=R)
+    assert kinds(out) == ["OFFSETS_EXPIRING", "OFFSETS_EXPIRED"]
+
+
+def test_v1_expire_timestamp_wins():
+    events = [committed("t", 0, 5, ts=0, commit_ts=0, expire_ts=1000)]
+    g, out = run(events, until=1000)
+    assert kinds(out)[-1] == "OFFSETS_EXPIRED" and out.alerts[-1].ts == 1000
+
+
+def test_expiry_decisions_independent_of_when_clock_advances():
+    """Decisions carry the deadline as ts: advancing in one step or many gives the same alerts."""
+    events = [assignment("A", 1, tp("t", 0), ts=0), commit("A", 1, tp("t", 0) + tp("t", 1), ts=10),
+              commit("A", 1, tp("t", 1), ts=R // 3), left("A", ts=20 + R // 3)]
+    _, one = run(events, until=3 * R)
+    g = grp.new_group("default", "g")
+    many = grp.Outputs()
+    for ev in events:
+        g = grp.process(g, ev, CFG, many)
+    for t in range(0, 3 * R, R // 7):
+        g = grp.advance(g, t, CFG, many)
+    g = grp.advance(g, 3 * R, CFG, many)
+    assert [(a.alert_id, a.ts) for a in one.alerts] == [(a.alert_id, a.ts) for a in many.alerts]
+    assert len([a for a in one.alerts if a.kind == "OFFSETS_EXPIRED"]) == 2
+
+
+def test_pre21_rule_differs_for_active_group():
+    """KAFKA-4682: before 2.1 an active group's idle partition expired; Kafka as shipped keeps it."""
+    g, _ = run([assignment("A", 1, tp("t", 0), ts=0), commit("A", 1, tp("t", 0), ts=10)])
+    d = grp.deadlines(g, CFG)
+    assert d.shipped is None and d.kip211 is None and d.pre21 == 10 + R

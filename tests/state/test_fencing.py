@@ -1,0 +1,243 @@
+"""Commit judging (SPEC 3), mirroring Kafka's ``ConsumerGroupTest.testValidateOffsetCommit*``
+and ``OffsetMetadataManagerTest`` commit validation, plus one row per SPEC 3 case."""
+import pytest
+
+from fencewatch.state import group as grp
+from fencewatch.state.config import RulesConfig
+from fencewatch.state.fencing import POLICIES, POLICY_ORDER, classify, evaluate
+from fencewatch.state.model import CommitClass, MemberState, Policy, Protocol
+
+from .helpers import assignment, commit, left, tp
+
+CFG = RulesConfig(alert_cooldown_ms=0)
+
+
+def run(events, cfg=CFG):
+    g = grp.new_group("default", "g")
+    out = grp.Outputs()
+    for ev in events:
+        g = grp.process(g, ev, cfg, out)
+    return g, out
+
+
+def verdict(events, cfg=CFG):
+    _, out = run(events, cfg)
+    return out.verdicts[-1]
+
+
+# --------------------------------------------------------------------------- policy table
+
+@pytest.mark.parametrize("c,b,rev,ae,expected", [
+    # c, b, revocation epoch, assignment epoch (None = not held) -> strict, member_revocation, assignment_epoch, kip1251
+    pytest.param(5, 5, 0, 3, (True, True, True, True), id="current-epoch-held"),
+    pytest.param(4, 5, 0, 3, (False, True, True, True), id="stale-epoch-held-since-3"),
+    pytest.param(4, 5, 4, 3, (False, False, True, True), id="stale-epoch-at-revocation-epoch"),
+    pytest.param(2, 5, 0, 3, (False, True, False, False), id="epoch-before-assignment"),
+    pytest.param(5, 5, 0, None, (True, True, False, True), id="current-epoch-not-held-kip1251-equal-path"),
+    pytest.param(4, 5, 0, None, (False, True, False, False), id="stale-epoch-not-held"),
+    pytest.param(6, 5, 0, 3, (False, False, False, False), id="future-epoch"),
+    pytest.param(3, 5, 0, 3, (False, True, True, True), id="epoch-equal-to-assignment-epoch"),
+])
+def test_policy_table(c, b, rev, ae, expected):
+    assert evaluate(c, b, rev, ae) == expected
+    assert tuple(POLICIES[p](c, b, rev, ae) for p in POLICY_ORDER) == expected
+
+
+def test_strict_acceptance_implies_kip1251_on_the_table():
+    for c in range(-1, 8):
+        for b in range(0, 8):
+            for ae in (None, *range(0, 8)):
+                res = evaluate(c, b, 0, ae)
+                assert not res[0] or res[3]
+
+
+@pytest.mark.parametrize("outcomes,c,b,other,expected", [
+    ((True, True, True, True), 5, 5, False, CommitClass.ACCEPTED),
+    ((False, True, True, True), 4, 5, False, CommitClass.AVOIDABLE),
+    ((False, False, False, False), 6, 5, False, CommitClass.FUTURE_EPOCH),
+    ((False, True, False, False), 4, 5, True, CommitClass.ZOMBIE),
+    ((False, True, False, False), 4, 5, False, CommitClass.STALE),
+], ids=["accepted", "avoidable", "future", "zombie", "stale"])
+def test_classify(outcomes, c, b, other, expected):
+    assert classify(outcomes, c, b, other) is expected
+
+
+# --------------------------------------------------------------------------- narratives (ConsumerGroupTest)
+
+def test_validate_offset_commit_unknown_member():
+    """ConsumerGroupTest.testValidateOffsetCommit: unknown member id -> UNKNOWN_MEMBER_ID."""
+    v = verdict([assignment("A", 1, tp("t", 0)), commit("B", 1, tp("t", 0))])
+    assert (v.strict, v.kip1251, v.cls, v.broker_epoch) == ("UNKNOWN_MEMBER_ID", "UNKNOWN_MEMBER_ID",
+                                                             "unknown_member", None)
+
+
+def test_validate_offset_commit_stale_member_epoch():
+    """ConsumerGroupTest.testValidateOffsetCommit: consumer member, wrong epoch -> STALE_MEMBER_EPOCH."""
+    v = verdict([assignment("A", 1, tp("t", 0)), assignment("A", 2, tp("t", 0)), commit("A", 1, tp("t", 0))])
+    assert v.strict == "STALE_MEMBER_EPOCH"
+    assert v.kip1251 == "NONE" and v.cls == "avoidable"
+
+
+def test_validate_offset_commit_classic_member_gets_illegal_generation():
+    """ConsumerGroupTest.testValidateOffsetCommit: classic-protocol member -> ILLEGAL_GENERATION."""
+    v = verdict([assignment("A", 1, tp("t", 0), protocol=Protocol.CLASSIC), assignment("A", 2, tp("t", 0), protocol=Protocol.CLASSIC),
+                 commit("A", 3, tp("t", 0))])
+    assert v.strict == "ILLEGAL_GENERATION" and v.cls == "future_epoch"
+
+
+def test_validate_transactional_offset_commit_illegal_generation():
+    """ConsumerGroupTest.testValidateTransactionalOffsetCommit: TxnOffsetCommit -> ILLEGAL_GENERATION."""
+    v = verdict([assignment("A", 1, tp("t", 0)), assignment("A", 2, tp("t", 0)), commit("A", 1, tp("t", 0), txn=True)])
+    assert v.strict == "ILLEGAL_GENERATION" and v.kind == "txn_commit"
+
+
+def test_validate_offset_commit_admin_into_empty_group():
+    """ConsumerGroupTest.testValidateOffsetCommit: epoch -1 and no member id in an empty group is accepted."""
+    events = [assignment("A", 1, tp("t", 0)), left("A"), commit("", -1, tp("t", 0))]
+    v = verdict(events)
+    assert (v.strict, v.cls) == ("NONE", "accepted")
+
+
+def test_validate_offset_commit_admin_into_group_with_members():
+    v = verdict([assignment("A", 1, tp("t", 0)), commit("", -1, tp("t", 0))])
+    assert (v.strict, v.cls) == ("UNKNOWN_MEMBER_ID", "unknown_member")
+
+
+def test_offset_commit_unknown_group():
+    """OffsetMetadataManagerTest.testOffsetCommitWithUnknownGroup: GROUP_ID_NOT_FOUND (txn: ILLEGAL_GENERATION)."""
+    v = verdict([commit("A", 3, tp("t", 0))])
+    assert (v.strict, v.cls) == ("GROUP_ID_NOT_FOUND", "other")
+    v = verdict([commit("A", 3, tp("t", 0), txn=True)])
+    assert v.strict == "ILLEGAL_GENERATION"
+
+
+def test_offset_commit_simple_group_created_with_generation_minus_one():
+    """OffsetMetadataManagerTest.testSimpleGroupOffsetCommit: -1 into an unknown group creates it."""
+    g, out = run([commit("", -1, tp("t", 0))])
+    assert out.verdicts[-1].cls == "accepted" and g.exists and g.group_type == "simple"
+    assert ("t", 0) in g.offsets
+
+
+# --------------------------------------------------------------------------- KAFKA-19779 scenarios
+
+def revoke_p1_to_b():
+    """A owns t-0,t-1 at epoch 1; t-1 is revoked from A (epoch 2) and assigned to B at epoch 3."""
+    return [
+        assignment("A", 1, tp("t", 0, 1), ts=100),
+        assignment("A", 1, tp("t", 0), pending=tp("t", 1), state=MemberState.UNREVOKED_PARTITIONS, ts=110),
+        assignment("A", 3, tp("t", 0), ts=120),
+        assignment("B", 3, tp("t", 1), ts=130),
+    ]
+
+
+def test_zombie_commit_of_revoked_partition():
+    v = verdict(revoke_p1_to_b() + [commit("A", 1, tp("t", 1))])
+    assert (v.strict, v.member_revocation, v.assignment_epoch_check, v.kip1251) == ("STALE_MEMBER_EPOCH",) * 4
+    assert v.cls == "zombie" and v.owner_member_id == "B" and not v.unsafe
+
+
+def test_member_revocation_rejects_other_partition_during_revocation_race():
+    """KAFKA-19779: the member-level design fences a commit of a kept partition at the revocation epoch."""
+    v = verdict(revoke_p1_to_b() + [commit("A", 1, tp("t", 0))])
+    assert v.member_revocation == "STALE_MEMBER_EPOCH"  # revocation epoch is 1
+    assert v.assignment_epoch_check == "NONE" and v.kip1251 == "NONE" and v.cls == "avoidable"
+
+
+def test_stale_commit_nobody_holds():
+    events = revoke_p1_to_b()[:3] + [commit("A", 1, tp("t", 1))]
+    v = verdict(events)
+    assert v.cls == "stale" and v.owner_member_id is None
+
+
+def test_unsafe_equal_epoch_path_for_unheld_partition():
+    """KIP-1251's equal-epoch path accepts a partition the member does not hold: unsafe if B owns it."""
+    v = verdict(revoke_p1_to_b() + [commit("A", 3, tp("t", 1))])
+    assert v.strict == "NONE" and v.kip1251 == "NONE" and v.assignment_epoch_check == "STALE_MEMBER_EPOCH"
+    assert v.unsafe and v.owner_member_id == "B"
+
+
+def test_request_outcome_rejects_whole_request_and_model_agrees():
+    """Kafka fails the whole request on one bad partition; model_agrees compares request outcomes."""
+    events = revoke_p1_to_b() + [commit("A", 1, tp("t", 0, 1), error_code=113)]
+    g, out = run(events)
+    v0, v1 = out.verdicts[-2:]
+    assert (v0.cls, v1.cls) == ("avoidable", "zombie")
+    assert v0.model_agrees is True and v1.model_agrees is True
+    kinds = [a.kind for a in out.alerts]
+    assert "ZOMBIE_COMMIT" in kinds
+    assert "AVOIDABLE_FENCING" not in kinds  # kip1251 rejects the request too (t-1 is a zombie)
+
+
+def test_model_divergence_when_broker_disagrees():
+    events = [assignment("A", 1, tp("t", 0)), commit("A", 1, tp("t", 0), error_code=113)]
+    g, out = run(events)
+    assert out.verdicts[-1].model_agrees is False
+    assert [a.kind for a in out.alerts] == ["MODEL_DIVERGENCE"]
+    assert g.counters.divergences == 1
+
+
+def test_transient_broker_errors_are_not_divergence():
+    events = [assignment("A", 1, tp("t", 0)), commit("A", 1, tp("t", 0), error_code=16)]
+    _, out = run(events)
+    assert out.verdicts[-1].model_agrees is None and out.alerts == []
+
+
+def test_broker_policy_kip1251_agrees_with_kip1251_broker():
+    cfg = RulesConfig(broker_policy=Policy.KIP1251, alert_cooldown_ms=0)
+    events = [assignment("A", 1, tp("t", 0)), assignment("A", 2, tp("t", 0)), commit("A", 1, tp("t", 0), error_code=0)]
+    assert verdict(events, cfg).model_agrees is True
+    assert verdict(events, CFG).model_agrees is False
+
+
+def test_avoidable_txn_abort_counted():
+    events = [assignment("A", 1, tp("t", 0)), assignment("A", 2, tp("t", 0)),
+              commit("A", 1, tp("t", 0), txn=True, error_code=22, transactional_id="tx-1")]
+    g, out = run(events)
+    assert g.counters.txn_aborts == 1 and g.counters.txn_avoidable_aborts == 1
+    assert g.txn_aborts_by_id == {"tx-1": (1, 1)}
+    assert [a.kind for a in out.alerts] == ["AVOIDABLE_FENCING"]
+
+
+def test_warmup_unknown_member_is_other():
+    cfg = RulesConfig(warmup_ms=45_000, alert_cooldown_ms=0)
+    events = [assignment("A", 1, tp("t", 0), ts=1000), commit("Z", 7, tp("t", 0), ts=2000, error_code=0)]
+    g, out = run(events, cfg)
+    v = out.verdicts[-1]
+    assert (v.cls, v.warming_up, v.model_agrees) == ("other", True, None)
+    assert out.alerts == []
+    late = [assignment("A", 1, tp("t", 0), ts=1000), commit("Z", 7, tp("t", 0), ts=50_000)]
+    assert verdict(late, cfg).cls == "unknown_member"
+
+
+def test_static_member_takeover_keeps_zero_epochs():
+    """SPEC 2: a static leave keeps the partitions at epoch 0; the rejoining instance takes them over."""
+    events = [assignment("A", 5, tp("t", 0, 1), instance_id="i-1", ts=100), left("A", "static_leave", ts=200),
+              assignment("A2", 6, tp("t", 0, 1), instance_id="i-1", ts=300)]
+    g, _ = run(events)
+    assert set(g.members) == {"A2"}
+    assert g.members["A2"].assigned_partitions == {("t", 0): 0, ("t", 1): 0}
+    v = verdict(events + [commit("A2", 3, tp("t", 0))])
+    assert v.cls == "avoidable"  # 0 <= 3 < 6
+
+
+def test_static_left_member_still_holds_partitions():
+    events = [assignment("A", 5, tp("t", 0), instance_id="i-1"), left("A", "static_leave"),
+              commit("A", 5, tp("t", 0))]
+    v = verdict(events)
+    assert v.broker_epoch == -2 and v.strict == "STALE_MEMBER_EPOCH" and v.cls == "future_epoch"
+
+
+def test_duplicate_assignment_alert_and_both_claims_kept():
+    events = [assignment("A", 1, tp("t", 0)), assignment("B", 2, tp("t", 0))]
+    g, out = run(events)
+    assert [a.kind for a in out.alerts] == ["DUPLICATE_ASSIGNMENT"]
+    assert g.owners[("t", 0)] == ("A", "B")
+
+
+def test_alert_cooldown_folds_repeats():
+    cfg = RulesConfig(alert_cooldown_ms=60_000)
+    events = revoke_p1_to_b() + [commit("A", 1, tp("t", 1), ts=1000 + i) for i in range(5)] + [
+        commit("A", 1, tp("t", 1), ts=70_000)]
+    _, out = run(events, cfg)
+    zombies = [a for a in out.alerts if a.kind == "ZOMBIE_COMMIT"]
+    assert len(zombies) == 2 and zombies[1].details["suppressed_before"] == "4"

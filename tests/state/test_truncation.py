@@ -1,0 +1,90 @@
+"""Truncation (SPEC 5): ``LeaderEpochFileCacheTest`` end offsets and ``SubscriptionStateTest``
+truncation detection, and the partition-keyed watch that raises the alerts."""
+from fencewatch.state import group as grp
+from fencewatch.state import partition as part
+from fencewatch.state.engine import LocalEngine
+from fencewatch.state.truncation import UNDEFINED_EPOCH, UNDEFINED_OFFSET, check_committed, end_offset_for
+
+from .helpers import commit, partition_epochs, tp
+
+CACHE = ((2, 6), (3, 8), (5, 11))
+
+
+def test_should_return_log_end_offset_if_latest_epoch_requested():
+    """LeaderEpochFileCacheTest.shouldReturnLogEndOffsetIfLatestEpochRequested."""
+    assert end_offset_for(CACHE, 5, 20) == (5, 20)
+
+
+def test_should_return_undefined_offset_if_undefined_epoch_requested():
+    """LeaderEpochFileCacheTest.shouldReturnUndefinedOffsetIfUndefinedEpochRequested."""
+    assert end_offset_for(CACHE, -1, 20) == (UNDEFINED_EPOCH, UNDEFINED_OFFSET)
+
+
+def test_should_return_undefined_if_requested_epoch_greater_than_latest():
+    """LeaderEpochFileCacheTest.shouldReturnUnsupportedIfRequestedEpochGreaterThanLatestEpoch (undefined)."""
+    assert end_offset_for(CACHE, 6, 20) == (UNDEFINED_EPOCH, UNDEFINED_OFFSET)
+
+
+def test_should_return_first_epoch_start_if_requested_epoch_less_than_first():
+    """LeaderEpochFileCacheTest.shouldReturnFirstEpochIfRequestedEpochLessThanFirstEpoch."""
+    assert end_offset_for(CACHE, 1, 20) == (1, 6)
+
+
+def test_should_get_first_offset_of_subsequent_epoch():
+    """LeaderEpochFileCacheTest.shouldGetFirstOffsetOfSubsequentEpochWhenOffsetRequestedForPreviousEpoch."""
+    assert end_offset_for(CACHE, 2, 20) == (2, 8)
+
+
+def test_should_return_next_available_epoch_if_no_exact_epoch():
+    """LeaderEpochFileCacheTest.shouldReturnNextAvailableEpochIfThereIsNoExactEpochForTheOneRequested."""
+    assert end_offset_for(CACHE, 4, 20) == (3, 11)
+
+
+def test_empty_cache_is_undefined():
+    assert end_offset_for((), 3, 20) == (UNDEFINED_EPOCH, UNDEFINED_OFFSET)
+
+
+def test_truncation_detection():
+    """SubscriptionStateTest.testTruncationDetectionWithResetPolicy: position (10, epoch 2) past end 8."""
+    f = check_committed(10, 2, 0, 20, CACHE)
+    assert (f.kind, f.divergent_offset, f.lost_records) == ("LOG_TRUNCATION", 8, 2)
+
+
+def test_no_truncation_when_end_offset_beyond_position():
+    """SubscriptionStateTest.testNoTruncationDetectionWhenEndOffsetIsGreaterThanPosition analogue."""
+    assert check_committed(7, 2, 0, 20, CACHE) is None
+    assert check_committed(15, 5, 0, 20, CACHE) is None
+
+
+def test_unknown_leader_epoch_skips_validation_but_checks_range():
+    assert check_committed(10, -1, 0, 20, CACHE) is None
+    f = check_committed(3, -1, 5, 20, CACHE)
+    assert (f.kind, f.divergent_offset, f.lost_records) == ("OFFSET_OUT_OF_RANGE", 5, 2)
+
+
+def test_partition_watch_alerts_once_per_divergence_either_order():
+    facts = partition_epochs("t", 0, ts=500, log_end=20, cache=CACHE)
+    c = commit("A", -1, tp("t", 0), offset=10, leader_epoch=2, ts=400, group="g1")
+    for order in ([c, facts], [facts, c]):
+        eng = LocalEngine()
+        for ev in sorted(order, key=lambda e: e.ts):
+            eng.feed(ev)
+        eng.feed(partition_epochs("t", 0, ts=600, log_end=21, cache=CACHE))  # same divergence again
+        out = eng.finish()
+        alerts = [a for a in out.alerts if a.kind == "LOG_TRUNCATION"]
+        assert len(alerts) == 1 and alerts[0].group_id == "g1"
+        assert alerts[0].details["divergent_offset"] == "8" and alerts[0].details["records"] == "2"
+
+
+def test_rejected_commit_is_not_a_committed_offset():
+    eng = LocalEngine()
+    eng.feed(partition_epochs("t", 0, ts=1, log_end=20, cache=CACHE))
+    eng.feed(commit("A", 1, tp("t", 0), offset=10, leader_epoch=2, ts=2, group="g1", error_code=113))
+    assert not [a for a in eng.finish().alerts if a.kind == "LOG_TRUNCATION"]
+
+
+def test_partition_state_only_touched_by_its_groups():
+    p = part.new_partition("default", "t", 0)
+    out = grp.Outputs()
+    p = part.apply_partition_epochs(p, partition_epochs("t", 0, ts=1, log_end=20, cache=CACHE), out)
+    assert out.alerts == [] and p.committed == {}
