@@ -55,8 +55,8 @@ class SpikeConfig:
     clear_ratio: float = 0.5
     clear_windows: int = 3
 
-    def validate(self) -> None:
-        """Raise ValueError naming every invalid field and its valid range."""
+    def validate(self) -> list[str]:
+        """Every invalid field with its valid range (empty: valid), like `RulesConfig.validate`."""
         problems = []
         if self.window_ms <= 0:
             problems.append(f"window_ms={self.window_ms}; valid: > 0")
@@ -72,8 +72,7 @@ class SpikeConfig:
             problems.append(f"clear_ratio={self.clear_ratio}; valid: [0, 1]")
         if self.clear_windows < 1:
             problems.append(f"clear_windows={self.clear_windows}; valid: >= 1")
-        if problems:
-            raise ValueError("invalid spike config: " + "; ".join(problems))
+        return problems
 
 
 @dataclass(frozen=True, slots=True)

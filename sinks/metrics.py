@@ -1,0 +1,532 @@
+"""Every fencewatch metric, defined once, and the group-label limiter.
+
+What lives here: pure definitions -- name, type, help, label names and the
+closed set of values of every enum label -- used by the exporter
+(`sinks/prometheus.py`), the dashboard generator, `docs/metrics.md` and the
+tests that check dashboards and alert rules only use metrics defined here.
+No prometheus_client import: the dashboard generator needs the names only.
+
+Label rules (SPEC 8): `cluster`, `group` and closed enums only, never member
+ids, offsets or partitions. `group` is bounded by :class:`GroupLimiter`: the
+`max_groups` most active groups keep their own series, every other group is
+folded into `group="other"` of its cluster. A value outside an enum's closed
+set is exported as `other` (or `unknown` for event types).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Iterable, Mapping
+
+from fencewatch.state.model import AlertKind, CommitClass, Policy, Severity
+
+PREFIX = "fencewatch_"
+OTHER = "other"
+"""Label value of the overflow bucket of every enum, and of folded groups."""
+
+COUNTER = "counter"
+GAUGE = "gauge"
+HISTOGRAM = "histogram"
+
+# ----------------------------------------------------------------- closed enums
+
+EVENT_TYPES = (
+    "member_assignment",
+    "member_left",
+    "heartbeat",
+    "classic_join",
+    "classic_sync",
+    "group_state",
+    "offset_commit",
+    "txn_offset_commit",
+    "offset_committed",
+    "offset_deleted",
+    "partition_epochs",
+    "unknown",
+)
+"""SPEC 1 event types; any other `type` is counted as `unknown` (and skipped by the rules)."""
+
+SOURCES = ("heartbeats", "offsets", "file", OTHER)
+"""Role of the input an event came from: the two input topics (whatever their
+configured names), a replayed file, or anything else."""
+
+COMMIT_KINDS = ("commit", "txn_commit")
+POLICIES = tuple(p.value for p in Policy)
+RESULTS = ("NONE", "STALE_MEMBER_EPOCH", "ILLEGAL_GENERATION", "UNKNOWN_MEMBER_ID", "GROUP_ID_NOT_FOUND", OTHER)
+"""A policy's answer to one (commit, partition): Kafka's error name, NONE = accepted."""
+
+CLASSES = tuple(c.value for c in CommitClass)
+APIS = ("OffsetCommit", "TxnOffsetCommit", "ConsumerGroupHeartbeat", OTHER)
+BROKER_ERRORS = (
+    "STALE_MEMBER_EPOCH",
+    "ILLEGAL_GENERATION",
+    "FENCED_MEMBER_EPOCH",
+    "UNKNOWN_MEMBER_ID",
+    "FENCED_INSTANCE_ID",
+    "GROUP_ID_NOT_FOUND",
+    "REBALANCE_IN_PROGRESS",
+    "COORDINATOR_NOT_AVAILABLE",
+    "COORDINATOR_LOAD_IN_PROGRESS",
+    "NOT_COORDINATOR",
+    "REQUEST_TIMED_OUT",
+    OTHER,
+)
+"""Errors the broker answered (heartbeats' `error_code`, commits' `error_code`)."""
+
+FENCING_ERRORS = ("STALE_MEMBER_EPOCH", "ILLEGAL_GENERATION")
+"""The two errors FENCING_SPIKE counts."""
+
+ERROR_CODES = {
+    7: "REQUEST_TIMED_OUT",
+    14: "COORDINATOR_LOAD_IN_PROGRESS",
+    15: "COORDINATOR_NOT_AVAILABLE",
+    16: "NOT_COORDINATOR",
+    22: "ILLEGAL_GENERATION",
+    25: "UNKNOWN_MEMBER_ID",
+    27: "REBALANCE_IN_PROGRESS",
+    69: "GROUP_ID_NOT_FOUND",
+    82: "FENCED_INSTANCE_ID",
+    110: "FENCED_MEMBER_EPOCH",
+    113: "STALE_MEMBER_EPOCH",
+}
+"""Kafka error codes of BROKER_ERRORS, for callers that hand in codes."""
+
+COMPARISON_OUTCOMES = ("agree", "diverge")
+ALERT_KINDS = tuple(k.value for k in AlertKind) + (OTHER,)
+SEVERITIES = tuple(s.value for s in Severity) + (OTHER,)
+LIFECYCLE_KINDS = ("FENCING_SPIKE", "TXN_ABORT_STORM")
+"""Alert kinds with a firing/resolved lifecycle (`details["status"]`)."""
+
+TRUNCATION_REASONS = ("LOG_TRUNCATION", "OFFSET_OUT_OF_RANGE")
+PROTOCOLS = ("consumer", "streams", "classic", OTHER)
+GROUP_STATES = (
+    "Empty",
+    "PreparingRebalance",
+    "CompletingRebalance",
+    "Stable",
+    "Dead",
+    "Assigning",
+    "Reconciling",
+    OTHER,
+)
+DLQ_REASONS = (
+    "INVALID_JSON",
+    "INVALID_AVRO",
+    "UNKNOWN_SCHEMA_ID",
+    "MISSING_FIELD",
+    "INVALID_FIELD",
+    "EMPTY_RECORD",
+    OTHER,
+)
+"""Dead-letter reason codes (the stable code before any parameters)."""
+
+DISPOSITIONS = ("labelled", OTHER)
+
+# ------------------------------------------------------------------ definitions
+
+
+@dataclass(frozen=True, slots=True)
+class MetricSpec:
+    """One metric family. `name` is the exposed family name (counters end in `_total`)."""
+
+    name: str
+    type: str
+    help: str
+    labels: tuple[str, ...] = ()
+    enums: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
+    buckets: tuple[float, ...] = ()
+
+    def series_names(self) -> tuple[str, ...]:
+        """Names a PromQL query may use for this family."""
+        if self.type == HISTOGRAM:
+            return (self.name + "_bucket", self.name + "_sum", self.name + "_count")
+        return (self.name,)
+
+
+_G = ("cluster", "group")
+
+METRICS: tuple[MetricSpec, ...] = (
+    # -- input
+    MetricSpec(
+        PREFIX + "events_total",
+        COUNTER,
+        "Input events read, by SPEC event type and input role (partition-scoped events have group=\"\").",
+        _G + ("type", "source"),
+        {"type": EVENT_TYPES, "source": SOURCES},
+    ),
+    MetricSpec(
+        PREFIX + "dlq_records_total",
+        COUNTER,
+        "Undecodable input records sent to the dead-letter topic, by reason code.",
+        ("reason",),
+        {"reason": DLQ_REASONS},
+    ),
+    # -- commit judgement
+    MetricSpec(
+        PREFIX + "commits_judged_total",
+        COUNTER,
+        "(commit, partition) verdicts, once per policy: the policy's answer (NONE = accepted) and the "
+        "verdict class; filter on one policy to count each verdict once.",
+        _G + ("kind", "policy", "result", "class"),
+        {"kind": COMMIT_KINDS, "policy": POLICIES, "result": RESULTS, "class": CLASSES},
+    ),
+    MetricSpec(
+        PREFIX + "broker_errors_total",
+        COUNTER,
+        "Errors the broker answered to commit requests (once per request) and heartbeats, by API and error name.",
+        _G + ("api", "error"),
+        {"api": APIS, "error": BROKER_ERRORS},
+    ),
+    MetricSpec(
+        PREFIX + "aborted_transactions_total",
+        COUNTER,
+        "Rejected transactional offset commits (each one aborts its transaction), per request.",
+        _G,
+    ),
+    MetricSpec(
+        PREFIX + "avoidable_aborts_total",
+        COUNTER,
+        "Aborted transactions that kip1251 would have accepted for every partition (an upgrade saves them).",
+        _G,
+    ),
+    MetricSpec(
+        PREFIX + "zombie_commits_total",
+        COUNTER,
+        "(commit, partition) verdicts of class zombie: kip1251 rejects and another member holds the partition.",
+        _G + ("kind",),
+        {"kind": COMMIT_KINDS},
+    ),
+    MetricSpec(
+        PREFIX + "unsafe_accepts_total",
+        COUNTER,
+        "(commit, partition) verdicts flagged unsafe: a policy accepts while another member holds the "
+        "partition at an assignment epoch <= the commit's epoch.",
+        _G + ("kind",),
+        {"kind": COMMIT_KINDS},
+    ),
+    MetricSpec(
+        PREFIX + "model_comparisons_total",
+        COUNTER,
+        "(commit, partition) verdicts whose event carried the broker's answer: whether the model's policy "
+        "predicted it (diverge = MODEL_DIVERGENCE).",
+        _G + ("kind", "outcome"),
+        {"kind": COMMIT_KINDS, "outcome": COMPARISON_OUTCOMES},
+    ),
+    MetricSpec(
+        PREFIX + "truncations_total",
+        COUNTER,
+        "Committed offsets beyond the log: LOG_TRUNCATION (diverged leader epoch, KIP-320) or "
+        "OFFSET_OUT_OF_RANGE (below the log start offset).",
+        _G + ("reason",),
+        {"reason": TRUNCATION_REASONS},
+    ),
+    MetricSpec(
+        PREFIX + "alerts_total",
+        COUNTER,
+        "Alerts raised (resolved notices of lifecycle alerts are not counted), by kind and severity.",
+        _G + ("kind", "severity"),
+        {"kind": ALERT_KINDS, "severity": SEVERITIES},
+    ),
+    MetricSpec(
+        PREFIX + "alerts_firing",
+        GAUGE,
+        "Lifecycle alerts currently firing (1) or resolved (0); for group=\"other\" the number of groups firing.",
+        _G + ("kind",),
+        {"kind": LIFECYCLE_KINDS},
+    ),
+    # -- group model
+    MetricSpec(
+        PREFIX + "group_members",
+        GAUGE,
+        "Members the model holds in the group.",
+        _G + ("protocol",),
+        {"protocol": PROTOCOLS},
+    ),
+    MetricSpec(
+        PREFIX + "group_partitions_held",
+        GAUGE,
+        "Partitions held by the group's members (assigned or pending revocation).",
+        _G,
+    ),
+    MetricSpec(
+        PREFIX + "group_epoch",
+        GAUGE,
+        "The group's epoch as last seen (not exported for group=\"other\").",
+        _G,
+    ),
+    MetricSpec(
+        PREFIX + "group_max_member_epoch",
+        GAUGE,
+        "Highest member epoch in the group (not exported for group=\"other\").",
+        _G,
+    ),
+    MetricSpec(
+        PREFIX + "group_state",
+        GAUGE,
+        "The group's state (1 for the current state; not exported for group=\"other\").",
+        _G + ("state",),
+        {"state": GROUP_STATES},
+    ),
+    MetricSpec(
+        PREFIX + "group_rebalances_total",
+        COUNTER,
+        "Rebalances (group epoch bumps or classic generations) the model has seen.",
+        _G,
+    ),
+    MetricSpec(
+        PREFIX + "group_offsets_expiry_deadline_seconds",
+        GAUGE,
+        "Unix time at which the group's earliest committed offset expires (absent: nothing expires); "
+        "group=\"other\" holds the earliest deadline of the folded groups.",
+        _G,
+    ),
+    MetricSpec(
+        PREFIX + "groups",
+        GAUGE,
+        "Groups the model knows, by state (all groups, not limited by max_groups).",
+        ("cluster", "state"),
+        {"state": GROUP_STATES},
+    ),
+    MetricSpec(
+        PREFIX + "exporter_groups",
+        GAUGE,
+        "Groups with their own series (labelled) and groups folded into group=\"other\".",
+        ("cluster", "disposition"),
+        {"disposition": DISPOSITIONS},
+    ),
+    # -- monitor health
+    MetricSpec(
+        PREFIX + "batches_total",
+        COUNTER,
+        "Micro-batches the monitor has completed.",
+    ),
+    MetricSpec(
+        PREFIX + "batch_duration_seconds",
+        HISTOGRAM,
+        "Wall time to process one micro-batch.",
+        buckets=(0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 120.0),
+    ),
+    MetricSpec(
+        PREFIX + "decision_latency_seconds",
+        HISTOGRAM,
+        "Wall time from an event's coordinator timestamp to the verdict or alert it caused.",
+        buckets=(0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 300.0, 900.0),
+    ),
+    MetricSpec(
+        PREFIX + "input_lag_records",
+        GAUGE,
+        "Records in the input topics not yet read by the monitor.",
+    ),
+    MetricSpec(
+        PREFIX + "last_event_timestamp_seconds",
+        GAUGE,
+        "Coordinator timestamp of the newest event processed.",
+    ),
+    MetricSpec(
+        PREFIX + "last_batch_timestamp_seconds",
+        GAUGE,
+        "Unix time the last micro-batch completed.",
+    ),
+    MetricSpec(
+        PREFIX + "exporter_rejected_records_total",
+        COUNTER,
+        "Records the exporter could not count (malformed verdict/alert/status/count records), by record type.",
+        ("record",),
+        {"record": ("verdict", "alert", "status", "count")},
+    ),
+    MetricSpec(
+        PREFIX + "up",
+        GAUGE,
+        "1 while the monitor reports healthy and completed a micro-batch within its staleness bound.",
+    ),
+    MetricSpec(
+        PREFIX + "build_info",
+        GAUGE,
+        "Constant 1, labelled with the running versions.",
+        ("version", "python_version", "pyspark_version"),
+    ),
+)
+
+BY_NAME: Mapping[str, MetricSpec] = {m.name: m for m in METRICS}
+
+
+def spec(name: str) -> MetricSpec:
+    """The spec of `name` (with or without the prefix); KeyError names the valid ones."""
+    full = name if name.startswith(PREFIX) else PREFIX + name
+    try:
+        return BY_NAME[full]
+    except KeyError:
+        raise KeyError(f"unknown metric {name!r}; valid: {', '.join(sorted(BY_NAME))}") from None
+
+
+def series_names() -> dict[str, MetricSpec]:
+    """Every series name a query may use (histograms: _bucket/_sum/_count) -> its spec."""
+    return {s: m for m in METRICS for s in m.series_names()}
+
+
+def closed(value: object, allowed: tuple[str, ...]) -> str:
+    """`value` if it is one of `allowed`, else the enum's overflow value (its last)."""
+    return value if value in allowed else allowed[-1]  # type: ignore[return-value]
+
+
+def error_name(value: object) -> str | None:
+    """A broker error as a BROKER_ERRORS label; None for no error (None, 0, "NONE")."""
+    if value is None or value == 0 or value == "NONE":
+        return None
+    if isinstance(value, int):
+        return ERROR_CODES.get(value, OTHER)
+    return closed(value, BROKER_ERRORS)
+
+
+def markdown_table() -> str:
+    """The metrics table of docs/metrics.md, generated so the doc cannot drift."""
+    rows = ["| name | type | labels | help |", "|---|---|---|---|"]
+    bar = "\\|"  # a literal | inside a table cell
+    for m in METRICS:
+        labels = []
+        for label in m.labels:
+            values = m.enums.get(label)
+            labels.append(f"`{label}` ({bar.join(values)})" if values else f"`{label}`")
+        help_text = m.help.replace("|", bar)
+        rows.append(f"| `{m.name}` | {m.type} | {', '.join(labels) or '-'} | {help_text} |")
+    return "\n".join(rows) + "\n"
+
+
+# ---------------------------------------------------------------- group limiter
+
+GroupKey = tuple[str, str]
+"""(cluster, group_id)."""
+
+
+@dataclass(frozen=True, slots=True)
+class MetricsConfig:
+    """Exporter settings (the `sinks.metrics` branch of the config tree)."""
+
+    host: str = "127.0.0.1"
+    port: int = 9464
+    # groups with their own `group` label across all clusters; the rest are `other`
+    max_groups: int = 200
+    # per-batch decay of a group's activity score (events + verdicts per batch)
+    activity_decay: float = 0.8
+    # a folded group displaces the weakest labelled one only when its score is
+    # this many times higher: hysteresis, so two groups do not trade places every batch
+    swap_margin: float = 2.0
+    # groups whose offsets expire within this many seconds of the newest event,
+    # or with a lifecycle alert firing, outrank busier groups for a label
+    expiry_warning_s: float = 3600.0
+    # fencewatch_up drops to 0 when no batch completed for this long
+    stale_after_s: float = 300.0
+    # policy the brokers run: decides "aborted" when a commit carries no broker answer
+    broker_policy: str = "strict"
+
+    def validate(self) -> list[str]:
+        """Every invalid field with its valid values (empty: valid)."""
+        problems = []
+        if not 0 <= self.port <= 65535:
+            problems.append(f"port={self.port}; valid: 0..65535")
+        if self.max_groups < 0:
+            problems.append(f"max_groups={self.max_groups}; valid: >= 0")
+        if not 0.0 <= self.activity_decay < 1.0:
+            problems.append(f"activity_decay={self.activity_decay}; valid: [0, 1)")
+        if self.swap_margin < 1.0:
+            problems.append(f"swap_margin={self.swap_margin}; valid: >= 1")
+        if self.stale_after_s <= 0:
+            problems.append(f"stale_after_s={self.stale_after_s}; valid: > 0")
+        if self.broker_policy not in POLICIES:
+            problems.append(f"unknown policy {self.broker_policy!r}; valid: {', '.join(POLICIES)}")
+        return problems
+
+
+class GroupLimiter:
+    """Chooses which groups keep their own `group` label: top-N by activity, plus `other`.
+
+    Scores are an exponentially decayed count of activity per batch. A labelled
+    group keeps its label while idle until a clearly busier (swap_margin) or
+    urgent group needs the slot, or it is deleted; that stickiness keeps
+    counters continuous. Counters must therefore be routed through `label()`
+    at increment time: a folded group's increments go to `other`, and a group
+    that is demoted simply stops having series (the caller drops them), so no
+    series ever goes backwards.
+    """
+
+    def __init__(self, max_groups: int, decay: float = 0.8, swap_margin: float = 2.0) -> None:
+        self.max_groups = max_groups
+        self.decay = decay
+        self.swap_margin = swap_margin
+        self._scores: dict[GroupKey, float] = {}
+        self._labelled: set[GroupKey] = set()
+
+    @property
+    def labelled(self) -> frozenset[GroupKey]:
+        return frozenset(self._labelled)
+
+    def label(self, key: GroupKey) -> str:
+        """The `group` label value for `key` right now."""
+        if not key[1]:
+            return ""  # partition-scoped events carry no group
+        return key[1] if key in self._labelled else OTHER
+
+    def forget(self, key: GroupKey) -> bool:
+        """Drop a deleted group; True if it had its own label (its series must go)."""
+        self._scores.pop(key, None)
+        if key in self._labelled:
+            self._labelled.discard(key)
+            return True
+        return False
+
+    def observe(
+        self, activity: Mapping[GroupKey, float], urgent: Iterable[GroupKey] = ()
+    ) -> tuple[set[GroupKey], set[GroupKey]]:
+        """Account one batch's activity; returns (promoted, demoted) groups.
+
+        A group present in `activity` with 0 (seen, e.g. a status, but idle) takes a
+        free slot but never displaces anybody.
+        """
+        urgent = {k for k in urgent if k[1]}
+        scores = self._scores
+        for key in list(scores):
+            value = scores[key] * self.decay
+            if value < 1e-3 and key not in self._labelled and key not in activity:
+                del scores[key]
+            else:
+                scores[key] = value
+        for key, n in activity.items():
+            if key[1]:
+                scores[key] = scores.get(key, 0.0) + n
+        for key in urgent:
+            scores.setdefault(key, 0.0)
+
+        def rank(key: GroupKey) -> tuple[bool, float]:
+            return (key in urgent, scores.get(key, 0.0))
+
+        promoted: set[GroupKey] = set()
+        demoted: set[GroupKey] = set()
+        candidates = sorted(
+            (k for k in scores if k not in self._labelled and (scores[k] > 0 or k in urgent or k in activity)),
+            key=rank,
+            reverse=True,
+        )
+        if not candidates or self.max_groups == 0:
+            return promoted, demoted
+        free = self.max_groups - len(self._labelled)
+        weakest = sorted(self._labelled, key=rank) if free < len(candidates) else []
+        for key in candidates:
+            if free > 0:
+                free -= 1
+            else:
+                if not weakest:
+                    break
+                victim = weakest[0]
+                v_urgent, v_score = rank(victim)
+                c_urgent, c_score = rank(key)
+                wins = (c_urgent and not v_urgent) or (
+                    c_urgent == v_urgent and c_score > self.swap_margin * v_score and c_score > v_score
+                )
+                if not wins:
+                    break  # candidates are sorted: nobody after this one wins either
+                weakest.pop(0)
+                self._labelled.discard(victim)
+                demoted.add(victim)
+            self._labelled.add(key)
+            promoted.add(key)
+        return promoted, demoted

@@ -1,0 +1,665 @@
+"""Prometheus exporter of the streaming job's driver.
+
+What lives here: :class:`MetricsSink`. The driver hands it one micro-batch at
+a time as plain Python data (verdict and alert records, group status records,
+counts; no Spark or pandas types) through :meth:`MetricsSink.add`; a scrape
+serves a snapshot of what was added so far from a custom collector, so a
+scrape never waits for a batch to be processed and never sees half of one.
+
+Every metric's name, help, labels and enum values come from
+:mod:`fencewatch.sinks.metrics`; unknown enum values are exported as the
+enum's overflow value and logged once. Groups beyond `max_groups` are folded
+into `group="other"` at increment time (see :class:`GroupLimiter`), so every
+counter stays monotone; series of demoted and deleted groups are dropped.
+
+Batches are idempotent on `batch_id` (Spark's `foreachBatch` is at-least-once):
+a batch id at or below the last one added is skipped.
+"""
+
+from __future__ import annotations
+
+import bisect
+import logging
+import platform
+import threading
+import time
+from collections import Counter
+from dataclasses import dataclass
+from importlib import metadata
+from typing import Any, Callable, Iterable, Mapping
+
+from prometheus_client import CollectorRegistry, generate_latest, start_http_server
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily
+
+from fencewatch.sinks import metrics as m
+from fencewatch.sinks.metrics import OTHER, GroupKey, GroupLimiter, MetricsConfig
+
+log = logging.getLogger(__name__)
+
+_POLICY_FIELDS = (
+    ("strict", "strict"),
+    ("member_revocation", "member_revocation"),
+    ("assignment_epoch", "assignment_epoch_check"),
+    ("kip1251", "kip1251"),
+)
+_API_BY_KIND = {"commit": "OffsetCommit", "txn_commit": "TxnOffsetCommit"}
+_DEFAULT_CLUSTER = "default"
+
+# Per-group counters created at zero when a group gets its series, so rate(),
+# increase() and alert rules see 0 instead of nothing for groups that never
+# had a zombie, a truncation or a fencing error.
+_ZERO_SERIES: tuple[tuple[str, tuple[str, ...]], ...] = (
+    *((m.PREFIX + "zombie_commits_total", (k,)) for k in m.COMMIT_KINDS),
+    *((m.PREFIX + "unsafe_accepts_total", (k,)) for k in m.COMMIT_KINDS),
+    *((m.PREFIX + "model_comparisons_total", (k, o)) for k in m.COMMIT_KINDS for o in m.COMPARISON_OUTCOMES),
+    (m.PREFIX + "aborted_transactions_total", ()),
+    (m.PREFIX + "avoidable_aborts_total", ()),
+    *((m.PREFIX + "truncations_total", (r,)) for r in m.TRUNCATION_REASONS),
+    (m.PREFIX + "broker_errors_total", ("OffsetCommit", "STALE_MEMBER_EPOCH")),
+    (m.PREFIX + "broker_errors_total", ("TxnOffsetCommit", "ILLEGAL_GENERATION")),
+    (m.PREFIX + "group_rebalances_total", ()),
+)
+
+
+@dataclass(frozen=True, slots=True)
+class MetricsBatch:
+    """One micro-batch as the driver sees it; every field is optional.
+
+    - verdicts: SPEC 8 verdict records (dicts, or `state.model.Verdict` tuples)
+    - alerts: SPEC 8 alert records (dicts or `Alert` dataclasses)
+    - group_status: dicts with cluster, group_id, protocol, members,
+      partitions_held, group_epoch, max_member_epoch, expiry_deadline_ms
+      (None: nothing expires), rebalances_total (monotone), state
+      (`Dead` deletes the group's series)
+    - events: {(cluster, group_id, type, source): count} or dicts with those keys + count
+    - heartbeat_errors: {(cluster, group_id, error name or code): count} or dicts
+    - dlq: {reason code: count}
+    - deleted_groups: (cluster, group_id) pairs whose series must go
+    """
+
+    batch_id: int | None = None
+    verdicts: Iterable[Any] = ()
+    alerts: Iterable[Any] = ()
+    group_status: Iterable[Mapping[str, Any]] = ()
+    events: Mapping[tuple, int] | Iterable[Mapping[str, Any]] = ()
+    heartbeat_errors: Mapping[tuple, int] | Iterable[Mapping[str, Any]] = ()
+    dlq: Mapping[str, int] | None = None
+    batch_duration_s: float | None = None
+    decision_latencies_s: Iterable[float] = ()
+    input_lag_records: int | None = None
+    last_event_ts_ms: int | None = None
+    deleted_groups: Iterable[tuple[str, str]] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class _Status:
+    protocol: str
+    members: int | None
+    partitions_held: int | None
+    group_epoch: int | None
+    max_member_epoch: int | None
+    expiry_deadline_ms: int | None
+    rebalances_total: int | None
+    state: str
+
+
+class _Histogram:
+    __slots__ = ("bounds", "counts", "total", "n")
+
+    def __init__(self, bounds: tuple[float, ...]) -> None:
+        self.bounds = bounds
+        self.counts = [0] * (len(bounds) + 1)
+        self.total = 0.0
+        self.n = 0
+
+    def observe(self, value: float) -> None:
+        self.counts[bisect.bisect_left(self.bounds, value)] += 1
+        self.total += value
+        self.n += 1
+
+    def buckets(self) -> list[tuple[str, float]]:
+        out, acc = [], 0
+        for bound, count in zip(self.bounds, self.counts):
+            acc += count
+            out.append((_float_label(bound), acc))
+        out.append(("+Inf", self.n))
+        return out
+
+
+def _float_label(value: float) -> str:
+    return repr(float(value))
+
+
+class _Aggregate:
+    """One batch counted into plain Counters, outside the lock."""
+
+    def __init__(self) -> None:
+        self.grouped: dict[str, Counter] = {}  # metric -> Counter[(cluster, group_id, *tail)]
+        self.ungrouped: dict[str, Counter] = {}  # metric -> Counter[labels]
+        self.activity: Counter = Counter()  # (cluster, group_id) -> events + verdicts
+        self.firing: list[tuple[GroupKey, str, bool]] = []
+        self.statuses: list[tuple[GroupKey, _Status]] = []
+        self.latencies: list[float] = []
+
+    def inc(self, metric: str, key: tuple, n: float = 1) -> None:
+        counter = self.grouped.get(metric)
+        if counter is None:
+            counter = self.grouped[metric] = Counter()
+        counter[key] += n
+
+    def inc_ungrouped(self, metric: str, labels: tuple, n: float = 1) -> None:
+        counter = self.ungrouped.get(metric)
+        if counter is None:
+            counter = self.ungrouped[metric] = Counter()
+        counter[labels] += n
+
+
+class _Collector:
+    """The registry's view of the sink; collect() runs at scrape time."""
+
+    def __init__(self, sink: "MetricsSink") -> None:
+        self._sink = sink
+
+    def collect(self):
+        return self._sink._collect()
+
+
+class MetricsSink:
+    """Counts micro-batches into a snapshot that Prometheus scrapes.
+
+    Driver usage::
+
+        sink = MetricsSink(MetricsConfig(port=9464))
+        sink.start()                       # serves http://127.0.0.1:9464/metrics
+        sink.add_batch(batch_id=7, verdicts=..., alerts=..., group_status=...,
+                       events={("default", "g1", "offset_commit", "offsets"): 120},
+                       batch_duration_s=0.8, input_lag_records=0, last_event_ts_ms=...)
+        sink.close()
+    """
+
+    def __init__(
+        self,
+        config: MetricsConfig | None = None,
+        *,
+        clock: Callable[[], float] = time.time,
+        build_labels: Mapping[str, str] | None = None,
+    ) -> None:
+        self.config = config or MetricsConfig()
+        problems = self.config.validate()
+        if problems:
+            raise ValueError("invalid metrics config: " + "; ".join(problems))
+        self._clock = clock
+        self._build = dict(build_labels) if build_labels is not None else _build_labels()
+        self._write_lock = threading.Lock()  # serialises add(); scrapes take only _lock
+        self._lock = threading.Lock()
+        self._limiter = GroupLimiter(self.config.max_groups, self.config.activity_decay, self.config.swap_margin)
+        # (cluster, group label) -> metric -> label tail -> value
+        self._grouped: dict[GroupKey, dict[str, dict[tuple, float]]] = {}
+        self._ungrouped: dict[str, dict[tuple, float]] = {
+            m.PREFIX + "dlq_records_total": {(r,): 0.0 for r in m.DLQ_REASONS},
+            m.PREFIX + "batches_total": {(): 0.0},
+            m.PREFIX + "exporter_rejected_records_total": {
+                (r,): 0.0 for r in m.spec("exporter_rejected_records_total").enums["record"]
+            },
+        }
+        self._status: dict[GroupKey, _Status] = {}
+        self._firing: dict[GroupKey, dict[str, bool]] = {}
+        self._histograms = {
+            name: _Histogram(m.spec(name).buckets)
+            for name in (m.PREFIX + "batch_duration_seconds", m.PREFIX + "decision_latency_seconds")
+        }
+        self._input_lag: float | None = None
+        self._last_event_s: float | None = None
+        self._last_batch_s: float | None = None
+        self._started_s = clock()
+        self._healthy = True
+        self._last_batch_id: int | None = None
+        self._warned: set[tuple[str, str]] = set()
+        self.registry = CollectorRegistry(auto_describe=False)
+        self.registry.register(_Collector(self))
+        self._server = None
+        self._thread = None
+
+    # ------------------------------------------------------------------ serving
+
+    def start(self, host: str | None = None, port: int | None = None) -> tuple[str, int]:
+        """Serve /metrics on host:port (config defaults; port 0 picks a free one)."""
+        host = self.config.host if host is None else host
+        port = self.config.port if port is None else port
+        self._server, self._thread = start_http_server(port, addr=host, registry=self.registry)
+        bound = self._server.server_port
+        log.info("serving Prometheus metrics at http://%s:%d/metrics", host, bound)
+        return host, bound
+
+    def close(self) -> None:
+        """Stop serving (idempotent)."""
+        if self._server is not None:
+            self._server.shutdown()
+            self._server.server_close()
+            self._server = None
+            log.info("metrics endpoint stopped")
+
+    def render(self) -> str:
+        """The exposition text a scrape would get now."""
+        return generate_latest(self.registry).decode()
+
+    def set_healthy(self, healthy: bool, reason: str = "") -> None:
+        """The driver's own verdict on itself (e.g. False after a failed batch); drives fencewatch_up."""
+        with self._lock:
+            if healthy != self._healthy:
+                log.log(logging.INFO if healthy else logging.WARNING, "monitor health -> %s %s", healthy, reason)
+            self._healthy = healthy
+
+    # ------------------------------------------------------------------ input
+
+    def add_batch(self, **fields: Any) -> bool:
+        """Keyword form of :meth:`add`: ``add_batch(verdicts=..., alerts=..., ...)``."""
+        return self.add(MetricsBatch(**fields))
+
+    def add(self, batch: MetricsBatch) -> bool:
+        """Count one micro-batch; False when `batch_id` was already added (a foreachBatch retry)."""
+        with self._write_lock:
+            if batch.batch_id is not None and self._last_batch_id is not None and batch.batch_id <= self._last_batch_id:
+                log.info("metrics: batch %d already counted, skipped", batch.batch_id)
+                return False
+            agg = self._aggregate(batch)
+            with self._lock:
+                self._apply(batch, agg)
+            return True
+
+    def remove_group(self, cluster: str, group_id: str) -> None:
+        """Drop a deleted group's series now (same as a `Dead` status or `deleted_groups`)."""
+        with self._write_lock, self._lock:
+            self._delete((cluster or _DEFAULT_CLUSTER, group_id))
+
+    # ------------------------------------------------------- aggregation (no lock)
+
+    def _aggregate(self, batch: MetricsBatch) -> _Aggregate:
+        agg = _Aggregate()
+        self._count_events(agg, batch.events)
+        self._count_verdicts(agg, batch.verdicts)
+        self._count_heartbeat_errors(agg, batch.heartbeat_errors)
+        self._count_alerts(agg, batch.alerts)
+        for record in batch.group_status:
+            try:
+                key, parsed = self._parse_status(record)
+            except (KeyError, TypeError, ValueError, AttributeError) as exc:
+                self._reject(agg, "status", record, exc)
+                continue
+            agg.statuses.append((key, parsed))
+            agg.activity[key] += 0  # seen: may take a free label slot
+        for reason, n in (batch.dlq or {}).items():
+            code = str(reason).split(":", 1)[0].split("(", 1)[0].strip()
+            agg.inc_ungrouped(m.PREFIX + "dlq_records_total", (self._closed("reason", code, m.DLQ_REASONS),), n)
+        agg.latencies = [float(x) for x in batch.decision_latencies_s]
+        return agg
+
+    def _count_events(self, agg: _Aggregate, events) -> None:
+        metric = m.PREFIX + "events_total"
+        for (cluster, group, type_, source), n in self._counted(agg, events, ("cluster", "group_id", "type", "source")):
+            cluster = cluster or _DEFAULT_CLUSTER
+            group = group or ""
+            type_ = self._closed("type", type_, m.EVENT_TYPES)
+            source = self._closed("source", source, m.SOURCES)
+            agg.inc(metric, (cluster, group, type_, source), n)
+            if group:
+                agg.activity[(cluster, group)] += n
+
+    def _count_heartbeat_errors(self, agg: _Aggregate, errors) -> None:
+        metric = m.PREFIX + "broker_errors_total"
+        for (cluster, group, error), n in self._counted(agg, errors, ("cluster", "group_id", "error")):
+            name = m.error_name(error)
+            if name is None:
+                continue
+            cluster = cluster or _DEFAULT_CLUSTER
+            agg.inc(metric, (cluster, group or "", "ConsumerGroupHeartbeat", name), n)
+            if group:
+                agg.activity[(cluster, group)] += n
+
+    def _count_verdicts(self, agg: _Aggregate, verdicts: Iterable[Any]) -> None:
+        judged = m.PREFIX + "commits_judged_total"
+        broker_policy = dict(_POLICY_FIELDS)[self.config.broker_policy]
+        # request-level facts, keyed by event_id: Kafka answers a whole request
+        requests: dict[Any, list] = {}
+        for i, v in enumerate(verdicts):
+            try:
+                if isinstance(v, Mapping):
+                    get = v.get
+                    cls = v.get("class", v.get("cls"))
+                else:  # state.model.Verdict (a NamedTuple whose `class` field is `cls`)
+                    get = _attr_getter(v)
+                    cls = getattr(v, "cls", None)
+                cluster = get("cluster") or _DEFAULT_CLUSTER
+                group = get("group_id")
+                if not group:
+                    raise ValueError("verdict without group_id")
+                kind = get("kind")
+                if kind not in m.COMMIT_KINDS:
+                    raise ValueError(f"verdict kind {kind!r}; valid: {', '.join(m.COMMIT_KINDS)}")
+                cls = self._closed("class", cls, m.CLASSES)
+                results = {p: get(f) for p, f in _POLICY_FIELDS}
+                if any(r is None for r in results.values()):
+                    raise ValueError("verdict without a result for every policy")
+            except (KeyError, AttributeError, TypeError, ValueError) as exc:
+                self._reject(agg, "verdict", v, exc)
+                continue
+            key = (cluster, group)
+            agg.activity[key] += 1
+            for policy, result in results.items():
+                agg.inc(judged, (cluster, group, kind, policy, self._closed("result", result, m.RESULTS), cls))
+            if cls == "zombie":
+                agg.inc(m.PREFIX + "zombie_commits_total", (cluster, group, kind))
+            if get("unsafe"):
+                agg.inc(m.PREFIX + "unsafe_accepts_total", (cluster, group, kind))
+            agrees = get("model_agrees")
+            if agrees is not None:
+                agg.inc(m.PREFIX + "model_comparisons_total", (cluster, group, kind, "agree" if agrees else "diverge"))
+            event_id = get("event_id")
+            request_key = (cluster, group, event_id if event_id is not None else ("#", i))
+            broker_error = get("broker_error")
+            modeled = get(broker_policy)
+            request = requests.get(request_key)
+            if request is None:
+                requests[request_key] = [kind, broker_error, modeled != "NONE", results["kip1251"] == "NONE"]
+            else:
+                if request[1] is None:
+                    request[1] = broker_error
+                request[2] = request[2] or modeled != "NONE"
+                request[3] = request[3] and results["kip1251"] == "NONE"
+        for (cluster, group, _), (kind, broker_error, modeled_reject, kip1251_accepts) in requests.items():
+            error = m.error_name(broker_error)
+            if error is not None:
+                agg.inc(m.PREFIX + "broker_errors_total", (cluster, group, _API_BY_KIND[kind], error))
+            if kind != "txn_commit":
+                continue
+            # aborted: what the broker answered if known, else what the brokers' policy decides
+            aborted = error is not None if broker_error is not None else modeled_reject
+            if aborted:
+                agg.inc(m.PREFIX + "aborted_transactions_total", (cluster, group))
+                if kip1251_accepts:
+                    agg.inc(m.PREFIX + "avoidable_aborts_total", (cluster, group))
+
+    def _count_alerts(self, agg: _Aggregate, alerts: Iterable[Any]) -> None:
+        for a in alerts:
+            try:
+                get = a.get if isinstance(a, Mapping) else _attr_getter(a)
+                cluster = get("cluster") or _DEFAULT_CLUSTER
+                group = get("group_id") or ""
+                if get("kind") is None or get("severity") is None:
+                    raise ValueError("alert without kind or severity")
+                kind = self._closed("alert kind", get("kind"), m.ALERT_KINDS)
+                severity = self._closed("severity", get("severity"), m.SEVERITIES)
+                details = get("details") or {}
+                status = details.get("status") if isinstance(details, Mapping) else None
+            except (KeyError, AttributeError, TypeError, ValueError) as exc:
+                self._reject(agg, "alert", a, exc)
+                continue
+            key = (cluster, group)
+            if group:
+                agg.activity[key] += 1
+            if kind in m.LIFECYCLE_KINDS and status in ("firing", "resolved") and group:
+                agg.firing.append((key, kind, status == "firing"))
+            if status == "resolved":
+                continue
+            agg.inc(m.PREFIX + "alerts_total", (cluster, group, kind, severity))
+            if kind in m.TRUNCATION_REASONS:
+                agg.inc(m.PREFIX + "truncations_total", (cluster, group, kind))
+
+    def _parse_status(self, record: Mapping[str, Any]) -> tuple[GroupKey, _Status]:
+        group = record["group_id"]
+        if not group:
+            raise ValueError("status without group_id")
+        cluster = record.get("cluster") or _DEFAULT_CLUSTER
+        status = _Status(
+            protocol=self._closed("protocol", record.get("protocol"), m.PROTOCOLS),
+            members=_int_or_none(record.get("members")),
+            partitions_held=_int_or_none(record.get("partitions_held")),
+            group_epoch=_int_or_none(record.get("group_epoch")),
+            max_member_epoch=_int_or_none(record.get("max_member_epoch")),
+            expiry_deadline_ms=_int_or_none(record.get("expiry_deadline_ms")),
+            rebalances_total=_int_or_none(record.get("rebalances_total")),
+            state=self._closed("state", record.get("state"), m.GROUP_STATES),
+        )
+        return (cluster, group), status
+
+    def _counted(self, agg: _Aggregate, records, fields: tuple[str, ...]) -> list[tuple[tuple, float]]:
+        """(key tuple, count) pairs from a {tuple: n} mapping or from dicts with `fields` + `count`."""
+        out = []
+        items = records.items() if isinstance(records, Mapping) else ((r, None) for r in records)
+        for key, n in items:
+            try:
+                if n is None:  # a dict record
+                    key, n = tuple(key[f] for f in fields), key.get("count", 1)
+                if not isinstance(key, tuple) or len(key) != len(fields):
+                    raise ValueError(f"key is not a {len(fields)}-tuple {fields}")
+                out.append((key, float(n)))
+            except (KeyError, TypeError, ValueError, AttributeError) as exc:
+                self._reject(agg, "count", key, exc)
+        return out
+
+    def _closed(self, label: str, value: Any, allowed: tuple[str, ...]) -> str:
+        if value in allowed:
+            return value
+        fallback = allowed[-1]
+        marker = (label, str(value))
+        if marker not in self._warned and len(self._warned) < 1000:
+            self._warned.add(marker)
+            log.warning("metrics: %s %r is not in the closed set; exported as %r", label, value, fallback)
+        return fallback
+
+    def _reject(self, agg: _Aggregate, record_type: str, record: Any, exc: Exception) -> None:
+        agg.inc_ungrouped(m.PREFIX + "exporter_rejected_records_total", (record_type,))
+        log.warning("metrics: malformed %s record not counted (%s: %s): %.200r", record_type, type(exc).__name__, exc, record)
+
+    # ------------------------------------------------------------ apply (locked)
+
+    def _apply(self, batch: MetricsBatch, agg: _Aggregate) -> None:
+        now = self._clock()
+        rebalances: Counter = Counter()
+        deleted: set[GroupKey] = {(c or _DEFAULT_CLUSTER, g) for c, g in batch.deleted_groups}
+        for key, status in agg.statuses:
+            previous = self._status.get(key)
+            if status.rebalances_total is not None:
+                before = previous.rebalances_total if previous and previous.rebalances_total is not None else None
+                if before is None or status.rebalances_total < before:
+                    # first sight, or the model's count restarted: all of it is new
+                    delta = status.rebalances_total
+                else:
+                    delta = status.rebalances_total - before
+                if delta:
+                    rebalances[key] += delta
+            self._status[key] = status
+            if status.state == "Dead":
+                deleted.add(key)
+        for key, kind, firing in agg.firing:
+            self._firing.setdefault(key, {})[kind] = firing
+        if batch.last_event_ts_ms is not None:
+            self._last_event_s = max(self._last_event_s or 0.0, batch.last_event_ts_ms / 1000.0)
+
+        promoted, demoted = self._limiter.observe(agg.activity, self._urgent())
+        for key in demoted:
+            self._grouped.pop(key, None)
+        for key in promoted:
+            self._store(key)
+
+        for metric, counter in agg.grouped.items():
+            for (cluster, group, *tail), n in counter.items():
+                series = self._store((cluster, self._limiter.label((cluster, group)))).setdefault(metric, {})
+                labels = tuple(tail)
+                series[labels] = series.get(labels, 0.0) + n
+        for key, n in rebalances.items():
+            series = self._store((key[0], self._limiter.label(key))).setdefault(m.PREFIX + "group_rebalances_total", {})
+            series[()] = series.get((), 0.0) + n
+        for metric, counter in agg.ungrouped.items():
+            series = self._ungrouped.setdefault(metric, {})
+            for labels, n in counter.items():
+                series[labels] = series.get(labels, 0.0) + n
+        for key in deleted:
+            self._delete(key)
+
+        if batch.batch_duration_s is not None:
+            self._histograms[m.PREFIX + "batch_duration_seconds"].observe(batch.batch_duration_s)
+        latency = self._histograms[m.PREFIX + "decision_latency_seconds"]
+        for value in agg.latencies:
+            latency.observe(value)
+        if batch.input_lag_records is not None:
+            self._input_lag = float(batch.input_lag_records)
+        self._ungrouped[m.PREFIX + "batches_total"][()] += 1
+        self._last_batch_s = now
+        if batch.batch_id is not None:
+            self._last_batch_id = batch.batch_id
+
+    def _urgent(self) -> list[GroupKey]:
+        """Groups whose offsets expire soon or with a lifecycle alert firing."""
+        urgent = [key for key, kinds in self._firing.items() if any(kinds.values())]
+        if self._last_event_s is not None:
+            horizon_ms = (self._last_event_s + self.config.expiry_warning_s) * 1000
+            urgent += [
+                key
+                for key, s in self._status.items()
+                if s.expiry_deadline_ms is not None and s.expiry_deadline_ms <= horizon_ms
+            ]
+        return urgent
+
+    def _store(self, gkey: GroupKey) -> dict[str, dict[tuple, float]]:
+        store = self._grouped.get(gkey)
+        if store is None:
+            store = self._grouped[gkey] = {}
+            if gkey[1]:  # not for partition-scoped (group "") series
+                for metric, tail in _ZERO_SERIES:
+                    store.setdefault(metric, {})[tail] = 0.0
+        return store
+
+    def _delete(self, key: GroupKey) -> None:
+        if self._limiter.forget(key):
+            self._grouped.pop(key, None)
+        self._status.pop(key, None)
+        self._firing.pop(key, None)
+        log.info("metrics: [cluster=%s group=%s] deleted; its series are removed", *key)
+
+    # ---------------------------------------------------------------- scrape
+
+    def _collect(self):
+        with self._lock:
+            return list(self._families())
+
+    def _families(self):
+        now = self._clock()
+        families: dict[str, Any] = {}
+        for spec in m.METRICS:
+            if spec.type == m.COUNTER:
+                families[spec.name] = CounterMetricFamily(spec.name, spec.help, labels=spec.labels)
+            elif spec.type == m.GAUGE:
+                families[spec.name] = GaugeMetricFamily(spec.name, spec.help, labels=spec.labels)
+            else:
+                families[spec.name] = HistogramMetricFamily(spec.name, spec.help, labels=spec.labels)
+
+        def add(name: str, labels: tuple, value: float) -> None:
+            families[name].add_metric([str(x) for x in labels], value)
+
+        for (cluster, label), store in self._grouped.items():
+            for metric, series in store.items():
+                for tail, value in series.items():
+                    add(metric, (cluster, label, *tail), value)
+        for metric, series in self._ungrouped.items():
+            for labels, value in series.items():
+                add(metric, labels, value)
+
+        # group model gauges: own series for labelled groups, folded into "other"
+        folded_members: Counter = Counter()
+        folded_partitions: Counter = Counter()
+        folded_deadline: dict[str, int] = {}
+        by_state: Counter = Counter()
+        for (cluster, group), s in self._status.items():
+            by_state[(cluster, s.state)] += 1
+            if self._limiter.label((cluster, group)) == OTHER:
+                if s.members is not None:
+                    folded_members[(cluster, s.protocol)] += s.members
+                if s.partitions_held is not None:
+                    folded_partitions[cluster] += s.partitions_held
+                if s.expiry_deadline_ms is not None:
+                    folded_deadline[cluster] = min(folded_deadline.get(cluster, s.expiry_deadline_ms), s.expiry_deadline_ms)
+                continue
+            if s.members is not None:
+                add(m.PREFIX + "group_members", (cluster, group, s.protocol), s.members)
+            if s.partitions_held is not None:
+                add(m.PREFIX + "group_partitions_held", (cluster, group), s.partitions_held)
+            if s.group_epoch is not None:
+                add(m.PREFIX + "group_epoch", (cluster, group), s.group_epoch)
+            if s.max_member_epoch is not None:
+                add(m.PREFIX + "group_max_member_epoch", (cluster, group), s.max_member_epoch)
+            add(m.PREFIX + "group_state", (cluster, group, s.state), 1)
+            if s.expiry_deadline_ms is not None:
+                add(m.PREFIX + "group_offsets_expiry_deadline_seconds", (cluster, group), s.expiry_deadline_ms / 1000)
+        for (cluster, protocol), n in folded_members.items():
+            add(m.PREFIX + "group_members", (cluster, OTHER, protocol), n)
+        for cluster, n in folded_partitions.items():
+            add(m.PREFIX + "group_partitions_held", (cluster, OTHER), n)
+        for cluster, deadline in folded_deadline.items():
+            add(m.PREFIX + "group_offsets_expiry_deadline_seconds", (cluster, OTHER), deadline / 1000)
+        for (cluster, state), n in by_state.items():
+            add(m.PREFIX + "groups", (cluster, state), n)
+
+        # lifecycle alerts: 0/1 per labelled group, number of groups firing for "other"
+        firing: Counter = Counter()
+        for (cluster, label) in self._grouped:
+            if label:
+                for kind in m.LIFECYCLE_KINDS:
+                    firing[(cluster, label, kind)] += 0
+        for (cluster, group), kinds in self._firing.items():
+            label = self._limiter.label((cluster, group))
+            for kind, on in kinds.items():
+                firing[(cluster, label, kind)] += 1 if on else 0
+        for labels, n in firing.items():
+            add(m.PREFIX + "alerts_firing", labels, n)
+
+        labelled = Counter(cluster for cluster, _ in self._limiter.labelled)
+        known = set(self._status) | set(self._limiter._scores) | set(self._limiter.labelled)
+        total = Counter(cluster for cluster, _ in known)
+        for cluster in total:
+            add(m.PREFIX + "exporter_groups", (cluster, "labelled"), labelled[cluster])
+            add(m.PREFIX + "exporter_groups", (cluster, OTHER), total[cluster] - labelled[cluster])
+
+        for name, hist in self._histograms.items():
+            families[name].add_metric([], hist.buckets(), hist.total)
+        if self._input_lag is not None:
+            add(m.PREFIX + "input_lag_records", (), self._input_lag)
+        if self._last_event_s is not None:
+            add(m.PREFIX + "last_event_timestamp_seconds", (), self._last_event_s)
+        if self._last_batch_s is not None:
+            add(m.PREFIX + "last_batch_timestamp_seconds", (), self._last_batch_s)
+        fresh = now - (self._last_batch_s if self._last_batch_s is not None else self._started_s)
+        add(m.PREFIX + "up", (), 1.0 if self._healthy and fresh <= self.config.stale_after_s else 0.0)
+        add(
+            m.PREFIX + "build_info",
+            (self._build["version"], self._build["python_version"], self._build["pyspark_version"]),
+            1.0,
+        )
+        return families.values()
+
+
+# ------------------------------------------------------------------ helpers
+
+
+def _attr_getter(obj: Any) -> Callable[[str], Any]:
+    return lambda name: getattr(obj, name, None)
+
+
+def _int_or_none(value: Any) -> int | None:
+    if value is None:
+        return None
+    return int(value)
+
+
+def _build_labels() -> dict[str, str]:
+    def version(dist: str) -> str:
+        try:
+            return metadata.version(dist)
+        except metadata.PackageNotFoundError:
+            return "unknown"
+
+    return {
+        "version": version("fencewatch"),
+        "python_version": platform.python_version(),
+        "pyspark_version": version("pyspark"),
+    }
