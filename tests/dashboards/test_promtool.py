@@ -1,0 +1,70 @@
+"""promtool check/test the shipped alert rules (needs Debian's prometheus package; `make system-deps`)."""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+
+PROM = Path(__file__).resolve().parents[2] / "dashboards" / "prometheus"
+RULES = PROM / "rules" / "fencewatch.rules.yml"
+TESTS = PROM / "tests" / "fencewatch.rules.test.yml"
+
+
+@pytest.fixture(scope="module")
+def promtool() -> str:
+    path = shutil.which("promtool")
+    assert path, "promtool not found: install Debian's prometheus package (`make system-deps`)"
+    return path
+
+
+def run(*args: str, cwd: Path | None = None) -> subprocess.CompletedProcess:
+    return subprocess.run(args, capture_output=True, text=True, cwd=cwd)
+
+
+def test_check_rules(promtool):
+    result = run(promtool, "check", "rules", str(RULES))
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "SUCCESS: 11 rules found" in result.stdout
+
+
+def test_check_example_config(promtool):
+    result = run(promtool, "check", "config", str(PROM / "prometheus.yml"))
+    assert result.returncode == 0, result.stdout + result.stderr
+
+
+def test_rule_unit_tests_pass(promtool):
+    result = run(promtool, "test", "rules", str(TESTS))
+    assert result.returncode == 0, result.stdout + result.stderr
+
+
+def test_every_alert_has_a_firing_and_a_silent_case():
+    text = TESTS.read_text()
+    rules = [line.split(":", 1)[1].strip() for line in RULES.read_text().splitlines() if line.strip().startswith("- alert:")]
+    for alert in rules:
+        assert f"alertname: {alert}\n        exp_alerts: []" in text, f"{alert}: no case where it stays silent"
+        assert f"alertname: {alert}\n        exp_alerts:\n" in text, f"{alert}: no case where it fires"
+
+
+@pytest.mark.parametrize(
+    "original, broken",
+    [
+        ("increase(fencewatch_zombie_commits_total[5m])) > 0", "increase(fencewatch_zombie_commits_total[5m])) > 5"),
+        ("* 60 > 20", "* 60 > 0"),  # the fencing floor
+        ("keep_firing_for: 10m", "keep_firing_for: 0s"),  # the anti-flapping hold
+        ("- time() < 3600", "- time() < 60"),
+    ],
+    ids=["zombie-threshold", "spike-floor", "spike-hysteresis", "expiry-window"],
+)
+def test_unit_tests_catch_a_broken_rule(promtool, tmp_path, original, broken):
+    """The rule tests bite: weakening a rule makes `promtool test rules` fail."""
+    text = RULES.read_text()
+    assert original in text
+    (tmp_path / "rules").mkdir()
+    (tmp_path / "rules" / RULES.name).write_text(text.replace(original, broken))
+    (tmp_path / "tests").mkdir()
+    shutil.copy(TESTS, tmp_path / "tests" / TESTS.name)
+    result = run(promtool, "test", "rules", str(tmp_path / "tests" / TESTS.name))
+    assert result.returncode != 0, f"rule tests still pass with {broken!r}"
