@@ -189,7 +189,7 @@ class MetricsSink:
         if problems:
             raise ValueError("invalid metrics config: " + "; ".join(problems))
         self._clock = clock
-        self._build = dict(build_labels) if build_labels is not None else _build_labels()
+        self._build = dict(build_labels) if build_labels is not None else running_versions()
         self._write_lock = threading.Lock()  # serialises add(); scrapes take only _lock
         self._lock = threading.Lock()
         self._limiter = GroupLimiter(self.config.max_groups, self.config.activity_decay, self.config.swap_margin)
@@ -651,7 +651,8 @@ def _int_or_none(value: Any) -> int | None:
     return int(value)
 
 
-def _build_labels() -> dict[str, str]:
+def running_versions() -> dict[str, str]:
+    """Versions of fencewatch, Python and pyspark, for fencewatch_build_info and change messages."""
     def version(dist: str) -> str:
         try:
             return metadata.version(dist)
