@@ -44,6 +44,10 @@ _POLICY_FIELDS = (
 )
 _API_BY_KIND = {"commit": "OffsetCommit", "txn_commit": "TxnOffsetCommit"}
 _DEFAULT_CLUSTER = "default"
+_SHAPE_FIELDS = (
+    "cluster", "group_id", "kind", "strict", "member_revocation", "assignment_epoch_check", "kip1251",
+    "class", "unsafe", "model_agrees",
+)
 
 # Per-group counters created at zero when a group gets its series, so rate(),
 # increase() and alert rules see 0 instead of nothing for groups that never
@@ -317,56 +321,73 @@ class MetricsSink:
                 agg.activity[(cluster, group)] += n
 
     def _count_verdicts(self, agg: _Aggregate, verdicts: Iterable[Any]) -> None:
-        judged = m.PREFIX + "commits_judged_total"
-        broker_policy = dict(_POLICY_FIELDS)[self.config.broker_policy]
-        # request-level facts, keyed by event_id: Kafka answers a whole request
-        requests: dict[Any, list] = {}
+        """Count verdicts by their shape first (one Counter hit per verdict), then expand and
+        validate each distinct shape once: a batch has many verdicts but few shapes."""
+        policy_index = 3 + [p for p, _ in _POLICY_FIELDS].index(self.config.broker_policy)
+        shapes: Counter = Counter()
+        # request-level facts, keyed by event_id (Kafka answers a whole request); only
+        # requests that carry a broker answer or are transactional matter
+        requests: dict[tuple, list] = {}
         for i, v in enumerate(verdicts):
-            try:
-                if isinstance(v, Mapping):
-                    get = v.get
-                    cls = v.get("class", v.get("cls"))
-                else:  # state.model.Verdict (a NamedTuple whose `class` field is `cls`)
-                    get = _attr_getter(v)
-                    cls = getattr(v, "cls", None)
-                cluster = get("cluster") or _DEFAULT_CLUSTER
-                group = get("group_id")
-                if not group:
-                    raise ValueError("verdict without group_id")
-                kind = get("kind")
-                if kind not in m.COMMIT_KINDS:
-                    raise ValueError(f"verdict kind {kind!r}; valid: {', '.join(m.COMMIT_KINDS)}")
-                cls = self._closed("class", cls, m.CLASSES)
-                results = {p: get(f) for p, f in _POLICY_FIELDS}
-                if any(r is None for r in results.values()):
-                    raise ValueError("verdict without a result for every policy")
-            except (KeyError, AttributeError, TypeError, ValueError) as exc:
-                self._reject(agg, "verdict", v, exc)
-                continue
-            key = (cluster, group)
-            agg.activity[key] += 1
-            for policy, result in results.items():
-                agg.inc(judged, (cluster, group, kind, policy, self._closed("result", result, m.RESULTS), cls))
-            if cls == "zombie":
-                agg.inc(m.PREFIX + "zombie_commits_total", (cluster, group, kind))
-            if get("unsafe"):
-                agg.inc(m.PREFIX + "unsafe_accepts_total", (cluster, group, kind))
-            agrees = get("model_agrees")
-            if agrees is not None:
-                agg.inc(m.PREFIX + "model_comparisons_total", (cluster, group, kind, "agree" if agrees else "diverge"))
-            event_id = get("event_id")
-            request_key = (cluster, group, event_id if event_id is not None else ("#", i))
-            broker_error = get("broker_error")
-            modeled = get(broker_policy)
-            request = requests.get(request_key)
-            if request is None:
-                requests[request_key] = [kind, broker_error, modeled != "NONE", results["kip1251"] == "NONE"]
+            if isinstance(v, dict):
+                get = v.get
+                cls = get("class") or get("cls")
+            elif isinstance(v, tuple) and hasattr(v, "_fields"):  # state.model.Verdict: `class` is `cls`
+                get = _attr_getter(v)
+                cls = getattr(v, "cls", None)
+            elif isinstance(v, Mapping):
+                get = v.get
+                cls = get("class") or get("cls")
             else:
-                if request[1] is None:
-                    request[1] = broker_error
-                request[2] = request[2] or modeled != "NONE"
-                request[3] = request[3] and results["kip1251"] == "NONE"
-        for (cluster, group, _), (kind, broker_error, modeled_reject, kip1251_accepts) in requests.items():
+                self._reject(agg, "verdict", v, TypeError(f"not a verdict record: {type(v).__name__}"))
+                continue
+            shape = (
+                get("cluster") or _DEFAULT_CLUSTER, get("group_id"), get("kind"),
+                get("strict"), get("member_revocation"), get("assignment_epoch_check"), get("kip1251"),
+                cls, bool(get("unsafe")), get("model_agrees"),
+            )
+            shapes[shape] += 1
+            broker_error = get("broker_error")
+            if broker_error is None and shape[2] != "txn_commit":
+                continue
+            event_id = get("event_id")
+            request_key = (shape[0], shape[1], shape[2], event_id if event_id is not None else ("#", i))
+            request = requests.get(request_key)
+            rejected, kip_accepts = shape[policy_index] != "NONE", shape[6] == "NONE"
+            if request is None:
+                requests[request_key] = [broker_error, rejected, kip_accepts]
+            else:
+                if request[0] is None:
+                    request[0] = broker_error
+                request[1] = request[1] or rejected
+                request[2] = request[2] and kip_accepts
+        invalid: set[tuple] = set()
+        judged = m.PREFIX + "commits_judged_total"
+        for shape, n in shapes.items():
+            cluster, group, kind, *results, cls, unsafe, agrees = shape
+            problem = (
+                "verdict without group_id" if not group
+                else f"verdict kind {kind!r}; valid: {', '.join(m.COMMIT_KINDS)}" if kind not in m.COMMIT_KINDS
+                else "verdict without a result for every policy" if any(r is None for r in results)
+                else None
+            )
+            if problem:
+                invalid.add((cluster, group, kind))
+                self._reject(agg, "verdict", dict(zip(_SHAPE_FIELDS, shape)), ValueError(problem), n)
+                continue
+            cls = self._closed("class", cls, m.CLASSES)
+            agg.activity[(cluster, group)] += n
+            for (policy, _), result in zip(_POLICY_FIELDS, results):
+                agg.inc(judged, (cluster, group, kind, policy, self._closed("result", result, m.RESULTS), cls), n)
+            if cls == "zombie":
+                agg.inc(m.PREFIX + "zombie_commits_total", (cluster, group, kind), n)
+            if unsafe:
+                agg.inc(m.PREFIX + "unsafe_accepts_total", (cluster, group, kind), n)
+            if agrees is not None:
+                agg.inc(m.PREFIX + "model_comparisons_total", (cluster, group, kind, "agree" if agrees else "diverge"), n)
+        for (cluster, group, kind, _), (broker_error, modeled_reject, kip1251_accepts) in requests.items():
+            if (cluster, group, kind) in invalid or not group or kind not in m.COMMIT_KINDS:
+                continue
             error = m.error_name(broker_error)
             if error is not None:
                 agg.inc(m.PREFIX + "broker_errors_total", (cluster, group, _API_BY_KIND[kind], error))
@@ -447,9 +468,12 @@ class MetricsSink:
             log.warning("metrics: %s %r is not in the closed set; exported as %r", label, value, fallback)
         return fallback
 
-    def _reject(self, agg: _Aggregate, record_type: str, record: Any, exc: Exception) -> None:
-        agg.inc_ungrouped(m.PREFIX + "exporter_rejected_records_total", (record_type,))
-        log.warning("metrics: malformed %s record not counted (%s: %s): %.200r", record_type, type(exc).__name__, exc, record)
+    def _reject(self, agg: _Aggregate, record_type: str, record: Any, exc: Exception, n: int = 1) -> None:
+        agg.inc_ungrouped(m.PREFIX + "exporter_rejected_records_total", (record_type,), n)
+        log.warning(
+            "metrics: malformed %s record%s not counted (%s: %s): %.200r",
+            record_type, f" x{n}" if n > 1 else "", type(exc).__name__, exc, record,
+        )
 
     # ------------------------------------------------------------ apply (locked)
 
