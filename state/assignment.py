@@ -85,11 +85,14 @@ def apply_member_assignment(member: Member | None, event: MemberAssignment) -> M
                 ae = prev_pending.get(tp, added_epoch)
             pending[tp] = ae
 
-    # Revocation completed: the member moved to a higher epoch and every partition
-    # it was revoking is gone, so its last revocation happened at its previous epoch.
+    # Revocation completed: the member moved to a higher epoch and none of the
+    # partitions it was revoking is still pending, so its last revocation happened at
+    # its previous epoch. A revoked partition may come straight back in the same
+    # transition (Kafka's computeNextAssignment re-adds it when the new target has
+    # it); it then counts as newly added (above), so the revocation still completed.
     revocation_epoch = member.revocation_epoch if member is not None else 0
     if (member is not None and prev_pending and new_epoch > member.member_epoch
-            and not any(tp in assigned or tp in pending for tp in prev_pending)):
+            and not any(tp in pending for tp in prev_pending)):
         revocation_epoch = member.member_epoch
 
     subscribed = frozenset(event.subscribed_topics) if event.subscribed_topics is not None else (
