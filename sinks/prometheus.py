@@ -295,7 +295,11 @@ class MetricsSink:
         for reason, n in (batch.dlq or {}).items():
             code = str(reason).split(":", 1)[0].split("(", 1)[0].strip()
             agg.inc_ungrouped(m.PREFIX + "dlq_records_total", (self._closed("reason", code, m.DLQ_REASONS),), n)
-        agg.latencies = [float(x) for x in batch.decision_latencies_s]
+        for x in batch.decision_latencies_s:
+            try:
+                agg.latencies.append(float(x))
+            except (TypeError, ValueError) as exc:
+                self._reject(agg, "count", x, exc)
         return agg
 
     def _count_events(self, agg: _Aggregate, events) -> None:
