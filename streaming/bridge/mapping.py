@@ -61,6 +61,7 @@ metadata record) are kept for the life of the bridge (one entry per topic).
 from __future__ import annotations
 
 import logging
+import struct
 from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any, Iterable, Mapping
@@ -89,6 +90,11 @@ log = logging.getLogger(__name__)
 MEMBER_STATES = {0: "STABLE", 1: "UNREVOKED_PARTITIONS", 2: "UNRELEASED_PARTITIONS"}
 LEAVE_GROUP_STATIC_MEMBER_EPOCH = -2
 ABSENT_EPOCH_MODES = ("derive", "member-epoch")
+
+_INT32 = struct.Struct(">i").unpack_from
+_INT64 = struct.Struct(">q").unpack_from
+_V3_HEAD = struct.Struct(">qih").unpack_from  # offset, leaderEpoch, metadata length (int16)
+_V4_HEAD = struct.Struct(">qiB").unpack_from  # offset, leaderEpoch, compact metadata length (1-byte varint)
 
 _OFFSET_TYPES = frozenset({"offset_committed", "offset_deleted", "partition_epochs", "offset_commit",
                            "txn_offset_commit"})
@@ -119,6 +125,9 @@ class TopicNames:
     def learn(self, raw: bytes, name: str) -> None:
         if raw != bytes(16) and name:
             self._names[raw] = name
+
+    def get(self, raw: bytes) -> str | None:
+        return self._names.get(raw)
 
     def known(self, raw: bytes) -> bool:
         return raw in self._names
@@ -202,13 +211,95 @@ class Bridge:
         self.cluster = cluster
         self.fill_epochs = absent_assignment_epochs == "member-epoch"
         self.groups: dict[str, _Group] = {}
-        self._holding: set[str] = set()  # groups with a held-back removal or state
+        self._holding: dict[str, None] = {}  # groups with a held-back removal or state, in order
         self.stats = BridgeStats()
 
     # -- entry points -------------------------------------------------------
 
     def feed(self, key: bytes | None, value: bytes | None, timestamp_ms: int | None,
              event_id: str) -> list[dict[str, Any]]:
+        if key is not None and len(key) > 8 and key[0] == 0 and key[1] == 1:
+            fast = self._fast_offset_commit(key, value, timestamp_ms, event_id)
+            if fast is not None:
+                return fast
+        return self._feed(key, value, timestamp_ms, event_id)
+
+    def _fast_offset_commit(self, key: bytes, value: bytes | None, timestamp_ms: int | None,
+                            event_id: str) -> list[dict[str, Any]] | None:
+        """OffsetCommit v3/v4 (what brokers since 2.1 / 4.0 write, the bulk of the
+        topic) decoded with a few precompiled Structs. Returns None for anything
+        unusual (other versions, unknown tags, malformed bytes), which then takes
+        the schema-driven path and its error reporting."""
+        try:
+            glen = key[2] << 8 | key[3]
+            p = 4 + glen
+            tlen = key[p] << 8 | key[p + 1]
+            q = p + 2 + tlen
+            if glen >= 0x8000 or tlen >= 0x8000 or q + 4 > len(key):
+                return None
+            group = key[4:p].decode()
+            topic = key[p + 2:q].decode()
+            partition = _INT32(key, q)[0]
+            if value is None:
+                if self._holding or timestamp_ms is None or timestamp_ms < 0:
+                    return None
+                self.stats.records += 1
+                self.stats.by_record_type[1] += 1
+                self.stats.events += 1
+                e = {"type": "offset_deleted", "ts": timestamp_ms}
+                if self.cluster is not None:
+                    e["cluster"] = self.cluster
+                e.update(group_id=group, event_id=event_id, topic=topic, partition=partition)
+                return [e]
+            if value[0] != 0:
+                return None
+            version = value[1]
+            if version == 3:
+                offset, leader_epoch, mlen = _V3_HEAD(value, 2)
+                if mlen < 0:
+                    return None
+                commit_ts = _INT64(value, 16 + mlen)[0]
+            elif version == 4:
+                offset, leader_epoch, mlen = _V4_HEAD(value, 2)
+                if mlen == 0 or mlen >= 0x80:
+                    return None
+                p = 14 + mlen
+                commit_ts = _INT64(value, p)[0]
+                ntags = value[p + 8]
+                if ntags == 1 and value[p + 9] == 0 and value[p + 10] == 16 and len(value) >= p + 27:
+                    topic_id = value[p + 11:p + 27]
+                    if self.topic_names.get(topic_id) != topic:
+                        self.topic_names.learn(topic_id, topic)
+                elif ntags != 0:
+                    return None
+            else:
+                return None
+        except (IndexError, UnicodeDecodeError, struct.error):
+            return None
+        stats = self.stats
+        stats.records += 1
+        stats.by_record_type[1] += 1
+        ts = timestamp_ms if timestamp_ms is not None and timestamp_ms >= 0 else commit_ts
+        if self.cluster is None:
+            e = {"type": "offset_committed", "ts": ts, "group_id": group, "event_id": event_id, "topic": topic,
+                 "partition": partition, "offset": offset, "leader_epoch": leader_epoch, "commit_ts": commit_ts}
+        else:
+            e = {"type": "offset_committed", "ts": ts, "cluster": self.cluster, "group_id": group,
+                 "event_id": event_id, "topic": topic, "partition": partition, "offset": offset,
+                 "leader_epoch": leader_epoch, "commit_ts": commit_ts}
+        if self._holding:
+            out = self._release_held(ts)
+            g = self.groups.get(group)
+            if g is not None and g.pending is not None:
+                out.extend(self._before(group, g))
+            out.append(e)
+            stats.events += len(out)
+            return out
+        stats.events += 1
+        return [e]
+
+    def _feed(self, key: bytes | None, value: bytes | None, timestamp_ms: int | None,
+              event_id: str) -> list[dict[str, Any]]:
         stats = self.stats
         stats.records += 1
         try:
@@ -242,10 +333,10 @@ class Bridge:
         """Emit what was held back by records of an earlier coordinator batch
         (records of one batch share one timestamp); all of it when ``ts`` is None."""
         out: list[dict[str, Any]] = []
-        for group_id in sorted(self._holding):
+        for group_id in list(self._holding):
             g = self.groups.get(group_id)
             if g is None:
-                self._holding.discard(group_id)
+                del self._holding[group_id]
                 continue
             if g.pending is not None and (ts is None or g.pending.ts != ts):
                 out.extend(self._release_pending(group_id, g))
@@ -257,7 +348,7 @@ class Bridge:
                     out.append(self._event("group_state", held[1], group_id, held[2], state=held[0],
                                            protocol="consumer"))
             if g.pending is None and g.held_state is None:
-                self._holding.discard(group_id)
+                del self._holding[group_id]
         return out
 
     # -- helpers -------------------------------------------------------------
@@ -315,14 +406,14 @@ class Bridge:
         # Held until the coordinator batch ends (the next record with another
         # timestamp), so states in the middle of one batch are never emitted.
         g.held_state = (new, ts, event_id)
-        self._holding.add(group_id)
+        self._holding[group_id] = None
         return []
 
     def _topic_partitions(self, items: list[dict], member_epoch: int) -> list[dict[str, Any]]:
         out = []
-        default_epoch = member_epoch if member_epoch > 0 else 0
+        resolve = self.topic_names.resolve
         for tp in items:
-            name = self.topic_names.resolve(tp["topicId"])
+            name = resolve(tp["topicId"])
             parts = tp["partitions"]
             epochs = tp.get("assignmentEpochs")
             if epochs is not None and len(epochs) != len(parts):
@@ -331,14 +422,18 @@ class Bridge:
                             name, len(epochs), len(parts))
                 epochs = None
             if epochs is None and self.fill_epochs:
-                epochs = [default_epoch] * len(parts)
-            if epochs is not None:
+                epochs = [member_epoch if member_epoch > 0 else 0] * len(parts)
+            ordered = sorted(parts)
+            if epochs is None:
+                out.append({"topic": name, "partitions": ordered})
+            elif ordered == parts:
+                out.append({"topic": name, "partitions": parts, "assignment_epochs": epochs})
+            else:
                 pairs = sorted(zip(parts, epochs))
                 out.append({"topic": name, "partitions": [p for p, _ in pairs],
                             "assignment_epochs": [e for _, e in pairs]})
-            else:
-                out.append({"topic": name, "partitions": sorted(parts)})
-        out.sort(key=lambda e: e["topic"])
+        if len(out) > 1:
+            out.sort(key=_by_topic)
         return out
 
     # -- handlers, one per record type ----------------------------------------
@@ -450,7 +545,7 @@ class Bridge:
         if m is None:
             m = g.members[member_id] = _Member()
         m.instance_id = v["instanceId"]
-        m.subscribed_topics = tuple(v["subscribedTopicNames"])
+        m.subscribed_topics = tuple(sorted(set(v["subscribedTopicNames"])))
         m.regex = v["subscribedTopicRegex"]
         m.classic = v.get("classicMemberMetadata") is not None
         out.extend(self._derive_state(group_id, g, ts, eid))
@@ -482,7 +577,7 @@ class Bridge:
             if g is not None and m is not None and m.member_epoch == LEAVE_GROUP_STATIC_MEMBER_EPOCH:
                 # Held back: the next record may be the same instance rejoining under a new member id.
                 g.pending = _PendingRemoval(member_id, m.instance_id, ts, eid)
-                self._holding.add(group_id)
+                self._holding[group_id] = None
             else:
                 extra = {"instance_id": m.instance_id} if m is not None and m.instance_id is not None else {}
                 out.append(self._event("member_left", ts, group_id, eid, member_id=member_id, reason="leave",
@@ -503,21 +598,24 @@ class Bridge:
             out.append(self._event("member_left", ts, group_id, eid, member_id=member_id, reason="static_leave",
                                    **extra))
         else:
-            e = self._event(
-                "member_assignment", ts, group_id, eid,
-                member_id=member_id,
-                protocol="classic" if m.classic else "consumer",
-                member_epoch=epoch,
-                previous_member_epoch=v["previousMemberEpoch"],
-                state=MEMBER_STATES.get(v["state"], "UNKNOWN"),
-                assigned=self._topic_partitions(v["assignedPartitions"], epoch),
-                pending_revocation=self._topic_partitions(v["partitionsPendingRevocation"], epoch),
-            )
+            e = {"type": "member_assignment", "ts": ts}
+            if self.cluster is not None:
+                e["cluster"] = self.cluster
+            e["group_id"] = group_id
+            e["event_id"] = eid
+            e["member_id"] = member_id
+            e["protocol"] = "classic" if m.classic else "consumer"
+            e["member_epoch"] = epoch
+            e["previous_member_epoch"] = v["previousMemberEpoch"]
+            e["state"] = MEMBER_STATES.get(v["state"], "UNKNOWN")
+            e["assigned"] = self._topic_partitions(v["assignedPartitions"], epoch)
+            pending = v["partitionsPendingRevocation"]
+            e["pending_revocation"] = self._topic_partitions(pending, epoch) if pending else []
             if m.subscribed_topics is not None:
-                topics = set(m.subscribed_topics)
                 if m.regex is not None:
-                    topics.update(g.regex_topics.get(m.regex, ()))
-                e["subscribed_topics"] = sorted(topics)
+                    e["subscribed_topics"] = sorted(set(m.subscribed_topics).union(g.regex_topics.get(m.regex, ())))
+                else:
+                    e["subscribed_topics"] = list(m.subscribed_topics)
             if m.instance_id is not None:
                 e["instance_id"] = m.instance_id
             if g.group_epoch is not None:
@@ -538,6 +636,10 @@ class Bridge:
             return out
         self._group(group_id).regex_topics[k["regularExpression"]] = tuple(v["topics"])
         return out
+
+
+def _by_topic(entry: dict[str, Any]) -> str:
+    return entry["topic"]
 
 
 def _tp_list(tps: Iterable[tuple[str, Iterable[int]]]) -> list[dict[str, Any]]:

@@ -120,7 +120,12 @@ def _uvarint(b: bytes, p: int) -> tuple[int, int]:
             raise _Malformed("varint longer than 5 bytes")
 
 
+_INT32_ARRAYS = [struct.Struct(">%di" % c).unpack_from for c in range(128)]
+
+
 def _int32s(b: bytes, p: int, c: int) -> list[int]:
+    if c < 128:
+        return list(_INT32_ARRAYS[c](b, p))
     return list(struct.unpack_from(">%di" % c, b, p))
 
 
@@ -170,7 +175,9 @@ class _Compiler:
             out.extend(self.field_reader(f, version, flexible, "    ", f"d[{f.name!r}]"))
         flush_run()
         if flexible:
-            out.append("    nt, p = _uv(b, p)")
+            out.append("    nt = b[p]")
+            out.append("    if nt < 128: p += 1")
+            out.append("    else: nt, p = _uv(b, p)")
             out.append("    for _k in range(nt):")
             out.append("        t, p = _uv(b, p)")
             out.append("        sz, p = _uv(b, p)")
