@@ -1,0 +1,473 @@
+"""The fencewatch-kafka Spark source: options, planning, reading over Tansu, and Spark queries.
+
+Spark tests (marked ``spark``) run real streaming queries on local[2] against
+the session broker; the others exercise the same code without Spark. Every
+produce phase ends with one single-record produce per partition
+(``produce_marker``) because Tansu under-reports the high watermark after a
+batched produce until the next one (see docs/kafka-source.md).
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from collections import Counter
+
+import pytest
+from confluent_kafka import Producer
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from fencewatch.streaming.broker import delete_topics, create_topics, produce_marker
+from fencewatch.streaming.sources.kafka import (
+    KafkaDataLossError,
+    KafkaInputPartition,
+    KafkaSourceError,
+    KafkaStreamReader,
+    ReadSpec,
+    _Planner,
+    kafka_schema,
+    offsets_from_json,
+    offsets_to_json,
+    parse_options,
+    rate_limit,
+    read_kafka_batch,
+    read_kafka_stream,
+    read_partition,
+    split_ranges,
+)
+from fencewatch.streaming.sources.kafka_config import KafkaConfigError, parse_jaas_credentials, to_java
+
+BOOT = {"kafka.bootstrap.servers": "127.0.0.1:9"}
+
+
+def _produce(bootstrap: str, topic: str, values: list[bytes], *, partitions: int,
+             headers: list | None = None, timestamp_ms: int | None = None) -> None:
+    """Batched produce (round-robin over partitions), then a marker per partition."""
+    producer = Producer({"bootstrap.servers": bootstrap, "linger.ms": 5,
+                         "queue.buffering.max.messages": 2_000_000})
+    for i, value in enumerate(values):
+        kwargs = {}
+        if headers is not None:
+            kwargs["headers"] = headers
+        if timestamp_ms is not None:
+            kwargs["timestamp"] = timestamp_ms
+        producer.produce(topic, value=value, key=b"k%d" % (i % 17), partition=i % partitions, **kwargs)
+        if i % 10_000 == 0:
+            producer.poll(0)
+    assert producer.flush(60) == 0
+    produce_marker({"bootstrap.servers": bootstrap}, topic, range(partitions), value=b"marker")
+
+
+def _rows(batches) -> list[dict]:
+    rows = []
+    for batch in batches:
+        rows.extend(batch.to_pylist())
+    return rows
+
+
+# --------------------------------------------------------------------------- options
+
+
+@pytest.mark.parametrize(
+    ("options", "message"),
+    [
+        pytest.param({**BOOT}, "one of the options subscribe, subscribePattern, assign", id="no-strategy"),
+        pytest.param({**BOOT, "subscribe": "a", "assign": '{"a":[0]}'}, "only one of", id="two-strategies"),
+        pytest.param({"subscribe": "a"}, "kafka.bootstrap.servers must be set", id="no-bootstrap"),
+        pytest.param({**BOOT, "subscribe": " , "}, "names no topics", id="empty-subscribe"),
+        pytest.param({**BOOT, "subscribePattern": "a("}, "not a valid regular expression", id="bad-pattern"),
+        pytest.param({**BOOT, "assign": "[0]"}, "option assign must be JSON", id="bad-assign"),
+        pytest.param({**BOOT, "subscribe": "a", "startingOffsets": "first"}, "'earliest', 'latest' or JSON",
+                     id="bad-starting"),
+        pytest.param({**BOOT, "subscribe": "a", "startingOffsets": '{"a":{"0":-3}}'}, "-2 (earliest)",
+                     id="bad-starting-offset"),
+        pytest.param({**BOOT, "subscribe": "a", "maxOffsetsPerTrigger": "many"}, "positive integer",
+                     id="bad-max-offsets"),
+        pytest.param({**BOOT, "subscribe": "a", "maxOffsetsPerTrigger": "0"}, "positive integer",
+                     id="zero-max-offsets"),
+        pytest.param({**BOOT, "subscribe": "a", "failOnDataLoss": "yes"}, "true or false", id="bad-bool"),
+        pytest.param({**BOOT, "subscribe": "a", "startingTimestamp": "1"}, "Spark's own Kafka connector",
+                     id="spark-only-option"),
+        pytest.param({**BOOT, "subscribe": "a", "startOffsets": "earliest"}, "unknown option 'startOffsets'",
+                     id="typo"),
+        pytest.param({**BOOT, "subscribe": "a", "endingOffsets": "latest"}, "only valid for batch",
+                     id="ending-in-stream"),
+        pytest.param({**BOOT, "subscribe": "a", "kafka.auto.offset.reset": "earliest"}, "startingOffsets",
+                     id="auto-offset-reset"),
+        pytest.param({**BOOT, "subscribe": "a", "kafka.value.deserializer": "x"}, "always returned as bytes",
+                     id="deserializer"),
+        pytest.param({**BOOT, "subscribe": "a", "kafka.isolation.level": "serializable"}, "read_committed",
+                     id="bad-isolation"),
+        pytest.param({**BOOT, "subscribe": "a", "kafka.ssl.truststore.location": "/x.jks"}, "PEM",
+                     id="jks-truststore"),
+        pytest.param({**BOOT, "subscribe": "a", "kafka.sasl.jaas.config":
+                      "com.sun.security.auth.module.Krb5LoginModule required useKeyTab=true;"},
+                     "sasl.kerberos.keytab", id="kerberos-jaas"),
+    ],
+)
+def test_bad_options_fail_with_a_clear_message(options, message):
+    with pytest.raises(KafkaSourceError, match=message.replace("(", r"\(").replace(")", r"\)")):
+        parse_options(options, streaming=True)
+
+
+def test_batch_rejects_latest_start():
+    with pytest.raises(KafkaSourceError, match="not valid for batch"):
+        parse_options({**BOOT, "subscribe": "a", "startingOffsets": "latest"}, streaming=False)
+
+
+def test_options_are_case_insensitive_and_defaults_match_spark():
+    opts = parse_options({**BOOT, "SUBSCRIBE": "a, b,a", "MaxOffsetsPerTrigger": "10"})
+    assert opts.subscribe == ("a", "b")
+    assert opts.max_offsets_per_trigger == 10
+    assert opts.starting_offsets == "latest"
+    assert opts.fail_on_data_loss is True
+    assert opts.isolation_level == "read_uncommitted"  # Spark's default, not librdkafka's
+    assert parse_options({**BOOT, "subscribe": "a"}, streaming=False).starting_offsets == "earliest"
+
+
+def test_jaas_plain_and_scram_translate_to_librdkafka_and_secrets_stay_out_of_logs(caplog):
+    jaas = ('org.apache.kafka.common.security.scram.ScramLoginModule required '
+            'username="svc" password="s3cr\\"et";')
+    opts = parse_options({**BOOT, "subscribe": "a", "kafka.security.protocol": "SASL_SSL",
+                          "kafka.sasl.mechanism": "SCRAM-SHA-512", "kafka.sasl.jaas.config": jaas,
+                          "kafka.ssl.truststore.type": "PEM", "kafka.ssl.truststore.location": "/ca.pem",
+                          "kafka.fetch.max.wait.ms": "100", "kafka.max.poll.records": "500"})
+    config = opts.config()
+    assert config["sasl.username"] == "svc" and config["sasl.password"] == 's3cr"et'
+    assert config["sasl.mechanisms"] == "SCRAM-SHA-512"
+    assert config["ssl.ca.location"] == "/ca.pem"
+    assert config["fetch.wait.max.ms"] == "100"
+    assert "max.poll.records" not in config
+    spec = ReadSpec.of(opts)
+    part = KafkaInputPartition("a", 0, 0, 10, spec)
+    for text in (repr(opts), repr(spec), repr(part)):
+        assert "s3cr" not in text
+    assert "[redacted]" in repr(opts)
+
+
+def test_jaas_errors_never_echo_the_password():
+    with pytest.raises(KafkaConfigError) as info:
+        parse_jaas_credentials('org.apache.kafka.common.security.plain.PlainLoginModule required password="hunter2";')
+    assert "hunter2" not in str(info.value)
+
+
+def test_librdkafka_style_credentials_become_jaas_for_spark_connector():
+    java = to_java({"bootstrap.servers": "b:9092", "sasl.mechanisms": "PLAIN", "sasl.username": "u",
+                    "sasl.password": 'p"w', "ssl.ca.location": "/ca.pem"})
+    assert java["sasl.mechanism"] == "PLAIN"
+    assert java["sasl.jaas.config"] == ('org.apache.kafka.common.security.plain.PlainLoginModule required '
+                                        'username="u" password="p\\"w";')
+    assert parse_jaas_credentials(java["sasl.jaas.config"]) == ("u", 'p"w')
+    assert (java["ssl.truststore.type"], java["ssl.truststore.location"]) == ("PEM", "/ca.pem")
+
+
+# --------------------------------------------------------------------------- planning
+
+
+def test_offsets_json_is_sorted_like_sparks_checkpoint():
+    offsets = {("b", 10): 5, ("a", 2): 7, ("b", 2): 1, ("a", 0): 3}
+    as_json = offsets_to_json(offsets)
+    assert json.dumps(as_json) == '{"a": {"0": 3, "2": 7}, "b": {"2": 1, "10": 5}}'
+    assert offsets_from_json(json.loads(json.dumps(as_json))) == offsets
+
+
+tp_names = st.tuples(st.sampled_from(["a", "b"]), st.integers(0, 5))
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    backlog=st.dictionaries(tp_names, st.tuples(st.integers(0, 10_000), st.integers(0, 5_000)), min_size=1),
+    max_offsets=st.integers(1, 20_000),
+)
+def test_rate_limit_reads_exactly_the_budget_and_starves_nobody(backlog, max_offsets):
+    begin = {tp: b for tp, (b, _) in backlog.items()}
+    end = {tp: b + lag for tp, (b, lag) in backlog.items()}
+    limited = rate_limit(begin, end, max_offsets)
+    total_lag = sum(lag for _, lag in backlog.values())
+    assert set(limited) == set(end)
+    assert all(begin[tp] <= limited[tp] <= end[tp] for tp in end)
+    assert sum(limited[tp] - begin[tp] for tp in end) == min(total_lag, max_offsets)
+    lagging = [tp for tp, (_, lag) in backlog.items() if lag > 0]
+    if max_offsets >= len(lagging):
+        assert all(limited[tp] > begin[tp] for tp in lagging)
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    sizes=st.lists(st.integers(1, 5_000), min_size=1, max_size=6),
+    min_partitions=st.one_of(st.none(), st.integers(1, 20)),
+    max_records=st.one_of(st.none(), st.integers(1, 3_000)),
+)
+def test_split_ranges_cover_each_range_exactly(sizes, min_partitions, max_records):
+    ranges = [(("t", i), 100 * i, 100 * i + size) for i, size in enumerate(sizes)]
+    pieces = split_ranges(ranges, min_partitions=min_partitions, max_records=max_records)
+    for tp, frm, until in ranges:
+        mine = [(a, b) for t, a, b in pieces if t == tp]
+        assert mine[0][0] == frm and mine[-1][1] == until
+        assert all(a < b for a, b in mine)
+        assert all(prev[1] == nxt[0] for prev, nxt in zip(mine, mine[1:]))
+        if max_records:
+            assert all(b - a <= max_records for a, b in mine)
+    if min_partitions:
+        assert len(pieces) >= min(min_partitions, sum(sizes))
+
+
+# --------------------------------------------------------------------------- reading over Tansu
+
+
+def _spec(broker: str, **overrides) -> ReadSpec:
+    opts = parse_options({"kafka.bootstrap.servers": broker, "subscribe": "x",
+                          "kafkaConsumer.pollTimeoutMs": "20000", **overrides})
+    return ReadSpec.of(opts)
+
+
+@pytest.mark.broker
+def test_read_partition_returns_exactly_the_range_as_spark_kafka_rows(broker, topic_factory):
+    topic = topic_factory(partitions=1)
+    _produce(broker, topic, [b"v%d" % i for i in range(5000)], partitions=1,
+             headers=[("h", b"1"), ("n", None)], timestamp_ms=1_700_000_000_123)
+    spec = _spec(broker, includeHeaders="true")
+    batches = list(read_partition(KafkaInputPartition(topic, 0, 1000, 3000, spec)))
+    rows = _rows(batches)
+    assert [r["offset"] for r in rows] == list(range(1000, 3000))  # stops at the range end, more records exist
+    assert [r["value"] for r in rows] == [b"v%d" % i for i in range(1000, 3000)]
+    first = rows[0]
+    assert first["topic"] == topic and first["partition"] == 0 and first["key"] == b"k%d" % (1000 % 17)
+    assert first["timestampType"] == 0  # CreateTime in Java's numbering
+    assert first["timestamp"].isoformat() == "2023-11-14T22:13:20.123000+00:00"
+    assert first["headers"] == [{"key": "h", "value": b"1"}, {"key": "n", "value": None}]
+    import pyarrow as pa
+    from pyspark.sql.pandas.types import to_arrow_schema
+    assert batches[0].schema.equals(to_arrow_schema(kafka_schema(True), timezone="UTC"))
+    assert batches[0].schema.field("timestamp").type == pa.timestamp("us", tz="UTC")
+
+
+@pytest.mark.broker
+def test_read_committed_range_ending_on_a_transaction_marker_completes(broker, topic_factory):
+    """Commit markers take offsets but are no records: the read must end by position."""
+    topic = topic_factory(partitions=1)
+    producer = Producer({"bootstrap.servers": broker, "transactional.id": f"tx-{topic}"})
+    producer.init_transactions(30)
+    for txn in range(3):
+        producer.begin_transaction()
+        for i in range(4):
+            producer.produce(topic, value=b"t%d-%d" % (txn, i), partition=0)
+        producer.commit_transaction(30)
+    opts = parse_options({"kafka.bootstrap.servers": broker, "subscribe": topic,
+                          "kafka.isolation.level": "read_committed", "startingOffsets": "earliest"})
+    planner = _Planner(opts)
+    end = planner.latest({})
+    assert end == {(topic, 0): 15}  # 12 records + 3 commit markers
+    parts = planner.plan({(topic, 0): 0}, end)
+    rows = _rows(b for part in parts for b in read_partition(part))
+    assert [r["value"] for r in rows] == [b"t%d-%d" % (t, i) for t in range(3) for i in range(4)]
+    assert [r["offset"] for r in rows] == [o for o in range(15) if o % 5 != 4]
+    # Every range end, inside or right after a gap, yields exactly the records below it.
+    spec = parts[0].spec
+    for frm, until in [(0, 4), (0, 5), (0, 6), (3, 9), (4, 5), (5, 10), (9, 11), (14, 15)]:
+        got = [r["offset"] for r in _rows(read_partition(KafkaInputPartition(topic, 0, frm, until, spec)))]
+        assert got == [o for o in range(frm, until) if o % 5 != 4], (frm, until)
+
+
+@pytest.mark.broker
+def test_open_transaction_is_not_mistaken_for_data_loss(broker, topic_factory):
+    """Under read_committed the end offset trails while a transaction is open.
+
+    Tansu even answers 0 for the last stable offset then (after an earlier
+    committed transaction); Apache Kafka answers the open transaction's first
+    offset. Neither may be reported as data loss or move the query back.
+    """
+    topic = topic_factory(partitions=1)
+    producer = Producer({"bootstrap.servers": broker, "transactional.id": f"open-{topic}"})
+    producer.init_transactions(30)
+    producer.begin_transaction()
+    for i in range(5):
+        producer.produce(topic, value=b"c%d" % i, partition=0)
+    producer.commit_transaction(30)  # offsets 0..4 + commit marker at 5
+    producer.begin_transaction()
+    producer.produce(topic, value=b"pending", partition=0)
+    producer.flush(30)
+    try:
+        opts = parse_options({"kafka.bootstrap.servers": broker, "subscribe": topic,
+                              "kafka.isolation.level": "read_committed"})
+        assert _Planner(opts).latest({(topic, 0): 6}) == {(topic, 0): 6}
+    finally:
+        producer.abort_transaction(30)
+
+
+@pytest.mark.broker
+def test_deleted_topic_is_data_loss_unless_allowed(broker, caplog):
+    import uuid
+
+    topic = f"gone-{uuid.uuid4().hex[:8]}"
+    config = {"bootstrap.servers": broker}
+    create_topics(config, [topic], 1)
+    _produce(broker, topic, [b"x"] * 10, partitions=1)
+    delete_topics(config, [topic])
+    strict = _Planner(parse_options({"kafka.bootstrap.servers": broker, "subscribe": topic}))
+    with pytest.raises(KafkaDataLossError, match=rf"{topic}\[0\].*failOnDataLoss=false"):
+        strict.latest({(topic, 0): 5})
+    lenient = _Planner(parse_options({"kafka.bootstrap.servers": broker, "subscribe": topic,
+                                      "failOnDataLoss": "false"}))
+    with caplog.at_level(logging.WARNING):
+        assert lenient.latest({(topic, 0): 5}) == {}
+    assert "no longer exist" in caplog.text
+
+
+@pytest.mark.broker
+def test_recreated_topic_restarts_from_earliest_when_loss_is_allowed(broker, topic_factory):
+    import uuid
+
+    topic = f"again-{uuid.uuid4().hex[:8]}"
+    config = {"bootstrap.servers": broker}
+    create_topics(config, [topic], 1)
+    try:
+        _produce(broker, topic, [b"old"] * 3, partitions=1)  # offsets 0..3 with the marker
+        delete_topics(config, [topic])
+        create_topics(config, [topic], 1)
+        strict = _Planner(parse_options({"kafka.bootstrap.servers": broker, "subscribe": topic}))
+        old_end = {(topic, 0): 50}
+        with pytest.raises(KafkaDataLossError, match="went back from 50"):
+            strict.latest(old_end)
+        lenient = _Planner(parse_options({"kafka.bootstrap.servers": broker, "subscribe": topic,
+                                          "failOnDataLoss": "false"}))
+        _produce(broker, topic, [b"new1", b"new2"], partitions=1)
+        end = lenient.latest(old_end)
+        parts = lenient.plan(old_end, end)
+        rows = _rows(b for part in parts for b in read_partition(part))
+        assert [r["value"] for r in rows] == [b"new1", b"new2", b"marker"]
+    finally:
+        delete_topics(config, [topic])
+
+
+@pytest.mark.broker
+def test_stream_reader_offsets_limit_and_new_partitions(broker, topic_factory):
+    """Driver side without Spark: earliest start, ReadMaxRows budget, AvailableNow target."""
+    from pyspark.sql.streaming.datasource import ReadAllAvailable, ReadMaxRows
+
+    topic = topic_factory(partitions=2)
+    _produce(broker, topic, [b"v"] * 1000, partitions=2)  # 500 + marker per partition
+    reader = KafkaStreamReader(parse_options({"kafka.bootstrap.servers": broker, "subscribe": topic,
+                                              "startingOffsets": "earliest", "maxOffsetsPerTrigger": "300"}))
+    start = reader.initialOffset()
+    assert start == {topic: {"0": 0, "1": 0}}
+    assert reader.getDefaultReadLimit() == ReadMaxRows(300)
+    first = reader.latestOffset(start, ReadMaxRows(300))
+    assert first == {topic: {"0": 150, "1": 150}}
+    assert reader.latestOffset(start, ReadAllAvailable()) == {topic: {"0": 501, "1": 501}}
+    # Partition 1 missing from `start` counts as new: it begins at its earliest offset.
+    assert reader.latestOffset({topic: {"0": 501}}, ReadMaxRows(10)) == {topic: {"0": 501, "1": 10}}
+    reader.prepareForTriggerAvailableNow()
+    _produce(broker, topic, [b"later"] * 10, partitions=2)
+    assert reader.latestOffset(first, ReadAllAvailable()) == {topic: {"0": 501, "1": 501}}
+    parts = reader.partitions(start, first)
+    assert [(p.partition, p.from_offset, p.until_offset) for p in parts] == [(0, 0, 150), (1, 0, 150)]
+    import pickle
+    clone = pickle.loads(pickle.dumps(reader))  # what Spark ships to executors
+    assert sum(b.num_rows for b in clone.read(parts[0])) == 150
+
+
+# --------------------------------------------------------------------------- Spark
+
+
+def _collector():
+    """A foreachBatch function that keeps (batch_id, rows) on the driver."""
+    seen: list[tuple[int, list]] = []
+
+    def collect(df, batch_id):
+        seen.append((batch_id, [tuple(r) for r in df.select("partition", "offset", "value").collect()]))
+
+    return seen, collect
+
+
+EXPECTED_SPARK_KAFKA_SCHEMA = (
+    "struct<key:binary,value:binary,topic:string,partition:int,offset:bigint,"
+    "timestamp:timestamp,timestampType:int>"
+)
+
+
+@pytest.mark.spark
+@pytest.mark.broker
+def test_schema_and_batch_read_match_sparks_kafka_source(spark, broker, topic_factory):
+    topic = topic_factory(partitions=2)
+    _produce(broker, topic, [b"v%d" % i for i in range(100)], partitions=2, headers=[("h", b"x")])
+    df = read_kafka_batch(spark, bootstrap=broker, topics=topic)
+    assert df.schema.simpleString() == EXPECTED_SPARK_KAFKA_SCHEMA
+    assert all(f.nullable for f in df.schema.fields)
+    with_headers = read_kafka_batch(spark, bootstrap=broker, topics=topic, options={"includeHeaders": "true"})
+    assert with_headers.schema.simpleString() == (
+        EXPECTED_SPARK_KAFKA_SCHEMA[:-1] + ",headers:array<struct<key:string,value:binary>>>")
+    rows = with_headers.where("value != 'marker'").collect()
+    assert sorted(r.value for r in rows) == sorted(b"v%d" % i for i in range(100))
+    assert {tuple(h) for r in rows for h in r.headers} == {("h", b"x")}
+    ending = read_kafka_batch(spark, bootstrap=broker, topics=topic, options={
+        "startingOffsets": json.dumps({topic: {"0": 10, "1": -2}}),
+        "endingOffsets": json.dumps({topic: {"0": 20, "1": 5}})})
+    assert sorted((r.partition, r.offset) for r in ending.collect()) == \
+        [(0, o) for o in range(10, 20)] + [(1, o) for o in range(5)]
+
+
+@pytest.mark.spark
+@pytest.mark.broker
+def test_stream_reads_each_record_once_across_batches_and_restart(spark, broker, topic_factory, tmp_path):
+    topic = topic_factory(partitions=3)
+    checkpoint = str(tmp_path / "checkpoint")
+    first = [b"a%d" % i for i in range(3000)]
+    _produce(broker, topic, first, partitions=3)
+
+    def run_available_now():
+        seen, collect = _collector()
+        df = read_kafka_stream(spark, bootstrap=broker, topics=topic, implementation="python",
+                               options={"startingOffsets": "earliest", "maxOffsetsPerTrigger": "700"})
+        query = (df.writeStream.foreachBatch(collect).option("checkpointLocation", checkpoint)
+                 .trigger(availableNow=True).start())
+        query.awaitTermination()
+        assert query.exception() is None
+        return seen
+
+    seen = run_available_now()
+    assert len(seen) >= 5 and all(len(rows) <= 700 for _, rows in seen)
+    values = Counter(v for _, rows in seen for _, _, v in rows)
+    assert values == Counter(first + [b"marker"] * 3)
+
+    second = [b"b%d" % i for i in range(1000)]
+    _produce(broker, topic, second, partitions=3)
+    seen_again = run_available_now()
+    assert min(batch for batch, _ in seen_again) > max(batch for batch, _ in seen)  # resumed, not restarted
+    values_again = Counter(v for _, rows in seen_again for _, _, v in rows)
+    assert values_again == Counter(second + [b"marker"] * 3)
+    offsets = [(p, o) for _, rows in seen + seen_again for p, o, _ in rows]
+    assert len(offsets) == len(set(offsets))
+
+
+@pytest.mark.spark
+@pytest.mark.broker
+def test_starting_offsets_latest_skips_what_was_there(spark, broker, topic_factory, tmp_path):
+    topic = topic_factory(partitions=2)
+    _produce(broker, topic, [b"old%d" % i for i in range(500)], partitions=2)
+    seen, collect = _collector()
+    df = spark.readStream.format("fencewatch-kafka").options(**{
+        "kafka.bootstrap.servers": broker, "subscribe": topic}).load()
+    query = df.writeStream.foreachBatch(collect).option("checkpointLocation", str(tmp_path / "cp")).start()
+    try:
+        query.processAllAvailable()
+        new = [b"new%d" % i for i in range(300)]
+        _produce(broker, topic, new, partitions=2)
+        query.processAllAvailable()
+    finally:
+        query.stop()
+    assert Counter(v for _, rows in seen for _, _, v in rows) == Counter(new + [b"marker"] * 2)
+
+
+@pytest.mark.spark
+def test_bad_option_through_spark_names_the_option(spark):
+    from fencewatch.streaming.sources.kafka import register
+
+    register(spark)
+    with pytest.raises(Exception, match="maxOffsetsPerTrigger must be a positive integer"):
+        (spark.readStream.format("fencewatch-kafka")
+         .options(**{"kafka.bootstrap.servers": "127.0.0.1:9", "subscribe": "t",
+                     "maxOffsetsPerTrigger": "lots"}).load())
+    with pytest.raises(KafkaSourceError, match="not on the classpath"):
+        read_kafka_stream(spark, bootstrap="127.0.0.1:9", topics="t", implementation="spark")
