@@ -1,0 +1,67 @@
+"""``fencewatch replay`` as a user runs it: the console script on a file."""
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from fencewatch.streaming.cli import main
+
+TRACE = [
+    {"type": "member_assignment", "ts": 1000, "group_id": "g1", "member_id": "A", "member_epoch": 1,
+     "assigned": [{"topic": "orders", "partitions": [0, 1]}]},
+    {"type": "member_assignment", "ts": 1010, "group_id": "g1", "member_id": "A", "member_epoch": 2,
+     "assigned": [{"topic": "orders", "partitions": [0, 1]}]},
+    {"type": "offset_commit", "ts": 1020, "group_id": "g1", "member_id": "A", "member_epoch": 1,
+     "offsets": [{"topic": "orders", "partition": 0, "offset": 5}, {"topic": "orders", "partition": 1, "offset": 7}],
+     "error_code": 113},
+]
+
+
+@pytest.fixture
+def trace(tmp_path: Path) -> Path:
+    p = tmp_path / "events.jsonl"
+    lines = [json.dumps(e) for e in TRACE]
+    lines.insert(1, "this is not json")
+    lines.append(json.dumps({"type": "offset_commit", "ts": 5}))
+    p.write_text("\n".join(lines) + "\n")
+    return p
+
+
+def test_replay_writes_verdicts_and_alerts(trace, tmp_path, capsys, caplog):
+    out, alerts = tmp_path / "v.jsonl", tmp_path / "a.jsonl"
+    assert main(["replay", str(trace), "--out", str(out), "--alerts", str(alerts)]) == 0
+    verdicts = [json.loads(line) for line in out.read_text().splitlines()]
+    assert [(v["partition"], v["class"], v["strict"], v["kip1251"], v["model_agrees"]) for v in verdicts] == [
+        (0, "avoidable", "STALE_MEMBER_EPOCH", "NONE", True), (1, "avoidable", "STALE_MEMBER_EPOCH", "NONE", True)]
+    assert verdicts[0]["event_id"] == "3"  # 0-based line number (the bad line counts)
+    assert list(verdicts[0]) == ["event_id", "ts", "cluster", "group_id", "member_id", "kind", "client_epoch",
+                                 "broker_epoch", "topic", "partition", "assignment_epoch", "revocation_epoch",
+                                 "strict", "member_revocation", "assignment_epoch_check", "kip1251", "class",
+                                 "unsafe", "owner_member_id", "broker_error", "model_agrees", "warming_up"]
+    (alert,) = [json.loads(line) for line in alerts.read_text().splitlines()]
+    assert alert["kind"] == "AVOIDABLE_FENCING" and len(alert["alert_id"]) == 32
+    assert "line 2: INVALID_JSON" in caplog.text
+    assert "line 5: MISSING_FIELD(type=offset_commit, field=group_id)" in caplog.text
+    assert "2 bad lines" in capsys.readouterr().err
+
+
+def test_replay_console_script_twice_same_bytes(trace, tmp_path):
+    exe = Path(sys.executable).with_name("fencewatch")
+    runs = []
+    for i in range(2):
+        res = subprocess.run([str(exe), "replay", str(trace), "--alerts", str(tmp_path / f"a{i}.jsonl"), "--quiet"],
+                             capture_output=True)
+        assert res.returncode == 0, res.stderr
+        runs.append((res.stdout, (tmp_path / f"a{i}.jsonl").read_bytes()))
+    assert runs[0] == runs[1] and runs[0][0].count(b"\n") == 2
+
+
+def test_print_config_redacts_and_validates(trace, tmp_path, capsys, monkeypatch):
+    monkeypatch.setenv("FENCEWATCH_STATE__WARMUP_MS", "45s")
+    assert main(["replay", str(trace), "--print-config", "--expiry-warning", "30m"]) == 0
+    cfg = json.loads(capsys.readouterr().out)
+    assert cfg["state"]["warmup_ms"] == 45_000 and cfg["state"]["expiry_warning_ms"] == 1_800_000
+    assert main(["replay", str(trace), "--broker-policy", "lenient"]) == 2
+    assert "unknown policy 'lenient'; valid: strict, member_revocation, assignment_epoch, kip1251" in capsys.readouterr().err
