@@ -113,12 +113,13 @@ DLQ_REASONS = (
     "INVALID_JSON",
     "INVALID_AVRO",
     "UNKNOWN_SCHEMA_ID",
+    "NOT_AN_OBJECT",
     "MISSING_FIELD",
-    "INVALID_FIELD",
-    "EMPTY_RECORD",
+    "WRONG_TYPE",
+    "INVALID_VALUE",
     OTHER,
 )
-"""Dead-letter reason codes (the stable code before any parameters)."""
+"""Dead-letter reason codes (`streaming.decoding.DecodeError.code`, the part of `reason` before any parameters)."""
 
 DISPOSITIONS = ("labelled", OTHER)
 
