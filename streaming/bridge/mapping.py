@@ -77,6 +77,7 @@ from .records import (
 
 __all__ = [
     "Bridge",
+    "map_records",
     "BridgeStats",
     "TopicNames",
     "decode_record",
@@ -684,3 +685,29 @@ def decode_record(
     events.extend(bridge.flush())
     return [e for e in events if not (e["type"] == "group_state" and e.get("protocol") == "consumer"
                                       and e["state"] != "Dead")]
+
+
+def map_records(
+    records: Iterable[tuple[bytes | None, bytes | None, int | None, str]],
+    bridge: Bridge,
+    *,
+    flush: bool = True,
+) -> tuple[list[dict[str, Any]], list[tuple[str, str, str]]]:
+    """A batch of ``(key, value, timestamp_ms, event_id)`` through ``bridge``:
+    ``(events, problems)`` where a problem is ``(event_id, code, detail)`` for
+    each record that could not be used (dead-letter material; ``code`` is
+    ``UNKNOWN_RECORD_TYPE``/``UNKNOWN_VALUE_VERSION`` for skips). For a Spark
+    pandas UDF: keep one ``Bridge`` per ``__consumer_offsets`` partition (a
+    group lives in one partition) in the state store (it pickles), and pass
+    ``flush=False`` until the batch is known to end a coordinator batch."""
+    events: list[dict[str, Any]] = []
+    problems: list[tuple[str, str, str]] = []
+    feed = bridge.feed
+    for key, value, ts, event_id in records:
+        try:
+            events.extend(feed(key, value, ts, event_id))
+        except RecordDecodeError as exc:
+            problems.append((event_id, exc.code, exc.detail))
+    if flush:
+        events.extend(bridge.flush())
+    return events, problems

@@ -10,7 +10,7 @@ import uuid
 import pytest
 
 from bridge_encoder import encode_record, sticky_user_data, version_prefixed
-from fencewatch.streaming.bridge.mapping import Bridge, TopicNames, decode_record, event_role
+from fencewatch.streaming.bridge.mapping import Bridge, TopicNames, decode_record, event_role, map_records
 from fencewatch.streaming.bridge.records import RecordDecodeError, uuid_to_kafka_string
 from fencewatch.streaming.bridge.schemas import CONSUMER_PROTOCOL_ASSIGNMENT, CONSUMER_PROTOCOL_SUBSCRIPTION
 
@@ -395,3 +395,19 @@ def test_inputs_are_not_modified_and_bridge_options_validated():
     before = dict(names)
     decode_record(*current("g", "m", 1, 0, assigned=[(ORDERS, [0])]), 1, "x", names)
     assert names == before
+
+
+def test_map_records_batches_and_bridge_pickles_between_batches():
+    import pickle
+
+    bridge = Bridge(NAMES)
+    first = [(*member_md("g", "m1", instance="i-1"), 1, "0"), (*current("g", "m1", -2, 4), 2, "1"),
+             (b"\x00\x16\x00", b"\x00\x00", 3, "2")]
+    events, problems = map_records(first, bridge, flush=False)
+    assert [e["type"] for e in events] == ["group_state", "member_left"]
+    assert problems == [("2", "UNKNOWN_RECORD_TYPE", "StreamsGroupCurrentMemberAssignment (type 22) is not decoded")]
+    restored = pickle.loads(pickle.dumps(bridge))  # e.g. Spark state between micro-batches
+    second = [(*tomb(8, groupId="g", memberId="m1"), 4, "3"), (*member_md("g", "m2", instance="i-1"), 4, "4")]
+    events, problems = map_records(second, restored)
+    assert not problems and of(events, "member_left") == []  # the takeover spans the two batches
+    assert restored.stats.records == 5 and restored.stats.skipped == {"UNKNOWN_RECORD_TYPE": 1}
