@@ -97,6 +97,10 @@ _INT64 = struct.Struct(">q").unpack_from
 _V3_HEAD = struct.Struct(">qih").unpack_from  # offset, leaderEpoch, metadata length (int16)
 _V4_HEAD = struct.Struct(">qiB").unpack_from  # offset, leaderEpoch, compact metadata length (1-byte varint)
 
+class _Fallback(Exception):
+    """Leave the offset-commit fast path for the schema-driven one."""
+
+
 _OFFSET_TYPES = frozenset({"offset_committed", "offset_deleted", "partition_epochs", "offset_commit",
                            "txn_offset_commit"})
 
@@ -146,16 +150,23 @@ class BridgeStats:
 
     records: int = 0
     events: int = 0
-    by_record_type: Counter = field(default_factory=Counter)
+    by_record_type: Counter = field(default_factory=Counter)  # see record_counts()
+    fast_offset_commits: int = 0  # type-1 records counted apart on the hot path
     skipped: Counter = field(default_factory=Counter)
     errors: Counter = field(default_factory=Counter)
     problems: Counter = field(default_factory=Counter)
+
+    def record_counts(self) -> Counter:
+        counts = Counter(self.by_record_type)
+        if self.fast_offset_commits:
+            counts[1] += self.fast_offset_commits
+        return counts
 
     def as_dict(self) -> dict[str, Any]:
         return {
             "records": self.records,
             "events": self.events,
-            "by_record_type": dict(self.by_record_type),
+            "by_record_type": dict(self.record_counts()),
             "skipped": dict(self.skipped),
             "errors": dict(self.errors),
             "problems": dict(self.problems),
@@ -219,51 +230,47 @@ class Bridge:
 
     def feed(self, key: bytes | None, value: bytes | None, timestamp_ms: int | None,
              event_id: str) -> list[dict[str, Any]]:
-        if key is not None and len(key) > 8 and key[0] == 0 and key[1] == 1:
-            fast = self._fast_offset_commit(key, value, timestamp_ms, event_id)
-            if fast is not None:
-                return fast
-        return self._feed(key, value, timestamp_ms, event_id)
-
-    def _fast_offset_commit(self, key: bytes, value: bytes | None, timestamp_ms: int | None,
-                            event_id: str) -> list[dict[str, Any]] | None:
-        """OffsetCommit v3/v4 (what brokers since 2.1 / 4.0 write, the bulk of the
-        topic) decoded with a few precompiled Structs. Returns None for anything
-        unusual (other versions, unknown tags, malformed bytes), which then takes
-        the schema-driven path and its error reporting."""
+        """Events of one record, in log order. OffsetCommit v3/v4 (what brokers
+        since 2.1 / 4.0 write, the bulk of the topic) and offset tombstones take
+        a path of precompiled Structs; anything unusual there (other versions,
+        unknown tags, malformed bytes) takes the schema-driven path and its
+        error reporting."""
+        if key is None or len(key) < 9 or key[1] != 1 or key[0] != 0:
+            return self._feed(key, value, timestamp_ms, event_id)
         try:
             glen = key[2] << 8 | key[3]
             p = 4 + glen
             tlen = key[p] << 8 | key[p + 1]
             q = p + 2 + tlen
             if glen >= 0x8000 or tlen >= 0x8000 or q + 4 > len(key):
-                return None
+                raise _Fallback
             group = key[4:p].decode()
             topic = key[p + 2:q].decode()
             partition = _INT32(key, q)[0]
             if value is None:
                 if self._holding or timestamp_ms is None or timestamp_ms < 0:
-                    return None
-                self.stats.records += 1
-                self.stats.by_record_type[1] += 1
-                self.stats.events += 1
+                    raise _Fallback
+                stats = self.stats
+                stats.records += 1
+                stats.fast_offset_commits += 1
+                stats.events += 1
                 e = {"type": "offset_deleted", "ts": timestamp_ms}
                 if self.cluster is not None:
                     e["cluster"] = self.cluster
                 e.update(group_id=group, event_id=event_id, topic=topic, partition=partition)
                 return [e]
             if value[0] != 0:
-                return None
+                raise _Fallback
             version = value[1]
             if version == 3:
                 offset, leader_epoch, mlen = _V3_HEAD(value, 2)
                 if mlen < 0:
-                    return None
+                    raise _Fallback
                 commit_ts = _INT64(value, 16 + mlen)[0]
             elif version == 4:
                 offset, leader_epoch, mlen = _V4_HEAD(value, 2)
                 if mlen == 0 or mlen >= 0x80:
-                    return None
+                    raise _Fallback
                 p = 14 + mlen
                 commit_ts = _INT64(value, p)[0]
                 ntags = value[p + 8]
@@ -272,14 +279,14 @@ class Bridge:
                     if self.topic_names.get(topic_id) != topic:
                         self.topic_names.learn(topic_id, topic)
                 elif ntags != 0:
-                    return None
+                    raise _Fallback
             else:
-                return None
-        except (IndexError, UnicodeDecodeError, struct.error):
-            return None
+                raise _Fallback
+        except (_Fallback, IndexError, UnicodeDecodeError, struct.error):
+            return self._feed(key, value, timestamp_ms, event_id)
         stats = self.stats
         stats.records += 1
-        stats.by_record_type[1] += 1
+        stats.fast_offset_commits += 1
         ts = timestamp_ms if timestamp_ms is not None and timestamp_ms >= 0 else commit_ts
         if self.cluster is None:
             e = {"type": "offset_committed", "ts": ts, "group_id": group, "event_id": event_id, "topic": topic,

@@ -411,3 +411,37 @@ def test_map_records_batches_and_bridge_pickles_between_batches():
     events, problems = map_records(second, restored)
     assert not problems and of(events, "member_left") == []  # the takeover spans the two batches
     assert restored.stats.records == 5 and restored.stats.skipped == {"UNKNOWN_RECORD_TYPE": 1}
+
+
+# --- the offset-commit fast path agrees with the schema-driven path ---------------------------
+
+from hypothesis import given, settings  # noqa: E402
+from hypothesis import strategies as st  # noqa: E402
+
+
+@settings(max_examples=200, deadline=None)
+@given(version=st.integers(0, 4), offset=st.integers(-2**63, 2**63 - 1), epoch=st.integers(-2**31, 2**31 - 1),
+       meta=st.text(max_size=300), commit_ts=st.integers(-2**63, 2**63 - 1),
+       tid=st.one_of(st.none(), st.binary(min_size=16, max_size=16)), group=st.text(max_size=20),
+       topic=st.text(max_size=20), partition=st.integers(-2**31, 2**31 - 1),
+       ts=st.one_of(st.none(), st.integers(-5, 2**41)), tombstone=st.booleans(), cluster=st.sampled_from([None, "c"]))
+def test_offset_commit_fast_path_matches_schema_path(version, offset, epoch, meta, commit_ts, tid, group, topic,
+                                                     partition, ts, tombstone, cluster):
+    key, value = offset_commit(group, topic, partition, offset, version=version, leader_epoch=epoch, ts=commit_ts,
+                               topic_id=tid)
+    if tombstone:
+        value = None
+    fast, slow = Bridge(cluster=cluster), Bridge(cluster=cluster)
+    assert fast.feed(key, value, ts, "e") == slow._feed(key, value, ts, "e")
+    assert fast.stats.records == slow.stats.records == 1
+    assert fast.stats.record_counts() == slow.stats.record_counts()
+    assert fast.topic_names.get(tid or bytes(16)) == slow.topic_names.get(tid or bytes(16))
+
+
+def test_offset_commit_fast_path_falls_back_on_truncation():
+    key, value = offset_commit("g", "orders", 0, 1, version=4, topic_id=ORDERS)
+    b = Bridge()
+    for cut in range(len(value)):
+        with pytest.raises(RecordDecodeError):
+            b.feed(key, value[:cut], 1, "x")
+    assert b.stats.errors == {"MALFORMED_VALUE": len(value)} and b.stats.records == len(value)
