@@ -498,8 +498,11 @@ class Bridge:
                 except RecordDecodeError as exc:
                     self.stats.problems["MALFORMED_SUBSCRIPTION"] += 1
                     log.warning("[GroupId %s] member %s: %s; claiming nothing", group_id, member_id, exc)
-                out.append(self._event("classic_join", ts, group_id, eid, member_id=member_id,
-                                       generation=generation, owned=_tp_list(owned), protocol=assignor))
+                join = self._event("classic_join", ts, group_id, eid, member_id=member_id,
+                                   generation=generation, owned=_tp_list(owned), protocol=assignor)
+                if m.get("groupInstanceId") is not None:
+                    join["instance_id"] = m["groupInstanceId"]
+                out.append(join)
                 assigned: Iterable = ()
                 if m["assignment"]:
                     try:

@@ -445,3 +445,28 @@ def test_offset_commit_fast_path_falls_back_on_truncation():
         with pytest.raises(RecordDecodeError):
             b.feed(key, value[:cut], 1, "x")
     assert b.stats.errors == {"MALFORMED_VALUE": len(value)} and b.stats.records == len(value)
+
+
+def test_bridged_events_decode_with_the_monitors_own_decoder():
+    """Every event type the bridge writes passes streaming.decoding (the run/replay input path)."""
+    from fencewatch.streaming.decoding import event_from_dict
+
+    b = Bridge(NAMES)
+    events = feed(b, [
+        [member_md("g", "m1", instance="i-1"), group_epoch("g", 1), target_epoch("g", 1),
+         current("g", "m1", 1, 0, assigned=[(ORDERS, [0])], epochs=[[1]], pending=[(PAYMENTS, [2])])],
+        [offset_commit("g", "orders", 0, 5, version=1, expire=99)],
+        [current("g", "m1", -2, 1)],
+        [tomb(8, groupId="g", memberId="m1"), tomb(1, group="g", topic="orders", partition=0)],
+        [group_md("cg", 3, [{"memberId": "a", "groupInstanceId": "ia", "subscription": sub_bytes(generation=2),
+                             "assignment": asg_bytes([("orders", [1])])}])],
+        [group_md("cg", 4, []), tomb(2, group="cg"), tomb(3, groupId="g")],
+    ])
+    types = set()
+    for i, e in enumerate(events):
+        decoded = event_from_dict(e, seq=i, default_event_id=str(i), coords=f"line {i}")
+        assert type(decoded).__name__ not in ("DecodeError", "UnknownType"), (e, decoded)
+        types.add(e["type"])
+    assert types == {"member_assignment", "member_left", "group_state", "offset_committed", "offset_deleted",
+                     "classic_join", "classic_sync"}
+    assert of(events, "classic_join")[0]["instance_id"] == "ia"
