@@ -11,7 +11,7 @@ import json
 from functools import lru_cache
 from typing import Mapping
 
-from fencewatch.state.model import Alert, Verdict
+from fencewatch.state.model import Alert, CommitVerdicts, PartitionJudgement, Verdict
 
 _dumps = json.dumps
 
@@ -46,6 +46,36 @@ def verdict_json(v: Verdict) -> str:
         _ji(v.broker_epoch), _js(v.topic), v.partition, _ji(v.assignment_epoch), _ji(v.revocation_epoch),
         v.strict, v.member_revocation, v.assignment_epoch_check, v.kip1251, v.cls, _jb(v.unsafe),
         _js(v.owner_member_id), _js(v.broker_error), _jb(v.model_agrees), _jb(v.warming_up))
+
+
+# Rendered partition fragments, keyed by the judgement object's id: groups reuse one
+# PartitionJudgement for every commit of a member at an epoch, so most lookups hit.
+_FRAGMENTS: dict[int, tuple[PartitionJudgement, str]] = {}
+
+
+def _fragment(p: PartitionJudgement) -> str:
+    hit = _FRAGMENTS.get(id(p))
+    if hit is not None and hit[0] is p:
+        return hit[1]
+    frag = ('"topic":%s,"partition":%d,"assignment_epoch":%s,"revocation_epoch":%s,"strict":"%s",'
+            '"member_revocation":"%s","assignment_epoch_check":"%s","kip1251":"%s","class":"%s","unsafe":%s,'
+            '"owner_member_id":%s,' % (_js(p.topic), p.partition, _ji(p.assignment_epoch), _ji(p.revocation_epoch),
+                                        p.strict, p.member_revocation, p.assignment_epoch_check, p.kip1251, p.cls,
+                                        _jb(p.unsafe), _js(p.owner_member_id)))
+    if len(_FRAGMENTS) > 200_000:
+        _FRAGMENTS.clear()
+    _FRAGMENTS[id(p)] = (p, frag)
+    return frag
+
+
+def commit_verdicts_json(cv: CommitVerdicts) -> list[str]:
+    """The verdict lines of one commit request; identical to ``verdict_json`` of each expanded verdict."""
+    head = ('{"event_id":%s,"ts":%d,"cluster":%s,"group_id":%s,"member_id":%s,"kind":"%s","client_epoch":%d,'
+            '"broker_epoch":%s,' % (_dumps(cv.event_id), cv.ts, _js(cv.cluster), _js(cv.group_id),
+                                    _js(cv.member_id), cv.kind, cv.client_epoch, _ji(cv.broker_epoch)))
+    tail = '"broker_error":%s,"model_agrees":%s,"warming_up":%s}' % (_js(cv.broker_error), _jb(cv.model_agrees),
+                                                                    _jb(cv.warming_up))
+    return [head + _fragment(p) + tail for p in cv.parts]
 
 
 def verdict_dict(v: Verdict) -> dict:

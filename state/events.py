@@ -6,12 +6,14 @@ these classes. ``seq`` is the input order, the tie-breaker after ``ts``.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import NamedTuple
 
 from .model import MemberState, Protocol, TopicPartition
 
 
-@dataclass(frozen=True, slots=True)
-class CommitOffset:
+class CommitOffset(NamedTuple):
+    """One partition of a commit request (a tuple: built per committed partition)."""
+
     topic: str
     partition: int
     offset: int

@@ -9,13 +9,14 @@ the group type; see :func:`shipped_base`.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Iterable, Mapping
+from typing import Iterable, Mapping, NamedTuple
 
 from .model import TopicPartition
 
 
-@dataclass(frozen=True, slots=True)
-class CommittedOffset:
+class CommittedOffset(NamedTuple):
+    """A tuple, not a dataclass: one is built per committed partition on the hot path."""
+
     offset: int
     leader_epoch: int
     commit_ts: int

@@ -64,6 +64,7 @@ class PreCheck:
 
 
 ACCEPT_WITHOUT_POLICY = PreCheck(KafkaError.NONE, CommitClass.ACCEPTED)
+GO_ON = PreCheck(None)
 
 
 def pre_check(*, group_exists: bool, group_has_members: bool, member_known: bool,
@@ -84,7 +85,7 @@ def pre_check(*, group_exists: bool, group_has_members: bool, member_known: bool
     # A member the coordinator does not know (left, fenced, never joined).
     if not member_known:
         return PreCheck(KafkaError.UNKNOWN_MEMBER_ID, CommitClass.UNKNOWN_MEMBER)
-    return PreCheck(None)
+    return GO_ON
 
 
 # --------------------------------------------------------------------------- classification

@@ -5,6 +5,11 @@
 group's next state and appends verdicts and alerts to ``out``. ``advance``
 moves the group's clock forward without input (expiry decisions), and
 ``next_wakeup`` says when it next has something to do (the Spark state timeout).
+
+Unlike the rules it calls (``fencing``, ``assignment``, ``expiry``,
+``truncation``: pure functions over frozen values), the group aggregate is a
+mutable object updated in place: copying it per event cost more than judging
+the commit (docs/decisions.md). Members stay frozen and are swapped whole.
 """
 from __future__ import annotations
 
@@ -18,8 +23,8 @@ from .config import RulesConfig
 from .events import (ClassicJoin, ClassicSync, GroupStateChange, Heartbeat, MemberAssignment, MemberLeft,
                      OffsetCommit, OffsetCommitted, OffsetDeleted)
 from .fencing import POLICY_ORDER, classify, evaluate, is_unsafe, pre_check, rejection_error
-from .model import (Alert, AlertKind, CommitClass, KafkaError, Policy, Protocol, Severity, TopicPartition,
-                    TRANSIENT_ERRORS, Verdict)
+from .model import (Alert, AlertKind, CommitClass, CommitVerdicts, KafkaError, PartitionJudgement, Protocol,
+                    Severity, TopicPartition, TRANSIENT_ERRORS, Verdict)
 from .sticky import add_claims
 
 # Per-commit alert kinds folded into a count within ``alert_cooldown_ms``.
@@ -34,11 +39,16 @@ _BROKER_POLICY_INDEX = {p: i for i, p in enumerate(POLICY_ORDER)}
 class Outputs:
     """What processing emits; a plain collector so the hot path appends, never copies."""
 
-    verdicts: list[Verdict] = field(default_factory=list)
+    commits: list[CommitVerdicts] = field(default_factory=list)
     alerts: list[Alert] = field(default_factory=list)
 
+    @property
+    def verdicts(self) -> list[Verdict]:
+        """Every verdict record, one per (commit, partition), in processing order."""
+        return [v for cv in self.commits for v in cv.expand()]
 
-@dataclass(frozen=True, slots=True)
+
+@dataclass(slots=True)
 class Counters:
     """Monotone per-group counts, exported as metrics."""
 
@@ -65,7 +75,7 @@ class ExpiryTrack:
     stale: bool = False
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class GroupState:
     cluster: str
     group_id: str
@@ -84,11 +94,15 @@ class GroupState:
     pending_txn: Mapping[TopicPartition, int] = field(default_factory=dict)  # tp -> since ts
     claims: Mapping[TopicPartition, tuple[tuple[str, int], ...]] = field(default_factory=dict)
     expiry: ExpiryTrack = ExpiryTrack()
-    counters: Counters = Counters()
+    counters: Counters = field(default_factory=Counters)
     txn_aborts_by_id: Mapping[str, tuple[int, int]] = field(default_factory=dict)
     alert_last: Mapping[str, int] = field(default_factory=dict)
     alert_suppressed: Mapping[str, int] = field(default_factory=dict)
     spike: object | None = None  # state.spike.SpikeState when the detector is on
+    # Topics the group subscribes to (derived from members; None: unknown), cached for expiry.
+    subscribed: frozenset[str] | None = frozenset()
+    # (member id, client epoch, transactional) -> partition -> judgement; valid until membership changes.
+    judged: dict = field(default_factory=dict)
 
 
 def new_group(cluster: str, group_id: str) -> GroupState:
@@ -98,16 +112,17 @@ def new_group(cluster: str, group_id: str) -> GroupState:
 # --------------------------------------------------------------------------- helpers
 
 def _touch(g: GroupState, ts: int, *, exists: bool | None = None, group_type: str | None = None) -> GroupState:
-    changes: dict = {}
     if g.first_seen_ts is None:
-        changes["first_seen_ts"] = ts
+        g.first_seen_ts = ts
     if ts > g.last_ts:
-        changes["last_ts"] = ts
-    if exists is not None and exists != g.exists:
-        changes["exists"] = exists
+        g.last_ts = ts
+    if exists is not None:
+        g.exists = exists
     if group_type is not None and g.group_type in (None, "simple") and group_type != g.group_type:
-        changes["group_type"] = group_type
-    return replace(g, **changes) if changes else g
+        g.group_type = group_type
+        g.subscribed = _subscribed_topics(g)
+        g.judged.clear()  # classic groups answer ILLEGAL_GENERATION
+    return g
 
 
 def _alert(g: GroupState, out: Outputs, cfg: RulesConfig, *, ts: int, kind: AlertKind, severity: Severity,
@@ -117,10 +132,10 @@ def _alert(g: GroupState, out: Outputs, cfg: RulesConfig, *, ts: int, kind: Aler
     if k in COOLDOWN_KINDS and cfg.alert_cooldown_ms > 0:
         last = g.alert_last.get(k)
         if last is not None and ts - last < cfg.alert_cooldown_ms:
-            return replace(g, alert_suppressed={**g.alert_suppressed, k: g.alert_suppressed.get(k, 0) + 1})
-        details = {**details, "suppressed_before": g.alert_suppressed.get(k, 0)}
-        g = replace(g, alert_last={**g.alert_last, k: ts},
-                    alert_suppressed={kk: v for kk, v in g.alert_suppressed.items() if kk != k})
+            g.alert_suppressed[k] = g.alert_suppressed.get(k, 0) + 1
+            return g
+        details = {**details, "suppressed_before": g.alert_suppressed.pop(k, 0)}
+        g.alert_last[k] = ts
     out.alerts.append(make_alert(ts=ts, cluster=g.cluster, group_id=g.group_id, kind=kind, severity=severity,
                                  summary=summary, details=details, occurrence=occurrence))
     return g
@@ -151,20 +166,49 @@ def _index_add(index: dict, member_id: str, tps) -> None:
 def _replace_member(g: GroupState, old: Member | None, new: Member | None,
                     also_remove: Member | None = None) -> GroupState:
     """Swap a member in the group and keep the partition-owner indexes in step."""
-    members = dict(g.members)
-    owners = dict(g.owners)
-    pending_owners = dict(g.pending_owners)
+    _forget_judgements(g, (old, new, also_remove))
     for gone in (old, also_remove):
         if gone is None:
             continue
-        _index_remove(owners, gone, gone.assigned_partitions)
-        _index_remove(pending_owners, gone, gone.partitions_pending_revocation)
-        members.pop(gone.member_id, None)
+        _index_remove(g.owners, gone, gone.assigned_partitions)
+        _index_remove(g.pending_owners, gone, gone.partitions_pending_revocation)
+        g.members.pop(gone.member_id, None)
     if new is not None:
-        members[new.member_id] = new
-        _index_add(owners, new.member_id, new.assigned_partitions)
-        _index_add(pending_owners, new.member_id, new.partitions_pending_revocation)
-    return replace(g, members=members, owners=owners, pending_owners=pending_owners)
+        g.members[new.member_id] = new
+        _index_add(g.owners, new.member_id, new.assigned_partitions)
+        _index_add(g.pending_owners, new.member_id, new.partitions_pending_revocation)
+    g.subscribed = _subscribed_topics(g)
+    return g
+
+
+def _forget_judgements(g: GroupState, changed: tuple) -> None:
+    """Drop cached judgements a membership change can alter: the changed members' own, and
+    other members' for partitions the changed members held before or hold now."""
+    if not g.judged:
+        return
+    ids = {m.member_id for m in changed if m is not None}
+    tps: set = set()
+    for m in changed:
+        if m is not None:
+            tps.update(m.assigned_partitions)
+            tps.update(m.partitions_pending_revocation)
+    for key in list(g.judged):
+        if key[0] in ids:
+            del g.judged[key]
+        else:
+            cache = g.judged[key]
+            for tp in tps:
+                cache.pop(tp, None)
+
+
+def _subscribed_topics(g: GroupState) -> frozenset[str] | None:
+    """Union of the members' subscriptions (or held topics when a member has none)."""
+    if not g.members:
+        return None if g.group_type == "classic" else frozenset()
+    topics: set[str] = set()
+    for m in g.members.values():
+        topics |= m.subscribed_topics if m.subscribed_topics is not None else m.held_topics()
+    return frozenset(topics)
 
 
 def _derived_state(g: GroupState) -> str:
@@ -177,9 +221,10 @@ def _derived_state(g: GroupState) -> str:
 
 
 def _with_state(g: GroupState, ts: int, state: str) -> GroupState:
-    if state == g.state:
-        return g
-    return replace(g, state=state, state_ts=ts)
+    if state != g.state:
+        g.state = state
+        g.state_ts = ts
+    return g
 
 
 def _listed(tps) -> str:
@@ -223,8 +268,8 @@ def _member_assignment(g: GroupState, ev: MemberAssignment, cfg: RulesConfig, ou
                        occurrence=ev.event_id)
     new_epoch = ev.group_epoch if ev.group_epoch is not None else ev.member_epoch
     if new_epoch > g.group_epoch:
-        g = replace(g, group_epoch=new_epoch,
-                    counters=replace(g.counters, rebalances=g.counters.rebalances + 1))
+        g.group_epoch = new_epoch
+        g.counters.rebalances += 1
     g = _with_state(g, ev.ts, _derived_state(g))
     return _recompute_expiry(g, ev.ts, cfg)
 
@@ -245,16 +290,15 @@ def _member_left(g: GroupState, ev: MemberLeft, cfg: RulesConfig, out: Outputs) 
 def _heartbeat(g: GroupState, ev: Heartbeat, cfg: RulesConfig, out: Outputs) -> GroupState:
     g = _touch(g, ev.ts)
     c = g.counters
-    c = replace(c, heartbeats=c.heartbeats + 1,
-                heartbeat_fenced=c.heartbeat_fenced + (ev.error_code == KafkaError.FENCED_MEMBER_EPOCH.code),
-                heartbeat_unknown_member=c.heartbeat_unknown_member + (ev.error_code == KafkaError.UNKNOWN_MEMBER_ID.code))
-    return replace(g, counters=c)
+    c.heartbeats += 1
+    c.heartbeat_fenced += ev.error_code == KafkaError.FENCED_MEMBER_EPOCH.code
+    c.heartbeat_unknown_member += ev.error_code == KafkaError.UNKNOWN_MEMBER_ID.code
+    return g
 
 
 def _classic_join(g: GroupState, ev: ClassicJoin, cfg: RulesConfig, out: Outputs) -> GroupState:
     g = _touch(g, ev.ts, exists=True, group_type="classic")
-    claims, conflicts = add_claims(g.claims, ev.member_id, ev.generation, ev.owned)
-    g = replace(g, claims=claims)
+    g.claims, conflicts = add_claims(g.claims, ev.member_id, ev.generation, ev.owned)
     if g.state not in ("PreparingRebalance",) and g.group_type == "classic":
         g = _with_state(g, ev.ts, "PreparingRebalance")
     if conflicts:
@@ -294,10 +338,10 @@ def _classic_sync(g: GroupState, ev: ClassicSync, cfg: RulesConfig, out: Outputs
                             "members": ",".join(sorted({m for ms in dupes.values() for m in ms})),
                             "partitions": _listed(dupes)},
                    occurrence=ev.event_id)
-    counters = g.counters
     if ev.generation > g.group_epoch:
-        counters = replace(counters, rebalances=counters.rebalances + 1)
-    g = replace(g, claims={}, group_epoch=max(g.group_epoch, ev.generation), counters=counters)
+        g.counters.rebalances += 1
+    g.claims = {}
+    g.group_epoch = max(g.group_epoch, ev.generation)
     g = _with_state(g, ev.ts, "Stable" if g.members else "Empty")
     return _recompute_expiry(g, ev.ts, cfg)
 
@@ -305,8 +349,9 @@ def _classic_sync(g: GroupState, ev: ClassicSync, cfg: RulesConfig, out: Outputs
 def _group_state(g: GroupState, ev: GroupStateChange, cfg: RulesConfig, out: Outputs) -> GroupState:
     if ev.state == "Dead":
         # The coordinator removed the group: everything about it is gone.
-        return replace(new_group(g.cluster, g.group_id), first_seen_ts=g.first_seen_ts,
-                       last_ts=max(g.last_ts, ev.ts), counters=g.counters)
+        fresh = new_group(g.cluster, g.group_id)
+        fresh.first_seen_ts, fresh.last_ts, fresh.counters = g.first_seen_ts, max(g.last_ts, ev.ts), g.counters
+        return fresh
     gtype = None
     if ev.protocol in ("consumer", "streams") and ev.state in ("Assigning", "Reconciling"):
         gtype = ev.protocol
@@ -347,6 +392,19 @@ def _other_holders(g: GroupState, tp: TopicPartition, member_id: str) -> tuple[s
     return holder, other_ae
 
 
+def _judge_partition(g: GroupState, member, c: int, tp: TopicPartition, transactional: bool) -> PartitionJudgement:
+    """Every policy's answer for one partition of a known member (SPEC 3 rows)."""
+    b = member.member_epoch
+    rev = member.revocation_epoch
+    ae = member.assignment_epoch(tp)
+    res = evaluate(c, b, rev, ae)
+    holder, other_ae = _other_holders(g, tp, member.member_id)
+    rej = rejection_error(transactional, member.protocol is Protocol.CLASSIC or g.group_type == "classic").value
+    return PartitionJudgement(tp[0], tp[1], ae, rev, "NONE" if res[0] else rej, "NONE" if res[1] else rej,
+                              "NONE" if res[2] else rej, "NONE" if res[3] else rej,
+                              classify(res, c, b, holder is not None).value, is_unsafe(res, c, other_ae), holder)
+
+
 def _commit(g: GroupState, ev: OffsetCommit, cfg: RulesConfig, out: Outputs) -> GroupState:
     g = _touch(g, ev.ts)
     c = ev.member_epoch
@@ -359,88 +417,82 @@ def _commit(g: GroupState, ev: OffsetCommit, cfg: RulesConfig, out: Outputs) -> 
     warming = (pre.commit_class in (CommitClass.UNKNOWN_MEMBER, CommitClass.OTHER) and ev.member_id != ""
                and cfg.warmup_ms > 0 and g.first_seen_ts is not None and ev.ts < g.first_seen_ts + cfg.warmup_ms)
 
-    verdicts = out.verdicts
     zombies: list[TopicPartition] = []
     unsafe_tps: list[TopicPartition] = []
     avoidable_tps: list[TopicPartition] = []
+    be = broker_error.value if broker_error else None
     if pre.error is not None:
         # Decided before any policy: every policy answers the same for the whole request.
         name = pre.error.value
         request = (pre.error,) * 4
         cls = (CommitClass.OTHER if warming else pre.commit_class).value
         agrees = _agrees(broker_error, pre.error, warming)
-        for o in ev.offsets:
-            tp = (o.topic, o.partition)
-            holder, _ = _other_holders(g, tp, ev.member_id)
-            verdicts.append(Verdict(ev.event_id, ev.ts, g.cluster, g.group_id, ev.member_id, kind, c, None,
-                                    o.topic, o.partition, None, None, name, name, name, name, cls, False,
-                                    holder, broker_error.value if broker_error else None, agrees, warming))
+        parts = tuple(PartitionJudgement(o.topic, o.partition, None, None, name, name, name, name, cls, False,
+                                         _other_holders(g, (o.topic, o.partition), ev.member_id)[0])
+                      for o in ev.offsets)
         b = None
     else:
         b = member.member_epoch
-        rev = member.revocation_epoch
-        rej = rejection_error(ev.transactional, member.protocol is Protocol.CLASSIC or g.group_type == "classic")
-        rej_name = rej.value
-        assigned = member.assigned_partitions
-        pending = member.partitions_pending_revocation
+        key = (ev.member_id, c, ev.transactional)
+        cache = g.judged.get(key)
+        if cache is None:
+            if len(g.judged) > 1024:
+                g.judged.clear()
+            cache = g.judged[key] = {}
+        parts_l = []
         first_error = [None, None, None, None]  # Kafka fails the whole request on the first bad partition
-        rows = []
+        rej = None
         for o in ev.offsets:
             tp = (o.topic, o.partition)
-            ae = assigned.get(tp)
-            if ae is None:
-                ae = pending.get(tp)
-            res = evaluate(c, b, rev, ae)
-            holder, other_ae = _other_holders(g, tp, ev.member_id)
-            cls = classify(res, c, b, holder is not None)
-            unsafe = is_unsafe(res, c, other_ae)
-            for i in range(4):
-                if not res[i] and first_error[i] is None:
-                    first_error[i] = rej
-            if cls is CommitClass.ZOMBIE:
-                zombies.append(tp)
-            elif cls is CommitClass.AVOIDABLE:
-                avoidable_tps.append(tp)
-            if unsafe:
-                unsafe_tps.append(tp)
-            rows.append((o, ae, res, cls.value, unsafe, holder))
+            pj = cache.get(tp)
+            if pj is None:
+                pj = cache[tp] = _judge_partition(g, member, c, tp, ev.transactional)
+            parts_l.append(pj)
+            if pj.cls != "accepted" or pj.unsafe:
+                if pj.cls == "zombie":
+                    zombies.append(tp)
+                elif pj.cls == "avoidable":
+                    avoidable_tps.append(tp)
+                if pj.unsafe:
+                    unsafe_tps.append(tp)
+                for i, r in enumerate((pj.strict, pj.member_revocation, pj.assignment_epoch_check, pj.kip1251)):
+                    if r != "NONE" and first_error[i] is None:
+                        first_error[i] = rej = KafkaError(r)
+            elif pj.member_revocation != "NONE" or pj.assignment_epoch_check != "NONE":
+                for i, r in ((1, pj.member_revocation), (2, pj.assignment_epoch_check)):
+                    if r != "NONE" and first_error[i] is None:
+                        first_error[i] = rej = KafkaError(r)
+        parts = tuple(parts_l)
         request = tuple(e if e is not None else KafkaError.NONE for e in first_error)
         agrees = _agrees(broker_error, request[_BROKER_POLICY_INDEX[cfg.broker_policy]], False)
-        be = broker_error.value if broker_error else None
-        for o, ae, res, cls, unsafe, holder in rows:
-            verdicts.append(Verdict(ev.event_id, ev.ts, g.cluster, g.group_id, ev.member_id, kind, c, b,
-                                    o.topic, o.partition, ae, rev,
-                                    "NONE" if res[0] else rej_name, "NONE" if res[1] else rej_name,
-                                    "NONE" if res[2] else rej_name, "NONE" if res[3] else rej_name,
-                                    cls, unsafe, holder, be, agrees, False))
+    out.commits.append(CommitVerdicts(ev.event_id, ev.ts, g.cluster, g.group_id, ev.member_id, kind, c, b, be,
+                                      agrees, warming, parts, ev.seq))
 
     # What the broker stored: its answer when we have it, else the broker policy's prediction.
     predicted = request[_BROKER_POLICY_INDEX[cfg.broker_policy]]
     effective = broker_error if broker_error is not None else predicted
     stored = effective is KafkaError.NONE
     counters = g.counters
-    counters = replace(counters, commits=counters.commits + 1,
-                       txn_commits=counters.txn_commits + ev.transactional,
-                       broker_fencing_errors=counters.broker_fencing_errors + (
-                           broker_error in (KafkaError.STALE_MEMBER_EPOCH, KafkaError.ILLEGAL_GENERATION)),
-                       divergences=counters.divergences + (agrees is False))
-    changes: dict = {"counters": counters}
-    touched: list[TopicPartition] = []
+    counters.commits += 1
+    counters.txn_commits += ev.transactional
+    counters.broker_fencing_errors += broker_error in (KafkaError.STALE_MEMBER_EPOCH, KafkaError.ILLEGAL_GENERATION)
+    counters.divergences += agrees is False
     if stored and ev.offsets:
-        offsets = dict(g.offsets)
+        offsets = g.offsets
+        touched: list[TopicPartition] = []
+        ts = ev.ts
+        new_committed = tuple.__new__
         for o in ev.offsets:
             tp = (o.topic, o.partition)
             touched.append(tp)
-            offsets[tp] = exp.CommittedOffset(o.offset, o.leader_epoch, ev.ts, None)
-        changes["offsets"] = offsets
-        changes["exists"] = True
+            offsets[tp] = new_committed(exp.CommittedOffset, (o.offset, o.leader_epoch, ts, None))
         if not g.exists and g.group_type is None:
-            changes["group_type"] = "simple"
+            g.group_type = "simple"
+        g.exists = True
         if ev.transactional:
-            changes["pending_txn"] = {**g.pending_txn, **{(o.topic, o.partition): ev.ts for o in ev.offsets}}
-    g = replace(g, **changes)
-    if touched:
-        g = _note_commit_for_expiry(g, ev.ts, cfg, touched)
+            for tp in touched:
+                g.pending_txn[tp] = ts
+        _note_commit_for_expiry(g, ts, cfg, touched)
 
     # Transactions (SPEC 6): every rejected TxnOffsetCommit aborts the transaction.
     kip_request_ok = request[3] is KafkaError.NONE
@@ -448,9 +500,9 @@ def _commit(g: GroupState, ev: OffsetCommit, cfg: RulesConfig, out: Outputs) -> 
         tid = ev.transactional_id or ""
         aborted, avoidable = g.txn_aborts_by_id.get(tid, (0, 0))
         saved = kip_request_ok and not warming
-        g = replace(g, counters=replace(g.counters, txn_aborts=g.counters.txn_aborts + 1,
-                                        txn_avoidable_aborts=g.counters.txn_avoidable_aborts + saved),
-                    txn_aborts_by_id={**g.txn_aborts_by_id, tid: (aborted + 1, avoidable + saved)})
+        g.counters.txn_aborts += 1
+        g.counters.txn_avoidable_aborts += saved
+        g.txn_aborts_by_id[tid] = (aborted + 1, avoidable + saved)
 
     if warming:
         return g
@@ -500,11 +552,8 @@ def _offset_committed(g: GroupState, ev: OffsetCommitted, cfg: RulesConfig, out:
     tp = (ev.topic, ev.partition)
     off = exp.CommittedOffset(ev.offset, ev.leader_epoch, ev.commit_ts if ev.commit_ts is not None else ev.ts,
                               ev.expire_ts)
-    pending = g.pending_txn
-    if tp in pending:
-        pending = {k: v for k, v in pending.items() if k != tp}
-    was_pending = pending is not g.pending_txn
-    g = replace(g, offsets={**g.offsets, tp: off}, pending_txn=pending)
+    was_pending = g.pending_txn.pop(tp, None) is not None
+    g.offsets[tp] = off
     if ev.expire_ts is not None or was_pending:
         return _recompute_expiry(g, ev.ts, cfg)
     return _note_commit_for_expiry(g, ev.ts, cfg, [tp])
@@ -515,23 +564,16 @@ def _offset_deleted(g: GroupState, ev: OffsetDeleted, cfg: RulesConfig, out: Out
     tp = (ev.topic, ev.partition)
     if tp not in g.offsets and tp not in g.pending_txn:
         return g
-    g = replace(g, offsets={k: v for k, v in g.offsets.items() if k != tp},
-                pending_txn={k: v for k, v in g.pending_txn.items() if k != tp})
+    g.offsets.pop(tp, None)
+    g.pending_txn.pop(tp, None)
     return _recompute_expiry(g, ev.ts, cfg)
 
 
 # --------------------------------------------------------------------------- expiry
 
 def expiry_view(g: GroupState) -> exp.ExpiryView:
-    if g.members:
-        topics: set[str] = set()
-        for m in g.members.values():
-            topics |= m.subscribed_topics if m.subscribed_topics is not None else m.held_topics()
-        subscribed: frozenset[str] | None = frozenset(topics)
-    else:
-        subscribed = None if g.group_type == "classic" else frozenset()
     return exp.ExpiryView(group_type=g.group_type or "simple", state=_derived_state(g), state_ts=g.state_ts,
-                          subscribed_topics=subscribed, pending_transactional=frozenset(g.pending_txn))
+                          subscribed_topics=g.subscribed, pending_transactional=frozenset(g.pending_txn))
 
 
 def deadlines(g: GroupState, cfg: RulesConfig) -> exp.Deadlines:
@@ -544,14 +586,21 @@ def _recompute_expiry(g: GroupState, ts: int, cfg: RulesConfig) -> GroupState:
     if d == track.deadline and not track.stale:
         return g
     set_ts = track.set_ts if d == track.deadline else ts
-    return replace(g, expiry=ExpiryTrack(deadline=d, set_ts=set_ts,
-                                         warned=track.warned if track.warned == d else None, stale=False))
+    g.expiry = ExpiryTrack(deadline=d, set_ts=set_ts, warned=track.warned if track.warned == d else None)
+    return g
 
 
 def _note_commit_for_expiry(g: GroupState, ts: int, cfg: RulesConfig, touched: list[TopicPartition]) -> GroupState:
     """A commit pushes its partitions' deadlines later, so the cached earliest deadline stays a
     valid lower bound (marked stale) unless a touched partition now expires earlier than it."""
     track = g.expiry
+    subscribed = g.subscribed
+    if (subscribed and g.members and g.group_type in ("consumer", "streams") and not g.pending_txn
+            and all(tp[0] in subscribed for tp in touched)):
+        # Hot path: a live KIP-848 group committing subscribed topics creates no deadline.
+        if track.deadline is not None and not track.stale:
+            g.expiry = ExpiryTrack(track.deadline, track.set_ts, track.warned, True)
+        return g
     view = expiry_view(g)
     candidate = None
     for tp in touched:
@@ -559,9 +608,9 @@ def _note_commit_for_expiry(g: GroupState, ts: int, cfg: RulesConfig, touched: l
         if d is not None and (candidate is None or d < candidate):
             candidate = d
     if candidate is not None and (track.deadline is None or candidate < track.deadline):
-        return replace(g, expiry=ExpiryTrack(deadline=candidate, set_ts=ts, warned=None, stale=True))
-    if track.deadline is not None and not track.stale:
-        return replace(g, expiry=replace(track, stale=True))
+        g.expiry = ExpiryTrack(deadline=candidate, set_ts=ts, warned=None, stale=True)
+    elif track.deadline is not None and not track.stale:
+        g.expiry = ExpiryTrack(track.deadline, track.set_ts, track.warned, True)
     return g
 
 
@@ -588,8 +637,7 @@ def advance(g: GroupState, now: int, cfg: RulesConfig, out: Outputs) -> GroupSta
             return g
         # Transactional offsets pending past the transaction timeout no longer block expiry.
         if g.pending_txn and min(g.pending_txn.values()) + cfg.txn_timeout_ms <= wake:
-            g = replace(g, pending_txn={k: v for k, v in g.pending_txn.items()
-                                        if v + cfg.txn_timeout_ms > wake})
+            g.pending_txn = {k: v for k, v in g.pending_txn.items() if v + cfg.txn_timeout_ms > wake}
             g = _recompute_expiry(g, wake, cfg)
             continue
         if g.expiry.stale:
@@ -605,7 +653,7 @@ def advance(g: GroupState, now: int, cfg: RulesConfig, out: Outputs) -> GroupSta
                                f"({(d - warn_ts) // 60_000} min after this alert)",
                        details=_expiry_details(g, dl, cfg),
                        occurrence=f"expiring/{d}")
-            g = replace(g, expiry=replace(g.expiry, warned=d))
+            g.expiry = replace(g.expiry, warned=d)
             continue
         gone = exp.expired_at(expiry_view(g), g.offsets, d, cfg.offsets_retention_ms)
         if gone:
@@ -618,9 +666,9 @@ def advance(g: GroupState, now: int, cfg: RulesConfig, out: Outputs) -> GroupSta
                                f"auto.offset.reset)",
                        details=details, occurrence=f"expired/{d}/{_listed(gone)}")
             gone_set = set(gone)
-            g = replace(g, offsets={k: v for k, v in g.offsets.items() if k not in gone_set},
-                        counters=replace(g.counters, expired_offsets=g.counters.expired_offsets + len(gone)))
-        g = replace(g, expiry=ExpiryTrack(deadline=None, set_ts=d, stale=True))
+            g.offsets = {k: v for k, v in g.offsets.items() if k not in gone_set}
+            g.counters.expired_offsets += len(gone)
+        g.expiry = ExpiryTrack(deadline=None, set_ts=d, stale=True)
         g = _recompute_expiry(g, d, cfg)
     return g
 

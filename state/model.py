@@ -193,6 +193,51 @@ class Verdict(NamedTuple):
     warming_up: bool
 
 
+class PartitionJudgement(NamedTuple):
+    """The per-partition part of a verdict: what every policy says for one partition of one
+    member at one client epoch. It only changes when membership does, so groups cache it."""
+
+    topic: str
+    partition: int
+    assignment_epoch: int | None
+    revocation_epoch: int | None
+    strict: str
+    member_revocation: str
+    assignment_epoch_check: str
+    kip1251: str
+    cls: str
+    unsafe: bool
+    owner_member_id: str | None
+
+
+class CommitVerdicts(NamedTuple):
+    """All verdicts of one commit request: request fields once, one judgement per partition.
+
+    Verdict records (SPEC 8) are this expanded per partition (:meth:`expand`); encoders may
+    render the shared parts once per request instead.
+    """
+
+    event_id: str
+    ts: int
+    cluster: str
+    group_id: str
+    member_id: str
+    kind: str
+    client_epoch: int
+    broker_epoch: int | None
+    broker_error: str | None
+    model_agrees: bool | None
+    warming_up: bool
+    parts: tuple[PartitionJudgement, ...]
+    seq: int = 0  # input order of the commit event (the output order after ts)
+
+    def expand(self) -> list[Verdict]:
+        head = (self.event_id, self.ts, self.cluster, self.group_id, self.member_id, self.kind, self.client_epoch,
+                self.broker_epoch)
+        tail = (self.broker_error, self.model_agrees, self.warming_up)
+        return [Verdict(*head, *p, *tail) for p in self.parts]
+
+
 @dataclass(frozen=True, slots=True)
 class Alert:
     """An alert record of SPEC 8; ``alert_id`` is deterministic (see :mod:`.alerts`)."""

@@ -8,8 +8,8 @@ broadcasting every partition to every group. Commit facts come from
 """
 from __future__ import annotations
 
-from dataclasses import dataclass, field, replace
-from typing import Mapping
+from dataclasses import dataclass, field
+from typing import Mapping, NamedTuple
 
 from .alerts import make_alert
 from .events import PartitionEpochs
@@ -18,8 +18,7 @@ from .model import AlertKind, Severity
 from .truncation import TruncationFinding, check_committed
 
 
-@dataclass(frozen=True, slots=True)
-class CommitFact:
+class CommitFact(NamedTuple):
     """One stored committed offset of one group for this partition (routed from a group event)."""
 
     ts: int
@@ -34,8 +33,10 @@ class CommitFact:
     deleted: bool = False
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class PartitionState:
+    """Mutable like ``GroupState``: updated in place once per committed partition."""
+
     cluster: str
     topic: str
     partition: int
@@ -56,14 +57,14 @@ def _check(p: PartitionState, group_id: str, ts: int, out: Outputs) -> Partition
     offset, leader_epoch = p.committed[group_id]
     finding = check_committed(offset, leader_epoch, p.log_start_offset or 0, p.log_end_offset, p.epochs)
     if finding is None:
-        if group_id in p.reported:
-            return replace(p, reported={k: v for k, v in p.reported.items() if k != group_id})
+        p.reported.pop(group_id, None)
         return p
     key = (finding.kind, finding.committed_offset, finding.divergent_offset)
     if p.reported.get(group_id) == key:
         return p  # already reported this divergence
     out.alerts.append(_alert(p, group_id, ts, finding))
-    return replace(p, reported={**p.reported, group_id: key})
+    p.reported[group_id] = key
+    return p
 
 
 def _alert(p: PartitionState, group_id: str, ts: int, f: TruncationFinding):
@@ -87,23 +88,27 @@ def _alert(p: PartitionState, group_id: str, ts: int, f: TruncationFinding):
 
 
 def apply_partition_epochs(p: PartitionState, ev: PartitionEpochs, out: Outputs) -> PartitionState:
-    p = replace(p, log_start_offset=ev.log_start_offset, log_end_offset=ev.log_end_offset,
-                epochs=tuple(sorted(ev.epochs)))
+    p.log_start_offset, p.log_end_offset, p.epochs = ev.log_start_offset, ev.log_end_offset, tuple(sorted(ev.epochs))
     for group_id in sorted(p.committed):
         p = _check(p, group_id, ev.ts, out)
     return p
 
 
+def note_commit(p: PartitionState, group_id: str, offset: int, leader_epoch: int, ts: int,
+                out: Outputs) -> PartitionState:
+    """A group's stored commit to this partition: remember it, and check it if the log is known."""
+    p.committed[group_id] = (offset, leader_epoch)
+    if p.log_end_offset is None:
+        return p  # nothing known about the log yet: checked when its facts arrive
+    return _check(p, group_id, ts, out)
+
+
 def apply_commit_fact(p: PartitionState, fact: CommitFact, out: Outputs) -> PartitionState:
     if fact.deleted:
-        if fact.group_id not in p.committed:
-            return p
-        return replace(p, committed={k: v for k, v in p.committed.items() if k != fact.group_id},
-                       reported={k: v for k, v in p.reported.items() if k != fact.group_id})
-    current = p.committed.get(fact.group_id)
-    if current != (fact.offset, fact.leader_epoch):
-        p = replace(p, committed={**p.committed, fact.group_id: (fact.offset, fact.leader_epoch)})
-    return _check(p, fact.group_id, fact.ts, out)
+        p.committed.pop(fact.group_id, None)
+        p.reported.pop(fact.group_id, None)
+        return p
+    return note_commit(p, fact.group_id, fact.offset, fact.leader_epoch, fact.ts, out)
 
 
 def process_partition(p: PartitionState, event, out: Outputs) -> PartitionState:

@@ -18,6 +18,7 @@ from fencewatch.state.events import (ClassicJoin, ClassicSync, CommitOffset, Gro
 from fencewatch.state.model import MemberState, Protocol
 
 DEFAULT_CLUSTER = "default"
+_new_offset = tuple.__new__  # CommitOffset without NamedTuple's Python-level __new__ (hot path)
 MEMBERSHIP_TYPES = frozenset({"member_assignment", "member_left", "heartbeat", "classic_join", "classic_sync",
                               "group_state"})
 OFFSET_TYPES = frozenset({"offset_commit", "txn_offset_commit", "offset_committed", "offset_deleted",
@@ -218,6 +219,28 @@ def _group_state(d, ts, cluster, eid, seq):
 
 
 def _offsets(d):
+    """Fast path for well-formed lists (one tuple per partition); any oddity takes the checked path."""
+    raw = d.get("offsets")
+    if type(raw) is list:
+        out = []
+        append = out.append
+        try:
+            for o in raw:
+                t, p, off = o["topic"], o["partition"], o["offset"]
+                le = o.get("leader_epoch", -1)
+                md = o.get("metadata")
+                if (type(t) is not str or type(p) is not int or type(off) is not int
+                        or (le is not None and type(le) is not int) or (md is not None and type(md) is not str)):
+                    break
+                append(_new_offset(CommitOffset, (t, p, off, -1 if le is None else le, md)))
+            else:
+                return tuple(out)
+        except (KeyError, TypeError):
+            pass
+    return _offsets_checked(d)
+
+
+def _offsets_checked(d):
     out = []
     for i, o in enumerate(_list(_req(d, "offsets"), "offsets")):
         if type(o) is not dict:

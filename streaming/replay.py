@@ -6,17 +6,18 @@ Bad lines are reported (line number and reason) and skipped, never fatal.
 """
 from __future__ import annotations
 
+import gc
 import logging
 import sys
 import time
 from dataclasses import dataclass, field
 from typing import IO, Iterable, Iterator
 
-from fencewatch.sinks.jsonl import alert_dict, alert_json, alert_sort_key, verdict_dict, verdict_json
+from fencewatch.sinks.jsonl import alert_dict, alert_json, alert_sort_key, commit_verdicts_json, verdict_dict
 from fencewatch.state import group as grp
 from fencewatch.state.config import RulesConfig
 from fencewatch.state.engine import LocalEngine, sort_key
-from fencewatch.state.model import Alert, Verdict
+from fencewatch.state.model import Alert, CommitVerdicts, Verdict
 
 from .decoding import DecodeError, UnknownType, decode_json_line, event_from_dict
 
@@ -25,12 +26,16 @@ log = logging.getLogger(__name__)
 
 @dataclass
 class ReplayResult:
-    verdict_records: list[Verdict]
+    commit_verdicts: list[CommitVerdicts]
     alert_records: list[Alert]
     errors: list[DecodeError] = field(default_factory=list)
     unknown_types: dict[str, int] = field(default_factory=dict)
     events: int = 0
     groups: list[grp.GroupState] = field(default_factory=list)
+
+    @property
+    def verdict_records(self) -> list[Verdict]:
+        return [v for cv in self.commit_verdicts for v in cv.expand()]
 
     @property
     def verdicts(self) -> list[dict]:
@@ -72,13 +77,21 @@ def decode_dicts(dicts: Iterable[dict], errors: list, unknown: dict) -> list:
 
 
 def judge(events: list, cfg: RulesConfig | None = None, clock: int | None = None) -> tuple[list, list, list]:
-    """Run the local engine over typed events; (verdicts in (ts, seq) order, alerts sorted, groups)."""
+    """Run the local engine over typed events; (commit verdicts in (ts, seq) order, alerts sorted, groups)."""
     engine = LocalEngine(cfg or RulesConfig())
     events = sorted(events, key=sort_key)
-    for ev in events:
-        engine.feed(ev)
-    out = engine.finish(clock)
-    return out.verdicts, sorted(out.alerts, key=alert_sort_key), engine.groups()
+    # Judging allocates millions of short-lived tuples and no cycles: pause the cyclic
+    # collector (reference counting still frees them) instead of scanning the growing state.
+    was_enabled = gc.isenabled()
+    gc.disable()
+    try:
+        for ev in events:
+            engine.feed(ev)
+        out = engine.finish(clock)
+    finally:
+        if was_enabled:
+            gc.enable()
+    return out.commits, sorted(out.alerts, key=alert_sort_key), engine.groups()
 
 
 def judge_events(events: Iterable[dict], cfg: RulesConfig | None = None) -> ReplayResult:
@@ -100,16 +113,17 @@ def replay_file(path: str, cfg: RulesConfig | None = None) -> ReplayResult:
     return ReplayResult(verdicts, alerts, errors, unknown, len(typed), groups)
 
 
-def write_verdicts(verdicts: Iterable[Verdict], fh: IO[str]) -> int:
+def write_verdicts(commits: Iterable[CommitVerdicts], fh: IO[str]) -> int:
     n = 0
-    buf = []
-    for v in verdicts:
-        buf.append(verdict_json(v))
-        n += 1
-        if len(buf) >= 4096:
+    buf: list[str] = []
+    for cv in commits:
+        buf.extend(commit_verdicts_json(cv))
+        if len(buf) >= 8192:
+            n += len(buf)
             fh.write("\n".join(buf) + "\n")
             buf.clear()
     if buf:
+        n += len(buf)
         fh.write("\n".join(buf) + "\n")
     return n
 
@@ -124,12 +138,15 @@ def write_alerts(alerts: Iterable[Alert], fh: IO[str]) -> int:
 
 def summarize(result: ReplayResult, seconds: float) -> str:
     by_class: dict[str, int] = {}
-    for v in result.verdict_records:
-        by_class[v.cls] = by_class.get(v.cls, 0) + 1
+    n_verdicts = 0
+    for cv in result.commit_verdicts:
+        for p in cv.parts:
+            by_class[p.cls] = by_class.get(p.cls, 0) + 1
+            n_verdicts += 1
     by_kind: dict[str, int] = {}
     for a in result.alert_records:
         by_kind[a.kind] = by_kind.get(a.kind, 0) + 1
-    lines = [f"replay: {result.events} events, {len(result.verdict_records)} verdicts, "
+    lines = [f"replay: {result.events} events, {n_verdicts} verdicts, "
              f"{len(result.alert_records)} alerts, {len(result.errors)} bad lines in {seconds:.2f}s"]
     if by_class:
         lines.append("  verdicts by class: " + ", ".join(f"{k}={v}" for k, v in sorted(by_class.items())))
@@ -153,7 +170,7 @@ def run_replay(path: str, *, out: str | None, alerts: str | None, cfg: RulesConf
         log.error("bad event skipped: %s", err)
     vfh = sys.stdout if out in (None, "-") else open(out, "w")
     try:
-        write_verdicts(result.verdict_records, vfh)
+        write_verdicts(result.commit_verdicts, vfh)
     finally:
         if vfh is not sys.stdout:
             vfh.close()

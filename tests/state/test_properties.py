@@ -15,7 +15,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, rule
 
-from fencewatch.sinks.jsonl import alert_json, verdict_json
+from fencewatch.sinks.jsonl import alert_json, commit_verdicts_json, verdict_json
 from fencewatch.state import group as grp
 from fencewatch.state.config import RulesConfig
 from fencewatch.state.events import CommitOffset, OffsetCommit
@@ -179,6 +179,9 @@ def test_replay_is_deterministic_and_leaves_input_unchanged(seed):
     b = judge_events(list(reversed(events))[::-1], RulesConfig())
     assert events == frozen
     assert [verdict_json(v) for v in a.verdict_records] == [verdict_json(v) for v in b.verdict_records]
+    # The fast per-request encoder and the per-verdict one write the same bytes.
+    assert [line for cv in a.commit_verdicts for line in commit_verdicts_json(cv)] == [
+        verdict_json(v) for v in a.verdict_records]
     assert [alert_json(x) for x in a.alert_records] == [alert_json(x) for x in b.alert_records]
     assert all(not v["unsafe"] for v in a.verdicts)
     json.dumps(a.alerts)  # serialisable
