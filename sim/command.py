@@ -1,0 +1,335 @@
+"""``fencewatch simulate``: produce SPEC event traffic from the simulator.
+
+What lives here: ``register(subparsers)`` (wired by ``streaming/cli.py``), the
+option parsing, and :func:`run_simulation`, which connects a
+:class:`~fencewatch.sim.engine.Simulator` to a writer (JSON lines or Avro to a
+file or stdout, or the two Kafka topics) and optionally paces it. Imports of
+the engine and of Kafka/Avro libraries happen when the command runs, so the
+CLI starts fast and never fails to build its parser.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import logging
+import re
+import sys
+import time
+from datetime import datetime, timezone
+from typing import Any
+
+log = logging.getLogger(__name__)
+
+__all__ = ["parse_duration_ms", "parse_rate", "parse_start_ts", "register", "run_simulation"]
+
+_UNITS_MS = {"ms": 1, "s": 1000, "m": 60_000, "h": 3_600_000, "d": 86_400_000}
+
+
+def parse_duration_ms(text: str) -> int:
+    """``90`` (seconds), ``90s``, ``10m``, ``2h``, ``1d``, ``500ms`` -> milliseconds."""
+    match = re.fullmatch(r"\s*(\d+(?:\.\d+)?)\s*(ms|s|m|h|d)?\s*", text)
+    if not match:
+        raise argparse.ArgumentTypeError(f"duration {text!r}: expected a number with unit ms, s, m, h or d")
+    return int(float(match.group(1)) * _UNITS_MS[match.group(2) or "s"])
+
+
+def parse_rate(text: str) -> tuple[str, float | None]:
+    """``asap``, ``N`` (events/s of wall time), ``realtime`` or ``realtime:K`` (K x simulated time)."""
+    value = text.strip().lower()
+    if value == "asap":
+        return "asap", None
+    if value.startswith("realtime"):
+        speed = value.partition(":")[2] or "1"
+        try:
+            factor = float(speed)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"rate {text!r}: realtime speed must be a number") from None
+        if factor <= 0:
+            raise argparse.ArgumentTypeError(f"rate {text!r}: realtime speed must be > 0")
+        return "realtime", factor
+    try:
+        rate = float(value)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"rate {text!r}: expected asap, events/s, or realtime[:speed]") from None
+    if rate <= 0:
+        raise argparse.ArgumentTypeError(f"rate {text!r}: must be > 0 events/s")
+    return "events", rate
+
+
+def parse_start_ts(text: str) -> int:
+    """Epoch milliseconds, an ISO 8601 time (UTC if no zone), or ``now`` (not reproducible)."""
+    value = text.strip()
+    if value == "now":
+        return int(time.time() * 1000)
+    if re.fullmatch(r"\d{10,}", value):
+        return int(value)
+    try:
+        parsed = datetime.fromisoformat(value.replace("Z", "+00:00"))
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"start time {text!r}: expected epoch ms, ISO 8601, or now") from None
+    if parsed.tzinfo is None:
+        parsed = parsed.replace(tzinfo=timezone.utc)
+    return int(parsed.timestamp() * 1000)
+
+
+def register(subparsers: Any) -> argparse.ArgumentParser:
+    """Add ``simulate`` to the ``fencewatch`` command line."""
+    from .profiles import PROFILES
+
+    p = subparsers.add_parser(
+        "simulate",
+        help="produce simulated KIP-848 / classic group traffic (SPEC events) to a file or Kafka",
+        description=(
+            "Simulate consumer groups as a Kafka coordinator sees them and write the SPEC event stream: "
+            "heartbeats, member assignments, commits with the broker's answer (Kafka <= 4.2), partition "
+            "facts, with optional ground-truth labels. Deterministic for a given seed and options. "
+            "See docs/simulator.md."
+        ),
+    )
+    p.add_argument("--profile", default="steady", choices=sorted(PROFILES), help="traffic profile (default steady)")
+    p.add_argument("--list-profiles", action="store_true", help="print the profiles and their knobs, then exit")
+    p.add_argument("--seed", type=int, default=0, help="random seed (default 0)")
+    size = p.add_argument_group("size (override the profile)")
+    size.add_argument("--groups", type=int, help="number of consumer groups")
+    size.add_argument("--members-per-group", type=int, help="members per group")
+    size.add_argument("--topics", type=int, help="topics per group")
+    size.add_argument("--partitions-per-topic", type=int, help="partitions per topic")
+    size.add_argument(
+        "--set",
+        dest="knobs",
+        action="append",
+        default=[],
+        metavar="KNOB=VALUE",
+        help="override any profile knob, e.g. --set race_rate=0.2 (repeatable; see --list-profiles)",
+    )
+    span = p.add_argument_group("span and pace")
+    span.add_argument(
+        "--duration",
+        type=parse_duration_ms,
+        help="simulated time to cover: 600 (s), 10m, 2h; 0 = no limit (default 10m unless --events)",
+    )
+    span.add_argument("--events", type=int, help="stop after exactly N events")
+    span.add_argument(
+        "--rate",
+        type=parse_rate,
+        default=("asap", None),
+        help="asap (default), N events/s of wall time, or realtime[:K] (simulated time at K x wall time)",
+    )
+    span.add_argument(
+        "--start-ts",
+        type=parse_start_ts,
+        help="simulated start: epoch ms, ISO 8601, or now (default 2025-01-01T00:00:00Z, reproducible)",
+    )
+    out = p.add_argument_group("output")
+    out.add_argument("--format", choices=("json", "avro"), default="json", help="event encoding (default json)")
+    out.add_argument("--out", help="output file, '-' for stdout (default stdout unless --bootstrap-servers)")
+    out.add_argument("--bootstrap-servers", help="write to Kafka topics instead of a file")
+    out.add_argument("--heartbeats-topic", default="fencewatch.heartbeats", help="membership events topic")
+    out.add_argument("--offsets-topic", default="fencewatch.offsets", help="commit and partition events topic")
+    out.add_argument("--topic-partitions", type=int, default=4, help="partitions of topics the command creates (default 4)")
+    out.add_argument(
+        "--avro-wire",
+        choices=("confluent", "plain"),
+        default="confluent",
+        help="Avro on Kafka: Confluent wire format (magic byte + schema id) or plain body",
+    )
+    out.add_argument("--schema-id", type=int, default=1, help="schema id in the Confluent wire format (default 1)")
+    out.add_argument(
+        "--producer-config",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="extra librdkafka producer property (repeatable), e.g. security.protocol=SASL_SSL",
+    )
+    labels = out.add_mutually_exclusive_group()
+    labels.add_argument("--labels", dest="labels", action="store_true", default=True, help="add ground-truth labels (default)")
+    labels.add_argument("--no-labels", dest="labels", action="store_false", help="omit ground-truth labels")
+    out.add_argument("--assignment-epochs", action="store_true", help="include KIP-1251 assignment_epochs (a Kafka 4.3 coordinator)")
+    out.add_argument("--cluster", help="cluster name on every event (default: field omitted, i.e. 'default')")
+    out.add_argument("--quiet", action="store_true", help="no summary on stderr")
+    p.set_defaults(func=_cmd_simulate)
+    return p
+
+
+def _knobs_from_args(args: argparse.Namespace):
+    from .profiles import parse_knob, profile, validate
+
+    knobs = profile(args.profile)
+    sizes = {
+        "groups": args.groups,
+        "members_per_group": args.members_per_group,
+        "topics": args.topics,
+        "partitions_per_topic": args.partitions_per_topic,
+    }
+    knobs = dataclasses.replace(knobs, **{k: v for k, v in sizes.items() if v is not None})
+    for assignment in args.knobs:
+        knobs = parse_knob(knobs, assignment)
+    return validate(knobs)
+
+
+def _list_profiles() -> int:
+    from .profiles import PROFILES, Knobs
+
+    defaults = Knobs()
+    for name, knobs in PROFILES.items():
+        changed = [
+            f"{f.name}={getattr(knobs, f.name)}"
+            for f in dataclasses.fields(Knobs)
+            if getattr(knobs, f.name) != getattr(defaults, f.name)
+        ]
+        print(f"{name}: {', '.join(changed) or '(defaults)'}")
+    print("defaults: " + ", ".join(f"{f.name}={getattr(defaults, f.name)}" for f in dataclasses.fields(Knobs)))
+    return 0
+
+
+def run_simulation(
+    config,
+    *,
+    fmt: str = "json",
+    out: str | None = "-",
+    bootstrap_servers: str | None = None,
+    heartbeats_topic: str = "fencewatch.heartbeats",
+    offsets_topic: str = "fencewatch.offsets",
+    topic_partitions: int = 4,
+    avro_wire: str = "confluent",
+    schema_id: int = 1,
+    producer_config: dict[str, str] | None = None,
+    pace: tuple[str, float | None] = ("asap", None),
+) -> dict[str, Any]:
+    """Run one simulation into a file/stdout or Kafka; return a summary (events, seconds, stats)."""
+    from .emit import DictEmitter, JsonEmitter
+    from .engine import Done, Simulator
+    from .writers import AvroFileWriter, JsonLinesWriter, KafkaWriter, Pacer
+
+    stream = None
+    if bootstrap_servers:
+        writer = KafkaWriter(
+            bootstrap_servers,
+            heartbeats_topic=heartbeats_topic,
+            offsets_topic=offsets_topic,
+            value_format=fmt,
+            avro_wire=avro_wire,
+            schema_id=schema_id,
+            create_partitions=topic_partitions,
+            producer_config=producer_config,
+        )
+    elif fmt == "avro":
+        stream = sys.stdout.buffer if out in (None, "-") else open(out, "wb")
+        writer = AvroFileWriter(stream)
+    else:
+        stream = sys.stdout if out in (None, "-") else open(out, "w", encoding="utf-8", newline="\n")
+        writer = JsonLinesWriter(stream)
+    write = writer.write
+    limit = config.max_events
+    if limit is not None:
+        inner = write
+
+        def write(kind: int, key: str, payload: Any) -> None:  # noqa: F811 - the budgeted writer
+            if emitter.count > limit:
+                raise Done
+            inner(kind, key, payload)
+
+    # Avro needs dicts; JSON (file or Kafka) takes the emitter's string fast path.
+    emitter_class = DictEmitter if fmt == "avro" else JsonEmitter
+    emitter = emitter_class(
+        write,
+        event_id_prefix=config.id_prefix,
+        cluster=config.cluster,
+        labels=config.labels,
+        assignment_epochs=config.assignment_epochs,
+    )
+    sim = Simulator(config, emitter)
+    pacer = None
+    if pace[0] == "events":
+        pacer = Pacer(rate=pace[1])
+    elif pace[0] == "realtime":
+        pacer = Pacer(realtime_speed=pace[1], start_ts=config.start_ts)
+    started = time.perf_counter()
+    try:
+        sim.run(pacer)
+    finally:
+        try:
+            writer.close()
+        finally:
+            if stream is not None and stream not in (sys.stdout, sys.stdout.buffer):
+                stream.close()
+    elapsed = time.perf_counter() - started
+    events = min(emitter.count, limit) if limit is not None else emitter.count
+    return {
+        "events": events,
+        "seconds": elapsed,
+        "events_per_s": events / elapsed if elapsed > 0 else float("inf"),
+        "simulated_ms": sim.now - config.start_ts,
+        "stats": sim.stats,
+    }
+
+
+def _cmd_simulate(args: argparse.Namespace) -> int:
+    if args.list_profiles:
+        return _list_profiles()
+    from .engine import DEFAULT_START_TS, SimConfig
+
+    try:
+        knobs = _knobs_from_args(args)
+    except ValueError as exc:
+        print(f"fencewatch simulate: {exc}", file=sys.stderr)
+        return 2
+    if args.events is not None and args.events < 0:
+        print("fencewatch simulate: --events must be >= 0", file=sys.stderr)
+        return 2
+    if args.bootstrap_servers and args.out is not None:
+        print("fencewatch simulate: give either --out or --bootstrap-servers, not both", file=sys.stderr)
+        return 2
+    producer_config = {}
+    for item in args.producer_config:
+        key, sep, value = item.partition("=")
+        if not sep or not key.strip():
+            print(f"fencewatch simulate: --producer-config {item!r} must be KEY=VALUE", file=sys.stderr)
+            return 2
+        producer_config[key.strip()] = value.strip()
+    if args.duration is not None:
+        duration = args.duration or None
+    else:
+        duration = None if args.events is not None else 600_000
+    if duration is None and args.events is None and args.rate[0] == "asap":
+        log.warning("no --duration or --events limit: simulating until interrupted")
+    config = SimConfig(
+        knobs=knobs,
+        seed=args.seed,
+        start_ts=args.start_ts if args.start_ts is not None else DEFAULT_START_TS,
+        duration_ms=duration,
+        max_events=args.events,
+        labels=args.labels,
+        cluster=args.cluster,
+        assignment_epochs=args.assignment_epochs,
+    )
+    try:
+        summary = run_simulation(
+            config,
+            fmt=args.format,
+            out=args.out,
+            bootstrap_servers=args.bootstrap_servers,
+            heartbeats_topic=args.heartbeats_topic,
+            offsets_topic=args.offsets_topic,
+            topic_partitions=args.topic_partitions,
+            avro_wire=args.avro_wire,
+            schema_id=args.schema_id,
+            producer_config=producer_config,
+            pace=args.rate,
+        )
+    except BrokenPipeError:
+        return 0  # the reader (e.g. `| head`) went away: not an error
+    except (OSError, RuntimeError, ValueError) as exc:
+        print(f"fencewatch simulate: {exc}", file=sys.stderr)
+        return 1
+    if not args.quiet:
+        target = args.bootstrap_servers and f"{args.heartbeats_topic}+{args.offsets_topic} @ {args.bootstrap_servers}" or (args.out or "stdout")
+        stats = ", ".join(f"{k}={v}" for k, v in sorted(summary["stats"].items()))
+        print(
+            f"fencewatch simulate: profile={args.profile} seed={args.seed} events={summary['events']} "
+            f"simulated={summary['simulated_ms'] / 1000:.1f}s wall={summary['seconds']:.2f}s "
+            f"rate={summary['events_per_s']:,.0f}/s -> {target}" + (f" [{stats}]" if stats else ""),
+            file=sys.stderr,
+        )
+    return 0
