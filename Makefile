@@ -31,7 +31,7 @@ demo: $(STAMP) system-deps
 	$(VENV)/bin/fencewatch demo $(DEMO_ARGS)
 
 bench: $(STAMP)
-	$(PY) -m bench
+	$(PY) bench/__main__.py
 
 clean:
 	rm -rf $(VENV) build *.egg-info .pytest_cache

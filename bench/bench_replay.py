@@ -1,0 +1,110 @@
+"""Benchmark: ``replay --engine local`` throughput and memory (rules-engine issue).
+
+Trace: 1,000 groups x 20 members x 10 partitions (20,000 members, 200,000 held
+partitions); every member commits its partitions each round, ~2% of commits race
+an epoch bump. Reports commit-partitions judged per CPU-second on one core
+(decode + judge + write verdicts), the split, and bytes of state per held partition
+at three sizes (linear growth shows as a constant).
+"""
+from __future__ import annotations
+
+import argparse
+import gc
+import os
+import sys
+import tempfile
+import time
+import tracemalloc
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from bench.report import write_section  # noqa: E402
+from bench.traces import write_trace  # noqa: E402
+from fencewatch.state.config import RulesConfig  # noqa: E402
+from fencewatch.state.engine import LocalEngine  # noqa: E402
+from fencewatch.streaming.replay import decode_lines, judge, write_verdicts  # noqa: E402
+
+
+def throughput(path: Path, info: dict, runs: int) -> dict:
+    best = None
+    for _ in range(runs):
+        gc.collect()
+        c0, w0 = time.process_time(), time.perf_counter()
+        with open(path, "rb") as fh:
+            events = decode_lines(fh, [], {})
+        c1 = time.process_time()
+        commits, alerts, _ = judge(events, RulesConfig())
+        c2 = time.process_time()
+        with open(os.devnull, "w") as out:
+            n = write_verdicts(commits, out)
+        c3, w3 = time.process_time(), time.perf_counter()
+        assert n == info["commit_partitions"], (n, info)
+        row = {"decode": c1 - c0, "judge": c2 - c1, "write": c3 - c2, "cpu": c3 - c0, "wall": w3 - w0,
+               "alerts": len(alerts)}
+        if best is None or row["cpu"] < best["cpu"]:
+            best = row
+        del events, commits, alerts
+    return best
+
+
+def state_bytes(groups: int) -> tuple[int, int]:
+    """Bytes of engine state after membership and one commit round, and held partitions."""
+    with tempfile.TemporaryDirectory() as d:
+        p = Path(d) / "t.jsonl"
+        info = write_trace(p, groups=groups, rounds=1)
+        with open(p, "rb") as fh:
+            events = decode_lines(fh, [], {})
+    gc.collect()
+    tracemalloc.start()
+    base = tracemalloc.get_traced_memory()[0]
+    engine = LocalEngine(RulesConfig())
+    for ev in events:
+        engine.feed(ev)
+    engine.out.commits.clear()
+    gc.collect()
+    used = tracemalloc.get_traced_memory()[0] - base
+    tracemalloc.stop()
+    return used, info["held_partitions"]
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__)
+    ap.add_argument("--groups", type=int, default=1000)
+    ap.add_argument("--rounds", type=int, default=5)
+    ap.add_argument("--runs", type=int, default=3)
+    ap.add_argument("--write-docs", action="store_true")
+    args = ap.parse_args(argv)
+    if hasattr(os, "sched_setaffinity"):
+        os.sched_setaffinity(0, {min(os.sched_getaffinity(0))})  # one core
+    with tempfile.TemporaryDirectory() as d:
+        path = Path(d) / "trace.jsonl"
+        print(f"writing trace: {args.groups} groups, {args.rounds} commit rounds ...", file=sys.stderr)
+        info = write_trace(path, groups=args.groups, rounds=args.rounds)
+        print(f"trace: {info} ({path.stat().st_size / 1e6:.0f} MB); judging {args.runs}x ...", file=sys.stderr)
+        r = throughput(path, info, args.runs)
+    cp = info["commit_partitions"]
+    mem = [(g, *state_bytes(g)) for g in (250, 500, 1000)]
+    lines = [
+        f"trace: {info['events']:,} events, {cp:,} commit-partitions; {info['groups']:,} groups, "
+        f"{info['members']:,} members, {info['held_partitions']:,} held partitions",
+        f"{'phase':<28}{'CPU s':>10}{'commit-partitions/s':>22}",
+        f"{'decode (JSON -> events)':<28}{r['decode']:>10.2f}{cp / r['decode']:>22,.0f}",
+        f"{'judge (rules engine)':<28}{r['judge']:>10.2f}{cp / r['judge']:>22,.0f}",
+        f"{'write verdicts (JSON lines)':<28}{r['write']:>10.2f}{cp / r['write']:>22,.0f}",
+        f"{'whole replay':<28}{r['cpu']:>10.2f}{cp / r['cpu']:>22,.0f}   (wall {r['wall']:.2f}s: {cp / r['wall']:,.0f}/s)",
+        "target: >= 300,000 commit-partitions/s on one core",
+        "",
+        "state memory (tracemalloc, after membership + 1 commit round):",
+    ] + [f"  {g:>5} groups: {b / 1e6:8.1f} MB for {h:,} held partitions = {b / h:,.0f} bytes/held partition"
+         for g, b, h in mem]
+    text = "\n".join(lines)
+    print(text)
+    if args.write_docs:
+        write_section("replay --engine local", "make bench  (python bench/bench_replay.py --write-docs)",
+                      "```\n" + text + "\n```")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,47 @@
+"""Write one benchmark's section into docs/benchmarks.md (replacing its previous run)."""
+from __future__ import annotations
+
+import datetime as _dt
+import os
+import platform
+import re
+import subprocess
+from pathlib import Path
+
+DOC = Path(__file__).resolve().parent.parent / "docs" / "benchmarks.md"
+
+
+def machine() -> str:
+    model = "unknown CPU"
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                model = line.split(":", 1)[1].strip()
+                break
+    except OSError:
+        pass
+    load = os.getloadavg()[0] if hasattr(os, "getloadavg") else float("nan")
+    return f"nproc={os.cpu_count()}, {model}, Python {platform.python_version()}, load average at start {load:.2f}"
+
+
+def commit() -> str:
+    try:
+        return subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True,
+                              cwd=DOC.parent).stdout.strip() or "unknown"
+    except OSError:
+        return "unknown"
+
+
+def write_section(name: str, command: str, body: str) -> None:
+    """Replace (or append) the section headed ``## <name>`` in docs/benchmarks.md."""
+    date = _dt.date.today().isoformat()
+    section = (f"## {name} ({date}, commit {commit()})\n\nCommand: `{command}`\n"
+               f"Machine: {machine()}\n\n{body.rstrip()}\n")
+    text = DOC.read_text() if DOC.exists() else "# Benchmarks\n\nEach section: command, machine, date, numbers.\n"
+    pattern = re.compile(rf"^## {re.escape(name)} \(.*?(?=^## |\Z)", re.S | re.M)
+    if pattern.search(text):
+        text = pattern.sub(section + "\n", text)
+    else:
+        text = text.rstrip() + "\n\n" + section
+    DOC.parent.mkdir(parents=True, exist_ok=True)
+    DOC.write_text(text)
