@@ -17,6 +17,7 @@ from dataclasses import dataclass, field, replace
 from typing import Callable, Mapping
 
 from . import expiry as exp
+from . import spike as spk
 from .alerts import make_alert
 from .assignment import Member, apply_classic_generation, apply_member_assignment, apply_static_leave
 from .config import RulesConfig
@@ -494,6 +495,14 @@ def _commit(g: GroupState, ev: OffsetCommit, cfg: RulesConfig, out: Outputs) -> 
                 g.pending_txn[tp] = ts
         _note_commit_for_expiry(g, ts, cfg, touched)
 
+    # Spike detectors: the broker's fencing answers and aborted transactions, per window.
+    fenced = broker_error is KafkaError.STALE_MEMBER_EPOCH or broker_error is KafkaError.ILLEGAL_GENERATION
+    aborted_txn = ev.transactional and not stored
+    if fenced or aborted_txn:
+        g.spike, spike_alerts = spk.observe(g.spike or spk.INITIAL, ev.ts, int(fenced), int(aborted_txn), cfg.spike,
+                                            cluster=g.cluster, group_id=g.group_id)
+        out.alerts.extend(spike_alerts)
+
     # Transactions (SPEC 6): every rejected TxnOffsetCommit aborts the transaction.
     kip_request_ok = request[3] is KafkaError.NONE
     if ev.transactional and not stored:
@@ -614,8 +623,8 @@ def _note_commit_for_expiry(g: GroupState, ts: int, cfg: RulesConfig, touched: l
     return g
 
 
-def next_wakeup(g: GroupState, cfg: RulesConfig) -> int | None:
-    """The earliest event time at which ``advance`` has something to do."""
+def _expiry_wakeup(g: GroupState, cfg: RulesConfig) -> int | None:
+    """When an expiry decision (warning, expiry, a pending transaction timing out) is next due."""
     times = []
     d = g.expiry.deadline
     if d is not None:
@@ -625,14 +634,27 @@ def next_wakeup(g: GroupState, cfg: RulesConfig) -> int | None:
     return min(times) if times else None
 
 
+def next_wakeup(g: GroupState, cfg: RulesConfig) -> int | None:
+    """The earliest event time at which ``advance`` has something to do."""
+    wake = _expiry_wakeup(g, cfg)
+    s = g.spike
+    if s is not None and (s.fencing_errors or s.txn_aborts or s.fencing.firing or s.txn.firing):
+        close = s.window_start_ms + cfg.spike_window_ms  # close the open window without input
+        wake = close if wake is None else min(wake, close)
+    return wake
+
+
 def advance(g: GroupState, now: int, cfg: RulesConfig, out: Outputs) -> GroupState:
     """Make the decisions due at or before ``now`` (OFFSETS_EXPIRING / OFFSETS_EXPIRED).
 
     Decisions are made in deadline order and stamped with the deadline, so the
     result does not depend on when (in which micro-batch) the clock passes it.
     """
+    if g.spike is not None:
+        g.spike, spike_alerts = spk.advance(g.spike, now, cfg.spike, cluster=g.cluster, group_id=g.group_id)
+        out.alerts.extend(spike_alerts)
     for _ in range(10_000):  # each round removes offsets or settles the track; bounded for safety
-        wake = next_wakeup(g, cfg)
+        wake = _expiry_wakeup(g, cfg)
         if wake is None or wake > now:
             return g
         # Transactional offsets pending past the transaction timeout no longer block expiry.

@@ -318,6 +318,27 @@ def event_from_dict(d: Any, *, seq: int, default_event_id: str, coords: str):
         return DecodeError("INVALID_VALUE", {"problem": f"{type(exc).__name__}: {exc}"}, coords)
 
 
+def decode_avro_record(data: bytes, *, seq: int, default_event_id: str, coords: str,
+                       schema_ids: frozenset[int] = frozenset({1})):
+    """Confluent wire format (magic 0 + schema id + body) or a plain Avro body; the same fields as JSON."""
+    from .event_schema import AvroWireError, decode_avro  # fastavro only when Avro is read
+
+    if not data:
+        return DecodeError("INVALID_AVRO", {"problem": "empty record"}, coords)
+    # A plain body starts with the length of the non-empty ``type`` string, never 0.
+    wire = "confluent" if data[0] == 0 else "plain"
+    if wire == "confluent" and len(data) >= 5:
+        schema_id = int.from_bytes(data[1:5], "big")
+        if schema_id not in schema_ids:
+            return DecodeError("UNKNOWN_SCHEMA_ID", {"schema_id": str(schema_id),
+                                                     "known": ",".join(map(str, sorted(schema_ids)))}, coords)
+    try:
+        d = decode_avro(data, wire=wire)
+    except (AvroWireError, ValueError) as exc:
+        return DecodeError("INVALID_AVRO", {"problem": str(exc)[:200]}, coords)
+    return event_from_dict(d, seq=seq, default_event_id=default_event_id, coords=coords)
+
+
 def decode_json_line(line: str | bytes, *, seq: int, default_event_id: str, coords: str):
     try:
         d = json.loads(line)

@@ -241,3 +241,16 @@ def test_alert_cooldown_folds_repeats():
     _, out = run(events, cfg)
     zombies = [a for a in out.alerts if a.kind == "ZOMBIE_COMMIT"]
     assert len(zombies) == 2 and zombies[1].details["suppressed_before"] == "4"
+
+
+def test_fencing_spike_from_broker_answers_fires_and_resolves_without_input():
+    """A storm of STALE_MEMBER_EPOCH answers fires FENCING_SPIKE; the group's clock resolves it."""
+    cfg = RulesConfig(alert_cooldown_ms=10**9, spike_window_ms=10_000, fencing_spike_floor=5)
+    events = [assignment("A", 1, tp("t", 0), ts=0), assignment("A", 2, tp("t", 0), ts=1)]
+    events += [commit("A", 1, tp("t", 0), ts=20_000 + i * 10, error_code=113) for i in range(30)]
+    g, out = run(events, cfg)
+    assert not [a for a in out.alerts if a.kind == "FENCING_SPIKE"]  # the window is still open
+    assert grp.next_wakeup(g, cfg) == 30_000
+    g = grp.advance(g, 100_000, cfg, out)
+    spikes = [a for a in out.alerts if a.kind == "FENCING_SPIKE"]
+    assert [a.details["status"] for a in spikes] == ["firing", "resolved"]
