@@ -345,3 +345,16 @@ def decode_json_line(line: str | bytes, *, seq: int, default_event_id: str, coor
     except (ValueError, UnicodeDecodeError) as exc:
         return DecodeError("INVALID_JSON", {"problem": str(exc)[:200]}, coords)
     return event_from_dict(d, seq=seq, default_event_id=default_event_id, coords=coords)
+
+
+_TYPE_NAMES_BY_CLASS = {MemberAssignment: "member_assignment", MemberLeft: "member_left", Heartbeat: "heartbeat",
+                        ClassicJoin: "classic_join", ClassicSync: "classic_sync", GroupStateChange: "group_state",
+                        OffsetCommitted: "offset_committed", OffsetDeleted: "offset_deleted",
+                        PartitionEpochs: "partition_epochs"}
+
+
+def event_type(ev) -> str:
+    """The SPEC ``type`` of a typed event (for counts and metrics)."""
+    if type(ev) is OffsetCommit:
+        return "txn_offset_commit" if ev.transactional else "offset_commit"
+    return _TYPE_NAMES_BY_CLASS[type(ev)]

@@ -13,7 +13,7 @@ import time
 from dataclasses import dataclass, field
 from typing import IO, Iterable, Iterator
 
-from fencewatch.sinks.jsonl import alert_dict, alert_json, alert_sort_key, commit_verdicts_json, verdict_dict
+from fencewatch.sinks.jsonl import alert_dict, alert_json, commit_verdicts_json, verdict_dict
 from fencewatch.state import group as grp
 from fencewatch.state.config import RulesConfig
 from fencewatch.state.engine import LocalEngine, sort_key
@@ -91,7 +91,7 @@ def judge(events: list, cfg: RulesConfig | None = None, clock: int | None = None
     finally:
         if was_enabled:
             gc.enable()
-    return out.commits, sorted(out.alerts, key=alert_sort_key), engine.groups()
+    return out.commits, sorted(out.alerts, key=lambda a: (a.ts, a.alert_id, alert_json(a))), engine.groups()
 
 
 def judge_events(events: Iterable[dict], cfg: RulesConfig | None = None) -> ReplayResult:
@@ -114,29 +114,14 @@ def replay_file(path: str, cfg: RulesConfig | None = None) -> ReplayResult:
 
 
 def write_verdicts(commits: Iterable[CommitVerdicts], fh: IO[str]) -> int:
-    n = 0
-    buf: list[str] = []
-    for cv in commits:
-        buf.extend(commit_verdicts_json(cv))
-        if len(buf) >= 8192:
-            n += len(buf)
-            fh.write("\n".join(buf) + "\n")
-            buf.clear()
-    if buf:
-        n += len(buf)
-        fh.write("\n".join(buf) + "\n")
-    return n
+    return _write_lines((line for cv in commits for line in commit_verdicts_json(cv)), fh)
 
 
 def write_alerts(alerts: Iterable[Alert], fh: IO[str]) -> int:
-    n = 0
-    for a in alerts:
-        fh.write(alert_json(a) + "\n")
-        n += 1
-    return n
+    return _write_lines((alert_json(a) for a in alerts), fh)
 
 
-def summarize(result: ReplayResult, seconds: float) -> str:
+def summary(result: ReplayResult, seconds: float) -> str:
     by_class: dict[str, int] = {}
     n_verdicts = 0
     for cv in result.commit_verdicts:
@@ -163,14 +148,21 @@ def run_replay(path: str, *, out: str | None, alerts: str | None, cfg: RulesConf
     if engine == "spark":
         from .spark_replay import replay_file_spark  # Spark only when asked for
 
-        result = replay_file_spark(path, cfg, master=spark_master)
+        sres = replay_file_spark(path, cfg, master=spark_master)
+        verdict_lines, alert_lines = sres.verdict_lines, sres.alert_lines
+        errors, summary_result = sres.errors, None
+        counts = (sres.events, len(verdict_lines), len(alert_lines), len(errors))
     else:
         result = replay_file(path, cfg)
-    for err in result.errors:
+        verdict_lines = (line for cv in result.commit_verdicts for line in commit_verdicts_json(cv))
+        alert_lines = [alert_json(a) for a in result.alert_records]
+        errors, summary_result = result.errors, result
+        counts = None
+    for err in errors:
         log.error("bad event skipped: %s", err)
     vfh = sys.stdout if out in (None, "-") else open(out, "w")
     try:
-        write_verdicts(result.commit_verdicts, vfh)
+        _write_lines(verdict_lines, vfh)
     finally:
         if vfh is not sys.stdout:
             vfh.close()
@@ -178,7 +170,27 @@ def run_replay(path: str, *, out: str | None, alerts: str | None, cfg: RulesConf
             vfh.flush()
     if alerts:
         with open(alerts, "w") as afh:
-            write_alerts(result.alert_records, afh)
+            _write_lines(alert_lines, afh)
     if not quiet:
-        print(summarize(result, time.perf_counter() - t0), file=sys.stderr)
+        seconds = time.perf_counter() - t0
+        if summary_result is not None:
+            print(summary(summary_result, seconds), file=sys.stderr)
+        else:
+            print(f"replay (spark): {counts[0]} events, {counts[1]} verdicts, {counts[2]} alerts, "
+                  f"{counts[3]} bad lines in {seconds:.2f}s", file=sys.stderr)
     return 0
+
+
+def _write_lines(lines: Iterable[str], fh: IO[str]) -> int:
+    n = 0
+    buf: list[str] = []
+    for line in lines:
+        buf.append(line)
+        if len(buf) >= 8192:
+            n += len(buf)
+            fh.write("\n".join(buf) + "\n")
+            buf.clear()
+    if buf:
+        n += len(buf)
+        fh.write("\n".join(buf) + "\n")
+    return n

@@ -1,0 +1,220 @@
+"""The Spark edge of the rules: pandas rows in, ``state`` calls, pandas rows out.
+
+Three functions, no business logic of their own (that is ``state.engine.run_key``):
+
+- ``route_batches`` (``mapInPandas``): decode each record (JSON or Avro) into a
+  typed event, route it to its keys (``state.engine.route``) and emit one row
+  per (key, event) with the event pickled; bad records become dead-letter rows
+  under ``DLQ_KEY`` with their reason, unknown types are counted the same way.
+- ``stream_fn`` (``applyInPandasWithState``): per key, hold events back until the
+  watermark (newest event time - max skew) passes them, apply them in (ts, seq)
+  order, make the decisions due at the watermark, and emit rendered records.
+- ``batch_fn`` (``applyInPandas``, for ``replay --engine spark``): all of a key's
+  events at once, clock = the trace's last ``ts``.
+
+Outputs are rendered by ``sinks.jsonl``, the encoder the local engine uses, so
+the two engines write identical bytes.
+"""
+from __future__ import annotations
+
+import json
+import pickle
+from typing import Callable, Iterable, Iterator
+
+import pandas as pd
+
+from fencewatch.sinks.jsonl import alert_json, commit_verdicts_json
+from fencewatch.state import group as grp
+from fencewatch.state.config import RulesConfig
+from fencewatch.state.engine import route, run_key
+
+from .decoding import DecodeError, UnknownType, decode_avro_record, decode_json_line, event_type
+from .schemas import DLQ_KEY, OUTPUT, ROUTED
+
+_SEP = "\x1f"
+_PICKLE = pickle.HIGHEST_PROTOCOL
+OUTPUT_COLUMNS = OUTPUT.fieldNames()
+ROUTED_COLUMNS = ROUTED.fieldNames()
+
+
+def key_string(key: tuple) -> str:
+    return _SEP.join(str(k) for k in key)
+
+
+def parse_key(text: str) -> tuple:
+    parts = text.split(_SEP)
+    if parts[0] == "p":
+        return ("p", parts[1], parts[2], int(parts[3]))
+    return ("g", parts[1], parts[2])
+
+
+def make_router(input_format: str = "json", schema_ids: Iterable[int] = (1,)) -> Callable:
+    """The ``mapInPandas`` function: columns value, seq, event_id, coords, source, record_ts -> ROUTED rows."""
+    ids = frozenset(schema_ids)
+
+    def decode(value, seq, eid, coords):
+        if input_format == "avro":
+            return decode_avro_record(bytes(value), seq=seq, default_event_id=eid, coords=coords, schema_ids=ids)
+        return decode_json_line(value, seq=seq, default_event_id=eid, coords=coords)
+
+    def route_batches(batches: Iterator[pd.DataFrame]) -> Iterator[pd.DataFrame]:
+        for pdf in batches:
+            cols: dict[str, list] = {c: [] for c in ROUTED_COLUMNS}
+
+            def add(key, ts, seq, etype, source, payload, reason, coords):
+                cols["key"].append(key)
+                cols["ts"].append(ts)
+                cols["seq"].append(seq)
+                cols["event_time"].append(ts)
+                cols["etype"].append(etype)
+                cols["source"].append(source)
+                cols["payload"].append(payload)
+                cols["reason"].append(reason)
+                cols["coords"].append(coords)
+
+            for value, seq, eid, coords, source, record_ts in zip(
+                    pdf["value"], pdf["seq"], pdf["event_id"], pdf["coords"], pdf["source"], pdf["record_ts"]):
+                if value is None:
+                    add(DLQ_KEY, int(record_ts), int(seq), "dlq", source, None, "MISSING_VALUE", coords)
+                    continue
+                res = decode(value, int(seq), eid, coords)
+                if isinstance(res, DecodeError):
+                    raw = value if isinstance(value, (bytes, bytearray)) else str(value).encode()
+                    add(DLQ_KEY, int(record_ts), int(seq), "dlq", source, bytes(raw), res.reason, coords)
+                elif isinstance(res, UnknownType):
+                    add(DLQ_KEY, int(record_ts), int(seq), "unknown", source, None, res.type, coords)
+                else:
+                    etype = event_type(res)
+                    first = True
+                    for key, kev in route(res):
+                        add(key_string(key), res.ts, res.seq, etype if first else "commit_fact", source,
+                            pickle.dumps(kev, _PICKLE), None, None)
+                        first = False
+            out = pd.DataFrame(cols, columns=ROUTED_COLUMNS)
+            out["event_time"] = pd.to_datetime(out["event_time"], unit="ms", utc=True)
+            yield out
+
+    return route_batches
+
+
+def _render(out: grp.Outputs, cluster: str, group_id: str | None) -> dict[str, list]:
+    cols: dict[str, list] = {c: [] for c in OUTPUT_COLUMNS}
+
+    def add(record, ts, seq, ord_, cl, gid, text, alert_id=None, raw=None, reason=None):
+        cols["record"].append(record)
+        cols["ts"].append(ts)
+        cols["seq"].append(seq)
+        cols["ord"].append(ord_)
+        cols["cluster"].append(cl)
+        cols["group_id"].append(gid)
+        cols["json"].append(text)
+        cols["alert_id"].append(alert_id)
+        cols["raw"].append(raw)
+        cols["reason"].append(reason)
+
+    for cv in out.commits:
+        for i, line in enumerate(commit_verdicts_json(cv)):
+            add("verdict", cv.ts, cv.seq, i, cv.cluster, cv.group_id, line)
+    for a in out.alerts:
+        add("alert", a.ts, None, None, a.cluster, a.group_id, alert_json(a), a.alert_id)
+    return cols
+
+
+def _frame(cols: dict[str, list]) -> pd.DataFrame:
+    # Plain object columns for the nullable integers: pandas' masked dtypes become
+    # ChunkedArrays in pyarrow, which Spark's Arrow writer rejects.
+    return pd.DataFrame({c: pd.Series(cols[c], dtype=object) for c in OUTPUT_COLUMNS}, columns=OUTPUT_COLUMNS)
+
+
+def _dead_letters(pdfs: Iterable[pd.DataFrame]) -> Iterator[pd.DataFrame]:
+    for pdf in pdfs:
+        if pdf.empty:
+            continue
+        n = len(pdf)
+        yield _frame({"record": ["dlq" if e == "dlq" else "unknown" for e in pdf["etype"]], "ts": list(pdf["ts"]),
+                      "seq": list(pdf["seq"]), "ord": [None] * n, "cluster": [None] * n, "group_id": [None] * n,
+                      "json": list(pdf["coords"]), "alert_id": [None] * n, "raw": list(pdf["payload"]),
+                      "reason": list(pdf["reason"])})
+
+
+def _status_row(st, cfg: RulesConfig, counts: dict, hb_before: tuple[int, int]) -> dict[str, list]:
+    """One status record per group key per batch: the group's gauges and this batch's counts."""
+    status = grp.status(st, cfg)
+    status["events"] = {f"{t}/{s}": n for (t, s), n in sorted(counts.items())}
+    status["heartbeat_errors"] = {
+        "FENCED_MEMBER_EPOCH": st.counters.heartbeat_fenced - hb_before[0],
+        "UNKNOWN_MEMBER_ID": st.counters.heartbeat_unknown_member - hb_before[1]}
+    return {"record": ["status"], "ts": [st.last_ts], "seq": [None], "ord": [None], "cluster": [st.cluster],
+            "group_id": [st.group_id], "json": [json.dumps(status, sort_keys=True)], "alert_id": [None],
+            "raw": [None], "reason": [None]}
+
+
+def make_stream_fn(cfg: RulesConfig) -> Callable:
+    """The ``applyInPandasWithState`` function (event-time timeout; watermark delay = max skew)."""
+
+    def stream_fn(key: tuple, pdfs: Iterator[pd.DataFrame], state) -> Iterator[pd.DataFrame]:
+        k = key[0]
+        if k == DLQ_KEY:
+            yield from _dead_letters(pdfs)
+            return
+        pkey = parse_key(k)
+        st, pending = None, []
+        if state.exists:
+            blob, held = state.get
+            st = pickle.loads(blob) if blob is not None else None
+            pending = pickle.loads(held) if held is not None else []
+        counts: dict = {}
+        if not state.hasTimedOut:
+            for pdf in pdfs:
+                pending.extend(zip(pdf["ts"].tolist(), pdf["seq"].tolist(), pdf["payload"].tolist()))
+                for (t, s), n in pdf.groupby(["etype", "source"]).size().items():
+                    if t != "commit_fact":
+                        counts[(t, s)] = counts.get((t, s), 0) + int(n)
+        watermark = state.getCurrentWatermarkMs()
+        pending.sort(key=lambda item: (item[0], item[1]))
+        cut = 0
+        while cut < len(pending) and pending[cut][0] <= watermark:
+            cut += 1
+        ready, rest = pending[:cut], pending[cut:]
+        out = grp.Outputs()
+        is_group = pkey[0] == "g"
+        hb_before = (st.counters.heartbeat_fenced, st.counters.heartbeat_unknown_member) if (
+            is_group and st is not None) else (0, 0)
+        st = run_key(pkey, st, (pickle.loads(p) for _, _, p in ready), cfg, out,
+                     clock=watermark if (is_group and watermark > 0) else None)
+        cols = _render(out, pkey[1], pkey[2] if is_group else None)
+        if is_group:
+            st.judged.clear()  # a cache, rebuilt on demand: keep the stored state small
+            status = _status_row(st, cfg, counts, hb_before)
+            for c in cols:
+                cols[c].extend(status[c])
+        state.update((pickle.dumps(st, _PICKLE), pickle.dumps(rest, _PICKLE) if rest else None))
+        wake = rest[0][0] if rest else None
+        if is_group:
+            due = grp.next_wakeup(st, cfg)
+            if due is not None:
+                wake = due if wake is None else min(wake, due)
+        if wake is not None:
+            state.setTimeoutTimestamp(max(wake, watermark + 1))
+        if cols["record"]:
+            yield _frame(cols)
+
+    return stream_fn
+
+
+def make_batch_fn(cfg: RulesConfig, clock: int | None) -> Callable:
+    """The ``applyInPandas`` function for replay: a key's whole trace, decisions due at ``clock``."""
+
+    def batch_fn(key: tuple, pdf: pd.DataFrame) -> pd.DataFrame:
+        k = key[0]
+        if k == DLQ_KEY:
+            frames = list(_dead_letters([pdf]))
+            return frames[0] if frames else _frame({c: [] for c in OUTPUT_COLUMNS})
+        pkey = parse_key(k)
+        pdf = pdf.sort_values(["ts", "seq"], kind="stable")
+        out = grp.Outputs()
+        run_key(pkey, None, (pickle.loads(p) for p in pdf["payload"]), cfg, out,
+                clock=clock if pkey[0] == "g" else None)
+        return _frame(_render(out, pkey[1], pkey[2] if pkey[0] == "g" else None))
+
+    return batch_fn
