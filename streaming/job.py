@@ -1,0 +1,425 @@
+"""``fencewatch run`` and ``fencewatch demo``: the streaming job.
+
+Kafka (heartbeats + offsets topics) -> decode and route (``mapInPandas``) ->
+watermark (max skew) -> per-key state (``applyInPandasWithState``, event-time
+timeouts drive expiry decisions without new input) -> ``foreachBatch``:
+verdicts/alerts/dead letters to Kafka, metrics to the Prometheus exporter.
+Offsets and state live in the checkpoint: a restart resumes where it stopped.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import os
+import signal
+import tempfile
+import threading
+import time
+from collections import Counter
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+
+from . import config as cfgmod
+
+log = logging.getLogger(__name__)
+
+VERSION = "0.1.0"
+DEFAULT_WARMUP_MS = 45_000  # one session timeout: members seen before we started are unknown to us
+
+
+# --------------------------------------------------------------------------- query assembly
+
+def build_inputs(spark, cfg: cfgmod.Config):
+    """The Kafka stream as the router's input columns (value, seq, event_id, coords, source, record_ts)."""
+    from pyspark.sql import functions as F
+
+    from .sources import read_kafka_stream
+
+    s = cfg.streaming
+    options = {"startingOffsets": s.starting_offsets, "failOnDataLoss": str(s.fail_on_data_loss).lower()}
+    if s.max_offsets_per_trigger:
+        options["maxOffsetsPerTrigger"] = str(s.max_offsets_per_trigger)
+    for k, v in s.kafka.items():
+        options[f"kafka.{k}"] = v
+    topics = [s.heartbeats_topic, s.offsets_topic]
+    src = read_kafka_stream(spark, bootstrap=s.bootstrap_servers, topics=topics, options=options)
+    topic = F.col("topic")
+    rank = F.when(topic == s.heartbeats_topic, 0).when(topic == s.offsets_topic, 1).otherwise(2)
+    return src.select(
+        F.col("value"),
+        (F.col("offset") * 4 + rank).alias("seq"),
+        F.concat_ws("/", topic, F.col("partition").cast("string"), F.col("offset").cast("string")).alias("event_id"),
+        F.concat(topic, F.lit("["), F.col("partition").cast("string"), F.lit("]@"),
+                 F.col("offset").cast("string")).alias("coords"),
+        F.when(topic == s.heartbeats_topic, "heartbeats").when(topic == s.offsets_topic, "offsets")
+        .otherwise("other").alias("source"),
+        (F.unix_micros(F.col("timestamp")) / 1000).cast("long").alias("record_ts"),
+    )
+
+
+def build_outputs(inputs, cfg: cfgmod.Config):
+    """Router -> watermark -> keyed state; the DataFrame of output records (schemas.OUTPUT)."""
+    from .schemas import OUTPUT, ROUTED, STATE
+    from .state_fn import make_router, make_stream_fn
+
+    routed = inputs.mapInPandas(make_router(cfg.streaming.input_format), ROUTED)
+    routed = routed.withWatermark("event_time", f"{cfg.streaming.max_skew_ms} milliseconds")
+    return routed.groupBy("key").applyInPandasWithState(
+        make_stream_fn(cfg.state), OUTPUT, STATE, "append", "EventTimeTimeout")
+
+
+# --------------------------------------------------------------------------- per-batch sinks
+
+@dataclass
+class JobStats:
+    """Running totals for the live progress line and the final summary."""
+
+    started: float = field(default_factory=time.monotonic)
+    batches: int = 0
+    events: int = 0
+    verdicts: int = 0
+    by_class: Counter = field(default_factory=Counter)
+    alerts_by_kind: Counter = field(default_factory=Counter)
+    dead_letters: int = 0
+    latencies_ms: list = field(default_factory=list)  # decision latency samples (bounded)
+    batch_seconds: list = field(default_factory=list)
+    event_ids: Counter = field(default_factory=Counter)  # only when tracking exactly-once (tests)
+    track_ids: bool = False
+    lock: threading.Lock = field(default_factory=threading.Lock)
+
+    def percentile(self, values: list, q: float) -> float | None:
+        if not values:
+            return None
+        s = sorted(values)
+        return s[min(len(s) - 1, int(q * (len(s) - 1) + 0.5))]
+
+
+class BatchWriter:
+    """The ``foreachBatch`` function: one micro-batch's outputs to Kafka, metrics and stats."""
+
+    MAX_LATENCY_SAMPLES = 200_000
+
+    def __init__(self, cfg: cfgmod.Config, *, kafka=None, metrics=None, stats: JobStats | None = None,
+                 progress=None):
+        self.cfg = cfg
+        self.kafka = kafka
+        self.metrics = metrics
+        self.stats = stats or JobStats()
+        self.progress = progress  # callable -> (input_lag_records | None)
+        self.query = None
+
+    def __call__(self, df, batch_id: int) -> None:
+        t0 = time.monotonic()
+        pdf = df.toPandas()
+        now_ms = int(time.time() * 1000)
+        records = pdf["record"]
+        vmask, amask = records == "verdict", records == "alert"
+        verdict_lines = pdf.loc[vmask, "json"].tolist()
+        alert_dicts = [json.loads(x) for x in pdf.loc[amask, "json"]]
+        dlq = pdf.loc[records.isin(["dlq", "unknown"])]
+        dead = [(r.raw, r.reason, r.json) for r in dlq.itertuples() if r.record == "dlq"]
+        status = [json.loads(x) for x in pdf.loc[records == "status", "json"]]
+        if self.kafka is not None:
+            self.kafka.write_batch(batch_id, verdict_lines=verdict_lines, alerts=alert_dicts, dead_letters=dead)
+        verdicts = [json.loads(x) for x in verdict_lines]
+        latencies = [(now_ms - int(t)) / 1000.0 for t in pdf.loc[vmask | amask, "ts"]]
+        events: Counter = Counter()
+        hb_errors: Counter = Counter()
+        last_ts = None
+        for st in status:
+            for key, n in st.pop("events", {}).items():
+                etype, _, source = key.partition("/")
+                events[(st["cluster"], st["group_id"], etype, source)] += n
+            for err, n in st.pop("heartbeat_errors", {}).items():
+                if n:
+                    hb_errors[(st["cluster"], st["group_id"], err)] += n
+            if st.get("rebalances_total") is None:
+                st["rebalances_total"] = st.get("rebalances_total", 0)
+        if len(pdf["ts"]):
+            ts_values = [int(t) for t in pdf.loc[vmask | amask | (records == "status"), "ts"] if t is not None]
+            last_ts = max(ts_values) if ts_values else None
+        dlq_counts = Counter(r.split("(")[0] for r in dlq.loc[dlq["record"] == "dlq", "reason"])
+        elapsed = time.monotonic() - t0
+        if self.metrics is not None:
+            self.metrics.add_batch(
+                batch_id=batch_id, verdicts=verdicts, alerts=alert_dicts, group_status=status, events=dict(events),
+                heartbeat_errors=dict(hb_errors), dlq=dict(dlq_counts), batch_duration_s=elapsed,
+                decision_latencies_s=latencies, input_lag_records=self.progress() if self.progress else None,
+                last_event_ts_ms=last_ts)
+        s = self.stats
+        with s.lock:
+            s.batches += 1
+            s.events += sum(events.values())
+            s.verdicts += len(verdicts)
+            s.by_class.update(v["class"] for v in verdicts)
+            s.alerts_by_kind.update(a["kind"] for a in alert_dicts)
+            s.dead_letters += len(dead)
+            s.batch_seconds.append(elapsed)
+            if len(s.latencies_ms) < self.MAX_LATENCY_SAMPLES:
+                s.latencies_ms.extend(x * 1000 for x in latencies)
+            if s.track_ids:
+                s.event_ids.update(f"{v['event_id']}|{v['topic']}|{v['partition']}" for v in verdicts)
+
+
+def start_query(spark, cfg: cfgmod.Config, writer: BatchWriter, *, trigger: str | None = None,
+                available_now: bool = False):
+    outputs = build_outputs(build_inputs(spark, cfg), cfg)
+    w = (outputs.writeStream.queryName("fencewatch").foreachBatch(writer)
+         .option("checkpointLocation", cfg.streaming.checkpoint_location).outputMode("append"))
+    w = w.trigger(availableNow=True) if available_now else w.trigger(
+        processingTime=trigger or _spark_interval(cfg.streaming.trigger_interval))
+    query = w.start()
+    writer.query = query
+    return query
+
+
+def _spark_interval(text: str) -> str:
+    ms = cfgmod.parse_duration_ms(text, "streaming.trigger_interval")
+    return f"{ms} milliseconds"
+
+
+def input_lag(query) -> int | None:
+    """Records available but not yet read, from the last progress report."""
+    prog = query.lastProgress if query is not None else None
+    if not prog:
+        return None
+    lag = 0
+    for src in prog.get("sources", []):
+        try:
+            latest = json.loads(src.get("latestOffset") or "{}")
+            end = json.loads(src.get("endOffset") or "{}")
+        except (TypeError, ValueError):
+            continue
+        for topic, parts in (latest or {}).items():
+            for p, off in parts.items():
+                lag += max(0, int(off) - int((end.get(topic) or {}).get(p, off)))
+    return lag
+
+
+def make_sinks(cfg: cfgmod.Config, *, metrics_port: int | None = None):
+    """Kafka outputs and the metrics exporter as configured."""
+    from fencewatch.sinks.kafka import BatchMarker, KafkaOutputs
+    from fencewatch.sinks.metrics import MetricsConfig
+    from fencewatch.sinks.prometheus import MetricsSink
+
+    k = cfg.sinks
+    client = {"bootstrap.servers": cfg.streaming.bootstrap_servers, **cfg.streaming.kafka}
+    marker = BatchMarker(Path(cfg.streaming.checkpoint_location) / "fencewatch-sink-batch")
+    kafka = KafkaOutputs(client, verdicts_topic=k.verdicts_topic, alerts_topic=k.alerts_topic,
+                         dlq_topic=k.dlq_topic, alerts_format=k.alerts_format, marker=marker)
+    metrics = MetricsSink(MetricsConfig(host=k.metrics_host, port=k.metrics_port if metrics_port is None else metrics_port,
+                                        max_groups=k.metrics_top_groups,
+                                        expiry_warning_s=cfg.state.expiry_warning_ms / 1000,
+                                        broker_policy=cfg.state.broker_policy.value))
+    return kafka, metrics
+
+
+def startup_line(cfg: cfgmod.Config, spark) -> str:
+    s = cfg.streaming
+    return (f"fencewatch {VERSION} (config {cfgmod.digest(cfg)}), Spark {spark.version} {s.spark_master}: "
+            f"{s.heartbeats_topic} + {s.offsets_topic} @ {s.bootstrap_servers} ({s.input_format}, from "
+            f"{s.starting_offsets}), skew {s.max_skew_ms} ms, warm-up {cfg.state.warmup_ms} ms, trigger "
+            f"{s.trigger_interval}, checkpoint {s.checkpoint_location}; alerts -> {cfg.sinks.alerts_topic} "
+            f"({cfg.sinks.alerts_format}), verdicts -> {cfg.sinks.verdicts_topic or 'off'}, "
+            f"DLQ -> {cfg.sinks.dlq_topic}")
+
+
+# --------------------------------------------------------------------------- commands
+
+def _streaming_flags(p: argparse.ArgumentParser) -> None:
+    g = p.add_argument_group("streaming")
+    g.add_argument("--bootstrap-servers")
+    g.add_argument("--heartbeats-topic")
+    g.add_argument("--offsets-topic")
+    g.add_argument("--input-format", choices=("json", "avro"))
+    g.add_argument("--starting-offsets", help="earliest | latest | JSON (Spark's Kafka syntax)")
+    g.add_argument("--max-offsets-per-trigger", type=int)
+    g.add_argument("--max-skew", help="cross-topic skew tolerated, e.g. 2s (also the watermark delay)")
+    g.add_argument("--trigger", help="micro-batch interval, e.g. 1s")
+    g.add_argument("--checkpoint", help="checkpoint directory (offsets + state)")
+    g.add_argument("--spark-master", help="local[2] or a cluster URL (spark://host:port)")
+    g.add_argument("-X", dest="kafka", action="append", default=[], metavar="KEY=VALUE",
+                   help="Kafka client setting (security.protocol, sasl.*, ssl.*), repeatable")
+    s = p.add_argument_group("sinks")
+    s.add_argument("--verdicts-topic")
+    s.add_argument("--alerts-topic")
+    s.add_argument("--alerts-format", choices=("avro", "json"))
+    s.add_argument("--dlq-topic")
+    s.add_argument("--metrics-port", type=int)
+
+
+def _streaming_overrides(args: argparse.Namespace) -> dict:
+    kafka = {}
+    for item in args.kafka:
+        k, sep, v = item.partition("=")
+        if not sep:
+            raise cfgmod.ConfigError(f"-X {item!r}: expected KEY=VALUE")
+        kafka[k.strip()] = v.strip()
+    streaming = {"bootstrap_servers": args.bootstrap_servers, "heartbeats_topic": args.heartbeats_topic,
+                 "offsets_topic": args.offsets_topic, "input_format": args.input_format,
+                 "starting_offsets": args.starting_offsets, "max_offsets_per_trigger": args.max_offsets_per_trigger,
+                 "max_skew_ms": args.max_skew, "trigger_interval": args.trigger,
+                 "checkpoint_location": args.checkpoint, "spark_master": args.spark_master,
+                 "kafka": kafka or None}
+    sinks = {"verdicts_topic": args.verdicts_topic, "alerts_topic": args.alerts_topic,
+             "alerts_format": args.alerts_format, "dlq_topic": args.dlq_topic, "metrics_port": args.metrics_port}
+    return {"streaming": streaming, "sinks": sinks}
+
+
+def _with_default_warmup(cfg: cfgmod.Config, args: argparse.Namespace) -> cfgmod.Config:
+    """SPEC 3: reading from the latest offsets, unseen members get one session timeout of grace."""
+    if getattr(args, "warmup", None) is None and cfg.state.warmup_ms == 0 and cfg.streaming.starting_offsets == "latest":
+        return replace(cfg, state=replace(cfg.state, warmup_ms=DEFAULT_WARMUP_MS))
+    return cfg
+
+
+def _cmd_run(args: argparse.Namespace) -> int:
+    from .cli import build_config, maybe_print_config
+    from .spark import spark_session
+
+    cfg = _with_default_warmup(build_config(args, _streaming_overrides(args)), args)
+    if maybe_print_config(args, cfg):
+        return 0
+    s = cfg.streaming
+    spark = spark_session(s.spark_master, shuffle_partitions=s.shuffle_partitions, state_store=s.state_store)
+    kafka, metrics = make_sinks(cfg)
+    host, port = metrics.start()
+    writer = BatchWriter(cfg, kafka=kafka, metrics=metrics)
+    writer.progress = lambda: input_lag(writer.query)
+    log.info("%s", startup_line(cfg, spark))
+    log.info("metrics on http://%s:%d/metrics", host, port)
+    query = start_query(spark, cfg, writer)
+    stop = threading.Event()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        signal.signal(sig, lambda *_: stop.set())
+    try:
+        while not stop.is_set() and query.isActive:
+            stop.wait(10)
+            log.info("%s", progress_line(writer.stats))
+        if query.exception() is not None:
+            log.error("query failed: %s", query.exception())
+            return 1
+    finally:
+        query.stop()
+        kafka.close()
+        metrics.close()
+        log.info("stopped. %s", progress_line(writer.stats))
+    return 0
+
+
+def progress_line(s: JobStats) -> str:
+    up = time.monotonic() - s.started
+    p50, p99 = s.percentile(s.latencies_ms, 0.5), s.percentile(s.latencies_ms, 0.99)
+    lat = f"latency p50 {p50 / 1000:.2f}s p99 {p99 / 1000:.2f}s" if p50 is not None else "latency -"
+    classes = ", ".join(f"{k} {v}" for k, v in sorted(s.by_class.items())) or "-"
+    return (f"[{up:5.0f}s] batches {s.batches}, events {s.events} ({s.events / max(up, 1e-9):,.0f}/s), "
+            f"verdicts {s.verdicts} ({classes}), alerts {sum(s.alerts_by_kind.values())}, DLQ {s.dead_letters}, {lat}")
+
+
+def summary_table(s: JobStats, extra: dict | None = None) -> str:
+    up = time.monotonic() - s.started
+    rows = [("events judged", f"{s.events:,}"), ("throughput", f"{s.events / max(up, 1e-9):,.0f} events/s"),
+            ("micro-batches", f"{s.batches:,}"), ("verdicts", f"{s.verdicts:,}")]
+    rows += [(f"  class {k}", f"{v:,}") for k, v in sorted(s.by_class.items())]
+    rows += [("alerts", f"{sum(s.alerts_by_kind.values()):,}")]
+    rows += [(f"  {k}", f"{v:,}") for k, v in sorted(s.alerts_by_kind.items())]
+    rows += [("dead letters", f"{s.dead_letters:,}")]
+    for q in (0.5, 0.99):
+        v = s.percentile(s.latencies_ms, q)
+        rows.append((f"decision latency p{int(q * 100)}", "-" if v is None else f"{v / 1000:.2f} s"))
+    v = s.percentile(s.batch_seconds, 0.5)
+    rows.append(("sink time per batch p50", "-" if v is None else f"{v:.2f} s"))
+    rows += list((extra or {}).items())
+    width = max(len(k) for k, _ in rows)
+    line = "-" * (width + 20)
+    return "\n".join([line] + [f"{k:<{width}}  {v}" for k, v in rows] + [line])
+
+
+def _cmd_demo(args: argparse.Namespace) -> int:
+    from fencewatch.sim.command import run_simulation
+    from fencewatch.sim.engine import SimConfig
+    from fencewatch.sim.profiles import profile
+
+    from .broker import EmbeddedBroker
+    from .cli import build_config
+    from .spark import spark_session
+
+    duration = cfgmod.parse_duration_ms(args.duration, "--duration") / 1000 if args.duration else None
+    workdir = Path(tempfile.mkdtemp(prefix="fencewatch-demo-"))
+    with EmbeddedBroker() as broker:
+        cfg = build_config(args, {"streaming": {"bootstrap_servers": broker.bootstrap, "starting_offsets": "earliest",
+                                                "checkpoint_location": str(workdir / "checkpoint"),
+                                                "trigger_interval": args.trigger, "max_skew_ms": args.max_skew},
+                                  "sinks": {"metrics_port": args.metrics_port, "verdicts_topic": "fencewatch.verdicts"}})
+        topics = [cfg.streaming.heartbeats_topic, cfg.streaming.offsets_topic, cfg.sinks.alerts_topic,
+                  cfg.sinks.dlq_topic, cfg.sinks.verdicts_topic]
+        broker.create_topics(topics, partitions=4)
+        spark = spark_session(cfg.streaming.spark_master, shuffle_partitions=cfg.streaming.shuffle_partitions)
+        kafka, metrics = make_sinks(cfg)
+        host, port = metrics.start()
+        writer = BatchWriter(cfg, kafka=kafka, metrics=metrics)
+        writer.progress = lambda: input_lag(writer.query)
+        print(f"fencewatch demo: broker {broker.bootstrap}, metrics http://{host}:{port}/metrics, "
+              f"profile {args.profile}, {'until Ctrl-C' if duration is None else f'{duration:.0f}s'}", flush=True)
+        log.info("%s", startup_line(cfg, spark))
+        query = start_query(spark, cfg, writer)
+        knobs = profile(args.profile)
+        if args.groups:
+            knobs = replace(knobs, groups=args.groups)
+        sim_cfg = SimConfig(knobs=knobs, seed=args.seed, start_ts=int(time.time() * 1000), duration_ms=None,
+                            labels=False)
+        sim_error: list = []
+
+        def simulate():
+            try:
+                run_simulation(sim_cfg, bootstrap_servers=broker.bootstrap,
+                               heartbeats_topic=cfg.streaming.heartbeats_topic,
+                               offsets_topic=cfg.streaming.offsets_topic, pace=("realtime", 1.0))
+            except Exception as exc:  # reported in the summary; the demo keeps running
+                sim_error.append(exc)
+                log.exception("simulator stopped")
+
+        threading.Thread(target=simulate, name="simulator", daemon=True).start()
+        stop = threading.Event()
+        signal.signal(signal.SIGINT, lambda *_: stop.set())
+        signal.signal(signal.SIGTERM, lambda *_: stop.set())
+        deadline = None if duration is None else time.monotonic() + duration
+        try:
+            while not stop.is_set() and query.isActive:
+                remaining = None if deadline is None else deadline - time.monotonic()
+                if remaining is not None and remaining <= 0:
+                    break
+                stop.wait(min(5.0, remaining) if remaining is not None else 5.0)
+                print(progress_line(writer.stats), flush=True)
+        finally:
+            failure = query.exception()
+            query.stop()
+            kafka.close()
+            metrics.close()
+        print(summary_table(writer.stats, {"profile": args.profile, "metrics endpoint": f"http://{host}:{port}/metrics",
+                                           "simulator": "error: " + str(sim_error[0]) if sim_error else "ok"}))
+        if failure is not None:
+            print(f"query failed: {failure}")
+            return 1
+    return 0
+
+
+def register(subparsers) -> None:
+    from .cli import _add_rules_flags
+
+    p = subparsers.add_parser("run", help="the always-on streaming job (Kafka in; Kafka and Prometheus out)")
+    _streaming_flags(p)
+    _add_rules_flags(p)
+    p.set_defaults(func=_cmd_run)
+
+    d = subparsers.add_parser("demo", help="embedded broker + simulator + streaming job + metrics, on this machine")
+    d.add_argument("--duration", help="how long to run (e.g. 60s, 5m); default until Ctrl-C")
+    d.add_argument("--profile", default="mixed", help="simulator profile (default mixed)")
+    d.add_argument("--groups", type=int, help="override the profile's number of groups")
+    d.add_argument("--seed", type=int, default=1)
+    d.add_argument("--trigger", default="1s", help="micro-batch interval (default 1s)")
+    d.add_argument("--max-skew", default=None, help="cross-topic skew tolerated (default 2s)")
+    d.add_argument("--metrics-port", type=int, default=None, help="metrics port (default 9464; 0 = any free port)")
+    _add_rules_flags(d)
+    d.set_defaults(func=_cmd_demo)
