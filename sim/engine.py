@@ -288,8 +288,20 @@ class Simulator:
             self._classic_join(group, client, t)
         else:
             self._push(t + self._latency(), _HB, client, client.hb_token, t)
-        self._push(t + client.commit_interval_ms + self._latency(), _COMMIT, client, client.commit_token, t + client.commit_interval_ms)
+        self._schedule_commit(client, t + client.commit_interval_ms)
         return client
+
+    def _schedule_commit(self, client: ConsumerClient, t_send: int) -> None:
+        """The client's next commit from its own clock, sent (group metadata taken) at ``t_send``.
+
+        A transactional commit reaches the group coordinator only after the
+        producer's AddOffsetsToTxn round trip (``txn_commit_delay_ms``): the
+        member epoch it carries is older by that much.
+        """
+        arrive = t_send + self._latency()
+        if client.transactional_id is not None:
+            arrive += self.knobs.txn_commit_delay_ms
+        self._push(arrive, _COMMIT, client, client.commit_token, t_send)
 
     def _next_producer_id(self) -> int:
         self._producer_ids += 1
@@ -332,15 +344,24 @@ class Simulator:
                 self.empty_groups.discard(group.index)
             self.emit.group_state(self._stamp(group, t, HEARTBEATS), group.group_id, state, "consumer", truth)
 
-    def _expiry_truth(self, group: SimGroup, t: int):
+    def _expiry_truth(self, group: SimGroup, t: int) -> Truth | None:
+        """Label of a group going Empty with committed offsets: when they will expire.
+
+        KIP-848 groups count retention from each commit; classic groups from
+        the moment they became Empty (SPEC §4). The actual deletion happens at
+        the coordinator's next cleanup run after that deadline.
+        """
         committed = group.coord.committed
         if not committed:
             return None
         retention = self.knobs.retention_minutes * 60_000
-        oldest = min(ts for _, _, ts in committed.values())
+        if group.protocol == "classic":
+            deadline = t + retention
+        else:
+            deadline = min(ts for _, _, ts in committed.values()) + retention
         return Truth(
             "expiry_hazard",
-            details={"committed_partitions": str(len(committed)), "earliest_expiry_ts": str(oldest + retention)},
+            details={"committed_partitions": str(len(committed)), "earliest_expiry_ts": str(deadline)},
         )
 
     def _count(self, name: str) -> None:
@@ -439,7 +460,8 @@ class Simulator:
             if flags & HB_UNREVOKED:
                 self._push(t + self.knobs.rebalance_timeout_ms, _REBALANCE, group, member_id, member.unrevoked_since_ms)
             self._emit_state(group, t)
-        t_learn = t + self._latency()
+        # The response leaves once the coordinator's records are written (when anything changed).
+        t_learn = t + self._latency() + (self.knobs.coordinator_write_ms if flags else 0)
         if error != NONE:
             self._on_heartbeat_error(client, error, t, t_learn)
             return
@@ -531,7 +553,7 @@ class Simulator:
         if token != client.commit_token or not client.alive:
             return
         next_send = t_send + client.commit_interval_ms
-        self._push(next_send + self._latency(), _COMMIT, client, token, next_send)
+        self._schedule_commit(client, next_send)
         if client.revoking:
             return
         view = client.view_at(t_send)
@@ -763,8 +785,7 @@ class Simulator:
             self._classic_wake(group, client, t)
             return
         self._push(t + self._latency(), _HB, client, client.hb_token, t)
-        send = t + client.commit_interval_ms
-        self._push(send + self._latency(), _COMMIT, client, client.commit_token, send)
+        self._schedule_commit(client, t + client.commit_interval_ms)
 
     def _admin_commit(self, group: SimGroup, t: int) -> None:
         """An operator resets offsets (member id "", epoch -1): accepted only when the group is empty."""
@@ -923,7 +944,7 @@ class Simulator:
     def _classic_wake(self, group: SimGroup, client: ConsumerClient, t: int) -> None:
         if client.member_id in group.coord.members:
             # Paused shorter than the session timeout: nothing happened.
-            self._push(t + client.commit_interval_ms + self._latency(), _COMMIT, client, client.commit_token, t + client.commit_interval_ms)
+            self._schedule_commit(client, t + client.commit_interval_ms)
             return
         # Removed while frozen: JoinGroup under a new member id, claiming the old partitions
         # with the old generation in its sticky user data (KIP-341).
@@ -936,8 +957,7 @@ class Simulator:
         client.learn(t, -1, (), False)
         group.stale_claims[new_id] = (old[2], old[1])
         self._classic_request_rebalance(group, t + 2 * self._latency())
-        send = t + client.commit_interval_ms
-        self._push(send + self._latency(), _COMMIT, client, client.commit_token, send)
+        self._schedule_commit(client, t + client.commit_interval_ms)
 
     def _classic_request_rebalance(self, group: SimGroup, t: int) -> None:
         if group.rebalance_pending:

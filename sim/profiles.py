@@ -37,6 +37,8 @@ class Knobs:
     auto_commit_interval_ms: int = 5000  # auto.commit.interval.ms
     eos_commit_interval_ms: int = 100  # Kafka Streams commit.interval.ms under exactly-once
     latency_ms: float = 5.0  # mean one-way client<->coordinator latency (1 ms + exponential)
+    coordinator_write_ms: int = 5  # a heartbeat that changed state is answered after its records are written
+    txn_commit_delay_ms: int = 20  # group metadata taken -> TxnOffsetCommit arrives (AddOffsetsToTxn round trip)
     consumer_lag_ms: int = 2000  # how far behind the log end consumers commit
     produce_rate: float = 50.0  # records/s appended to each partition
     # races and failures
@@ -162,7 +164,13 @@ def parse_knob(knobs: Knobs, assignment: str) -> Knobs:
                 raise ValueError(raw)
             value: object = raw.lower() in ("true", "1", "yes")
         elif isinstance(current, int):
-            value = int(float(raw)) if raw.replace(".", "", 1).replace("e", "", 1).isdigit() else int(raw)
+            try:
+                value = int(raw)
+            except ValueError:
+                number = float(raw)  # 6e4, 60000.0
+                if not number.is_integer():
+                    raise
+                value = int(number)
         else:
             value = float(raw)
     except ValueError:
@@ -179,7 +187,8 @@ def validate(knobs: Knobs) -> Knobs:
             continue
         if value < 0:
             errors.append(f"{f.name} must be >= 0, got {value}")
-        if (f.name.endswith("_fraction") or f.name.endswith("_rate") and f.name != "produce_rate") and value > 1:
+        probability = f.name.endswith("_fraction") or (f.name.endswith("_rate") and f.name != "produce_rate")
+        if probability and value > 1:
             errors.append(f"{f.name} is a probability, got {value}")
     for name in ("groups", "members_per_group", "topics", "partitions_per_topic", "groups_per_topic"):
         if getattr(knobs, name) < 1:
