@@ -523,8 +523,26 @@ class KafkaInputPartition(InputPartition):
 # --------------------------------------------------------------------------- driver side
 
 
-def _client_logger() -> logging.Logger:
-    return logging.getLogger(__name__ + ".librdkafka")
+class _ClientLog:
+    """librdkafka's ``logger``: forwards to logging and keeps the last error lines.
+
+    Failures such as a TLS handshake against a plaintext listener are only
+    logged by librdkafka, never raised; keeping them lets a timeout say why.
+    """
+
+    _logger = logging.getLogger(__name__ + ".librdkafka")
+
+    def __init__(self) -> None:
+        self.errors: list[str] = []
+
+    def log(self, level: int, fmt: str, *args: object) -> None:
+        self._logger.log(level, fmt, *args)
+        if level >= logging.ERROR or (level >= logging.WARNING and "FAIL" in str(args[:1])):
+            self.errors.append(fmt % args if args else fmt)
+            del self.errors[:-3]
+
+    def last(self) -> str:
+        return "; ".join(self.errors) or "none"
 
 
 class _OffsetReader:
@@ -536,8 +554,16 @@ class _OffsetReader:
         self._options = options
         config = options.config()
         _validate_consumer_config(options)
-        self._admin = AdminClient({**config, "logger": _client_logger()})
-        self._timeout_s = max(1.0, options.poll_timeout_ms / 1000.0)
+        self._client_log = _ClientLog()
+        self._config_errors: list[Any] = []
+
+        def on_error(err) -> None:
+            if err.fatal() or err.code() in _CONFIG_ERRORS:
+                self._config_errors.append(err)
+
+        self._admin = AdminClient({**config, "logger": self._client_log, "error_cb": on_error})
+        # Per request; with fetchOffset.numRetries a dead bootstrap fails in minutes, not hours.
+        self._timeout_s = min(30.0, max(1.0, options.poll_timeout_ms / 1000.0))
         self._missing_logged: set[str] = set()
 
     def partitions(self) -> tuple[set[TopicPartitionKey], set[str]]:
@@ -601,10 +627,16 @@ class _OffsetReader:
             try:
                 return call()
             except Exception as exc:
+                self._admin.poll(0)  # deliver queued client logs and error callbacks
+                if self._config_errors:
+                    raise RuntimeError(
+                        f"could not fetch {what} from Kafka: {self._config_errors[0]} (check "
+                        f"kafka.security.protocol, SASL and SSL settings: {redact(self._options.config())})"
+                    ) from exc
                 if attempt >= attempts:
                     raise RuntimeError(
                         f"could not fetch {what} from Kafka ({self._options.describe_subscription()}) after "
-                        f"{attempts} attempts: {exc}") from exc
+                        f"{attempts} attempts: {exc}; last client errors: {self._client_log.last()}") from exc
                 log.debug("fetching %s failed (attempt %d): %s", what, attempt, exc)
                 time.sleep(self._options.fetch_offset_retry_interval_ms / 1000.0)
         raise AssertionError("unreachable")
@@ -615,14 +647,14 @@ def _validate_consumer_config(options: SourceOptions) -> None:
     from confluent_kafka import Consumer, KafkaException
 
     try:
-        consumer = Consumer(_consumer_config(ReadSpec.of(options), lambda err: None))
+        consumer = Consumer(_consumer_config(ReadSpec.of(options), lambda err: None, _ClientLog()))
     except (KafkaException, ValueError, TypeError) as exc:
         raise KafkaSourceError(f"invalid Kafka client settings for {SHORT_NAME}: {exc} "
                                f"(settings: {redact(options.config())})") from None
     consumer.close()
 
 
-def _consumer_config(spec: ReadSpec, error_cb) -> dict[str, Any]:
+def _consumer_config(spec: ReadSpec, error_cb, client_log: _ClientLog) -> dict[str, Any]:
     return {
         **dict(spec.client_config),
         "group.id": spec.group_id,
@@ -632,7 +664,7 @@ def _consumer_config(spec: ReadSpec, error_cb) -> dict[str, Any]:
         "enable.partition.eof": False,
         "isolation.level": spec.isolation_level,
         "error_cb": error_cb,
-        "logger": _client_logger(),
+        "logger": client_log,
     }
 
 
@@ -752,12 +784,17 @@ def read_partition(part: KafkaInputPartition) -> Iterator[Any]:
     schema = to_arrow_schema(kafka_schema(spec.include_headers), timezone="UTC")
     where = f"{part.topic}[{part.partition}]"
     client_errors: list[str] = []
+    fatal: list[KafkaError] = []
 
     def on_error(err: KafkaError) -> None:
+        # Client-level errors (auth, TLS, all brokers down) come here, not as messages.
         client_errors.append(str(err))
         del client_errors[:-5]
+        if err.fatal() or err.code() in _CONFIG_ERRORS:
+            fatal.append(err)
 
-    consumer = Consumer(_consumer_config(spec, on_error))
+    client_log = _ClientLog()
+    consumer = Consumer(_consumer_config(spec, on_error, client_log))
     builder = _BatchBuilder(part.topic, part.partition, schema, spec.include_headers)
     position = part.from_offset
     until = part.until_offset
@@ -796,6 +833,9 @@ def read_partition(part: KafkaInputPartition) -> Iterator[Any]:
                         continue  # re-delivered after a re-assign; already emitted
                     builder.extend([msg], [offset])
                     position = offset + 1
+            if fatal:
+                raise RuntimeError(f"cannot read {where}: {fatal[0]} (check kafka.security.protocol, SASL "
+                                   f"and SSL settings: {redact(dict(spec.client_config))})")
             if position < until and not messages:
                 # Nothing delivered: the range may end in control records or other gaps.
                 current = consumer.position([TopicPartition(part.topic, part.partition)])[0].offset
@@ -807,7 +847,7 @@ def read_partition(part: KafkaInputPartition) -> Iterator[Any]:
                 raise TimeoutError(
                     f"no progress reading {where} at offset {position} (range {part.from_offset}..{until}) for "
                     f"{spec.poll_timeout_ms} ms (kafkaConsumer.pollTimeoutMs); last client errors: "
-                    f"{client_errors or 'none'}")
+                    f"{'; '.join(client_errors) or 'none'}; client log: {client_log.last()}")
             if builder.rows >= ARROW_BATCH_ROWS:
                 yield builder.flush()
         if builder.rows:
@@ -816,6 +856,19 @@ def read_partition(part: KafkaInputPartition) -> Iterator[Any]:
         raise RuntimeError(f"reading {where} at offset {position} failed: {exc}") from exc
     finally:
         consumer.close()
+
+
+def _config_error_codes() -> frozenset[int]:
+    from confluent_kafka import KafkaError
+
+    names = ("_AUTHENTICATION", "SASL_AUTHENTICATION_FAILED", "_SSL", "TOPIC_AUTHORIZATION_FAILED",
+             "CLUSTER_AUTHORIZATION_FAILED", "_UNSUPPORTED_FEATURE", "ILLEGAL_SASL_STATE",
+             "UNSUPPORTED_SASL_MECHANISM")
+    return frozenset(getattr(KafkaError, n) for n in names if hasattr(KafkaError, n))
+
+
+# Errors retrying cannot fix: fail the task now rather than after pollTimeoutMs.
+_CONFIG_ERRORS = _config_error_codes()
 
 
 def _on_read_error(consumer, err, part: KafkaInputPartition, position: int) -> int:

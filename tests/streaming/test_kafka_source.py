@@ -342,6 +342,24 @@ def test_recreated_topic_restarts_from_earliest_when_loss_is_allowed(broker, top
 
 
 @pytest.mark.broker
+def test_sasl_settings_reach_librdkafka_and_auth_failure_is_clear(broker, topic_factory):
+    """SASL against the plaintext test broker must fail fast, say why, and keep the password out."""
+    topic = topic_factory(partitions=1)
+    opts = parse_options({"kafka.bootstrap.servers": broker, "subscribe": topic,
+                          "kafkaConsumer.pollTimeoutMs": "5000", "kafka.security.protocol": "SASL_PLAINTEXT",
+                          "kafka.sasl.jaas.config": 'org.apache.kafka.common.security.plain.PlainLoginModule '
+                                                    'required username="svc" password="hunter2";',
+                          "kafka.sasl.mechanism": "PLAIN"})
+    with pytest.raises(RuntimeError, match="_AUTHENTICATION|SASL") as on_executor:
+        list(read_partition(KafkaInputPartition(topic, 0, 0, 1, ReadSpec.of(opts))))
+    with pytest.raises(RuntimeError, match="_AUTHENTICATION|SASL") as on_driver:
+        _Planner(opts).latest({})
+    for info in (on_executor, on_driver):
+        assert "hunter2" not in str(info.value)
+        assert "[redacted]" in str(info.value)
+
+
+@pytest.mark.broker
 def test_stream_reader_offsets_limit_and_new_partitions(broker, topic_factory):
     """Driver side without Spark: earliest start, ReadMaxRows budget, AvailableNow target."""
     from pyspark.sql.streaming.datasource import ReadAllAvailable, ReadMaxRows
