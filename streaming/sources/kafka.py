@@ -706,18 +706,31 @@ class _Planner:
         latest = self.reader.list_offsets([tp for tp, o in wanted.items() if o == LATEST], "latest")
         return {tp: earliest.get(tp, latest.get(tp, o)) if o < 0 else o for tp, o in wanted.items()}
 
+    def subscribed(self, tp: TopicPartitionKey) -> bool:
+        """Whether the options (as given now, perhaps changed since the checkpoint) cover ``tp``."""
+        opts = self.options
+        if opts.subscribe:
+            return tp[0] in opts.subscribe
+        if opts.subscribe_pattern is not None:
+            return re.fullmatch(opts.subscribe_pattern, tp[0]) is not None
+        return tp in opts.assign
+
     def latest(self, start: Mapping[TopicPartitionKey, int]) -> dict[TopicPartitionKey, int]:
         """End offsets now, checked against ``start`` for partitions that vanished or went back."""
         opts = self.options
         tps, unknown_topics = self.reader.partitions()
-        gone = sorted(tp for tp in start if tp not in tps and tp[0] not in unknown_topics)
+        dropped = sorted(tp for tp in start if not self.subscribed(tp))
+        if dropped:
+            log.info("no longer subscribed, not read any more: %s", ", ".join(_tp(tp) for tp in dropped))
+        gone = sorted(tp for tp in start
+                      if tp not in tps and tp[0] not in unknown_topics and self.subscribed(tp))
         if gone:
             _data_loss(opts.fail_on_data_loss,
                        "partitions no longer exist (topic deleted?): " + ", ".join(_tp(tp) for tp in gone))
         latest = self.reader.list_offsets(tps, "latest")
         # Partitions whose topic metadata failed this round keep their offsets: no progress, no loss.
         for tp, offset in start.items():
-            if tp[0] in unknown_topics:
+            if tp[0] in unknown_topics and self.subscribed(tp):
                 latest[tp] = offset
         behind = [tp for tp in latest if tp in start and latest[tp] < start[tp]]
         if behind and opts.isolation_level == "read_committed":

@@ -313,6 +313,9 @@ def test_deleted_topic_is_data_loss_unless_allowed(broker, caplog):
     with caplog.at_level(logging.WARNING):
         assert lenient.latest({(topic, 0): 5}) == {}
     assert "no longer exist" in caplog.text
+    # A topic taken out of the subscription between runs is not data loss.
+    other = _Planner(parse_options({"kafka.bootstrap.servers": broker, "subscribe": f"{topic}-other"}))
+    assert other.latest({(topic, 0): 5}) == {}
 
 
 @pytest.mark.broker
@@ -384,6 +387,31 @@ def test_stream_reader_offsets_limit_and_new_partitions(broker, topic_factory):
     import pickle
     clone = pickle.loads(pickle.dumps(reader))  # what Spark ships to executors
     assert sum(b.num_rows for b in clone.read(parts[0])) == 150
+
+
+@pytest.mark.broker
+def test_subscribe_pattern_picks_up_topics_created_later(broker):
+    import uuid
+
+    prefix = f"pat-{uuid.uuid4().hex[:8]}"
+    config = {"bootstrap.servers": broker}
+    reader = KafkaStreamReader(parse_options({"kafka.bootstrap.servers": broker,
+                                              "subscribePattern": rf"{prefix}-\d+"}))
+    created = [f"{prefix}-1", f"{prefix}-2", f"{prefix}-x"]
+    try:
+        create_topics(config, created[:1], 1)
+        _produce(broker, created[0], [b"a"] * 3, partitions=1)
+        start = reader.initialOffset()  # startingOffsets=latest
+        assert start == {created[0]: {"0": 4}}
+        create_topics(config, created[1:], 1)
+        _produce(broker, created[1], [b"b"] * 2, partitions=1)
+        _produce(broker, created[2], [b"c"] * 2, partitions=1)  # does not match the pattern
+        end = reader.latestOffset(start, None)
+        assert end == {created[0]: {"0": 4}, created[1]: {"0": 3}}
+        parts = reader.partitions(start, end)
+        assert [(p.topic, p.from_offset, p.until_offset) for p in parts] == [(created[1], 0, 3)]
+    finally:
+        delete_topics(config, created)
 
 
 # --------------------------------------------------------------------------- Spark
