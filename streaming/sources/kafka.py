@@ -703,8 +703,13 @@ class _Planner:
             raise KafkaSourceError(f"{name} JSON must give an offset for every subscribed partition; missing: "
                                    + ", ".join(_tp(tp) for tp in missing))
         earliest = self.reader.list_offsets([tp for tp, o in wanted.items() if o == EARLIEST], "earliest")
-        latest = self.reader.list_offsets([tp for tp, o in wanted.items() if o == LATEST], "latest")
-        return {tp: earliest.get(tp, latest.get(tp, o)) if o < 0 else o for tp, o in wanted.items()}
+        latest = self.reader.list_offsets([tp for tp, o in wanted.items() if o != EARLIEST], "latest")
+        beyond = sorted(tp for tp, o in wanted.items() if o >= 0 and o > latest[tp])
+        if beyond:
+            # Reading would wait for offsets that do not exist (and look like loss later).
+            raise KafkaSourceError(f"{name} lies beyond the end of " + ", ".join(
+                f"{_tp(tp)} (asked {wanted[tp]}, end offset {latest[tp]})" for tp in beyond))
+        return {tp: (earliest[tp] if o == EARLIEST else latest[tp]) if o < 0 else o for tp, o in wanted.items()}
 
     def subscribed(self, tp: TopicPartitionKey) -> bool:
         """Whether the options (as given now, perhaps changed since the checkpoint) cover ``tp``."""
@@ -764,7 +769,9 @@ class _Planner:
                 log.info("new partition %s: reading from its earliest offset %d", _tp(tp), frm)
             elif frm > until:
                 if high.get(tp, -1) >= frm:
-                    continue  # the log still reaches frm: an already-read range, nothing to do
+                    # The log still reaches frm, so this is not a reset: e.g. batch 0 re-planned
+                    # after a restart with startingOffsets=latest resolved again. Nothing to read.
+                    continue
                 _data_loss(opts.fail_on_data_loss,
                            f"offsets of {_tp(tp)} went back from {frm} to {until} (topic re-created?)")
                 frm = earliest[tp]

@@ -379,6 +379,14 @@ def test_stream_reader_offsets_limit_and_new_partitions(broker, topic_factory):
     assert reader.latestOffset(start, ReadAllAvailable()) == {topic: {"0": 501, "1": 501}}
     # Partition 1 missing from `start` counts as new: it begins at its earliest offset.
     assert reader.latestOffset({topic: {"0": 501}}, ReadMaxRows(10)) == {topic: {"0": 501, "1": 10}}
+    beyond = KafkaStreamReader(parse_options({"kafka.bootstrap.servers": broker, "subscribe": topic,
+                                              "startingOffsets": json.dumps({topic: {"0": 9999, "1": -2}})}))
+    with pytest.raises(KafkaSourceError, match=rf"beyond the end of {topic}\[0\] \(asked 9999, end offset 501\)"):
+        beyond.initialOffset()
+    missing = KafkaStreamReader(parse_options({"kafka.bootstrap.servers": broker, "subscribe": topic,
+                                               "startingOffsets": json.dumps({topic: {"0": 3}})}))
+    with pytest.raises(KafkaSourceError, match=rf"every subscribed partition; missing: {topic}\[1\]"):
+        missing.initialOffset()
     reader.prepareForTriggerAvailableNow()
     _produce(broker, topic, [b"later"] * 10, partitions=2)
     assert reader.latestOffset(first, ReadAllAvailable()) == {topic: {"0": 501, "1": 501}}
