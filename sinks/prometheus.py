@@ -83,6 +83,8 @@ class MetricsBatch:
 
     batch_id: int | None = None
     verdicts: Iterable[Any] = ()
+    # pre-aggregated verdicts: (shapes, requests) pairs from summarize_verdicts (executor side)
+    verdict_summaries: Iterable[tuple[Counter, Counter]] = ()
     alerts: Iterable[Any] = ()
     group_status: Iterable[Mapping[str, Any]] = ()
     events: Mapping[tuple, int] | Iterable[Mapping[str, Any]] = ()
@@ -282,6 +284,8 @@ class MetricsSink:
         agg = _Aggregate()
         self._count_events(agg, batch.events)
         self._count_verdicts(agg, batch.verdicts)
+        for shapes, requests in batch.verdict_summaries:
+            self._apply_verdict_summary(agg, Counter(shapes), Counter(requests))
         self._count_heartbeat_errors(agg, batch.heartbeat_errors)
         self._count_alerts(agg, batch.alerts)
         for record in batch.group_status:
@@ -325,46 +329,13 @@ class MetricsSink:
                 agg.activity[(cluster, group)] += n
 
     def _count_verdicts(self, agg: _Aggregate, verdicts: Iterable[Any]) -> None:
-        """Count verdicts by their shape first (one Counter hit per verdict), then expand and
-        validate each distinct shape once: a batch has many verdicts but few shapes."""
-        policy_index = 3 + [p for p, _ in _POLICY_FIELDS].index(self.config.broker_policy)
-        shapes: Counter = Counter()
-        # request-level facts, keyed by event_id (Kafka answers a whole request); only
-        # requests that carry a broker answer or are transactional matter
-        requests: dict[tuple, list] = {}
-        for i, v in enumerate(verdicts):
-            if isinstance(v, dict):
-                get = v.get
-                cls = get("class") or get("cls")
-            elif isinstance(v, tuple) and hasattr(v, "_fields"):  # state.model.Verdict: `class` is `cls`
-                get = _attr_getter(v)
-                cls = getattr(v, "cls", None)
-            elif isinstance(v, Mapping):
-                get = v.get
-                cls = get("class") or get("cls")
-            else:
-                self._reject(agg, "verdict", v, TypeError(f"not a verdict record: {type(v).__name__}"))
-                continue
-            shape = (
-                get("cluster") or _DEFAULT_CLUSTER, get("group_id"), get("kind"),
-                get("strict"), get("member_revocation"), get("assignment_epoch_check"), get("kip1251"),
-                cls, bool(get("unsafe")), get("model_agrees"),
-            )
-            shapes[shape] += 1
-            broker_error = get("broker_error")
-            if broker_error is None and shape[2] != "txn_commit":
-                continue
-            event_id = get("event_id")
-            request_key = (shape[0], shape[1], shape[2], event_id if event_id is not None else ("#", i))
-            request = requests.get(request_key)
-            rejected, kip_accepts = shape[policy_index] != "NONE", shape[6] == "NONE"
-            if request is None:
-                requests[request_key] = [broker_error, rejected, kip_accepts]
-            else:
-                if request[0] is None:
-                    request[0] = broker_error
-                request[1] = request[1] or rejected
-                request[2] = request[2] and kip_accepts
+        shapes, requests, bad = summarize_verdicts(verdicts, self.config.broker_policy)
+        for record, exc in bad:
+            self._reject(agg, "verdict", record, exc)
+        self._apply_verdict_summary(agg, shapes, requests)
+
+    def _apply_verdict_summary(self, agg: _Aggregate, shapes: Counter, requests: Counter) -> None:
+        """Counters from verdict shapes and per-request facts (see :func:`summarize_verdicts`)."""
         invalid: set[tuple] = set()
         judged = m.PREFIX + "commits_judged_total"
         for shape, n in shapes.items():
@@ -389,20 +360,20 @@ class MetricsSink:
                 agg.inc(m.PREFIX + "unsafe_accepts_total", (cluster, group, kind), n)
             if agrees is not None:
                 agg.inc(m.PREFIX + "model_comparisons_total", (cluster, group, kind, "agree" if agrees else "diverge"), n)
-        for (cluster, group, kind, _), (broker_error, modeled_reject, kip1251_accepts) in requests.items():
+        for (cluster, group, kind, broker_error, modeled_reject, kip1251_accepts), n in requests.items():
             if (cluster, group, kind) in invalid or not group or kind not in m.COMMIT_KINDS:
                 continue
             error = m.error_name(broker_error)
             if error is not None:
-                agg.inc(m.PREFIX + "broker_errors_total", (cluster, group, _API_BY_KIND[kind], error))
+                agg.inc(m.PREFIX + "broker_errors_total", (cluster, group, _API_BY_KIND[kind], error), n)
             if kind != "txn_commit":
                 continue
             # aborted: what the broker answered if known, else what the brokers' policy decides
             aborted = error is not None if broker_error is not None else modeled_reject
             if aborted:
-                agg.inc(m.PREFIX + "aborted_transactions_total", (cluster, group))
+                agg.inc(m.PREFIX + "aborted_transactions_total", (cluster, group), n)
                 if kip1251_accepts:
-                    agg.inc(m.PREFIX + "avoidable_aborts_total", (cluster, group))
+                    agg.inc(m.PREFIX + "avoidable_aborts_total", (cluster, group), n)
 
     def _count_alerts(self, agg: _Aggregate, alerts: Iterable[Any]) -> None:
         for a in alerts:
@@ -692,3 +663,79 @@ def running_versions() -> dict[str, str]:
         "python_version": platform.python_version(),
         "pyspark_version": version("pyspark"),
     }
+
+
+def summarize_verdicts(verdicts: Iterable[Any], broker_policy: str = "strict") -> tuple[Counter, Counter, list]:
+    """Verdicts -> (shape counts, request counts, malformed records).
+
+    Split from the exporter so executors can pre-aggregate a batch's verdicts where
+    they are made (``streaming.state_fn``) and ship a few counts instead of every
+    verdict; the exporter applies the same summary either way. Request facts are
+    (cluster, group, kind, broker_error, modeled_reject, kip1251_accepts) -> count,
+    one per commit request that carries a broker answer or is transactional.
+    """
+    policy_index = 3 + [p for p, _ in _POLICY_FIELDS].index(broker_policy)
+    bad: list = []
+    shapes: Counter = Counter()
+    # request-level facts, keyed by event_id (Kafka answers a whole request); only
+    # requests that carry a broker answer or are transactional matter
+    requests: dict[tuple, list] = {}
+    for i, v in enumerate(verdicts):
+        if isinstance(v, dict):
+            get = v.get
+            cls = get("class") or get("cls")
+        elif isinstance(v, tuple) and hasattr(v, "_fields"):  # state.model.Verdict: `class` is `cls`
+            get = _attr_getter(v)
+            cls = getattr(v, "cls", None)
+        elif isinstance(v, Mapping):
+            get = v.get
+            cls = get("class") or get("cls")
+        else:
+            bad.append((v, TypeError(f"not a verdict record: {type(v).__name__}")))
+            continue
+        shape = (
+            get("cluster") or _DEFAULT_CLUSTER, get("group_id"), get("kind"),
+            get("strict"), get("member_revocation"), get("assignment_epoch_check"), get("kip1251"),
+            cls, bool(get("unsafe")), get("model_agrees"),
+        )
+        shapes[shape] += 1
+        broker_error = get("broker_error")
+        if broker_error is None and shape[2] != "txn_commit":
+            continue
+        event_id = get("event_id")
+        request_key = (shape[0], shape[1], shape[2], event_id if event_id is not None else ("#", i))
+        request = requests.get(request_key)
+        rejected, kip_accepts = shape[policy_index] != "NONE", shape[6] == "NONE"
+        if request is None:
+            requests[request_key] = [broker_error, rejected, kip_accepts]
+        else:
+            if request[0] is None:
+                request[0] = broker_error
+            request[1] = request[1] or rejected
+            request[2] = request[2] and kip_accepts
+    counts: Counter = Counter()
+    for (cluster, group, kind, _), (broker_error, rejected, kip_accepts) in requests.items():
+        counts[(cluster, group, kind, broker_error, rejected, kip_accepts)] += 1
+    return shapes, counts, bad
+
+
+_JUDGEMENT_INDEX = {"strict": 4, "member_revocation": 5, "assignment_epoch": 6, "kip1251": 7}
+
+
+def summarize_commit_verdicts(commits: Iterable[Any], broker_policy: str = "strict") -> tuple[Counter, Counter]:
+    """:func:`summarize_verdicts` for ``state.model.CommitVerdicts`` (one per request), without
+    expanding them into per-partition records: same shapes, same request facts."""
+    idx = _JUDGEMENT_INDEX[broker_policy]
+    shapes: Counter = Counter()
+    requests: Counter = Counter()
+    for cv in commits:
+        cluster = cv.cluster or _DEFAULT_CLUSTER
+        for p in cv.parts:
+            shapes[(cluster, cv.group_id, cv.kind, p.strict, p.member_revocation, p.assignment_epoch_check,
+                    p.kip1251, p.cls, bool(p.unsafe), cv.model_agrees)] += 1
+        if cv.broker_error is None and cv.kind != "txn_commit":
+            continue
+        rejected = any(p[idx] != "NONE" for p in cv.parts)
+        kip_accepts = all(p.kip1251 == "NONE" for p in cv.parts)
+        requests[(cluster, cv.group_id, cv.kind, cv.broker_error, rejected, kip_accepts)] += 1
+    return shapes, requests

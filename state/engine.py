@@ -1,9 +1,10 @@
 """Routing events to keyed state, shared by the local engine and the Spark state function.
 
 Two key spaces: a group key ``("g", cluster, group_id)`` for everything about a
-group, and a partition key ``("p", cluster, topic, partition)`` for truncation
-(a partition's log facts plus each group's stored commit to it). An event goes
-to its group key and, for stored commits, to the partition keys it touches.
+group, and a topic key ``("t", cluster, topic)`` for truncation (its partitions'
+log facts plus each group's stored commit to them). An event goes to its group
+key and, for stored commits, to the topic keys it touches (one routed item per
+topic, carrying that topic's commit facts).
 Within a key, events are applied in (ts, seq) order; keys are independent, so
 any engine that keeps that order per key produces the same outputs.
 """
@@ -18,50 +19,56 @@ from .config import RulesConfig
 from .events import OffsetCommit, OffsetCommitted, OffsetDeleted, PartitionEpochs
 
 GroupKey = tuple[str, str, str]
-PartitionKey = tuple[str, str, str, int]
-Key = GroupKey | PartitionKey
+TopicKey = tuple[str, str, str]
+Key = GroupKey | TopicKey
 
 
 def group_key(cluster: str, group_id: str) -> GroupKey:
     return ("g", cluster, group_id)
 
 
-def partition_key(cluster: str, topic: str, partition: int) -> PartitionKey:
-    return ("p", cluster, topic, partition)
+def topic_key(cluster: str, topic: str) -> TopicKey:
+    return ("t", cluster, topic)
+
+
+def _facts_by_topic(ev, offsets) -> Iterator[tuple[Key, tuple]]:
+    by_topic: dict[str, list] = {}
+    for o in offsets:
+        by_topic.setdefault(o.topic, []).append(part.CommitFact(
+            ev.ts, ev.cluster, ev.group_id, ev.event_id, ev.seq, o.topic, o.partition, o.offset, o.leader_epoch))
+    for topic, facts in by_topic.items():
+        yield topic_key(ev.cluster, topic), tuple(facts)
 
 
 def route(ev) -> Iterator[tuple[Key, object]]:
     """(key, event) pairs for one input event."""
     if isinstance(ev, PartitionEpochs):
-        yield partition_key(ev.cluster, ev.topic, ev.partition), ev
+        yield topic_key(ev.cluster, ev.topic), ev
         return
     yield group_key(ev.cluster, ev.group_id), ev
     if isinstance(ev, OffsetCommit):
         # Stored by the broker: its answer 0, or no answer given (assumed stored; docs/decisions.md).
         if ev.error_code in (None, 0):
-            for o in ev.offsets:
-                yield partition_key(ev.cluster, o.topic, o.partition), part.CommitFact(
-                    ev.ts, ev.cluster, ev.group_id, ev.event_id, ev.seq, o.topic, o.partition, o.offset,
-                    o.leader_epoch)
+            yield from _facts_by_topic(ev, ev.offsets)
     elif isinstance(ev, OffsetCommitted):
-        yield partition_key(ev.cluster, ev.topic, ev.partition), part.CommitFact(
-            ev.ts, ev.cluster, ev.group_id, ev.event_id, ev.seq, ev.topic, ev.partition, ev.offset, ev.leader_epoch)
+        yield topic_key(ev.cluster, ev.topic), (part.CommitFact(
+            ev.ts, ev.cluster, ev.group_id, ev.event_id, ev.seq, ev.topic, ev.partition, ev.offset, ev.leader_epoch),)
     elif isinstance(ev, OffsetDeleted):
-        yield partition_key(ev.cluster, ev.topic, ev.partition), part.CommitFact(
-            ev.ts, ev.cluster, ev.group_id, ev.event_id, ev.seq, ev.topic, ev.partition, -1, -1, deleted=True)
+        yield topic_key(ev.cluster, ev.topic), (part.CommitFact(
+            ev.ts, ev.cluster, ev.group_id, ev.event_id, ev.seq, ev.topic, ev.partition, -1, -1, deleted=True),)
 
 
 def new_state(key: Key):
     if key[0] == "g":
         return grp.new_group(key[1], key[2])
-    return part.new_partition(key[1], key[2], key[3])
+    return part.new_topic_watch(key[1], key[2])
 
 
 def apply(state, ev, cfg: RulesConfig, out: grp.Outputs):
     """One keyed event; returns the key's next state."""
     if isinstance(state, grp.GroupState):
         return grp.process(state, ev, cfg, out)
-    return part.process_partition(state, ev, out)
+    return part.process_topic(state, ev, out)
 
 
 def run_key(key: Key, state, events: Iterable, cfg: RulesConfig, out: grp.Outputs, clock: int | None = None):
@@ -113,11 +120,11 @@ class LocalEngine:
             if ev.error_code in (None, 0):
                 cluster, gid, ts = ev.cluster, ev.group_id, ev.ts
                 for o in ev.offsets:
-                    pkey = ("p", cluster, o.topic, o.partition)
-                    ps = states.get(pkey)
-                    if ps is None:
-                        ps = states[pkey] = part.new_partition(cluster, o.topic, o.partition)
-                    part.note_commit(ps, gid, o.offset, o.leader_epoch, ts, out)
+                    tkey = ("t", cluster, o.topic)
+                    tw = states.get(tkey)
+                    if tw is None:
+                        tw = states[tkey] = part.new_topic_watch(cluster, o.topic)
+                    part.note_commit(tw.partition(o.partition), gid, o.offset, o.leader_epoch, ts, out)
             return
         for key, kev in route(ev):
             st = states.get(key)

@@ -1,8 +1,9 @@
 """Per-partition truncation watch (SPEC 5): a partition's log facts and the groups' commits to it.
 
-Keyed by (cluster, topic, partition), not by group, so a ``partition_epochs``
-fact reaches exactly the groups that committed to that partition, without
-broadcasting every partition to every group. Commit facts come from
+Keyed by (cluster, topic), not by group, so a ``partition_epochs`` fact reaches
+exactly the groups that committed to that partition, without broadcasting every
+partition to every group; one key per topic (not per partition) keeps a commit
+of many partitions to one routed row. Commit facts come from
 ``offset_committed`` records and from commit requests the broker stored
 (``error_code`` 0, or no ``error_code``: see docs/decisions.md).
 """
@@ -111,7 +112,30 @@ def apply_commit_fact(p: PartitionState, fact: CommitFact, out: Outputs) -> Part
     return note_commit(p, fact.group_id, fact.offset, fact.leader_epoch, fact.ts, out)
 
 
-def process_partition(p: PartitionState, event, out: Outputs) -> PartitionState:
+@dataclass(slots=True)
+class TopicWatch:
+    """The truncation watch of every partition of one topic (the keyed state)."""
+
+    cluster: str
+    topic: str
+    partitions: dict[int, PartitionState] = field(default_factory=dict)
+
+    def partition(self, partition: int) -> PartitionState:
+        ps = self.partitions.get(partition)
+        if ps is None:
+            ps = self.partitions[partition] = new_partition(self.cluster, self.topic, partition)
+        return ps
+
+
+def new_topic_watch(cluster: str, topic: str) -> TopicWatch:
+    return TopicWatch(cluster=cluster, topic=topic)
+
+
+def process_topic(tw: TopicWatch, event, out: Outputs) -> TopicWatch:
+    """A ``partition_epochs`` fact, or the commit facts of one event for this topic (a tuple)."""
     if isinstance(event, PartitionEpochs):
-        return apply_partition_epochs(p, event, out)
-    return apply_commit_fact(p, event, out)
+        apply_partition_epochs(tw.partition(event.partition), event, out)
+    else:
+        for fact in event:
+            apply_commit_fact(tw.partition(fact.partition), fact, out)
+    return tw

@@ -12,6 +12,7 @@ import argparse
 import json
 import logging
 import os
+import pickle
 import signal
 import tempfile
 import threading
@@ -58,15 +59,17 @@ def build_inputs(spark, cfg: cfgmod.Config):
     )
 
 
-def build_outputs(inputs, cfg: cfgmod.Config):
+def build_outputs(inputs, cfg: cfgmod.Config, *, emit_verdicts: bool | None = None):
     """Router -> watermark -> keyed state; the DataFrame of output records (schemas.OUTPUT)."""
     from .schemas import OUTPUT, ROUTED, STATE
     from .state_fn import make_router, make_stream_fn
 
+    if emit_verdicts is None:
+        emit_verdicts = bool(cfg.sinks.verdicts_topic)
     routed = inputs.mapInPandas(make_router(cfg.streaming.input_format), ROUTED)
     routed = routed.withWatermark("event_time", f"{cfg.streaming.max_skew_ms} milliseconds")
     return routed.groupBy("key").applyInPandasWithState(
-        make_stream_fn(cfg.state), OUTPUT, STATE, "append", "EventTimeTimeout")
+        make_stream_fn(cfg.state, emit_verdicts=emit_verdicts), OUTPUT, STATE, "append", "EventTimeTimeout")
 
 
 # --------------------------------------------------------------------------- per-batch sinks
@@ -119,10 +122,11 @@ class BatchWriter:
         alert_dicts = [json.loads(x) for x in pdf.loc[amask, "json"]]
         dlq = pdf.loc[records.isin(["dlq", "unknown"])]
         dead = [(r.raw, r.reason, r.json) for r in dlq.itertuples() if r.record == "dlq"]
-        status = [json.loads(x) for x in pdf.loc[records == "status", "json"]]
+        status_rows = pdf.loc[records == "status"]
+        status = [json.loads(x) for x in status_rows["json"]]
+        summaries = [pickle.loads(r) for r in status_rows["raw"] if r is not None]
         if self.kafka is not None:
             self.kafka.write_batch(batch_id, verdict_lines=verdict_lines, alerts=alert_dicts, dead_letters=dead)
-        verdicts = [json.loads(x) for x in verdict_lines]
         latencies = [(now_ms - int(t)) / 1000.0 for t in pdf.loc[vmask | amask, "ts"]]
         events: Counter = Counter()
         hb_errors: Counter = Counter()
@@ -143,7 +147,7 @@ class BatchWriter:
         elapsed = time.monotonic() - t0
         if self.metrics is not None:
             self.metrics.add_batch(
-                batch_id=batch_id, verdicts=verdicts, alerts=alert_dicts, group_status=status, events=dict(events),
+                batch_id=batch_id, verdict_summaries=summaries, alerts=alert_dicts, group_status=status, events=dict(events),
                 heartbeat_errors=dict(hb_errors), dlq=dict(dlq_counts), batch_duration_s=elapsed,
                 decision_latencies_s=latencies, input_lag_records=self.progress() if self.progress else None,
                 last_event_ts_ms=last_ts)
@@ -151,15 +155,19 @@ class BatchWriter:
         with s.lock:
             s.batches += 1
             s.events += sum(events.values())
-            s.verdicts += len(verdicts)
-            s.by_class.update(v["class"] for v in verdicts)
+            for shapes, _ in summaries:
+                for shape, n in shapes.items():
+                    s.verdicts += n
+                    s.by_class[shape[7]] += n
             s.alerts_by_kind.update(a["kind"] for a in alert_dicts)
             s.dead_letters += len(dead)
             s.batch_seconds.append(elapsed)
             if len(s.latencies_ms) < self.MAX_LATENCY_SAMPLES:
                 s.latencies_ms.extend(x * 1000 for x in latencies)
             if s.track_ids:
-                s.event_ids.update(f"{v['event_id']}|{v['topic']}|{v['partition']}" for v in verdicts)
+                for line in verdict_lines:
+                    v = json.loads(line)
+                    s.event_ids[f"{v['event_id']}|{v['topic']}|{v['partition']}"] += 1
 
 
 def start_query(spark, cfg: cfgmod.Config, writer: BatchWriter, *, trigger: str | None = None,

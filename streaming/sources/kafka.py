@@ -63,12 +63,10 @@ from fencewatch.streaming.sources.kafka_config import KafkaConfigError, redact, 
 try:  # Spark >= 4.2
     from pyspark.sql.streaming.datasource import (
         ReadAllAvailable,
-        ReadLimit,
         ReadMaxRows,
         SupportsTriggerAvailableNow,
     )
 except ImportError:  # pragma: no cover - Spark 4.0/4.1: no admission control, no AvailableNow
-    ReadLimit = object  # type: ignore[assignment,misc]
     ReadAllAvailable = ReadMaxRows = None  # type: ignore[assignment,misc]
 
     class SupportsTriggerAvailableNow:  # type: ignore[no-redef]

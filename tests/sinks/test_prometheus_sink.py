@@ -387,3 +387,32 @@ def test_exposition_passes_promtool_lint():
                    alerts=[alert("FENCING_SPIKE", status="firing")], input_lag_records=0, last_event_ts_ms=1)
     result = subprocess.run([promtool, "check", "metrics"], input=sink.render(), capture_output=True, text=True)
     assert result.returncode == 0 and not result.stdout.strip() and not result.stderr.strip(), result.stdout + result.stderr
+
+
+def test_executor_summary_equals_per_verdict_counting():
+    """Pre-aggregating CommitVerdicts where they are made gives the same counts as per-verdict dicts."""
+    from collections import Counter
+
+    from fencewatch.sinks.prometheus import summarize_commit_verdicts, summarize_verdicts
+    from fencewatch.sinks.jsonl import verdict_dict
+    from fencewatch.streaming.replay import judge_events
+
+    events = [
+        {"type": "member_assignment", "ts": 1, "group_id": "g", "member_id": "A", "member_epoch": 1,
+         "assigned": [{"topic": "t", "partitions": [0, 1]}]},
+        {"type": "member_assignment", "ts": 2, "group_id": "g", "member_id": "A", "member_epoch": 2,
+         "assigned": [{"topic": "t", "partitions": [0, 1]}]},
+        {"type": "txn_offset_commit", "ts": 3, "group_id": "g", "member_id": "A", "member_epoch": 1,
+         "offsets": [{"topic": "t", "partition": 0, "offset": 1}, {"topic": "t", "partition": 1, "offset": 1}],
+         "error_code": 22},
+        {"type": "offset_commit", "ts": 4, "group_id": "g", "member_id": "B", "member_epoch": 2,
+         "offsets": [{"topic": "t", "partition": 0, "offset": 1}], "error_code": 25},
+        {"type": "offset_commit", "ts": 5, "group_id": "g", "member_id": "A", "member_epoch": 2,
+         "offsets": [{"topic": "t", "partition": 1, "offset": 2}]},
+    ]
+    res = judge_events(events)
+    for policy in ("strict", "kip1251"):
+        shapes, requests, bad = summarize_verdicts([verdict_dict(v) for v in res.verdict_records], policy)
+        shapes2, requests2 = summarize_commit_verdicts(res.commit_verdicts, policy)
+        assert bad == [] and shapes == shapes2 and requests == requests2
+        assert sum(shapes.values()) == 4 and sum(requests.values()) == 2
