@@ -1,0 +1,97 @@
+"""One event definition, three encodings: the JSON fast paths and Avro must say what the dicts say."""
+
+from __future__ import annotations
+
+import dataclasses
+import io
+import json
+
+import fastavro
+import pytest
+
+from fencewatch.sim.emit import DictEmitter, JsonEmitter, Truth
+from fencewatch.sim.engine import SimConfig, Simulator
+from fencewatch.sim.profiles import profile
+from fencewatch.sim.topology import PartitionLog
+from fencewatch.streaming.event_schema import PARSED_SCHEMA, AvroWireError, decode_avro, encode_avro
+
+
+def run(config: SimConfig, emitter_class):
+    out: list = []
+    emitter = emitter_class(
+        lambda kind, key, payload: out.append((kind, key, payload)),
+        event_id_prefix=config.id_prefix,
+        cluster=config.cluster,
+        labels=config.labels,
+        assignment_epochs=config.assignment_epochs,
+    )
+    Simulator(config, emitter).run()
+    return out
+
+
+@pytest.mark.parametrize(
+    "options",
+    [
+        pytest.param({}, id="defaults"),
+        pytest.param({"cluster": "east-1", "assignment_epochs": True}, id="cluster+assignment_epochs"),
+        pytest.param({"labels": False}, id="no labels"),
+    ],
+)
+def test_json_lines_parse_to_exactly_the_dict_events(options):
+    knobs = dataclasses.replace(profile("mixed"), eos_fraction=0.2, groups=6)
+    config = SimConfig(knobs=knobs, seed=5, duration_ms=1_200_000, **options)
+    dicts = run(config, DictEmitter)
+    lines = run(config, JsonEmitter)
+    assert len(dicts) == len(lines) > 1_000
+    types = set()
+    for (kind_d, key_d, event), (kind_j, key_j, line) in zip(dicts, lines):
+        assert "\n" not in line
+        assert json.loads(line) == event
+        assert (kind_d, key_d) == (kind_j, key_j)
+        types.add(event["type"])
+    assert {"heartbeat", "offset_commit", "txn_offset_commit", "member_assignment", "classic_join"} <= types
+
+
+def test_truth_json_is_the_dict():
+    truth = Truth("zombie", "delayed_request", False, ["a", None], ["zombie", "stale"], {"k": "v \"q\""})
+    assert json.loads(truth.as_json()) == truth.as_dict()
+    assert truth.as_dict() is not truth.as_dict()  # callers get their own copy
+
+
+def test_every_simulated_event_round_trips_through_avro():
+    knobs = dataclasses.replace(profile("mixed"), eos_fraction=0.0, groups=6, committed_records=True)
+    config = SimConfig(knobs=knobs, seed=9, duration_ms=3_600_000, assignment_epochs=True)
+    events = [payload for _, _, payload in run(config, DictEmitter)]
+    types = {e["type"] for e in events}
+    assert {"partition_epochs", "classic_sync", "offset_committed", "member_left"} <= types
+    for event in events:
+        assert decode_avro(encode_avro(event)) == event
+        assert decode_avro(encode_avro(event, wire="plain"), wire="plain") == event
+
+
+def test_confluent_wire_format_header():
+    event = {"type": "heartbeat", "ts": 5, "group_id": "g", "member_id": "m", "request_epoch": 1,
+             "response_epoch": 2, "error_code": 0}
+    data = encode_avro(event, schema_id=42)
+    assert data[:5] == b"\x00\x00\x00\x00\x2a"
+    body = io.BytesIO(data[5:])
+    record = fastavro.schemaless_reader(body, PARSED_SCHEMA)
+    assert record["member_id"] == "m" and record["truth"] is None
+    assert decode_avro(data, expected_schema_id=42) == event
+    with pytest.raises(AvroWireError, match="unknown schema id 42"):
+        decode_avro(data, expected_schema_id=1)
+    with pytest.raises(AvroWireError, match="magic byte"):
+        decode_avro(b"\x01" + data[1:])
+    with pytest.raises(AvroWireError):
+        decode_avro(b"\x00\x00")
+    with pytest.raises(AvroWireError, match="trailing"):
+        decode_avro(data + b"\x00")
+    with pytest.raises(ValueError, match="unknown Avro wire format"):
+        encode_avro(event, wire="json")  # type: ignore[arg-type]
+
+
+def test_unsafe_names_are_refused():
+    with pytest.raises(ValueError, match="topic name"):
+        PartitionLog('bad"topic', 0, 0, 0, 1)
+    with pytest.raises(ValueError, match="cluster name"):
+        JsonEmitter(lambda *a: None, cluster="a b")
