@@ -122,6 +122,8 @@ def _coerce(section: str, f: dataclasses.Field, value: Any) -> Any:
             valid = ", ".join(p.value for p in Policy)
             raise ConfigError(f"unknown policy {value!r}; valid: {valid}") from None
     if f.name.endswith("_ms"):
+        if value is None and "None" in target:
+            return None
         return parse_duration_ms(value, name)
     if target.startswith("Mapping"):
         if isinstance(value, str):
@@ -140,6 +142,11 @@ def _coerce(section: str, f: dataclasses.Field, value: Any) -> Any:
         if str(value).lower() in ("0", "false", "no", "off"):
             return False
         raise ConfigError(f"{name}: expected true/false, got {value!r}")
+    if target.startswith("float"):
+        try:
+            return float(value)
+        except (TypeError, ValueError):
+            raise ConfigError(f"{name}: expected a number, got {value!r}") from None
     if target.startswith("int"):
         if value is None or (isinstance(value, str) and value.lower() in ("", "none", "null")):
             if "None" in target:

@@ -1,0 +1,53 @@
+"""The one configuration: reference file, precedence, strictness, redaction."""
+import dataclasses
+import json
+from pathlib import Path
+
+import pytest
+import yaml
+
+from fencewatch.streaming import config as cfgmod
+
+REFERENCE = Path(__file__).resolve().parents[2] / "docs" / "reference-config.yaml"
+
+
+def test_reference_config_lists_every_setting_with_its_default():
+    data = yaml.safe_load(REFERENCE.read_text())
+    cfg = cfgmod.Config()
+    assert set(data) == {f.name for f in dataclasses.fields(cfg)}
+    for section in dataclasses.fields(cfg):
+        names = {f.name for f in dataclasses.fields(getattr(cfg, section.name))}
+        assert set(data[section.name]) == names, section.name
+    # Loading it strictly gives exactly the defaults.
+    assert cfgmod.load_config(file=REFERENCE, environ={}) == cfg
+
+
+def test_precedence_flags_over_env_over_file(tmp_path):
+    f = tmp_path / "c.yaml"
+    f.write_text("sinks: {alerts_topic: from-file, metrics_port: 1111}\nstate: {warmup_ms: 10s}\n")
+    env = {"FENCEWATCH_SINKS__ALERTS_TOPIC": "from-env", "FENCEWATCH_STATE__EXPIRY_WARNING_MS": "5m"}
+    cfg = cfgmod.load_config(file=f, environ=env, overrides={"sinks": {"alerts_topic": "from-flag"}})
+    assert cfg.sinks.alerts_topic == "from-flag"
+    assert cfg.sinks.metrics_port == 1111 and cfg.state.warmup_ms == 10_000 and cfg.state.expiry_warning_ms == 300_000
+
+
+def test_file_is_strict_env_is_lenient(tmp_path):
+    f = tmp_path / "c.yaml"
+    f.write_text("sinks: {alert_topic: typo}\n")
+    with pytest.raises(cfgmod.ConfigError, match="unknown setting sinks.alert_topic; valid: .*alerts_topic"):
+        cfgmod.load_config(file=f, environ={})
+    assert cfgmod.load_config(environ={"FENCEWATCH_SINKS__ALERT_TOPIC": "typo"}) == cfgmod.Config()
+
+
+def test_secrets_are_redacted():
+    env = {"FENCEWATCH_STREAMING__KAFKA__SASL_PASSWORD": "hunter2", "FENCEWATCH_SINKS__GRAFANA_TOKEN": "glsa_x",
+           "FENCEWATCH_STREAMING__KAFKA__SECURITY_PROTOCOL": "SASL_SSL"}
+    cfg = cfgmod.load_config(environ=env)
+    assert cfg.streaming.kafka["sasl.password"] == "hunter2"
+    shown = json.dumps(cfgmod.redacted(cfg))
+    assert "hunter2" not in shown and "glsa_x" not in shown and "SASL_SSL" in shown
+
+
+def test_invalid_values_list_the_valid_ones():
+    with pytest.raises(cfgmod.ConfigError, match="unknown streaming.input_format 'xml'; valid: json, avro"):
+        cfgmod.load_config(environ={}, overrides={"streaming": {"input_format": "xml"}})
