@@ -1,8 +1,9 @@
 """``fencewatch run`` and ``fencewatch demo``: the streaming job.
 
 Kafka (heartbeats + offsets topics) -> decode and route (``mapInPandas``) ->
-watermark (max skew) -> per-key state (``applyInPandasWithState``, event-time
-timeouts drive expiry decisions without new input) -> ``foreachBatch``:
+per-key state (``applyInPandasWithState``; events applied in (ts, input order) once
+every source topic has been read past them; processing-time timeouts drive expiry
+decisions without new input) -> ``foreachBatch``:
 verdicts/alerts/dead letters to Kafka, metrics to the Prometheus exporter.
 Offsets and state live in the checkpoint: a restart resumes where it stopped.
 """
@@ -67,9 +68,11 @@ def build_outputs(inputs, cfg: cfgmod.Config, *, emit_verdicts: bool | None = No
     if emit_verdicts is None:
         emit_verdicts = bool(cfg.sinks.verdicts_topic)
     routed = inputs.mapInPandas(make_router(cfg.streaming.input_format), ROUTED)
-    routed = routed.withWatermark("event_time", f"{cfg.streaming.max_skew_ms} milliseconds")
+    # No event-time watermark: reading a backlog, one topic runs ahead of the other and a
+    # watermark would drop the other's events as late. Ordering is per key (state_fn.Hold).
     return routed.groupBy("key").applyInPandasWithState(
-        make_stream_fn(cfg.state, emit_verdicts=emit_verdicts), OUTPUT, STATE, "append", "EventTimeTimeout")
+        make_stream_fn(cfg.state, max_skew_ms=cfg.streaming.max_skew_ms, emit_verdicts=emit_verdicts),
+        OUTPUT, STATE, "append", "ProcessingTimeTimeout")
 
 
 # --------------------------------------------------------------------------- per-batch sinks

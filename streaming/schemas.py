@@ -18,7 +18,7 @@ ROUTED = StructType([
     StructField("key", StringType(), False),
     StructField("ts", LongType(), False),
     StructField("seq", LongType(), False),
-    StructField("event_time", TimestampType(), False),
+    StructField("event_time", TimestampType(), True),  # informational (no watermark: see state_fn.Hold)
     StructField("etype", StringType(), True),  # SPEC event type (for counts), or "dlq" / "unknown"
     StructField("source", StringType(), True),  # heartbeats | offsets | file | other
     StructField("payload", BinaryType(), True),  # pickled keyed event, or the raw record for the DLQ

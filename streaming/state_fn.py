@@ -6,9 +6,9 @@ Three functions, no business logic of their own (that is ``state.engine.run_key`
   typed event, route it to its keys (``state.engine.route``) and emit one row
   per (key, event) with the event pickled; bad records become dead-letter rows
   under ``DLQ_KEY`` with their reason, unknown types are counted the same way.
-- ``stream_fn`` (``applyInPandasWithState``): per key, hold events back until the
-  watermark (newest event time - max skew) passes them, apply them in (ts, seq)
-  order, make the decisions due at the watermark, and emit rendered records.
+- ``stream_fn`` (``applyInPandasWithState``): per key, hold events back until every
+  source topic has been read past them (see :class:`Hold`), apply them in (ts, seq)
+  order, make the decisions due, and emit rendered records.
 - ``batch_fn`` (``applyInPandas``, for ``replay --engine spark``): all of a key's
   events at once, clock = the trace's last ``ts``.
 
@@ -19,6 +19,8 @@ from __future__ import annotations
 
 import json
 import pickle
+import time
+from dataclasses import dataclass, field
 from typing import Callable, Iterable, Iterator
 
 import pandas as pd
@@ -153,8 +155,30 @@ def _status_row(st, cfg: RulesConfig, counts: dict, hb_before: tuple[int, int], 
             "raw": [pickle.dumps(summary, _PICKLE) if summary else None], "reason": [None]}
 
 
-def make_stream_fn(cfg: RulesConfig, *, emit_verdicts: bool = True) -> Callable:
-    """The ``applyInPandasWithState`` function (event-time timeout; watermark delay = max skew).
+@dataclass
+class Hold:
+    """What a key remembers between micro-batches besides its rules state.
+
+    ``pending`` are events not applied yet: (ts, seq, payload, arrival wall ms).
+    ``seen`` is the newest ts read from each source topic for this key. A group's
+    events come from one partition of each topic and those are in coordinator order,
+    so every event at or before ``min(seen)`` has arrived: applying up to there keeps
+    (ts, input order) exactly, however unevenly the topics are read (a restart
+    catching up a backlog reads one topic ahead of the other). A source that goes
+    quiet would hold events forever, so an event also goes after ``max_skew`` of
+    wall time. ``last_ts``/``last_wall`` map wall time to event time for decisions
+    made without input (expiry), so an idle group's clock keeps moving.
+    """
+
+    pending: list = field(default_factory=list)
+    seen: dict = field(default_factory=dict)
+    last_ts: int = 0
+    last_wall: int = 0
+
+
+def make_stream_fn(cfg: RulesConfig, *, max_skew_ms: int = 2_000, emit_verdicts: bool = True,
+                   wall_clock: Callable[[], float] = time.time) -> Callable:
+    """The ``applyInPandasWithState`` function (processing-time timeouts; see :class:`Hold`).
 
     ``emit_verdicts`` False (no verdicts topic) ships only alerts and per-group summaries.
     """
@@ -165,44 +189,61 @@ def make_stream_fn(cfg: RulesConfig, *, emit_verdicts: bool = True) -> Callable:
             yield from _dead_letters(pdfs)
             return
         pkey = parse_key(k)
-        st, pending = None, []
+        is_group = pkey[0] == "g"
+        now = int(wall_clock() * 1000)
+        st, hold = None, Hold()
         if state.exists:
             blob, held = state.get
             st = pickle.loads(blob) if blob is not None else None
-            pending = pickle.loads(held) if held is not None else []
+            hold = pickle.loads(held) if held is not None else Hold()
         counts: Counter = Counter()
         if not state.hasTimedOut:
             for pdf in pdfs:
-                pending.extend(zip(pdf["ts"].tolist(), pdf["seq"].tolist(), pdf["payload"].tolist()))
-                counts.update(zip(pdf["etype"].tolist(), pdf["source"].tolist()))
-            for k in [k for k in counts if k[0] == "commit_fact"]:
-                del counts[k]  # a commit's routed copies to topic keys are not events
-        watermark = state.getCurrentWatermarkMs()
-        pending.sort(key=lambda item: (item[0], item[1]))
+                ts_l, src_l = pdf["ts"].tolist(), pdf["source"].tolist()
+                hold.pending.extend(zip(ts_l, pdf["seq"].tolist(), pdf["payload"].tolist(), [now] * len(ts_l)))
+                for t, src in zip(ts_l, src_l):
+                    if t > hold.seen.get(src, -1):
+                        hold.seen[src] = t
+                counts.update(zip(pdf["etype"].tolist(), src_l))
+            for c in [c for c in counts if c[0] == "commit_fact"]:
+                del counts[c]  # a commit's routed copies to topic keys are not events
+        newest = max(hold.seen.values(), default=0)
+        if newest > hold.last_ts:
+            hold.last_ts, hold.last_wall = newest, now
+        safe = min(hold.seen.values(), default=0) if is_group else newest
+        hold.pending.sort(key=lambda item: (item[0], item[1]))
         cut = 0
-        while cut < len(pending) and pending[cut][0] <= watermark:
-            cut += 1
-        ready, rest = pending[:cut], pending[cut:]
+        for item in hold.pending:
+            if item[0] <= safe or item[3] <= now - max_skew_ms:
+                cut += 1
+            else:
+                break
+        ready, hold.pending = hold.pending[:cut], hold.pending[cut:]
+        # The event-time clock: wall time since the newest event, never past a held event.
+        clock = hold.last_ts + max(0, now - hold.last_wall)
+        if hold.pending:
+            clock = min(clock, hold.pending[0][0] - 1)
         out = grp.Outputs()
-        is_group = pkey[0] == "g"
         hb_before = (st.counters.heartbeat_fenced, st.counters.heartbeat_unknown_member) if (
             is_group and st is not None) else (0, 0)
-        st = run_key(pkey, st, (pickle.loads(p) for _, _, p in ready), cfg, out,
-                     clock=watermark if (is_group and watermark > 0) else None)
+        st = run_key(pkey, st, (pickle.loads(p) for _, _, p, _ in ready), cfg, out,
+                     clock=clock if is_group and hold.last_ts else None)
         cols = _render(out, verdicts=emit_verdicts)
         if is_group:
             st.judged.clear()  # a cache, rebuilt on demand: keep the stored state small
             status = _status_row(st, cfg, counts, hb_before, out)
             for c in cols:
                 cols[c].extend(status[c])
-        state.update((pickle.dumps(st, _PICKLE), pickle.dumps(rest, _PICKLE) if rest else None))
-        wake = rest[0][0] if rest else None
+        state.update((pickle.dumps(st, _PICKLE), pickle.dumps(hold, _PICKLE)))
+        waits = []
+        if hold.pending:
+            waits.append(hold.pending[0][3] + max_skew_ms - now)
         if is_group:
             due = grp.next_wakeup(st, cfg)
             if due is not None:
-                wake = due if wake is None else min(wake, due)
-        if wake is not None:
-            state.setTimeoutTimestamp(max(wake, watermark + 1))
+                waits.append(due - clock)
+        if waits:
+            state.setTimeoutDuration(max(1, min(waits)))
         if cols["record"]:
             yield _frame(cols)
 

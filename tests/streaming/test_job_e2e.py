@@ -1,0 +1,150 @@
+"""The streaming job end to end on the embedded broker (real Tansu, real Spark).
+
+simulator events -> heartbeats/offsets topics -> ``start_query`` -> verdicts, alerts (Avro)
+and dead-letter topics. The query is stopped mid-stream and restarted from its checkpoint:
+every commit-partition is judged exactly once, and the verdicts equal the local engine's on
+the same records in the same order.
+"""
+import json
+import time
+from dataclasses import replace
+
+import pytest
+from confluent_kafka import OFFSET_BEGINNING, Consumer, Producer, TopicPartition
+
+from fencewatch.sim.engine import SimConfig, simulate
+from fencewatch.sim.profiles import profile
+from fencewatch.sinks.kafka import BatchMarker, KafkaOutputs, decode_alert_avro
+from fencewatch.state.engine import LocalEngine, sort_key
+from fencewatch.streaming import config as cfgmod
+from fencewatch.streaming.decoding import MEMBERSHIP_TYPES, DecodeError, UnknownType, decode_json_line
+from fencewatch.streaming.job import BatchWriter, JobStats, start_query
+
+pytestmark = [pytest.mark.spark, pytest.mark.broker]
+SKEW_MS = 2_000  # also how long a held event waits for a quiet source
+
+
+def produce(bootstrap, hb, off, events):
+    p = Producer({"bootstrap.servers": bootstrap, "linger.ms": 5})
+    for e in events:
+        topic = hb if e.get("type") in MEMBERSHIP_TYPES else off
+        p.produce(topic, key=(e.get("group_id") or "").encode(), value=json.dumps(e).encode())
+    p.flush(30)
+
+
+def read_all(bootstrap, topic):
+    """Every record of ``topic``, by partition assignment (no consumer group needed)."""
+    c = Consumer({"bootstrap.servers": bootstrap, "group.id": "unused", "enable.auto.commit": False})
+    parts = c.list_topics(topic, timeout=10).topics[topic].partitions
+    ends = {p: c.get_watermark_offsets(TopicPartition(topic, p), timeout=10)[1] for p in parts}
+    c.assign([TopicPartition(topic, p, OFFSET_BEGINNING) for p in parts])
+    out, idle = [], 0
+    while idle < 20:
+        msg = c.poll(0.5)
+        if msg is None:
+            idle += 1
+            continue
+        idle = 0
+        if msg.error() is None:
+            out.append(msg)
+    c.close()
+    # Tansu's watermark may lag one produce batch; what we read must cover it.
+    assert all(sum(1 for m in out if m.partition() == p) >= ends[p] for p in parts)
+    return out
+
+
+def produce_clock(bootstrap, topics, ts):
+    """Heartbeats after the last event, one single-record produce per partition: they move the
+    watermark past everything (decisions are made at the watermark), and single-record batches
+    make Tansu's high watermark exact (NOTES.md), so a reader's end offsets include them all."""
+    p = Producer({"bootstrap.servers": bootstrap, "batch.num.messages": 1, "linger.ms": 0})
+    c = Consumer({"bootstrap.servers": bootstrap, "group.id": "unused"})
+    for topic in topics:
+        for part in c.list_topics(topic, timeout=10).topics[topic].partitions:
+            event = {"type": "heartbeat", "ts": ts, "group_id": f"clock-{part}", "member_id": "clock",
+                     "request_epoch": 1, "response_epoch": 1}
+            p.produce(topic, value=json.dumps(event).encode(), partition=part)
+            p.flush(10)
+    c.close()
+
+
+def test_stream_judges_every_commit_exactly_once_across_restart(spark, broker, topic_factory, tmp_path):
+    hb, off = topic_factory(2, "hb"), topic_factory(2, "off")
+    verdicts_t, alerts_t, dlq_t = topic_factory(2, "verdicts"), topic_factory(1, "alerts"), topic_factory(1, "dlq")
+    knobs = replace(profile("zombie-storm"), groups=3)
+    events = simulate(SimConfig(knobs=knobs, seed=11, duration_ms=None, max_events=2400, event_id_prefix="e-"))
+    half = len(events) // 2
+    produce(broker, hb, off, events[:half])
+    cfg = cfgmod.load_config(overrides={
+        "streaming": {"bootstrap_servers": broker, "heartbeats_topic": hb, "offsets_topic": off,
+                      "starting_offsets": "earliest", "checkpoint_location": str(tmp_path / "cp"),
+                      "max_offsets_per_trigger": 300, "max_skew_ms": SKEW_MS},
+        "sinks": {"verdicts_topic": verdicts_t, "alerts_topic": alerts_t, "dlq_topic": dlq_t, "alerts_format": "avro"}})
+
+    def writer():
+        kafka = KafkaOutputs({"bootstrap.servers": broker}, verdicts_topic=verdicts_t, alerts_topic=alerts_t,
+                             dlq_topic=dlq_t, marker=BatchMarker(tmp_path / "cp" / "fencewatch-sink-batch"))
+        return BatchWriter(cfg, kafka=kafka, stats=JobStats())
+
+    first = writer()
+    query = start_query(spark, cfg, first, trigger="200 milliseconds")
+    deadline = time.monotonic() + 240
+    while first.stats.batches < 2 and time.monotonic() < deadline and query.isActive:
+        time.sleep(0.2)
+    query.stop()  # the kill: mid-stream, more input to come
+    first.kafka.close()
+    assert first.stats.batches >= 2, query.exception()
+
+    bad = b'{"type": "offset_commit", "ts": "soon"}'
+    p = Producer({"bootstrap.servers": broker})
+    p.produce(off, value=bad)
+    p.flush(10)
+    produce(broker, hb, off, events[half:])
+    produce_clock(broker, [hb, off], max(e["ts"] for e in events) + SKEW_MS + 1000)
+
+    second = writer()
+    query = start_query(spark, cfg, second, trigger="200 milliseconds")
+    # Run until the output is stable: input read and held events released (after max skew).
+    deadline, last, stable = time.monotonic() + 600, -1, 0
+    while time.monotonic() < deadline and query.isActive and stable < 10:
+        time.sleep(0.5)
+        done = second.stats.batches
+        progress = query.lastProgress or {}
+        idle = progress.get("numInputRows", 1) == 0
+        stable = stable + 1 if (idle and done == last) or (idle and stable) else 0
+        last = done
+    query.stop()
+    second.kafka.close()
+    assert query.exception() is None
+    # Exactly once: every (commit event, partition) appears once in the verdicts topic.
+    got = [json.loads(m.value()) for m in read_all(broker, verdicts_t)]
+    keys = [(v["event_id"], v["topic"], v["partition"]) for v in got]
+    assert len(keys) == len(set(keys)) > 100
+
+    # The same verdicts as the local engine on the same records in the same order.
+    engine = LocalEngine(cfg.state)
+    typed = []
+    for topic, rank in ((hb, 0), (off, 1)):
+        for m in read_all(broker, topic):
+            res = decode_json_line(m.value(), seq=m.offset() * 4 + rank,
+                                   default_event_id=f"{topic}/{m.partition()}/{m.offset()}", coords="")
+            if not isinstance(res, (DecodeError, UnknownType)):
+                typed.append(res)
+    for ev in sorted(typed, key=sort_key):
+        engine.feed(ev)
+    expected = {(v.event_id, v.topic, v.partition): v.cls for v in engine.out.verdicts}
+    assert {(v["event_id"], v["topic"], v["partition"]): v["class"] for v in got} == expected
+    assert "zombie" in expected.values()
+
+    # Alerts are Avro with deterministic ids; commit-time alerts match the local engine's.
+    alerts = [decode_alert_avro(m.value()) for m in read_all(broker, alerts_t)]
+    commit_kinds = {"ZOMBIE_COMMIT", "AVOIDABLE_FENCING", "UNSAFE_ACCEPT", "MODEL_DIVERGENCE"}
+    assert {a["alert_id"] for a in alerts if a["kind"] in commit_kinds} == {
+        a.alert_id for a in engine.out.alerts if a.kind in commit_kinds}
+    assert any(a["kind"] == "ZOMBIE_COMMIT" for a in alerts)
+
+    # The bad record went to the dead-letter topic with its reason; the query kept going.
+    (dead,) = read_all(broker, dlq_t)
+    assert dead.value() == bad
+    headers = dict(dead.headers())
+    assert headers["fencewatch.reason"].startswith(b"WRONG_TYPE") and b"field=ts" in headers["fencewatch.reason"]
