@@ -185,6 +185,14 @@ def start_query(spark, cfg: cfgmod.Config, writer: BatchWriter, *, trigger: str 
     return query
 
 
+def stop_between_batches(query, timeout_s: float = 60.0) -> None:
+    """Stop after the running micro-batch, not in the middle of it (its sinks finish cleanly)."""
+    deadline = time.monotonic() + timeout_s
+    while query.isActive and query.status.get("isTriggerActive") and time.monotonic() < deadline:
+        time.sleep(0.1)
+    query.stop()
+
+
 def _spark_interval(text: str) -> str:
     ms = cfgmod.parse_duration_ms(text, "streaming.trigger_interval")
     return f"{ms} milliseconds"
@@ -312,7 +320,7 @@ def _cmd_run(args: argparse.Namespace) -> int:
             log.error("query failed: %s", query.exception())
             return 1
     finally:
-        query.stop()
+        stop_between_batches(query)
         kafka.close()
         metrics.close()
         log.info("stopped. %s", progress_line(writer.stats))
@@ -372,7 +380,9 @@ def _cmd_demo(args: argparse.Namespace) -> int:
         writer = BatchWriter(cfg, kafka=kafka, metrics=metrics)
         writer.progress = lambda: input_lag(writer.query)
         print(f"fencewatch demo: broker {broker.bootstrap}, metrics http://{host}:{port}/metrics, "
-              f"profile {args.profile}, {'until Ctrl-C' if duration is None else f'{duration:.0f}s'}", flush=True)
+              f"profile {args.profile}, {'until Ctrl-C' if duration is None else f'{duration:.0f}s'}"
+              + (f", a malformed record every {args.bad_record_every} (to the DLQ)" if args.bad_record_every else ""),
+              flush=True)
         log.info("%s", startup_line(cfg, spark))
         query = start_query(spark, cfg, writer)
         knobs = profile(args.profile)
@@ -393,6 +403,22 @@ def _cmd_demo(args: argparse.Namespace) -> int:
 
         threading.Thread(target=simulate, name="simulator", daemon=True).start()
         stop = threading.Event()
+        if args.bad_record_every and cfgmod.parse_duration_ms(args.bad_record_every, "--bad-record-every") > 0:
+            every = cfgmod.parse_duration_ms(args.bad_record_every, "--bad-record-every") / 1000
+
+            def inject_bad_records():
+                """Show the dead-letter path: a malformed record now and then (the job keeps going)."""
+                from confluent_kafka import Producer
+
+                producer = Producer({"bootstrap.servers": broker.bootstrap})
+                n = 0
+                while not stop.wait(every):
+                    producer.produce(cfg.streaming.offsets_topic,
+                                     value=json.dumps({"type": "offset_commit", "ts": "not-a-time", "n": n}).encode())
+                    producer.flush(5)
+                    n += 1
+
+            threading.Thread(target=inject_bad_records, name="bad-records", daemon=True).start()
         signal.signal(signal.SIGINT, lambda *_: stop.set())
         signal.signal(signal.SIGTERM, lambda *_: stop.set())
         deadline = None if duration is None else time.monotonic() + duration
@@ -405,7 +431,7 @@ def _cmd_demo(args: argparse.Namespace) -> int:
                 print(progress_line(writer.stats), flush=True)
         finally:
             failure = query.exception()
-            query.stop()
+            stop_between_batches(query)
             kafka.close()
             metrics.close()
         print(summary_table(writer.stats, {"profile": args.profile, "metrics endpoint": f"http://{host}:{port}/metrics",
@@ -432,5 +458,7 @@ def register(subparsers) -> None:
     d.add_argument("--trigger", default="1s", help="micro-batch interval (default 1s)")
     d.add_argument("--max-skew", default=None, help="cross-topic skew tolerated (default 2s)")
     d.add_argument("--metrics-port", type=int, default=None, help="metrics port (default 9464; 0 = any free port)")
+    d.add_argument("--bad-record-every", default="10s", help="inject a malformed record this often to show the "
+                   "dead-letter path (default 10s; 0 = never)")
     _add_rules_flags(d)
     d.set_defaults(func=_cmd_demo)
