@@ -18,14 +18,17 @@ def spark_session(master: str = "local[2]", *, app_name: str = "fencewatch", shu
     os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
     from pyspark.sql import SparkSession
 
-    builder = (SparkSession.builder.master(master).appName(app_name)
+    builder = SparkSession.builder
+    if master:  # empty: the master comes from spark-submit
+        builder = builder.master(master)
+    builder = (builder.appName(app_name)
                .config("spark.sql.shuffle.partitions", str(shuffle_partitions))
                .config("spark.sql.session.timeZone", "UTC")
                .config("spark.sql.execution.arrow.pyspark.enabled", "true")
                .config("spark.sql.catalogImplementation", "in-memory")
                .config("spark.ui.showConsoleProgress", "false")
                .config("spark.sql.streaming.metricsEnabled", "true"))
-    if master.startswith("local"):
+    if master and master.startswith("local"):
         builder = (builder.config("spark.driver.host", "127.0.0.1").config("spark.driver.bindAddress", "127.0.0.1")
                    .config("spark.ui.enabled", "false")
                    .config("spark.sql.warehouse.dir", tempfile.mkdtemp(prefix="fencewatch-warehouse-")))
