@@ -358,7 +358,7 @@ def summary_table(s: JobStats, extra: dict | None = None) -> str:
 def _cmd_demo(args: argparse.Namespace) -> int:
     from fencewatch.sim.command import run_simulation
     from fencewatch.sim.engine import SimConfig
-    from fencewatch.sim.profiles import profile
+    from fencewatch.sim.profiles import parse_knob, profile
 
     from .broker import EmbeddedBroker
     from .cli import build_config
@@ -388,6 +388,8 @@ def _cmd_demo(args: argparse.Namespace) -> int:
         knobs = profile(args.profile)
         if args.groups:
             knobs = replace(knobs, groups=args.groups)
+        for assignment in args.knobs:
+            knobs = parse_knob(knobs, assignment)
         sim_cfg = SimConfig(knobs=knobs, seed=args.seed, start_ts=int(time.time() * 1000), duration_ms=None,
                             labels=False)
         sim_error: list = []
@@ -454,6 +456,8 @@ def register(subparsers) -> None:
     d.add_argument("--duration", help="how long to run (e.g. 60s, 5m); default until Ctrl-C")
     d.add_argument("--profile", default="mixed", help="simulator profile (default mixed)")
     d.add_argument("--groups", type=int, help="override the profile's number of groups")
+    d.add_argument("--set", dest="knobs", action="append", default=[], metavar="KNOB=VALUE",
+                   help="override a simulator knob (see `fencewatch simulate --list-profiles`), repeatable")
     d.add_argument("--seed", type=int, default=1)
     d.add_argument("--trigger", default="1s", help="micro-batch interval (default 1s)")
     d.add_argument("--max-skew", default=None, help="cross-topic skew tolerated (default 2s)")

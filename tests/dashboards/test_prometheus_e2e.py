@@ -26,13 +26,19 @@ def substitute(expr: str, cluster: str = ".*", group: str = ".*") -> str:
     )
 
 
+def promql_regex(value: str) -> str:
+    """A literal as a PromQL regex inside a double-quoted string (backslashes doubled)."""
+    return re.escape(value).replace("\\", "\\\\")
+
+
 def every_query(metrics_target):
     """(dashboard, panel, refId, PromQL) with variables substituted: all groups, and the focus group."""
     for name, dashboard in generate.dashboards().items():
         for title, ref, expr in generate.panel_queries(dashboard):
             yield name, title, ref, substitute(expr)
             if dashboard["uid"] == generate.GROUP_UID:
-                focused = substitute(expr, re.escape(metrics_target.focus_cluster), re.escape(metrics_target.focus_group))
+                focused = substitute(expr, promql_regex(metrics_target.focus_cluster),
+                                     promql_regex(metrics_target.focus_group))
                 yield f"{name} ({metrics_target.focus_group})", title, ref, focused
 
 
