@@ -18,12 +18,60 @@ slow revocation callbacks. Which client does what when is decided by
 
 from __future__ import annotations
 
-__all__ = ["ConsumerClient", "View"]
+__all__ = ["CommitPlan", "ConsumerClient", "View"]
 
 # (learned_at_ms, member_epoch, owned partitions sorted, in_group)
 View = tuple[int, int, tuple[int, ...], bool]
 
 _HISTORY = 8
+
+
+class CommitPlan:
+    """The engine's memo for a client's commits of one partition set (until a leader election).
+
+    ``lines`` are each partition's current log segment ``(base, start_ts,
+    records_per_s)`` so an offset is one multiply-add; ``layout`` is the
+    emitter's precomputed form of the partition list. The ``key_*`` fields say
+    what the cached answer (``error``), label (``truth``) and prepared event
+    (``prepared``) were computed from: the coordinator's state version and the
+    request's member, epoch, cause and kind. Same key, same answer.
+    """
+
+    __slots__ = (
+        "partitions",
+        "logs_version",
+        "logs",
+        "lines",
+        "epochs",
+        "newest_segment",
+        "layout",
+        "key_version",
+        "key_member",
+        "key_epoch",
+        "key_cause",
+        "key_transactional",
+        "error",
+        "truth",
+        "prepared",
+    )
+
+    def __init__(self, partitions: tuple[int, ...], logs_version: int, logs: list, layout_of) -> None:
+        segments = [lg.current for lg in logs]
+        self.partitions = partitions
+        self.logs_version = logs_version
+        self.logs = logs
+        self.lines = [(s[1], s[0], s[2]) for s in segments]
+        self.epochs = [s[3] for s in segments]
+        self.newest_segment = max((s[0] for s in segments), default=0)
+        self.layout = layout_of(logs, self.epochs)
+        self.key_version = -1
+        self.key_member = None
+        self.key_epoch = 0
+        self.key_cause = None
+        self.key_transactional = False
+        self.error = 0
+        self.truth = None
+        self.prepared = None
 
 
 class ConsumerClient:
@@ -50,7 +98,10 @@ class ConsumerClient:
         "frozen",
         "revoking",
         "protocol",
-        "cache",
+        "plan",
+        "txn",
+        "commit_delay_ms",
+        "commit_cause",
     )
 
     def __init__(
@@ -82,9 +133,11 @@ class ConsumerClient:
         self.frozen = False
         self.revoking = False
         self.protocol = protocol
-        # The engine's per-client memo of the last commit: partitions, logs version, their
-        # logs, segment lines, leader epochs, newest segment start, (label key, Truth), emitter layout.
-        self.cache: tuple = ((), -1, [], [], [], 0, None, None)
+        self.plan: CommitPlan | None = None
+        # TxnOffsetCommit identity (transactional id, producer id, producer epoch), or None.
+        self.txn = None if transactional_id is None else (transactional_id, producer_id, producer_epoch)
+        self.commit_delay_ms = 0  # extra transit of commits from the client's clock (set by the engine)
+        self.commit_cause = "auto_commit" if transactional_id is None else "eos_commit"
 
     @property
     def transactional(self) -> bool:

@@ -113,7 +113,7 @@ class DictEmitter:
     ) -> None:
         if cluster is not None and not SAFE_NAME.match(cluster):
             raise ValueError(f"cluster name {cluster!r} must match {SAFE_NAME.pattern}")
-        if not SAFE_NAME.match(event_id_prefix.rstrip("-") or "x"):
+        if event_id_prefix and not SAFE_NAME.match(event_id_prefix):
             raise ValueError(f"event id prefix {event_id_prefix!r} must match {SAFE_NAME.pattern}")
         self.write = write
         self.prefix = event_id_prefix
@@ -121,6 +121,7 @@ class DictEmitter:
         self.labels = labels
         self.assignment_epochs = assignment_epochs
         self.count = 0
+        self._cluster_json = "" if cluster is None else f'"cluster":"{cluster}",'
 
     # ---------------------------------------------------------------- helpers
 
@@ -228,10 +229,59 @@ class DictEmitter:
         self._out(HEARTBEATS, group_id, event)
 
     # ---------------------------------------------------------------- commits
+    #
+    # Commits are the bulk of the traffic and, for one client, identical but for
+    # ``ts``, ``event_id`` and the offsets until something changes. Callers
+    # prepare a commit once (:meth:`prepare_commit`, cacheable) and emit it many
+    # times (:meth:`emit_commit`); :meth:`offset_commit` does both.
 
     def commit_layout(self, logs: Sequence[PartitionLog], leader_epochs: Sequence[int]) -> Any:
-        """Precompute what :meth:`offset_commit` needs for these partitions (callers may cache it)."""
+        """Precompute what :meth:`prepare_commit` needs for these partitions (callers may cache it)."""
         return None
+
+    def prepare_commit(
+        self,
+        group_id: str,
+        member_id: str,
+        member_epoch: int,
+        instance_id: str | None,
+        logs: Sequence[PartitionLog],
+        leader_epochs: Sequence[int],
+        error_code: int,
+        txn: tuple[str, int, int] | None,
+        truth: Truth | None,
+        layout: Any = None,
+    ) -> Any:
+        """Everything of a commit event but ``ts``, ``event_id`` and the offsets."""
+        event: dict[str, Any] = {"type": "txn_offset_commit" if txn is not None else "offset_commit", "ts": 0}
+        if self.cluster is not None:
+            event["cluster"] = self.cluster
+        event["group_id"] = group_id
+        event["event_id"] = ""
+        event["member_id"] = member_id
+        event["member_epoch"] = member_epoch
+        if instance_id is not None:
+            event["instance_id"] = instance_id
+        event["offsets"] = None
+        event["error_code"] = error_code
+        if txn is not None:
+            event["transactional_id"], event["producer_id"], event["producer_epoch"] = txn
+        labelled = truth if truth is not None and self.labels else None
+        partitions = [(log.topic, log.partition, e) for log, e in zip(logs, leader_epochs)]
+        return group_id, event, partitions, labelled
+
+    def emit_commit(self, prepared: Any, ts: int, offsets: Sequence[int]) -> None:
+        group_id, template, partitions, truth = prepared
+        event = dict(template)
+        event["ts"] = ts
+        event["event_id"] = self._next_id()
+        event["offsets"] = [
+            {"topic": topic, "partition": partition, "offset": o, "leader_epoch": e}
+            for (topic, partition, e), o in zip(partitions, offsets)
+        ]
+        if truth is not None:
+            event["truth"] = truth.as_dict()
+        self._out(OFFSETS, group_id, event)
 
     def offset_commit(
         self,
@@ -246,23 +296,11 @@ class DictEmitter:
         error_code: int,
         txn: tuple[str, int, int] | None,
         truth: Truth | None,
-        layout: Any = None,
     ) -> None:
-        event = self._base("txn_offset_commit" if txn is not None else "offset_commit", ts, group_id)
-        event["member_id"] = member_id
-        event["member_epoch"] = member_epoch
-        if instance_id is not None:
-            event["instance_id"] = instance_id
-        event["offsets"] = [
-            {"topic": log.topic, "partition": log.partition, "offset": o, "leader_epoch": e}
-            for log, o, e in zip(logs, offsets, leader_epochs)
-        ]
-        event["error_code"] = error_code
-        if txn is not None:
-            event["transactional_id"], event["producer_id"], event["producer_epoch"] = txn
-        if truth is not None and self.labels:
-            event["truth"] = truth.as_dict()
-        self._out(OFFSETS, group_id, event)
+        prepared = self.prepare_commit(
+            group_id, member_id, member_epoch, instance_id, logs, leader_epochs, error_code, txn, truth
+        )
+        self.emit_commit(prepared, ts, offsets)
 
     def offset_committed(
         self, ts: int, group_id: str, log: PartitionLog, offset: int, leader_epoch: int, commit_ts: int
@@ -305,54 +343,48 @@ class JsonEmitter(DictEmitter):
     def heartbeat(self, ts: int, group_id: str, member_id: str, request_epoch: int, response_epoch: int, error_code: int) -> None:
         n = self.count
         self.count = n + 1
-        cluster = "" if self.cluster is None else f'"cluster":"{self.cluster}",'
         self.write(
             HEARTBEATS,
             group_id,
-            f'{{"type":"heartbeat","ts":{ts},{cluster}"group_id":"{group_id}","event_id":"{self.prefix}{n}",'
+            f'{{"type":"heartbeat","ts":{ts},{self._cluster_json}"group_id":"{group_id}","event_id":"{self.prefix}{n}",'
             f'"member_id":"{member_id}","request_epoch":{request_epoch},"response_epoch":{response_epoch},'
             f'"error_code":{error_code}}}',
         )
 
     def commit_layout(self, logs: Sequence[PartitionLog], leader_epochs: Sequence[int]) -> str:
-        """A %-template of the ``offsets`` array: one C-level format per commit instead of a join."""
-        return ",".join(
-            f'{log.json_prefix.replace("%", "%%")}%d,"leader_epoch":{e}}}' for log, e in zip(logs, leader_epochs)
-        )
+        """A %-template of the ``offsets`` array (names are SAFE_NAME: no ``%`` to escape)."""
+        return ",".join(f'{log.json_prefix}%d,"leader_epoch":{e}}}' for log, e in zip(logs, leader_epochs))
 
-    def offset_commit(
+    def prepare_commit(
         self,
-        ts: int,
         group_id: str,
         member_id: str,
         member_epoch: int,
         instance_id: str | None,
         logs: Sequence[PartitionLog],
-        offsets: Sequence[int],
         leader_epochs: Sequence[int],
         error_code: int,
         txn: tuple[str, int, int] | None,
         truth: Truth | None,
         layout: Any = None,
-    ) -> None:
-        n = self.count
-        self.count = n + 1
-        cluster = "" if self.cluster is None else f'"cluster":"{self.cluster}",'
-        instance = "" if instance_id is None else f'"instance_id":"{instance_id}",'
+    ) -> tuple[str, str]:
+        """The whole line as a %-template of ``(ts, event number, *offsets)``: one C-level format per event."""
         if layout is None:
             layout = self.commit_layout(logs, leader_epochs)
-        parts = layout % tuple(offsets)
-        if txn is None:
-            head = f'{{"type":"offset_commit","ts":{ts},'
-            tail = ""
-        else:
-            head = f'{{"type":"txn_offset_commit","ts":{ts},'
+        instance = "" if instance_id is None else f'"instance_id":"{instance_id}",'
+        tail = ""
+        if txn is not None:
             tail = f',"transactional_id":"{txn[0]}","producer_id":{txn[1]},"producer_epoch":{txn[2]}'
         if truth is not None and self.labels:
-            tail += ',"truth":' + truth.as_json()
-        self.write(
-            OFFSETS,
-            group_id,
-            f'{head}{cluster}"group_id":"{group_id}","event_id":"{self.prefix}{n}","member_id":"{member_id}",'
-            f'"member_epoch":{member_epoch},{instance}"offsets":[{parts}],"error_code":{error_code}{tail}}}',
+            tail += ',"truth":' + truth.as_json().replace("%", "%%")
+        kind = "txn_offset_commit" if txn is not None else "offset_commit"
+        return group_id, (
+            f'{{"type":"{kind}","ts":%d,{self._cluster_json}"group_id":"{group_id}","event_id":"{self.prefix}%d",'
+            f'"member_id":"{member_id}","member_epoch":{member_epoch},{instance}"offsets":[{layout}],'
+            f'"error_code":{error_code}{tail}}}'
         )
+
+    def emit_commit(self, prepared: tuple[str, str], ts: int, offsets: Sequence[int]) -> None:
+        n = self.count
+        self.count = n + 1
+        self.write(OFFSETS, prepared[0], prepared[1] % (ts, n, *offsets))

@@ -42,7 +42,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 
 from .classic import ClassicGroup
-from .clients import ConsumerClient
+from .clients import CommitPlan, ConsumerClient
 from .coordinator import (
     FENCED_MEMBER_EPOCH,
     HB_CHANGED,
@@ -181,7 +181,10 @@ class Simulator:
         self.groups: list[SimGroup] = []
         self.logs: dict[tuple[int, int], PartitionLog] = {}
         self.empty_groups: set[int] = set()
-        self.logs_version = 0  # bumped by every leader election (invalidates commit memos)
+        self.logs_version = 0  # bumped by every leader election (invalidates commit plans)
+        self._labels = emitter.labels
+        self._committed_records = self.knobs.committed_records
+        self._emit_commit = emitter.emit_commit
         self._producer_ids = 1000
         self._stats: dict[str, int] = {}
         self._build()
@@ -282,6 +285,8 @@ class Simulator:
             slow_revocation=self.rng.random() < k.slow_revocation_rate,
             protocol=group.protocol,
         )
+        if transactional_id is not None:
+            client.commit_delay_ms = k.txn_commit_delay_ms
         group.slots[slot] = client
         group.clients[client.member_id] = client
         if group.protocol == "classic":
@@ -298,10 +303,7 @@ class Simulator:
         producer's AddOffsetsToTxn round trip (``txn_commit_delay_ms``): the
         member epoch it carries is older by that much.
         """
-        arrive = t_send + self._latency()
-        if client.transactional_id is not None:
-            arrive += self.knobs.txn_commit_delay_ms
-        self._push(arrive, _COMMIT, client, client.commit_token, t_send)
+        self._push(t_send + self._latency() + client.commit_delay_ms, _COMMIT, client, client.commit_token, t_send)
 
     def _next_producer_id(self) -> int:
         self._producer_ids += 1
@@ -518,7 +520,7 @@ class Simulator:
             if view[3] and view[2]:
                 arrive = t_learn + int(k.delayed_commit_ms * rng.uniform(0.5, 1.5)) + 2 * k.heartbeat_interval_ms
                 self._count("delayed_commit")
-                self._push(arrive, _XCOMMIT, client, None, (t_send, view[1], view[2], "delayed_request", client.transactional, client.member_id))
+                self._push(arrive, _XCOMMIT, client, None, (t_send, view[1], view[2], "delayed_request", client.txn is not None, client.member_id))
 
     def _inject_race(self, client: ConsumerClient, t: int, t_learn: int, epoch: int, owned: tuple[int, ...]) -> None:
         """A commit sent before the bumped epoch reached the client, arriving after the bump."""
@@ -527,7 +529,7 @@ class Simulator:
         t_send = self.rng.randrange(low, t_learn) if low < t_learn else t_learn - 1
         arrive = max(t_send + latency, t + 1)
         self._count("race")
-        self._push(arrive, _XCOMMIT, client, None, (t_send, epoch, owned, "in_flight_during_heartbeat", client.transactional, client.member_id))
+        self._push(arrive, _XCOMMIT, client, None, (t_send, epoch, owned, "in_flight_during_heartbeat", client.txn is not None, client.member_id))
 
     def _on_callback_done(self, t: int, client: ConsumerClient, token: int, arg) -> None:
         revoked, epoch = arg
@@ -552,21 +554,33 @@ class Simulator:
     def _on_commit(self, t: int, client: ConsumerClient, token: int, t_send: int) -> None:
         if token != client.commit_token or not client.alive:
             return
+        # The next commit of the client's own clock (auto.commit.interval.ms / commit.interval.ms).
         next_send = t_send + client.commit_interval_ms
-        self._schedule_commit(client, next_send)
+        i = self._li
+        self._li = i + 1
+        self._seq += 1
+        heapq.heappush(
+            self.heap,
+            (next_send + self._latencies[i & (_LATENCIES - 1)] + client.commit_delay_ms, self._seq, _COMMIT, client, token, next_send),
+        )
         if client.revoking:
             return
-        view = client.view_at(t_send)
+        view = client.history[-1]
+        if view[0] > t_send:
+            view = client.view_at(t_send)
         if not view[3] or not view[2]:
             return
-        transactional = client.transactional_id is not None
-        cause = "eos_commit" if transactional else "auto_commit"
-        self._commit(t, client, client.member_id, t_send, view[1], view[2], cause, transactional)
+        self._commit(t, client, client.member_id, t_send, view[1], view[2], client.commit_cause, client.txn is not None)
 
     def _on_extra_commit(self, t: int, client: ConsumerClient, _unused, spec) -> None:
         t_send, epoch, partitions, cause, transactional, member_id = spec
         if partitions:
-            self._commit(t, client, member_id, t_send, epoch, partitions, cause, transactional and client.transactional_id is not None)
+            self._commit(t, client, member_id, t_send, epoch, partitions, cause, transactional and client.txn is not None)
+
+    def _plan(self, client: ConsumerClient, partitions: tuple[int, ...]) -> CommitPlan:
+        logs = client.group.logs
+        plan = client.plan = CommitPlan(partitions, self.logs_version, [logs[p] for p in partitions], self.emit.commit_layout)
+        return plan
 
     def _commit(
         self,
@@ -583,55 +597,73 @@ class Simulator:
         group = client.group
         coord = group.coord
         if group.protocol == "classic":
-            error = coord.validate_offset_commit(member_id, epoch)
             transactional = False
-        else:
-            error = coord.validate_offset_commit(member_id, epoch, transactional)
-        # Per-client memo: the partitions' logs and segments (until a leader election), the label.
-        cache = client.cache
-        if cache[0] is not partitions or cache[1] != self.logs_version:
-            plogs = [group.logs[p] for p in partitions]
-            segments = [lg.current for lg in plogs]
-            epochs = [s[3] for s in segments]
-            cache = client.cache = (
-                partitions,
-                self.logs_version,
-                plogs,
-                [(s[1], s[0], s[2]) for s in segments],
-                epochs,
-                max(s[0] for s in segments),
-                cache[6] if cache[0] is partitions else None,
-                self.emit.commit_layout(plogs, epochs),
-            )
-        _, _, plogs, lines, epochs, newest_segment, label, cached_layout = cache
-        layout = cached_layout
+        plan = client.plan
+        if plan is None or plan.partitions is not partitions or plan.logs_version != self.logs_version:
+            plan = self._plan(client, partitions)
         # Consumer positions trail each log end by the group's lag (see PartitionLog.position).
         at = t_send - group.lag_ms
-        if at >= newest_segment:
-            offsets = [base + (at - start) * rate // 1000 for base, start, rate in lines]
+        if at >= plan.newest_segment:
+            offsets = [base + (at - start) * rate // 1000 for base, start, rate in plan.lines]
+            if (
+                plan.key_version == coord.version
+                and plan.key_epoch == epoch
+                and plan.key_cause is cause
+                and plan.key_member == member_id
+                and plan.key_transactional is transactional
+            ):
+                error = plan.error
+                epochs = plan.epochs
+                prepared = plan.prepared
+            else:
+                error, truth = self._answer(coord, member_id, epoch, partitions, cause, transactional)
+                epochs = plan.epochs
+                prepared = self.emit.prepare_commit(
+                    group.group_id, member_id, epoch, client.instance_id, plan.logs, epochs, error,
+                    client.txn if transactional else None, truth, plan.layout,
+                )
+                plan.key_version, plan.key_member, plan.key_epoch = coord.version, member_id, epoch
+                plan.key_cause, plan.key_transactional = cause, transactional
+                plan.error, plan.truth, plan.prepared = error, truth, prepared
         else:
             # Sent before a leader election: positions (and epochs) of the older segments.
-            positions = [lg.position(at) for lg in plogs]
+            positions = [lg.position(at) for lg in plan.logs]
             offsets = [o for o, _ in positions]
             epochs = [e for _, e in positions]
-            layout = None
-        truth = None
-        if self.emit.labels:
-            key = (coord.version, member_id, epoch, cause)
-            if label is not None and label[0] == key:
-                truth = label[1]
-            else:
-                scenario, current_owner, owners, expect = coord.commit_truth(member_id, epoch, partitions)
-                truth = Truth(scenario, cause, current_owner, owners, expect)
-                client.cache = cache[:6] + ((key, truth), cached_layout)
-        txn = (client.transactional_id, client.producer_id, client.producer_epoch) if transactional else None
-        ts = self._stamp(group, t, OFFSETS)
-        self.emit.offset_commit(ts, group.group_id, member_id, epoch, client.instance_id, plogs, offsets, epochs, error, txn, truth, layout)
+            error, truth = self._answer(coord, member_id, epoch, partitions, cause, transactional)
+            prepared = self.emit.prepare_commit(
+                group.group_id, member_id, epoch, client.instance_id, plan.logs, epochs, error,
+                client.txn if transactional else None, truth,
+            )
+        # The group's output clock (see _stamp), inlined: this is the hottest path.
+        last = group.last_ts
+        if t <= last:
+            t = last if group.last_kind == OFFSETS else last + 1
+        group.last_ts = t
+        group.last_kind = OFFSETS
+        self._emit_commit(prepared, t, offsets)
         if error == NONE:
-            coord.offsets.record(member_id, partitions, offsets, epochs, t)
-            if self.knobs.committed_records:
-                for lg, o, e in zip(plogs, offsets, epochs):
+            # CommittedOffsets.record, inlined.
+            store = coord.offsets
+            previous = store._pending.get(member_id)
+            if previous is not None and previous[0] is not partitions:
+                store._merge(previous)
+            store._pending[member_id] = (partitions, offsets, epochs, t)
+            if self._committed_records:
+                for lg, o, e in zip(plan.logs, offsets, epochs):
                     self.emit.offset_committed(self._stamp(group, t, OFFSETS), group.group_id, lg, o, e, t)
+
+    def _answer(self, coord, member_id: str, epoch: int, partitions, cause: str, transactional: bool):
+        """The broker's error code (Kafka <= 4.2) and, when labelling, the ground truth."""
+        if isinstance(coord, ClassicGroup):
+            error = coord.validate_offset_commit(member_id, epoch)
+        else:
+            error = coord.validate_offset_commit(member_id, epoch, transactional)
+        truth = None
+        if self._labels:
+            scenario, current_owner, owners, expect = coord.commit_truth(member_id, epoch, partitions)
+            truth = Truth(scenario, cause, current_owner, owners, expect)
+        return error, truth
 
     # ------------------------------------------------------------------ leaving, timeouts
 
@@ -641,7 +673,7 @@ class Simulator:
         group = client.group
         latency = self._latency()
         if latest[3] and latest[2] and not client.revoking:
-            self._push(t + latency, _XCOMMIT, client, None, (t, latest[1], latest[2], "close", client.transactional, client.member_id))
+            self._push(t + latency, _XCOMMIT, client, None, (t, latest[1], latest[2], "close", client.txn is not None, client.member_id))
         send_leave = t + 2 * latency
         static = client.instance_id is not None
         self._stop_client(client)
@@ -779,7 +811,7 @@ class Simulator:
                 _XCOMMIT,
                 client,
                 None,
-                (t_send, latest[1], latest[2], "after_pause", client.transactional, client.member_id),
+                (t_send, latest[1], latest[2], "after_pause", client.txn is not None, client.member_id),
             )
         if group.protocol == "classic":
             self._classic_wake(group, client, t)

@@ -63,15 +63,12 @@ class JsonLinesWriter:
 
 
 class AvroFileWriter:
-    """Write event dicts to an Avro object container file (schema embedded)."""
+    """Write event dicts to an Avro object container file (schema embedded, null codec)."""
 
-    def __init__(self, stream: IO[bytes], *, codec: str = "null") -> None:
-        from fastavro.write import Writer
+    def __init__(self, stream: IO[bytes]) -> None:
+        from fencewatch.streaming.event_schema import AvroContainerWriter
 
-        from fencewatch.streaming.event_schema import PARSED_SCHEMA
-
-        self._writer = Writer(stream, PARSED_SCHEMA, codec=codec)
-        self._stream = stream
+        self._writer = AvroContainerWriter(stream)
         self.count = 0
 
     def write(self, kind: int, key: str, event: dict[str, Any]) -> None:
@@ -80,7 +77,6 @@ class AvroFileWriter:
 
     def close(self) -> None:
         self._writer.flush()
-        self._stream.flush()
 
 
 def _murmur2(data: bytes) -> int:
@@ -134,7 +130,9 @@ class KafkaWriter:
         create_partitions: int = 4,
         producer_config: dict[str, Any] | None = None,
     ) -> None:
-        from confluent_kafka import Producer
+        from confluent_kafka import KafkaException, Producer
+
+        from fencewatch.streaming.event_schema import encode_avro
 
         if value_format not in ("json", "avro"):
             raise ValueError(f"unknown value format {value_format!r}; valid: json, avro")
@@ -147,18 +145,28 @@ class KafkaWriter:
             "queue.buffering.max.messages": 500000,
             "queue.buffering.max.kbytes": 1048576,
             "enable.idempotence": False,
+            # Report failures only: a Python callback per delivered record costs more than producing it.
+            "delivery.report.only.error": True,
         }
         config.update(producer_config or {})
-        self._producer = Producer(config)
         self._topics = {HEARTBEATS: heartbeats_topic, OFFSETS: offsets_topic}
-        self._counts = self._ensure_topics(config, create_partitions)
+        self.failed = 0
+        self.count = 0
+        self._producer = Producer({**config, "on_delivery": self._on_delivery})
+        try:
+            self._counts = self._ensure_topics(config, create_partitions)
+        except KafkaException as exc:
+            self._producer = None
+            raise RuntimeError(f"cannot use topics {heartbeats_topic}, {offsets_topic} at {bootstrap_servers}: {exc}") from exc
         self._avro = value_format == "avro"
+        self._encode = encode_avro
         self._wire = avro_wire
         self._schema_id = schema_id
-        self._partition_cache: dict[tuple[int, str], tuple[bytes, int]] = {}
-        self._held: dict[tuple[int, int], tuple[bytes, bytes]] = {}
-        self.count = 0
-        self.failed = 0
+        # Per kind: key -> (topic, partition, key bytes, held-record slot).
+        self._routes: dict[int, dict[str, tuple[str, int, bytes, tuple[int, int]]]] = {HEARTBEATS: {}, OFFSETS: {}}
+        # (kind, partition) -> (route, value) of the partition's latest record, held back until the
+        # partition's next record or close().
+        self._held: dict[tuple[int, int], tuple[tuple, bytes]] = {}
 
     def _ensure_topics(self, config: dict[str, Any], partitions: int) -> dict[int, int]:
         """Partition counts of the two topics; create missing ones (logged)."""
@@ -167,7 +175,9 @@ class KafkaWriter:
         metadata = self._producer.list_topics(timeout=15)
         missing = [t for t in set(self._topics.values()) if t not in metadata.topics or metadata.topics[t].error is not None]
         if missing:
-            admin_config = {k: v for k, v in config.items() if not k.startswith(("linger", "batch", "queue", "enable.idem"))}
+            admin_config = {
+                k: v for k, v in config.items() if not k.startswith(("linger", "batch", "queue", "enable.idem", "delivery."))
+            }
             admin = AdminClient(admin_config)
             log.info("creating topics %s with %d partitions", ", ".join(sorted(missing)), partitions)
             futures = admin.create_topics([NewTopic(t, num_partitions=partitions, replication_factor=1) for t in sorted(missing)])
@@ -193,34 +203,36 @@ class KafkaWriter:
             if self.failed <= 10:
                 log.error("delivery failed: %s", err)
 
-    def _produce(self, kind: int, partition: int, key: bytes, value: bytes) -> None:
+    def _produce(self, topic: str, partition: int, key: bytes, value: bytes) -> None:
         producer = self._producer
         while True:
             try:
-                producer.produce(self._topics[kind], value, key, partition=partition, on_delivery=self._on_delivery)
+                producer.produce(topic, value, key, partition)
                 return
             except BufferError:
                 producer.poll(0.05)
 
     def write(self, kind: int, key: str, payload: Any) -> None:
-        cached = self._partition_cache.get((kind, key))
-        if cached is None:
+        route = self._routes[kind].get(key)
+        if route is None:
             key_bytes = key.encode()
-            cached = (key_bytes, murmur2_partition(key_bytes, self._counts[kind]))
-            self._partition_cache[(kind, key)] = cached
-        key_bytes, partition = cached
+            partition = murmur2_partition(key_bytes, self._counts[kind])
+            route = self._routes[kind][key] = (self._topics[kind], partition, key_bytes, (kind, partition))
         if self._avro:
-            from fencewatch.streaming.event_schema import encode_avro
-
-            value = encode_avro(payload, wire=self._wire, schema_id=self._schema_id)
+            value = self._encode(payload, wire=self._wire, schema_id=self._schema_id)
         else:
             value = payload.encode()
-        slot = (kind, partition)
-        previous = self._held.get(slot)
-        self._held[slot] = (key_bytes, value)
+        held = self._held
+        slot = route[3]
+        previous = held.get(slot)
+        held[slot] = (route, value)
         self.count += 1
         if previous is not None:
-            self._produce(kind, partition, *previous)
+            before = previous[0]
+            try:
+                self._producer.produce(before[0], previous[1], before[2], before[1])
+            except BufferError:
+                self._produce(before[0], before[1], before[2], previous[1])
             if not self.count & 1023:
                 self._producer.poll(0)
 
@@ -228,10 +240,13 @@ class KafkaWriter:
         """Flush everything, then send each partition's last record alone (watermark quirk)."""
         producer = self._producer
         remaining = producer.flush(60)
-        for (kind, partition), (key, value) in sorted(self._held.items()):
-            self._produce(kind, partition, key, value)
+        for _, (route, value) in sorted(self._held.items(), key=lambda item: item[0]):
+            self._produce(route[0], route[1], route[2], value)
             remaining = producer.flush(30)
         self._held.clear()
+        # Drop the producer now: it holds our delivery callback (a cycle the GC would free late,
+        # leaving a client that keeps reconnecting to a broker that may be gone).
+        self._producer = None
         if remaining:
             raise RuntimeError(f"{remaining} records still queued after flush")
         if self.failed:

@@ -125,3 +125,8 @@ def test_pacer_sleeps_to_hold_the_rate():
     realtime = Pacer(realtime_speed=10, start_ts=1_000, sleep=sleep, clock=lambda: now[0])
     realtime(0, 11_000)  # 10 simulated seconds at 10x = 1 s of wall time
     assert slept[-1] == pytest.approx(1.0)
+
+
+def test_unreachable_broker_exits_1(capsys):
+    assert main(["simulate", "--events", "10", "--bootstrap-servers", "127.0.0.1:1"]) == 1
+    assert "cannot use topics" in capsys.readouterr().err

@@ -13,7 +13,15 @@ from fencewatch.sim.emit import DictEmitter, JsonEmitter, Truth
 from fencewatch.sim.engine import SimConfig, Simulator
 from fencewatch.sim.profiles import profile
 from fencewatch.sim.topology import PartitionLog
-from fencewatch.streaming.event_schema import PARSED_SCHEMA, AvroWireError, decode_avro, encode_avro
+from fencewatch.streaming.event_schema import (
+    PARSED_SCHEMA,
+    AvroContainerWriter,
+    AvroWireError,
+    decode_avro,
+    decode_body,
+    encode_avro,
+    encode_body,
+)
 
 
 def run(config: SimConfig, emitter_class):
@@ -58,15 +66,70 @@ def test_truth_json_is_the_dict():
     assert truth.as_dict() is not truth.as_dict()  # callers get their own copy
 
 
-def test_every_simulated_event_round_trips_through_avro():
+def test_every_simulated_event_round_trips_through_avro_byte_for_byte_with_fastavro():
+    """The compiled codec writes what fastavro (the reference) writes, and reads what it reads."""
     knobs = dataclasses.replace(profile("mixed"), eos_fraction=0.0, groups=6, committed_records=True)
     config = SimConfig(knobs=knobs, seed=9, duration_ms=3_600_000, assignment_epochs=True)
     events = [payload for _, _, payload in run(config, DictEmitter)]
     types = {e["type"] for e in events}
     assert {"partition_epochs", "classic_sync", "offset_committed", "member_left"} <= types
+    seen_types = set()
     for event in events:
+        body = encode_body(event)
+        if event["type"] not in seen_types or "truth" in event and len(seen_types) < 40:
+            seen_types.add(event["type"])
+            reference = io.BytesIO()
+            fastavro.schemaless_writer(reference, PARSED_SCHEMA, event)
+            assert body == reference.getvalue(), event
+            assert decode_body(body) == fastavro.schemaless_reader(io.BytesIO(body), PARSED_SCHEMA)
         assert decode_avro(encode_avro(event)) == event
         assert decode_avro(encode_avro(event, wire="plain"), wire="plain") == event
+
+
+def test_avro_container_file_opens_with_fastavro(tmp_path):
+    events = [{"type": "heartbeat", "ts": i, "group_id": "g", "member_id": "m", "request_epoch": i % 70 - 3,
+               "response_epoch": 2**40, "error_code": 0} for i in range(10_000)]
+    path = tmp_path / "events.avro"
+    with path.open("wb") as fh:
+        writer = AvroContainerWriter(fh, block_records=999)
+        for event in events:
+            writer.write(event)
+        writer.flush()
+    with path.open("rb") as fh:
+        records = list(fastavro.reader(fh))
+    assert [{k: v for k, v in r.items() if v is not None} for r in records] == events
+
+
+@pytest.mark.parametrize(
+    "data, problem",
+    [
+        pytest.param(b"", "truncated", id="empty"),
+        pytest.param(encode_body({"type": "heartbeat", "ts": 1})[:-3], "truncated", id="cut short"),
+        pytest.param(b"\x12heartbeat\x02" + b"\x04" + b"\x00" * 40, "union branch", id="bad union index"),
+        pytest.param(b"\x04\xff\xfe\x02" + b"\x00" * 40, "UTF-8", id="not utf-8"),
+        pytest.param(b"\x01" + b"\x00" * 40, "runs past", id="negative string length"),
+        pytest.param(b"\x02x" + b"\xff" * 12, "varint", id="endless varint"),
+    ],
+)
+def test_malformed_avro_bodies_raise_avro_wire_error(data, problem):
+    with pytest.raises(AvroWireError, match=problem):
+        decode_avro(data, wire="plain")
+
+
+@pytest.mark.parametrize(
+    "event, problem",
+    [
+        pytest.param({"ts": 1}, "FencewatchEvent.type: missing required field", id="missing type"),
+        pytest.param({"type": "x", "ts": "1"}, "FencewatchEvent.ts: expected an int", id="ts as string"),
+        pytest.param({"type": "x", "ts": 1, "offsets": [{"topic": "t", "partition": 0, "offset": 1.5}]},
+                     "PartitionOffset.offset: expected an int", id="float offset"),
+        pytest.param({"type": "x", "ts": 1, "truth": {"scenario": "s", "current_owner": 1}},
+                     "SimTruth.current_owner: expected a boolean", id="int as boolean"),
+    ],
+)
+def test_encoding_bad_events_names_the_field(event, problem):
+    with pytest.raises((TypeError, ValueError), match=problem):
+        encode_avro(event)
 
 
 def test_confluent_wire_format_header():
