@@ -489,9 +489,9 @@ class Simulator:
 
     def _on_heartbeat_error(self, client: ConsumerClient, error: int, t: int, t_learn: int) -> None:
         if error == UNRELEASED_INSTANCE_ID:
-            # The previous process with this instance id has not been fenced yet: retry.
-            retry = t_learn + 1000
-            self._push(retry + self._latency(), _HB, client, client.hb_token, retry)
+            # Another live process holds this group.instance.id: fatal for the Java consumer.
+            self._count("unreleased_instance_id")
+            self._stop_client(client)
             return
         # UNKNOWN_MEMBER_ID / FENCED_MEMBER_EPOCH: the client drops its partitions
         # (onPartitionsLost, no commit) and rejoins with epoch 0 under the same member id.
@@ -854,9 +854,13 @@ class Simulator:
             self._push(t + k.rolling_restart_every_ms, _GROUP, group, "roll", 0)
             return
         group.restarting = True
-        self._count("rolling_restart_step")
         client = group.slots.get(slot)
-        if client is not None and client.alive and not client.frozen:
+        if client is not None and client.frozen:
+            # The deployment skips an unresponsive instance (its process is frozen).
+            self._push(t + 1, _GROUP, group, "roll", slot + 1)
+            return
+        self._count("rolling_restart_step")
+        if client is not None and client.alive:
             self._shutdown(client, t)
         downtime = int(k.restart_downtime_ms * self.rng.uniform(0.5, 1.5))
         if group.static:
@@ -872,7 +876,9 @@ class Simulator:
         group.stopped = True
         self._count("group_stop")
         for client in list(group.clients.values()):
-            if client.alive:
+            if client.alive and client.frozen:
+                self._crash(client, t)  # a frozen process is killed, it cannot close
+            elif client.alive:
                 self._shutdown(client, t)
         if rng.random() < k.return_fraction:
             self._push(t + int(k.empty_for_ms * rng.uniform(0.5, 1.5)), _GROUP, group, "return", None)
