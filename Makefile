@@ -5,7 +5,7 @@ PY     := $(VENV)/bin/python
 PIP    := $(VENV)/bin/pip
 STAMP  := $(VENV)/.installed
 
-.PHONY: install test test-fast demo bench clean system-deps
+.PHONY: install test test-fast demo bench screenshot clean system-deps
 
 $(STAMP): pyproject.toml
 	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -32,6 +32,11 @@ demo: $(STAMP) system-deps
 
 bench: $(STAMP)
 	$(PY) bench/__main__.py
+
+# docs/fencing-rate-zombie-storm.png: Prometheus graph during a zombie-storm demo, headless Chromium.
+screenshot: $(STAMP) system-deps
+	@command -v chromium >/dev/null 2>&1 || (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null)
+	$(PY) docs/make_screenshot.py
 
 clean:
 	rm -rf $(VENV) build *.egg-info .pytest_cache

@@ -42,7 +42,7 @@ def sustained(spark, broker, n_events: int, groups: int, max_per_trigger: int) -
     from fencewatch.sim.engine import SimConfig
     from fencewatch.sim.profiles import profile
     from fencewatch.sinks.kafka import KafkaOutputs
-    from fencewatch.streaming.job import BatchWriter, JobStats, start_query
+    from fencewatch.streaming.job import BatchWriter, JobStats, drain, start_query
 
     hb, off = f"hb-{time.time_ns()}", f"off-{time.time_ns()}"
     broker.create_topics([hb, off, "fencewatch.verdicts", "fencewatch.alerts", "fencewatch.dlq"], partitions=4,
@@ -55,8 +55,8 @@ def sustained(spark, broker, n_events: int, groups: int, max_per_trigger: int) -
     kafka = KafkaOutputs({"bootstrap.servers": broker.bootstrap}, verdicts_topic="fencewatch.verdicts",
                          alerts_topic="fencewatch.alerts", dlq_topic="fencewatch.dlq")
     writer = BatchWriter(cfg, kafka=kafka, stats=JobStats())
-    query = start_query(spark, cfg, writer, available_now=True)
-    query.awaitTermination()
+    query = start_query(spark, cfg, writer, trigger="100 milliseconds")
+    drain(query, cfg, timeout_s=3600)
     kafka.close()
     progress = [p for p in query.recentProgress if p["numInputRows"]]
     rows = sum(p["numInputRows"] for p in progress)

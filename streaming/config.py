@@ -34,6 +34,7 @@ class StreamingConfig:
     heartbeats_topic: str = "fencewatch.heartbeats"
     offsets_topic: str = "fencewatch.offsets"
     source: str = "events"  # events | consumer-offsets
+    consumer_offsets_topic: str = "__consumer_offsets"
     input_format: str = "json"  # json | avro
     starting_offsets: str = "latest"  # earliest | latest | JSON
     max_offsets_per_trigger: int | None = None

@@ -44,6 +44,8 @@ def build_inputs(spark, cfg: cfgmod.Config):
         options["maxOffsetsPerTrigger"] = str(s.max_offsets_per_trigger)
     for k, v in s.kafka.items():
         options[f"kafka.{k}"] = v
+    if s.source == "consumer-offsets":
+        return _consumer_offsets_inputs(spark, cfg, options)
     topics = [s.heartbeats_topic, s.offsets_topic]
     src = read_kafka_stream(spark, bootstrap=s.bootstrap_servers, topics=topics, options=options)
     topic = F.col("topic")
@@ -57,7 +59,41 @@ def build_inputs(spark, cfg: cfgmod.Config):
         F.when(topic == s.heartbeats_topic, "heartbeats").when(topic == s.offsets_topic, "offsets")
         .otherwise("other").alias("source"),
         (F.unix_micros(F.col("timestamp")) / 1000).cast("long").alias("record_ts"),
+        F.lit(None).cast("string").alias("bad_reason"),
     )
+
+
+def _topic_ids(cfg: cfgmod.Config) -> dict[str, str]:
+    """Topic id -> name from cluster metadata (KIP-848 records name topics by id)."""
+    from confluent_kafka import TopicCollection
+    from confluent_kafka.admin import AdminClient
+
+    admin = AdminClient({"bootstrap.servers": cfg.streaming.bootstrap_servers, **cfg.streaming.kafka})
+    names = list(admin.list_topics(timeout=10).topics)
+    out = {}
+    for name, fut in admin.describe_topics(TopicCollection(names), request_timeout=10).items():
+        try:
+            out[str(fut.result().topic_id)] = name
+        except Exception as exc:  # a topic deleted meanwhile: its id stays unresolved (written as a UUID)
+            log.debug("describe %s: %s", name, exc)
+    return out
+
+
+def _consumer_offsets_inputs(spark, cfg: cfgmod.Config, options: dict):
+    """``--source consumer-offsets``: the cluster's ``__consumer_offsets`` decoded by the bridge."""
+    from pyspark.sql import functions as F
+
+    from .sources import read_kafka_stream
+    from .state_fn import make_bridge_mapper
+
+    s = cfg.streaming
+    options = {**options, "startingOffsets": "earliest"} if s.starting_offsets == "latest" else options
+    src = read_kafka_stream(spark, bootstrap=s.bootstrap_servers, topics=[s.consumer_offsets_topic], options=options)
+    records = src.select("key", "value", "topic", "partition", "offset",
+                         (F.unix_micros(F.col("timestamp")) / 1000).cast("long").alias("record_ts"))
+    schema = ("value binary, seq long, event_id string, coords string, source string, record_ts long, "
+              "bad_reason string")
+    return records.mapInPandas(make_bridge_mapper(_topic_ids(cfg)), schema)
 
 
 def build_outputs(inputs, cfg: cfgmod.Config, *, emit_verdicts: bool | None = None):
@@ -173,16 +209,38 @@ class BatchWriter:
                     s.event_ids[f"{v['event_id']}|{v['topic']}|{v['partition']}"] += 1
 
 
-def start_query(spark, cfg: cfgmod.Config, writer: BatchWriter, *, trigger: str | None = None,
-                available_now: bool = False):
+def start_query(spark, cfg: cfgmod.Config, writer: BatchWriter, *, trigger: str | None = None):
+    """Start the query. (No ``availableNow``: processing-time timeouts keep a stateful query
+    scheduling batches, so it would never finish; use :func:`drain` to process a backlog.)"""
     outputs = build_outputs(build_inputs(spark, cfg), cfg)
-    w = (outputs.writeStream.queryName("fencewatch").foreachBatch(writer)
-         .option("checkpointLocation", cfg.streaming.checkpoint_location).outputMode("append"))
-    w = w.trigger(availableNow=True) if available_now else w.trigger(
-        processingTime=trigger or _spark_interval(cfg.streaming.trigger_interval))
-    query = w.start()
+    query = (outputs.writeStream.queryName("fencewatch").foreachBatch(writer)
+             .option("checkpointLocation", cfg.streaming.checkpoint_location).outputMode("append")
+             .trigger(processingTime=trigger or _spark_interval(cfg.streaming.trigger_interval)).start())
     writer.query = query
     return query
+
+
+def drain(query, cfg: cfgmod.Config, *, timeout_s: float = 600.0) -> bool:
+    """Run until the input is consumed and held events are released, then stop between
+    batches; False if ``timeout_s`` passed first."""
+    quiet_needed = cfg.streaming.max_skew_ms / 1000 + 2.0
+    deadline = time.monotonic() + timeout_s
+    quiet_since = None
+    seen_batch = None
+    while time.monotonic() < deadline and query.isActive:
+        progress = query.lastProgress
+        if progress and progress["batchId"] != seen_batch:
+            seen_batch = progress["batchId"]
+            if progress["numInputRows"] == 0 and not input_lag(query):
+                quiet_since = quiet_since or time.monotonic()
+            else:
+                quiet_since = None
+        if quiet_since is not None and time.monotonic() - quiet_since >= quiet_needed:
+            break
+        time.sleep(0.2)
+    done = quiet_since is not None and time.monotonic() < deadline
+    stop_between_batches(query)
+    return done
 
 
 def stop_between_batches(query, timeout_s: float = 60.0) -> None:
@@ -252,6 +310,9 @@ def _streaming_flags(p: argparse.ArgumentParser) -> None:
     g.add_argument("--heartbeats-topic")
     g.add_argument("--offsets-topic")
     g.add_argument("--input-format", choices=("json", "avro"))
+    g.add_argument("--source", choices=("events", "consumer-offsets"),
+                   help="events (the heartbeats/offsets topics) or consumer-offsets (decode __consumer_offsets)")
+    g.add_argument("--consumer-offsets-topic", help="default __consumer_offsets")
     g.add_argument("--starting-offsets", help="earliest | latest | JSON (Spark's Kafka syntax)")
     g.add_argument("--max-offsets-per-trigger", type=int)
     g.add_argument("--max-skew", help="cross-topic skew tolerated, e.g. 2s (also the watermark delay)")
@@ -276,7 +337,8 @@ def _streaming_overrides(args: argparse.Namespace) -> dict:
             raise cfgmod.ConfigError(f"-X {item!r}: expected KEY=VALUE")
         kafka[k.strip()] = v.strip()
     streaming = {"bootstrap_servers": args.bootstrap_servers, "heartbeats_topic": args.heartbeats_topic,
-                 "offsets_topic": args.offsets_topic, "input_format": args.input_format,
+                 "offsets_topic": args.offsets_topic, "input_format": args.input_format, "source": args.source,
+                 "consumer_offsets_topic": args.consumer_offsets_topic,
                  "starting_offsets": args.starting_offsets, "max_offsets_per_trigger": args.max_offsets_per_trigger,
                  "max_skew_ms": args.max_skew, "trigger_interval": args.trigger,
                  "checkpoint_location": args.checkpoint, "spark_master": args.spark_master,

@@ -39,7 +39,8 @@ def replay_file_spark(path: str, cfg: RulesConfig, *, master: str | None = None,
     inputs = raw.select(
         F.col("value"), F.col("seq"), F.col("seq").cast("string").alias("event_id"),
         F.concat(F.lit("line "), (F.col("seq") + 1).cast("string")).alias("coords"),
-        F.lit("file").alias("source"), F.lit(0).cast("long").alias("record_ts"))
+        F.lit("file").alias("source"), F.lit(0).cast("long").alias("record_ts"),
+        F.lit(None).cast("string").alias("bad_reason"))
     routed = inputs.mapInPandas(make_router("json"), ROUTED).cache()
     try:
         stats = routed.where(F.col("key") != DLQ_KEY).agg(

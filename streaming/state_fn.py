@@ -52,7 +52,8 @@ def parse_key(text: str) -> tuple:
 
 
 def make_router(input_format: str = "json", schema_ids: Iterable[int] = (1,)) -> Callable:
-    """The ``mapInPandas`` function: columns value, seq, event_id, coords, source, record_ts -> ROUTED rows."""
+    """The ``mapInPandas`` function: columns value, seq, event_id, coords, source, record_ts, bad_reason
+    -> ROUTED rows (``bad_reason`` set: an upstream decoder already rejected the record)."""
     ids = frozenset(schema_ids)
 
     def decode(value, seq, eid, coords):
@@ -75,8 +76,14 @@ def make_router(input_format: str = "json", schema_ids: Iterable[int] = (1,)) ->
                 cols["reason"].append(reason)
                 cols["coords"].append(coords)
 
-            for value, seq, eid, coords, source, record_ts in zip(
-                    pdf["value"], pdf["seq"], pdf["event_id"], pdf["coords"], pdf["source"], pdf["record_ts"]):
+            bad_reasons = pdf["bad_reason"] if "bad_reason" in pdf else [None] * len(pdf)
+            for value, seq, eid, coords, source, record_ts, bad in zip(
+                    pdf["value"], pdf["seq"], pdf["event_id"], pdf["coords"], pdf["source"], pdf["record_ts"],
+                    bad_reasons):
+                if bad is not None:
+                    add(DLQ_KEY, int(record_ts), int(seq), "dlq", source, None if value is None else bytes(value),
+                        bad, coords)
+                    continue
                 if value is None:
                     add(DLQ_KEY, int(record_ts), int(seq), "dlq", source, None, "MISSING_VALUE", coords)
                     continue
@@ -266,3 +273,41 @@ def make_batch_fn(cfg: RulesConfig, clock: int | None) -> Callable:
         return _frame(_render(out))
 
     return batch_fn
+
+
+def make_bridge_mapper(topic_ids: dict[str, str] | None = None, cluster: str | None = None) -> Callable:
+    """``mapInPandas`` over ``__consumer_offsets`` records: each record -> its SPEC events (the
+    bridge's stateless ``decode_record``) as router input rows; undecodable records carry
+    ``bad_reason`` (unknown record types and versions are skipped, as Kafka does)."""
+    from .bridge.mapping import TopicNames, decode_record
+    from .bridge.records import RecordDecodeError
+
+    names = TopicNames(topic_ids or {})
+
+    def bridge_batches(batches: Iterator[pd.DataFrame]) -> Iterator[pd.DataFrame]:
+        for pdf in batches:
+            cols: dict[str, list] = {c: [] for c in ("value", "seq", "event_id", "coords", "source", "record_ts",
+                                                    "bad_reason")}
+            for key, value, topic, partition, offset, ts in zip(pdf["key"], pdf["value"], pdf["topic"],
+                                                                pdf["partition"], pdf["offset"], pdf["record_ts"]):
+                eid, coords = f"{topic}/{partition}/{offset}", f"{topic}[{partition}]@{offset}"
+                try:
+                    events = decode_record(None if key is None else bytes(key),
+                                           None if value is None else bytes(value), int(ts), eid, names,
+                                           cluster=cluster)
+                    rows = [(json.dumps(e).encode(), None) for e in events]
+                except RecordDecodeError as exc:
+                    if exc.code in RecordDecodeError.SKIPPABLE:
+                        continue
+                    rows = [(None if value is None else bytes(value), f"{exc.code}(detail={exc.detail[:200]})")]
+                for i, (payload, bad) in enumerate(rows):
+                    cols["value"].append(payload)
+                    cols["seq"].append(int(offset) * 64 + i)  # one partition per group: offset order
+                    cols["event_id"].append(eid)
+                    cols["coords"].append(coords)
+                    cols["source"].append("consumer_offsets")
+                    cols["record_ts"].append(int(ts))
+                    cols["bad_reason"].append(bad)
+            yield pd.DataFrame(cols)
+
+    return bridge_batches

@@ -18,7 +18,8 @@ from fencewatch.sinks.kafka import BatchMarker, KafkaOutputs, decode_alert_avro
 from fencewatch.state.engine import LocalEngine, sort_key
 from fencewatch.streaming import config as cfgmod
 from fencewatch.streaming.decoding import MEMBERSHIP_TYPES, DecodeError, UnknownType, decode_json_line
-from fencewatch.streaming.job import BatchWriter, JobStats, start_query
+from fencewatch.streaming.job import BatchWriter, JobStats, drain, start_query
+from kafka_helpers import read_all
 
 pytestmark = [pytest.mark.spark, pytest.mark.broker]
 SKEW_MS = 2_000  # also how long a held event waits for a quiet source
@@ -30,27 +31,6 @@ def produce(bootstrap, hb, off, events):
         topic = hb if e.get("type") in MEMBERSHIP_TYPES else off
         p.produce(topic, key=(e.get("group_id") or "").encode(), value=json.dumps(e).encode())
     p.flush(30)
-
-
-def read_all(bootstrap, topic):
-    """Every record of ``topic``, by partition assignment (no consumer group needed)."""
-    c = Consumer({"bootstrap.servers": bootstrap, "group.id": "unused", "enable.auto.commit": False})
-    parts = c.list_topics(topic, timeout=10).topics[topic].partitions
-    ends = {p: c.get_watermark_offsets(TopicPartition(topic, p), timeout=10)[1] for p in parts}
-    c.assign([TopicPartition(topic, p, OFFSET_BEGINNING) for p in parts])
-    out, idle = [], 0
-    while idle < 20:
-        msg = c.poll(0.5)
-        if msg is None:
-            idle += 1
-            continue
-        idle = 0
-        if msg.error() is None:
-            out.append(msg)
-    c.close()
-    # Tansu's watermark may lag one produce batch; what we read must cover it.
-    assert all(sum(1 for m in out if m.partition() == p) >= ends[p] for p in parts)
-    return out
 
 
 def produce_clock(bootstrap, topics, ts):
@@ -104,16 +84,7 @@ def test_stream_judges_every_commit_exactly_once_across_restart(spark, broker, t
 
     second = writer()
     query = start_query(spark, cfg, second, trigger="200 milliseconds")
-    # Run until the output is stable: input read and held events released (after max skew).
-    deadline, last, stable = time.monotonic() + 600, -1, 0
-    while time.monotonic() < deadline and query.isActive and stable < 10:
-        time.sleep(0.5)
-        done = second.stats.batches
-        progress = query.lastProgress or {}
-        idle = progress.get("numInputRows", 1) == 0
-        stable = stable + 1 if (idle and done == last) or (idle and stable) else 0
-        last = done
-    query.stop()
+    assert drain(query, cfg, timeout_s=600)  # input consumed, held events released
     second.kafka.close()
     assert query.exception() is None
     # Exactly once: every (commit event, partition) appears once in the verdicts topic.
