@@ -46,13 +46,10 @@ class ReplayResult:
         return [alert_dict(a) for a in self.alert_records]
 
 
-def decode_lines(lines: Iterable[str | bytes], errors: list, unknown: dict) -> list:
-    """Typed events of a JSON-lines input; bad lines go to ``errors``, unknown types are counted."""
+def _collect(results: Iterable, errors: list, unknown: dict) -> list:
+    """Typed events of decoder results; bad records go to ``errors``, unknown types are counted."""
     events = []
-    for n, line in enumerate(lines):
-        if not line.strip():
-            continue
-        res = decode_json_line(line, seq=n, default_event_id=str(n), coords=f"line {n + 1}")
+    for res in results:
         if isinstance(res, DecodeError):
             errors.append(res)
         elif isinstance(res, UnknownType):
@@ -60,20 +57,17 @@ def decode_lines(lines: Iterable[str | bytes], errors: list, unknown: dict) -> l
         else:
             events.append(res)
     return events
+
+
+def decode_lines(lines: Iterable[str | bytes], errors: list, unknown: dict) -> list:
+    """A JSON-lines input: event ids and coordinates are line numbers (blank lines skipped)."""
+    return _collect((decode_json_line(line, seq=n, default_event_id=str(n), coords=f"line {n + 1}")
+                     for n, line in enumerate(lines) if line.strip()), errors, unknown)
 
 
 def decode_dicts(dicts: Iterable[dict], errors: list, unknown: dict) -> list:
-    events = []
-    for n, d in enumerate(dicts):
-        eid = str(n)
-        res = event_from_dict(d, seq=n, default_event_id=eid, coords=f"event {n}")
-        if isinstance(res, DecodeError):
-            errors.append(res)
-        elif isinstance(res, UnknownType):
-            unknown[res.type] = unknown.get(res.type, 0) + 1
-        else:
-            events.append(res)
-    return events
+    return _collect((event_from_dict(d, seq=n, default_event_id=str(n), coords=f"event {n}")
+                     for n, d in enumerate(dicts)), errors, unknown)
 
 
 def judge(events: list, cfg: RulesConfig | None = None, clock: int | None = None) -> tuple[list, list, list]:
