@@ -500,8 +500,9 @@ class ConsumerGroup:
             cls = ACCEPTED if not self.members else UNKNOWN_MEMBER
             return "admin", current_owner, owners, [cls] * n
         member = self.members.get(member_id)
-        if member is None or member.member_epoch < 0:
+        if member is None:
             return "fenced_zombie", current_owner, owners, [UNKNOWN_MEMBER] * n
+        # A departed static member (epoch -2) is still a member: any epoch it sends is "future".
         broker_epoch = member.member_epoch
         if member_epoch == broker_epoch:
             return "owner", current_owner, owners, [ACCEPTED] * n

@@ -13,6 +13,8 @@ from __future__ import annotations
 import collections
 
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from fencewatch.state.config import RulesConfig
 from fencewatch.streaming.replay import judge_events
@@ -166,3 +168,40 @@ def test_groups_that_go_empty_get_expiry_alerts_at_the_labelled_deadline(sim_eve
     expired = {a["group_id"] for a in result.alerts if a["kind"] == "OFFSETS_EXPIRED"}
     warned = {a["group_id"] for a in result.alerts if a["kind"] == "OFFSETS_EXPIRING"}
     assert due and due <= expired and due <= warned
+
+
+@settings(max_examples=12, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    seed=st.integers(0, 10**6),
+    name=st.sampled_from(sorted(RUNS)),
+    members=st.integers(1, 5),
+    partitions=st.integers(1, 6),
+    latency=st.sampled_from([1.0, 5.0, 50.0, 500.0]),
+    heartbeat=st.sampled_from([1_000, 5_000]),
+    session=st.sampled_from([6_000, 45_000]),
+    rebalance=st.sampled_from([5_000, 60_000]),
+    chaos=st.floats(0, 1),
+    static=st.floats(0, 1),
+    assignment_epochs=st.booleans(),
+)
+def test_random_configurations_agree_with_the_engine(seed, name, members, partitions, latency, heartbeat, session,
+                                                      rebalance, chaos, static, assignment_epochs):
+    """Extreme latencies, timeouts and failure rates: labels and the engine still agree everywhere."""
+    import dataclasses
+
+    from fencewatch.sim.engine import SimConfig, simulate
+    from fencewatch.sim.profiles import profile
+
+    knobs = dataclasses.replace(
+        profile(name), groups=3, members_per_group=members, topics=2, partitions_per_topic=partitions,
+        latency_ms=latency, heartbeat_interval_ms=heartbeat, session_timeout_ms=session,
+        rebalance_timeout_ms=rebalance, eos_fraction=0.1, static_fraction=static, classic_fraction=0.3,
+        race_rate=chaos, delayed_commit_rate=chaos, slow_revocation_rate=chaos / 3, pause_per_hour=20 * chaos,
+        churn_per_hour=30 * chaos, admin_commit_per_hour=5 * chaos, rolling_restart_every_ms=300_000,
+    )
+    events = simulate(SimConfig(knobs=knobs, seed=seed, duration_ms=900_000, assignment_epochs=assignment_epochs))
+    result = judge_events(events)
+    assert not result.errors
+    for v, e, i in labelled_verdicts(events, result):
+        assert v["class"] == e["truth"]["expect"][i], (e, v)
+        assert v["model_agrees"] is not False, (e, v)

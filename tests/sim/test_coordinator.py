@@ -246,3 +246,12 @@ def test_committed_offsets_newest_commit_wins_per_partition():
     assert offsets.snapshot() == {0: (11, 0, 150), 1: (25, 1, 200)}
     offsets.drop([0])
     assert offsets.snapshot() == {1: (25, 1, 200)}
+
+
+def test_a_request_delayed_past_a_static_leave_meets_the_departed_member():
+    """The departed static member (epoch -2) is still a member: STALE_MEMBER_EPOCH, class future_epoch."""
+    g = ConsumerGroup("g", 2)
+    g.heartbeat("A", 0, (), now=0, instance_id="i-0")
+    g.heartbeat("A", -2, None, now=10)
+    assert g.validate_offset_commit("A", 1, False) == STALE_MEMBER_EPOCH
+    assert g.commit_truth("A", 1, (0, 1)) == ("future_epoch", True, ["A", "A"], ["future_epoch", "future_epoch"])
