@@ -568,9 +568,45 @@ class Simulator:
         view = client.history[-1]
         if view[0] > t_send:
             view = client.view_at(t_send)
-        if not view[3] or not view[2]:
+        partitions = view[2]
+        if not view[3] or not partitions:
             return
-        self._commit(t, client, client.member_id, t_send, view[1], view[2], client.commit_cause, client.txn is not None)
+        # Fast path: same partitions, epoch and coordinator state as the client's previous commit,
+        # so the same answer, label and prepared event (see _commit for the general case).
+        plan = client.plan
+        group = client.group
+        epoch = view[1]
+        transactional = client.txn is not None
+        if (
+            plan is not None
+            and plan.partitions is partitions
+            and plan.logs_version == self.logs_version
+            and plan.key_version == group.coord.version
+            and plan.key_epoch == epoch
+            and plan.key_cause is client.commit_cause
+            and plan.key_transactional is transactional
+            and plan.key_member == client.member_id
+        ):
+            at = t_send - group.lag_ms
+            if at >= plan.newest_segment:
+                offsets = [base + (at - start) * rate // 1000 for base, start, rate in plan.lines]
+                last = group.last_ts
+                if t <= last:
+                    t = last if group.last_kind == OFFSETS else last + 1
+                group.last_ts = t
+                group.last_kind = OFFSETS
+                self._emit_commit(plan.prepared, t, offsets)
+                if plan.error == NONE:
+                    store = group.coord.offsets
+                    previous = store._pending.get(client.member_id)
+                    if previous is not None and previous[0] is not partitions:
+                        store._merge(previous)
+                    store._pending[client.member_id] = (partitions, offsets, plan.epochs, t)
+                    if self._committed_records:
+                        for lg, o, e in zip(plan.logs, offsets, plan.epochs):
+                            self.emit.offset_committed(self._stamp(group, t, OFFSETS), group.group_id, lg, o, e, t)
+                return
+        self._commit(t, client, client.member_id, t_send, epoch, partitions, client.commit_cause, transactional)
 
     def _on_extra_commit(self, t: int, client: ConsumerClient, _unused, spec) -> None:
         t_send, epoch, partitions, cause, transactional, member_id = spec
