@@ -69,7 +69,17 @@ class RebalanceResult:
 class ClassicGroup:
     """One classic consumer group (``ClassicGroup`` in Kafka's group coordinator)."""
 
-    __slots__ = ("group_id", "partition_count", "generation", "state", "members", "user_data_v0", "offsets", "version")
+    __slots__ = (
+        "group_id",
+        "partition_count",
+        "generation",
+        "state",
+        "members",
+        "user_data_v0",
+        "offsets",
+        "version",
+        "protocol_type",
+    )
 
     def __init__(self, group_id: str, partition_count: int, *, user_data_v0: bool = False) -> None:
         self.group_id = group_id
@@ -80,6 +90,8 @@ class ClassicGroup:
         self.user_data_v0 = user_data_v0
         self.offsets = CommittedOffsets()
         self.version = 0  # bumped by every rebalance (see ConsumerGroup.version)
+        # None for a group only ever committed to by admin/simple clients (no JoinGroup yet).
+        self.protocol_type: str | None = None
 
     def owner_of(self, partition: int) -> str | None:
         for m in self.members.values():
@@ -94,6 +106,7 @@ class ClassicGroup:
             self.members.pop(member_id, None)
         for member_id, claimed, claim_generation in joining:
             self.members[member_id] = ClassicMember(member_id, claimed, claim_generation)
+            self.protocol_type = "consumer"
         result = RebalanceResult()
         if not self.members:
             self.generation += 1
@@ -206,9 +219,15 @@ class ClassicGroup:
         return self.offsets.snapshot()
 
     def expire_offsets(self, now: int, retention_ms: int, empty_since_ms: int) -> list[int]:
-        """Classic expiry (KIP-211): an Empty group's offsets expire ``retention`` after it became empty."""
-        if self.members or empty_since_ms < 0 or now - empty_since_ms < retention_ms:
+        """Classic expiry (KIP-211): an Empty group's offsets expire ``retention`` after it became
+        empty; a simple group's (no protocol: admin commits only) ``retention`` after each commit."""
+        if self.members:
             return []
-        expired = list(self.committed)
+        if self.protocol_type is None:
+            expired = [p for p, (_, _, ts) in self.committed.items() if now - ts >= retention_ms]
+        elif empty_since_ms < 0 or now - empty_since_ms < retention_ms:
+            return []
+        else:
+            expired = list(self.committed)
         self.offsets.drop(expired)
         return expired

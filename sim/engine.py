@@ -875,6 +875,7 @@ class Simulator:
         self.emit.offset_commit(self._stamp(group, t, OFFSETS), group.group_id, "", -1, None, plogs, offsets, epochs, error, None, truth)
         if error == NONE:
             coord.offsets.record("", partitions, offsets, epochs, t)
+            self.empty_groups.add(group.index)  # no members: the cleanup task watches these offsets
             if self.knobs.committed_records:
                 for lg, o in zip(plogs, offsets):
                     self.emit.offset_committed(self._stamp(group, t, OFFSETS), group.group_id, lg, o, -1, t)
@@ -932,13 +933,34 @@ class Simulator:
                 expired = group.coord.expire_offsets(t, retention, group.empty_since)
             else:
                 expired = group.coord.expire_offsets(t, retention)
-            if not expired:
-                continue
-            self._count("offsets_expired")
-            if k.committed_records:
-                truth = Truth("expired", "retention")
-                for p in sorted(expired):
-                    self.emit.offset_deleted(self._stamp(group, t, OFFSETS), group.group_id, group.logs[p], truth)
+            if expired:
+                self._count("offsets_expired")
+                if k.committed_records:
+                    truth = Truth("expired", "retention")
+                    for p in sorted(expired):
+                        self.emit.offset_deleted(self._stamp(group, t, OFFSETS), group.group_id, group.logs[p], truth)
+            if not group.coord.members and not group.coord.committed:
+                self._delete_group(group, t)
+
+    def _delete_group(self, group: SimGroup, t: int) -> None:
+        """An empty group without offsets is deleted by the cleanup task (a tombstone): it is Dead.
+
+        The group id may come back: as a simple group through an admin commit
+        (retention then counts from the commit), or as a new group when
+        members join (epochs and generations start over).
+        """
+        old = group.coord
+        if group.protocol == "classic":
+            fresh = ClassicGroup(group.group_id, old.partition_count, user_data_v0=old.user_data_v0)
+        else:
+            fresh = ConsumerGroup(group.group_id, old.partition_count)
+        fresh.version = old.version + 1  # commit plans compare versions: never reuse one
+        group.coord = fresh
+        group.empty_since = -1
+        self.empty_groups.discard(group.index)
+        self._count("group_deleted")
+        self.emit.group_state(self._stamp(group, t, HEARTBEATS), group.group_id, "Dead", group.protocol,
+                              Truth("group_deleted", "retention"))
 
     # ------------------------------------------------------------------ partition leadership
 
