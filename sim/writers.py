@@ -172,7 +172,9 @@ class KafkaWriter:
         """Partition counts of the two topics; create missing ones (logged)."""
         from confluent_kafka.admin import AdminClient, NewTopic
 
-        metadata = self._producer.list_topics(timeout=15)
+        # librdkafka's socket.timeout.ms bounds a metadata request; 15 s at most.
+        timeout = min(15.0, float(config.get("socket.timeout.ms", 60000)) / 1000)
+        metadata = self._producer.list_topics(timeout=timeout)
         missing = [t for t in set(self._topics.values()) if t not in metadata.topics or metadata.topics[t].error is not None]
         if missing:
             admin_config = {
@@ -189,7 +191,7 @@ class KafkaWriter:
                         raise
             deadline = time.monotonic() + 30
             while True:
-                metadata = self._producer.list_topics(timeout=15)
+                metadata = self._producer.list_topics(timeout=timeout)
                 if all(t in metadata.topics and metadata.topics[t].partitions for t in missing):
                     break
                 if time.monotonic() > deadline:

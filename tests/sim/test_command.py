@@ -128,5 +128,6 @@ def test_pacer_sleeps_to_hold_the_rate():
 
 
 def test_unreachable_broker_exits_1(capsys):
-    assert main(["simulate", "--events", "10", "--bootstrap-servers", "127.0.0.1:1"]) == 1
+    assert main(["simulate", "--events", "10", "--bootstrap-servers", "127.0.0.1:1",
+                 "--producer-config", "socket.timeout.ms=1000"]) == 1
     assert "cannot use topics" in capsys.readouterr().err
