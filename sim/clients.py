@@ -53,6 +53,7 @@ class CommitPlan:
         "error",
         "truth",
         "prepared",
+        "view",
     )
 
     def __init__(self, partitions: tuple[int, ...], logs_version: int, logs: list, layout_of) -> None:
@@ -72,6 +73,7 @@ class CommitPlan:
         self.error = 0
         self.truth = None
         self.prepared = None
+        self.view = None  # the client view the regular commit path last used this plan for
 
 
 class ConsumerClient:

@@ -571,21 +571,16 @@ class Simulator:
         partitions = view[2]
         if not view[3] or not partitions:
             return
-        # Fast path: same partitions, epoch and coordinator state as the client's previous commit,
-        # so the same answer, label and prepared event (see _commit for the general case).
+        # Fast path: the plan was prepared for this very view (same partitions, epoch, member,
+        # cause) and neither the coordinator nor the logs changed since: same answer, label and
+        # prepared event. _commit is the general case; it clears ``plan.view`` when it re-keys.
         plan = client.plan
         group = client.group
-        epoch = view[1]
-        transactional = client.txn is not None
         if (
             plan is not None
-            and plan.partitions is partitions
-            and plan.logs_version == self.logs_version
+            and plan.view is view
             and plan.key_version == group.coord.version
-            and plan.key_epoch == epoch
-            and plan.key_cause is client.commit_cause
-            and plan.key_transactional is transactional
-            and plan.key_member == client.member_id
+            and plan.logs_version == self.logs_version
         ):
             at = t_send - group.lag_ms
             if at >= plan.newest_segment:
@@ -606,7 +601,9 @@ class Simulator:
                         for lg, o, e in zip(plan.logs, offsets, plan.epochs):
                             self.emit.offset_committed(self._stamp(group, t, OFFSETS), group.group_id, lg, o, e, t)
                 return
-        self._commit(t, client, client.member_id, t_send, epoch, partitions, client.commit_cause, transactional)
+        plan = self._commit(t, client, client.member_id, t_send, view[1], partitions, client.commit_cause, client.txn is not None)
+        if plan is not None:
+            plan.view = view
 
     def _on_extra_commit(self, t: int, client: ConsumerClient, _unused, spec) -> None:
         t_send, epoch, partitions, cause, transactional, member_id = spec
@@ -628,8 +625,12 @@ class Simulator:
         partitions: tuple[int, ...],
         cause: str,
         transactional: bool,
-    ) -> None:
-        """A commit request reaches the coordinator: answer it, label it, emit it, store it."""
+    ) -> CommitPlan | None:
+        """A commit request reaches the coordinator: answer it, label it, emit it, store it.
+
+        Returns the client's plan when it now holds this commit's prepared event (for the
+        fast path of :meth:`_on_commit`), None when the commit needed a one-off event.
+        """
         group = client.group
         coord = group.coord
         if group.protocol == "classic":
@@ -661,6 +662,8 @@ class Simulator:
                 plan.key_version, plan.key_member, plan.key_epoch = coord.version, member_id, epoch
                 plan.key_cause, plan.key_transactional = cause, transactional
                 plan.error, plan.truth, plan.prepared = error, truth, prepared
+                plan.view = None
+            cached = plan
         else:
             # Sent before a leader election: positions (and epochs) of the older segments.
             positions = [lg.position(at) for lg in plan.logs]
@@ -671,6 +674,7 @@ class Simulator:
                 group.group_id, member_id, epoch, client.instance_id, plan.logs, epochs, error,
                 client.txn if transactional else None, truth,
             )
+            cached = None
         # The group's output clock (see _stamp), inlined: this is the hottest path.
         last = group.last_ts
         if t <= last:
@@ -688,6 +692,7 @@ class Simulator:
             if self._committed_records:
                 for lg, o, e in zip(plan.logs, offsets, epochs):
                     self.emit.offset_committed(self._stamp(group, t, OFFSETS), group.group_id, lg, o, e, t)
+        return cached
 
     def _answer(self, coord, member_id: str, epoch: int, partitions, cause: str, transactional: bool):
         """The broker's error code (Kafka <= 4.2) and, when labelling, the ground truth."""
