@@ -13,6 +13,7 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import logging
+import os
 import re
 import sys
 import time
@@ -219,7 +220,9 @@ def run_simulation(
         writer = AvroFileWriter(stream)
     else:
         stream = sys.stdout if out in (None, "-") else open(out, "w", encoding="utf-8", newline="\n")
-        writer = JsonLinesWriter(stream)
+        # Paced output is read live: hand lines over within ~10 ms of simulated output.
+        buffer_lines = 8192 if pace[0] == "asap" else 1 if pace[0] == "realtime" else max(1, int(pace[1] / 100))
+        writer = JsonLinesWriter(stream, buffer_lines=buffer_lines)
     write = writer.write
     limit = config.max_events
     if limit is not None:
@@ -319,7 +322,10 @@ def _cmd_simulate(args: argparse.Namespace) -> int:
             pace=args.rate,
         )
     except BrokenPipeError:
-        return 0  # the reader (e.g. `| head`) went away: not an error
+        # The reader (e.g. `| head`) went away: not an error. Point stdout at /dev/null so the
+        # interpreter's final flush does not complain about the closed pipe.
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 0
     except (OSError, RuntimeError, ValueError) as exc:
         print(f"fencewatch simulate: {exc}", file=sys.stderr)
         return 1
