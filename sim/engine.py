@@ -235,8 +235,7 @@ class Simulator:
         self._schedule_poisson(_CLUSTER, None, "unclean", k.unclean_elections_per_hour, t0)
         self._schedule_poisson(_CLUSTER, None, "clean", k.clean_elections_per_hour, t0)
         self._schedule_poisson(_CLUSTER, None, "retention", k.log_retention_per_hour, t0)
-        if k.empty_fraction > 0 or k.committed_records or k.classic_fraction > 0:
-            self._push(t0 + k.retention_check_interval_ms, _CLEANUP)
+        self._push(t0 + k.retention_check_interval_ms, _CLEANUP)
 
     def _schedule_group_scenarios(self, group: SimGroup) -> None:
         k, rng, t0 = self.knobs, self.rng, self.config.start_ts
