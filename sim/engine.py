@@ -248,9 +248,14 @@ class Simulator:
             self._push(t0 + int(k.empty_after_ms * rng.uniform(0.5, 1.5)), _GROUP, group, "stop", None)
 
     def _schedule_poisson(self, action: int, a, b: str, per_hour: float, after: int) -> None:
-        if per_hour <= 0:
+        """The next event of a Poisson process of ``per_hour`` events per simulated hour."""
+        rate = per_hour / 3_600_000.0
+        if rate <= 0:
             return
-        self._push(after + 1 + int(self.rng.expovariate(per_hour / 3_600_000.0)), action, a, b, per_hour)
+        delay = self.rng.expovariate(rate)
+        if not math.isfinite(delay) or delay > 1e15:  # a rate so small it never happens
+            return
+        self._push(after + 1 + int(delay), action, a, b, per_hour)
 
     def _new_member_id(self, group: SimGroup) -> str:
         group.member_seq += 1
