@@ -278,7 +278,7 @@ class ConsumerGroup:
         self.version += 1
         if existing is not None:
             # A known member (re)joining with epoch 0 starts over: fence the old incarnation first.
-            flags |= self.remove_member(existing)
+            flags |= self.remove_member(existing) | HB_LEFT
         if instance_id is not None:
             previous_id = self.static_members.get(instance_id)
             if previous_id is not None:

@@ -450,6 +450,8 @@ class Simulator:
         request_epoch = view[1] if view[3] else 0
         owned = view[2]
         member_id = client.member_id
+        before = coord.members.get(member_id)
+        before_epoch = request_epoch if before is None else before.member_epoch
         error, response_epoch, flags = coord.heartbeat(member_id, request_epoch, owned, t, client.instance_id)
         emit = self.emit
         gid = group.group_id
@@ -457,7 +459,8 @@ class Simulator:
         member = coord.members.get(member_id)
         if flags:
             if flags & HB_LEFT:
-                emit.member_left(self._stamp(group, t, HEARTBEATS), gid, member_id, "fenced", request_epoch, client.instance_id)
+                # Fenced: a wrong epoch, or a known member rejoining with epoch 0 (it starts over).
+                emit.member_left(self._stamp(group, t, HEARTBEATS), gid, member_id, "fenced", before_epoch, client.instance_id)
             if flags & HB_CHANGED:
                 if member is not None:
                     emit.member_assignment(
@@ -543,9 +546,12 @@ class Simulator:
         # onPartitionsRevoked commits the revoked partitions (commitSync) before returning.
         latency = self._latency()
         self._push(t + latency, _XCOMMIT, client, None, (t, epoch, revoked, "revocation_callback", False, client.member_id))
+        if not client.view_at(t)[3]:
+            return  # fenced meanwhile (and the client knows): the rejoin is already under way
+        # The revocation applies on top of the newest knowledge, including a response in flight.
         latest = client.history[-1]
         if not latest[3]:
-            return  # fenced meanwhile: the rejoin is already under way
+            return
         owned = tuple(p for p in latest[2] if p not in revoked)
         ack = t + 2 * latency
         client.learn(ack, latest[1], owned, True)
@@ -714,7 +720,7 @@ class Simulator:
 
     def _shutdown(self, client: ConsumerClient, t: int) -> None:
         """A clean close: commit what is owned (commitSync), then leave the group."""
-        latest = client.history[-1]
+        latest = client.view_at(t)
         group = client.group
         latency = self._latency()
         if latest[3] and latest[2] and not client.revoking:
@@ -848,7 +854,7 @@ class Simulator:
             return
         client.frozen = False
         group = client.group
-        latest = client.history[-1]
+        latest = client.view_at(t)
         if latest[3] and latest[2]:
             t_send = t + self.rng.randrange(0, 2 * int(self.knobs.latency_ms) + 2)
             self._push(
@@ -1053,7 +1059,7 @@ class Simulator:
             return
         # Removed while frozen: JoinGroup under a new member id, claiming the old partitions
         # with the old generation in its sticky user data (KIP-341).
-        old = client.history[-1]
+        old = client.view_at(t)
         new_id = self._new_member_id(group)
         group.clients.pop(client.member_id, None)
         client.member_id = new_id
