@@ -48,7 +48,9 @@ class TruncationFinding:
 def check_committed(offset: int, leader_epoch: int, log_start_offset: int, log_end_offset: int,
                     epochs: tuple[tuple[int, int], ...]) -> TruncationFinding | None:
     """Is the committed (offset, leader epoch) still on the log?"""
-    if leader_epoch >= 0 and epochs:
+    # Divergence shows only for an epoch that has ended: at the latest epoch the log keeps
+    # growing after the fact was taken, so an offset past that snapshot is just newer.
+    if epochs and 0 <= leader_epoch < epochs[-1][0]:
         end_epoch, end = end_offset_for(epochs, leader_epoch, log_end_offset)
         if end != UNDEFINED_OFFSET and end < offset:
             # The log diverged: [end, offset) the group consumed is gone.

@@ -88,3 +88,18 @@ def test_partition_state_only_touched_by_its_groups():
     out = grp.Outputs()
     p = part.apply_partition_epochs(p, partition_epochs("t", 0, ts=1, log_end=20, cache=CACHE), out)
     assert out.alerts == [] and p.committed == {}
+
+
+def test_latest_epoch_is_open_ended():
+    """A commit at the latest epoch past the fact's log end offset is newer, not diverged
+    (found by the simulator: the log keeps growing after a partition_epochs snapshot)."""
+    assert check_committed(25, 5, 0, 20, CACHE) is None
+    assert check_committed(25, 6, 0, 20, CACHE) is None  # an epoch newer than the snapshot knows
+
+
+def test_clean_election_then_growth_raises_nothing():
+    eng = LocalEngine()
+    eng.feed(partition_epochs("t", 0, ts=1, log_end=100, cache=((0, 0), (1, 60))))
+    for i, off in enumerate((120, 150, 400)):
+        eng.feed(commit("A", -1, tp("t", 0), offset=off, leader_epoch=1, ts=10 + i, group="g1"))
+    assert [a.kind for a in eng.finish().alerts] == []
