@@ -22,15 +22,13 @@ from collections.abc import Sequence
 
 from .coordinator import (
     ACCEPTED,
-    AVOIDABLE,
     ILLEGAL_GENERATION,
     NONE,
     REBALANCE_IN_PROGRESS,
-    STALE,
     UNKNOWN_MEMBER,
     UNKNOWN_MEMBER_ID,
-    ZOMBIE,
     CommittedOffsets,
+    stale_commit_truth,
 )
 
 __all__ = ["ClassicGroup", "ClassicMember", "RebalanceResult"]
@@ -197,21 +195,11 @@ class ClassicGroup:
             return "fenced_zombie", current_owner, owners, [UNKNOWN_MEMBER] * n
         if generation == self.generation:
             return "owner", current_owner, owners, [ACCEPTED] * n
-        expect = []
-        for p, holder in zip(partitions, owners):
+        def held_at_sent_generation(p: int) -> bool:
             since = member.held_since.get(p)
-            if since is not None and since <= generation < self.generation:
-                expect.append(AVOIDABLE)
-            elif holder is not None and holder != member_id:
-                expect.append(ZOMBIE)
-            else:
-                expect.append(STALE)
-        if ZOMBIE in expect:
-            scenario = "zombie"
-        elif all(c == AVOIDABLE for c in expect):
-            scenario = "heartbeat_race"
-        else:
-            scenario = "stale"
+            return since is not None and since <= generation < self.generation
+
+        scenario, expect = stale_commit_truth(partitions, owners, member_id, held_at_sent_generation)
         return scenario, current_owner, owners, expect
 
     @property

@@ -508,21 +508,11 @@ class ConsumerGroup:
             return "owner", current_owner, owners, [ACCEPTED] * n
         if member_epoch > broker_epoch:
             return "future_epoch", current_owner, owners, [FUTURE_EPOCH] * n
-        expect = []
-        for p, holder in zip(partitions, owners):
+        def held_at_sent_epoch(p: int) -> bool:
             epoch = member.assignment_epoch(p)
-            if epoch is not None and epoch <= member_epoch:
-                expect.append(AVOIDABLE)
-            elif holder is not None and holder != member_id:
-                expect.append(ZOMBIE)
-            else:
-                expect.append(STALE)
-        if ZOMBIE in expect:
-            scenario = "zombie"
-        elif all(c == AVOIDABLE for c in expect):
-            scenario = "heartbeat_race"
-        else:
-            scenario = "stale"
+            return epoch is not None and epoch <= member_epoch
+
+        scenario, expect = stale_commit_truth(partitions, owners, member_id, held_at_sent_epoch)
         return scenario, current_owner, owners, expect
 
     @property
@@ -550,3 +540,25 @@ class ConsumerGroup:
                 )
             assert m.member_epoch <= self.target_assignment_epoch <= self.group_epoch
         assert seen == self.owner, f"{self.group_id}: owner index {self.owner} != members {seen}"
+
+
+def stale_commit_truth(partitions: Sequence[int], owners: Sequence[str | None], member_id: str,
+                       held_at_sent_epoch) -> tuple[str, list[str]]:
+    """Ground truth of a commit sent at a stale epoch, shared by KIP-848 and classic groups:
+    per partition avoidable (still held since that epoch), zombie (another member holds it) or
+    stale; and the request's scenario."""
+    expect = []
+    for p, holder in zip(partitions, owners):
+        if held_at_sent_epoch(p):
+            expect.append(AVOIDABLE)
+        elif holder is not None and holder != member_id:
+            expect.append(ZOMBIE)
+        else:
+            expect.append(STALE)
+    if ZOMBIE in expect:
+        scenario = "zombie"
+    elif all(c == AVOIDABLE for c in expect):
+        scenario = "heartbeat_race"
+    else:
+        scenario = "stale"
+    return scenario, expect
