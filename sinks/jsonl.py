@@ -21,6 +21,13 @@ def _js(s: str | None) -> str:
     return "null" if s is None else _dumps(s)
 
 
+def _js_once(s: str) -> str:
+    """A string seen once (an event id): quoted directly when nothing in it needs escaping."""
+    if s.isascii() and s.isprintable() and '"' not in s and "\\" not in s:
+        return '"' + s + '"'
+    return _dumps(s)
+
+
 def _ji(v: int | None) -> str:
     return "null" if v is None else str(v)
 
@@ -48,34 +55,63 @@ def verdict_json(v: Verdict) -> str:
         _js(v.owner_member_id), _js(v.broker_error), _jb(v.model_agrees), _jb(v.warming_up))
 
 
-# Rendered partition fragments, keyed by the judgement object's id: groups reuse one
-# PartitionJudgement for every commit of a member at an epoch, so most lookups hit.
-_FRAGMENTS: dict[int, tuple[PartitionJudgement, str]] = {}
+# Rendered partition fragments of a request, keyed by the id of its judgements tuple: groups
+# reuse one tuple for every commit of a member with the same partitions at an epoch
+# (``state.group.RequestJudgement``), so most requests hit and cost one join.
+_FRAGMENTS: dict[int, tuple[tuple[PartitionJudgement, ...], tuple[str, ...]]] = {}
+_FRAGMENTS_MAX = 1 << 15  # bounds memory: requests x partitions x ~300 bytes
+
+
+# The part of a fragment after topic and partition, by value: partitions of a group share it.
+_RESTS: dict[tuple, str] = {}
 
 
 def _fragment(p: PartitionJudgement) -> str:
-    hit = _FRAGMENTS.get(id(p))
-    if hit is not None and hit[0] is p:
+    key = p[2:]
+    rest = _RESTS.get(key)
+    if rest is None:
+        if len(_RESTS) >= 1 << 16:
+            _RESTS.clear()
+        rest = _RESTS[key] = (
+            '"assignment_epoch":%s,"revocation_epoch":%s,"strict":"%s","member_revocation":"%s",'
+            '"assignment_epoch_check":"%s","kip1251":"%s","class":"%s","unsafe":%s,"owner_member_id":%s,' % (
+                _ji(p.assignment_epoch), _ji(p.revocation_epoch), p.strict, p.member_revocation,
+                p.assignment_epoch_check, p.kip1251, p.cls, _jb(p.unsafe), _js(p.owner_member_id)))
+    return '"topic":' + _js(p.topic) + ',"partition":' + str(p.partition) + ',' + rest
+
+
+def _fragments(parts: tuple[PartitionJudgement, ...]) -> tuple[str, ...]:
+    hit = _FRAGMENTS.get(id(parts))
+    if hit is not None and hit[0] is parts:
         return hit[1]
-    frag = ('"topic":%s,"partition":%d,"assignment_epoch":%s,"revocation_epoch":%s,"strict":"%s",'
-            '"member_revocation":"%s","assignment_epoch_check":"%s","kip1251":"%s","class":"%s","unsafe":%s,'
-            '"owner_member_id":%s,' % (_js(p.topic), p.partition, _ji(p.assignment_epoch), _ji(p.revocation_epoch),
-                                        p.strict, p.member_revocation, p.assignment_epoch_check, p.kip1251, p.cls,
-                                        _jb(p.unsafe), _js(p.owner_member_id)))
-    if len(_FRAGMENTS) > 200_000:
+    frags = tuple(map(_fragment, parts))
+    if len(_FRAGMENTS) >= _FRAGMENTS_MAX:
         _FRAGMENTS.clear()
-    _FRAGMENTS[id(p)] = (p, frag)
-    return frag
+    _FRAGMENTS[id(parts)] = (parts, frags)  # holding ``parts`` keeps its id from being reused
+    return frags
+
+
+def _head_tail(cv: CommitVerdicts) -> tuple[str, str]:
+    head = ('{"event_id":%s,"ts":%d,"cluster":%s,"group_id":%s,"member_id":%s,"kind":"%s","client_epoch":%d,'
+            '"broker_epoch":%s,' % (_js_once(cv.event_id), cv.ts, _js(cv.cluster), _js(cv.group_id),
+                                    _js(cv.member_id), cv.kind, cv.client_epoch, _ji(cv.broker_epoch)))
+    tail = '"broker_error":%s,"model_agrees":%s,"warming_up":%s}' % (_js(cv.broker_error), _jb(cv.model_agrees),
+                                                                    _jb(cv.warming_up))
+    return head, tail
 
 
 def commit_verdicts_json(cv: CommitVerdicts) -> list[str]:
     """The verdict lines of one commit request; identical to ``verdict_json`` of each expanded verdict."""
-    head = ('{"event_id":%s,"ts":%d,"cluster":%s,"group_id":%s,"member_id":%s,"kind":"%s","client_epoch":%d,'
-            '"broker_epoch":%s,' % (_dumps(cv.event_id), cv.ts, _js(cv.cluster), _js(cv.group_id),
-                                    _js(cv.member_id), cv.kind, cv.client_epoch, _ji(cv.broker_epoch)))
-    tail = '"broker_error":%s,"model_agrees":%s,"warming_up":%s}' % (_js(cv.broker_error), _jb(cv.model_agrees),
-                                                                    _jb(cv.warming_up))
-    return [head + _fragment(p) + tail for p in cv.parts]
+    head, tail = _head_tail(cv)
+    return [head + f + tail for f in _fragments(cv.parts)]
+
+
+def commit_verdicts_block(cv: CommitVerdicts) -> str:
+    """The same lines joined by newlines (no trailing one), built with a single join."""
+    if not cv.parts:
+        return ""
+    head, tail = _head_tail(cv)
+    return head + (tail + "\n" + head).join(_fragments(cv.parts)) + tail
 
 
 def verdict_dict(v: Verdict) -> dict:

@@ -11,12 +11,13 @@ any engine that keeps that order per key produces the same outputs.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from operator import attrgetter, itemgetter
 from typing import Iterable, Iterator
 
 from . import group as grp
 from . import partition as part
 from .config import RulesConfig
-from .events import OffsetCommit, OffsetCommitted, OffsetDeleted, PartitionEpochs
+from .events import CommitOffsets, OffsetCommit, OffsetCommitted, OffsetDeleted, PartitionEpochs
 
 GroupKey = tuple[str, str, str]
 TopicKey = tuple[str, str, str]
@@ -38,6 +39,27 @@ def _facts_by_topic(ev, offsets) -> Iterator[tuple[Key, tuple]]:
             ev.ts, ev.cluster, ev.group_id, ev.event_id, ev.seq, o.topic, o.partition, o.offset, o.leader_epoch))
     for topic, facts in by_topic.items():
         yield topic_key(ev.cluster, topic), tuple(facts)
+
+
+_TOPIC = itemgetter(0)
+_PARTITION = itemgetter(1)
+
+
+def _by_topic(offsets: CommitOffsets) -> list[tuple[str, tuple, tuple, tuple]]:
+    """(topic, partitions, offsets, leader epochs) per topic; a request is usually one topic."""
+    tps = offsets.tps
+    first = tps[0][0]
+    if tps[-1][0] == first and all(map(first.__eq__, map(_TOPIC, tps))):
+        return [(first, tuple(map(_PARTITION, tps)), offsets.offsets, offsets.leader_epochs)]
+    cols: dict[str, tuple[list, list, list]] = {}
+    for (topic, partition), offset, epoch in zip(tps, offsets.offsets, offsets.leader_epochs):
+        c = cols.get(topic)
+        if c is None:
+            c = cols[topic] = ([], [], [])
+        c[0].append(partition)
+        c[1].append(offset)
+        c[2].append(epoch)
+    return [(t, tuple(p), tuple(o), tuple(e)) for t, (p, o, e) in cols.items()]
 
 
 def route(ev) -> Iterator[tuple[Key, object]]:
@@ -87,8 +109,8 @@ def run_key(key: Key, state, events: Iterable, cfg: RulesConfig, out: grp.Output
     return state
 
 
-def sort_key(ev) -> tuple[int, int]:
-    return (ev.ts, ev.seq)
+sort_key = attrgetter("ts", "seq")
+"""(ts, seq): the order events of a key are applied in."""
 
 
 @dataclass
@@ -117,14 +139,13 @@ class LocalEngine:
             if st is None:
                 st = new_state(key)
             states[key] = grp.process(st, ev, cfg, out)
-            if ev.error_code in (None, 0):
-                cluster, gid, ts = ev.cluster, ev.group_id, ev.ts
-                for o in ev.offsets:
-                    tkey = ("t", cluster, o.topic)
+            if ev.error_code in (None, 0) and ev.offsets.tps:
+                for topic, partitions, offsets, epochs in _by_topic(ev.offsets):
+                    tkey = ("t", ev.cluster, topic)
                     tw = states.get(tkey)
                     if tw is None:
-                        tw = states[tkey] = part.new_topic_watch(cluster, o.topic)
-                    part.note_commit(tw.partition(o.partition), gid, o.offset, o.leader_epoch, ts, out)
+                        tw = states[tkey] = part.new_topic_watch(ev.cluster, topic)
+                    part.note_commits(tw, ev.group_id, partitions, offsets, epochs, ev.ts, out)
             return
         for key, kev in route(ev):
             st = states.get(key)

@@ -6,7 +6,7 @@ these classes. ``seq`` is the input order, the tie-breaker after ``ts``.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import NamedTuple
+from typing import Iterable, Iterator, NamedTuple
 
 from .model import MemberState, Protocol, TopicPartition
 
@@ -19,6 +19,59 @@ class CommitOffset(NamedTuple):
     offset: int
     leader_epoch: int = -1
     metadata: str | None = None
+
+
+class CommitOffsets:
+    """The partitions of one commit request, column by column.
+
+    A request commits many partitions and the engine reads them as columns (the
+    (topic, partition) keys, the offsets), so the decoder builds columns with C-level
+    ``zip`` instead of one object per partition; iterating still yields
+    :class:`CommitOffset` for code that wants rows.
+    """
+
+    __slots__ = ("tps", "offsets", "leader_epochs", "metadata")
+
+    def __init__(self, tps: tuple[TopicPartition, ...], offsets: tuple[int, ...], leader_epochs: tuple[int, ...],
+                 metadata: tuple[str | None, ...] | None = None):
+        self.tps = tps
+        self.offsets = offsets
+        self.leader_epochs = leader_epochs
+        self.metadata = metadata  # None: no partition carries metadata
+
+    @classmethod
+    def of(cls, rows: Iterable[CommitOffset]) -> "CommitOffsets":
+        rows = tuple(rows)
+        metadata = tuple(r.metadata for r in rows)
+        return cls(tuple((r.topic, r.partition) for r in rows), tuple(r.offset for r in rows),
+                   tuple(r.leader_epoch for r in rows), metadata if any(m is not None for m in metadata) else None)
+
+    def __len__(self) -> int:
+        return len(self.tps)
+
+    def __getitem__(self, i: int) -> CommitOffset:
+        (t, p), md = self.tps[i], self.metadata[i] if self.metadata is not None else None
+        return CommitOffset(t, p, self.offsets[i], self.leader_epochs[i], md)
+
+    def __iter__(self) -> Iterator[CommitOffset]:
+        md = self.metadata if self.metadata is not None else (None,) * len(self.tps)
+        for (t, p), off, le, m in zip(self.tps, self.offsets, self.leader_epochs, md):
+            yield CommitOffset(t, p, off, le, m)
+
+    def __eq__(self, other) -> bool:
+        if not isinstance(other, CommitOffsets):
+            return NotImplemented
+        return (self.tps, self.offsets, self.leader_epochs, self.metadata) == (
+            other.tps, other.offsets, other.leader_epochs, other.metadata)
+
+    def __hash__(self) -> int:
+        return hash((self.tps, self.offsets, self.leader_epochs))
+
+    def __repr__(self) -> str:
+        return f"CommitOffsets({list(self)!r})"
+
+
+NO_OFFSETS = CommitOffsets((), (), ())
 
 
 @dataclass(frozen=True, slots=True)
@@ -106,9 +159,12 @@ class GroupStateChange:
     protocol: str | None = None
 
 
-@dataclass(frozen=True, slots=True)
-class OffsetCommit:
-    """An OffsetCommit or TxnOffsetCommit request as the coordinator received it."""
+class OffsetCommit(NamedTuple):
+    """An OffsetCommit or TxnOffsetCommit request as the coordinator received it.
+
+    A NamedTuple, unlike the other events: it is by far the most frequent one, and a
+    frozen dataclass of this many fields cost more to build than judging it.
+    """
 
     ts: int
     cluster: str
@@ -118,7 +174,7 @@ class OffsetCommit:
     transactional: bool
     member_id: str
     member_epoch: int
-    offsets: tuple[CommitOffset, ...]
+    offsets: CommitOffsets
     instance_id: str | None = None
     error_code: int | None = None
     transactional_id: str | None = None

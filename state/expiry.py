@@ -15,10 +15,10 @@ from .model import TopicPartition
 
 
 class CommittedOffset(NamedTuple):
-    """A tuple, not a dataclass: one is built per committed partition on the hot path."""
+    """What retention needs of a committed offset: when it was committed, and the expire
+    timestamp of a v1 record. The offset itself is the truncation watch's business, so
+    one value serves every partition of a commit request."""
 
-    offset: int
-    leader_epoch: int
     commit_ts: int
     expire_ts: int | None = None
 

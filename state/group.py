@@ -14,7 +14,9 @@ the commit (docs/decisions.md). Members stay frozen and are swapped whole.
 from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
-from typing import Callable, Mapping
+from itertools import repeat
+from operator import itemgetter
+from typing import Callable, Mapping, NamedTuple
 
 from . import expiry as exp
 from . import spike as spk
@@ -34,6 +36,7 @@ COOLDOWN_KINDS = frozenset({AlertKind.AVOIDABLE_FENCING.value, AlertKind.ZOMBIE_
                             AlertKind.DUPLICATE_ASSIGNMENT.value, AlertKind.STALE_OWNED_CLAIM.value})
 MAX_LISTED = 20  # partitions listed in an alert's details
 _BROKER_POLICY_INDEX = {p: i for i, p in enumerate(POLICY_ORDER)}
+_new_tuple = tuple.__new__  # NamedTuples without their Python-level __new__ (hot path)
 
 
 @dataclass
@@ -178,8 +181,19 @@ def _replace_member(g: GroupState, old: Member | None, new: Member | None,
         g.members[new.member_id] = new
         _index_add(g.owners, new.member_id, new.assigned_partitions)
         _index_add(g.pending_owners, new.member_id, new.partitions_pending_revocation)
+    # The union of subscriptions, without a pass over every member when it cannot shrink.
+    if also_remove is None and new is not None and g.subscribed is not None and len(g.members) > 1:
+        if old is None or _member_topics(old) <= _member_topics(new):
+            topics = _member_topics(new)
+            if not g.subscribed.issuperset(topics):
+                g.subscribed = g.subscribed | topics
+            return g
     g.subscribed = _subscribed_topics(g)
     return g
+
+
+def _member_topics(m: Member) -> frozenset[str] | set[str]:
+    return m.subscribed_topics if m.subscribed_topics is not None else m.held_topics()
 
 
 def _forget_judgements(g: GroupState, changed: tuple) -> None:
@@ -198,8 +212,11 @@ def _forget_judgements(g: GroupState, changed: tuple) -> None:
             del g.judged[key]
         else:
             cache = g.judged[key]
+            before = len(cache)
             for tp in tps:
                 cache.pop(tp, None)
+            if len(cache) != before:
+                cache.pop(None, None)  # cached requests made of a dropped partition judgement
 
 
 def _subscribed_topics(g: GroupState) -> frozenset[str] | None:
@@ -208,7 +225,7 @@ def _subscribed_topics(g: GroupState) -> frozenset[str] | None:
         return None if g.group_type == "classic" else frozenset()
     topics: set[str] = set()
     for m in g.members.values():
-        topics |= m.subscribed_topics if m.subscribed_topics is not None else m.held_topics()
+        topics |= _member_topics(m)
     return frozenset(topics)
 
 
@@ -393,17 +410,83 @@ def _other_holders(g: GroupState, tp: TopicPartition, member_id: str) -> tuple[s
     return holder, other_ae
 
 
-def _judge_partition(g: GroupState, member, c: int, tp: TopicPartition, transactional: bool) -> PartitionJudgement:
-    """Every policy's answer for one partition of a known member (SPEC 3 rows)."""
+_CLASS_NAMES = {c: c.value for c in CommitClass}
+
+
+def _judge_partition(g: GroupState, member, c: int, tp: TopicPartition, rej: str) -> PartitionJudgement:
+    """Every policy's answer for one partition of a known member (SPEC 3 rows); ``rej`` is the
+    error a rejecting policy answers (:func:`fencing.rejection_error`)."""
     b = member.member_epoch
     rev = member.revocation_epoch
     ae = member.assignment_epoch(tp)
+    holders = g.owners.get(tp)
+    if (holders is None or holders == (member.member_id,)) and tp not in g.pending_owners:
+        holder = other_ae = None  # nobody else holds it (the common case)
+    else:
+        holder, other_ae = _other_holders(g, tp, member.member_id)
+    key = (c, b, rev, ae, rej, holder is not None, other_ae)
+    outcome = _OUTCOMES.get(key)
+    if outcome is None:
+        if len(_OUTCOMES) >= 1 << 16:
+            _OUTCOMES.clear()
+        outcome = _OUTCOMES[key] = _outcome(c, b, rev, ae, rej, holder is not None, other_ae)
+    return _new_tuple(PartitionJudgement, (tp[0], tp[1], ae, rev, *outcome, holder))
+
+
+# The policies' answers depend only on these few numbers, and a group's partitions share
+# them: memoised, judging a partition is a tuple lookup instead of eight function calls.
+_OUTCOMES: dict[tuple, tuple[str, str, str, str, str, bool]] = {}
+
+
+def _outcome(c: int, b: int, rev: int, ae: int | None, rej: str, held_by_other: bool,
+             other_ae: int | None) -> tuple[str, str, str, str, str, bool]:
+    """(strict, member_revocation, assignment_epoch, kip1251 answers, class, unsafe)."""
     res = evaluate(c, b, rev, ae)
-    holder, other_ae = _other_holders(g, tp, member.member_id)
+    return ("NONE" if res[0] else rej, "NONE" if res[1] else rej, "NONE" if res[2] else rej,
+            "NONE" if res[3] else rej, _CLASS_NAMES[classify(res, c, b, held_by_other)], is_unsafe(res, c, other_ae))
+
+
+class RequestJudgement(NamedTuple):
+    """What every policy says for one commit request of a known member: the partitions'
+    judgements and the request-level answers. It only changes when membership does, and
+    members commit the same partitions again and again, so groups cache it per request shape."""
+
+    parts: tuple[PartitionJudgement, ...]
+    request: tuple[KafkaError, KafkaError, KafkaError, KafkaError]  # per policy, in POLICY_ORDER
+    zombies: tuple[TopicPartition, ...]
+    avoidable: tuple[TopicPartition, ...]
+    unsafe: tuple[TopicPartition, ...]
+
+
+def _judge_request(g: GroupState, member, c: int, tps: tuple[TopicPartition, ...], transactional: bool,
+                   cache: dict) -> RequestJudgement:
+    zombies: list[TopicPartition] = []
+    unsafe_tps: list[TopicPartition] = []
+    avoidable_tps: list[TopicPartition] = []
+    parts_l = []
+    first_error = [None, None, None, None]  # Kafka fails the whole request on the first bad partition
     rej = rejection_error(transactional, member.protocol is Protocol.CLASSIC or g.group_type == "classic").value
-    return PartitionJudgement(tp[0], tp[1], ae, rev, "NONE" if res[0] else rej, "NONE" if res[1] else rej,
-                              "NONE" if res[2] else rej, "NONE" if res[3] else rej,
-                              classify(res, c, b, holder is not None).value, is_unsafe(res, c, other_ae), holder)
+    for tp in tps:
+        pj = cache.get(tp)
+        if pj is None:
+            pj = cache[tp] = _judge_partition(g, member, c, tp, rej)
+        parts_l.append(pj)
+        if pj.cls == "accepted" and not pj.unsafe and pj.member_revocation == pj.assignment_epoch_check == "NONE":
+            continue  # every policy accepts it (strict acceptance implies kip1251's)
+        if pj.cls == "zombie":
+            zombies.append(tp)
+        elif pj.cls == "avoidable":
+            avoidable_tps.append(tp)
+        if pj.unsafe:
+            unsafe_tps.append(tp)
+        for i, r in enumerate((pj.strict, pj.member_revocation, pj.assignment_epoch_check, pj.kip1251)):
+            if r != "NONE" and first_error[i] is None:
+                first_error[i] = KafkaError(r)
+    request = tuple(e if e is not None else KafkaError.NONE for e in first_error)
+    return RequestJudgement(tuple(parts_l), request, tuple(zombies), tuple(avoidable_tps), tuple(unsafe_tps))
+
+
+_NO_REQUEST = RequestJudgement((), (KafkaError.NONE,) * 4, (), (), ())
 
 
 def _commit(g: GroupState, ev: OffsetCommit, cfg: RulesConfig, out: Outputs) -> GroupState:
@@ -412,25 +495,23 @@ def _commit(g: GroupState, ev: OffsetCommit, cfg: RulesConfig, out: Outputs) -> 
     member = g.members.get(ev.member_id) if ev.member_id else None
     kind = "txn_commit" if ev.transactional else "commit"
     broker_error = KafkaError.from_code(ev.error_code) if ev.error_code is not None else None
+    tps = ev.offsets.tps
 
     pre = pre_check(group_exists=g.exists, group_has_members=bool(g.members), member_known=member is not None,
                     member_id=ev.member_id, client_epoch=c, transactional=ev.transactional)
     warming = (pre.commit_class in (CommitClass.UNKNOWN_MEMBER, CommitClass.OTHER) and ev.member_id != ""
                and cfg.warmup_ms > 0 and g.first_seen_ts is not None and ev.ts < g.first_seen_ts + cfg.warmup_ms)
 
-    zombies: list[TopicPartition] = []
-    unsafe_tps: list[TopicPartition] = []
-    avoidable_tps: list[TopicPartition] = []
     be = broker_error.value if broker_error else None
     if pre.error is not None:
         # Decided before any policy: every policy answers the same for the whole request.
         name = pre.error.value
-        request = (pre.error,) * 4
         cls = (CommitClass.OTHER if warming else pre.commit_class).value
         agrees = _agrees(broker_error, pre.error, warming)
-        parts = tuple(PartitionJudgement(o.topic, o.partition, None, None, name, name, name, name, cls, False,
-                                         _other_holders(g, (o.topic, o.partition), ev.member_id)[0])
-                      for o in ev.offsets)
+        judged = _NO_REQUEST._replace(
+            parts=tuple(PartitionJudgement(tp[0], tp[1], None, None, name, name, name, name, cls, False,
+                                           _other_holders(g, tp, ev.member_id)[0]) for tp in tps),
+            request=(pre.error,) * 4)
         b = None
     else:
         b = member.member_epoch
@@ -440,34 +521,19 @@ def _commit(g: GroupState, ev: OffsetCommit, cfg: RulesConfig, out: Outputs) -> 
             if len(g.judged) > 1024:
                 g.judged.clear()
             cache = g.judged[key] = {}
-        parts_l = []
-        first_error = [None, None, None, None]  # Kafka fails the whole request on the first bad partition
-        rej = None
-        for o in ev.offsets:
-            tp = (o.topic, o.partition)
-            pj = cache.get(tp)
-            if pj is None:
-                pj = cache[tp] = _judge_partition(g, member, c, tp, ev.transactional)
-            parts_l.append(pj)
-            if pj.cls != "accepted" or pj.unsafe:
-                if pj.cls == "zombie":
-                    zombies.append(tp)
-                elif pj.cls == "avoidable":
-                    avoidable_tps.append(tp)
-                if pj.unsafe:
-                    unsafe_tps.append(tp)
-                for i, r in enumerate((pj.strict, pj.member_revocation, pj.assignment_epoch_check, pj.kip1251)):
-                    if r != "NONE" and first_error[i] is None:
-                        first_error[i] = rej = KafkaError(r)
-            elif pj.member_revocation != "NONE" or pj.assignment_epoch_check != "NONE":
-                for i, r in ((1, pj.member_revocation), (2, pj.assignment_epoch_check)):
-                    if r != "NONE" and first_error[i] is None:
-                        first_error[i] = rej = KafkaError(r)
-        parts = tuple(parts_l)
-        request = tuple(e if e is not None else KafkaError.NONE for e in first_error)
-        agrees = _agrees(broker_error, request[_BROKER_POLICY_INDEX[cfg.broker_policy]], False)
-    out.commits.append(CommitVerdicts(ev.event_id, ev.ts, g.cluster, g.group_id, ev.member_id, kind, c, b, be,
-                                      agrees, warming, parts, ev.seq))
+        # Whole requests are cached under the key None, beside the partitions they are made of.
+        requests = cache.get(None)
+        if requests is None:
+            requests = cache[None] = {}
+        judged = requests.get(tps)
+        if judged is None:
+            if len(requests) > 64:
+                requests.clear()
+            judged = requests[tps] = _judge_request(g, member, c, tps, ev.transactional, cache)
+        agrees = _agrees(broker_error, judged.request[_BROKER_POLICY_INDEX[cfg.broker_policy]], False)
+    request = judged.request
+    out.commits.append(_new_tuple(CommitVerdicts, (ev.event_id, ev.ts, g.cluster, g.group_id, ev.member_id, kind, c,
+                                                   b, be, agrees, warming, judged.parts, ev.seq)))
 
     # What the broker stored: its answer when we have it, else the broker policy's prediction.
     predicted = request[_BROKER_POLICY_INDEX[cfg.broker_policy]]
@@ -478,22 +544,16 @@ def _commit(g: GroupState, ev: OffsetCommit, cfg: RulesConfig, out: Outputs) -> 
     counters.txn_commits += ev.transactional
     counters.broker_fencing_errors += broker_error in (KafkaError.STALE_MEMBER_EPOCH, KafkaError.ILLEGAL_GENERATION)
     counters.divergences += agrees is False
-    if stored and ev.offsets:
-        offsets = g.offsets
-        touched: list[TopicPartition] = []
+    if stored and tps:
         ts = ev.ts
-        new_committed = tuple.__new__
-        for o in ev.offsets:
-            tp = (o.topic, o.partition)
-            touched.append(tp)
-            offsets[tp] = new_committed(exp.CommittedOffset, (o.offset, o.leader_epoch, ts, None))
+        # Expiry needs when each partition was committed, not the offset (truncation keeps that).
+        g.offsets.update(zip(tps, repeat(_new_tuple(exp.CommittedOffset, (ts, None)))))
         if not g.exists and g.group_type is None:
             g.group_type = "simple"
         g.exists = True
         if ev.transactional:
-            for tp in touched:
-                g.pending_txn[tp] = ts
-        _note_commit_for_expiry(g, ts, cfg, touched)
+            g.pending_txn.update(zip(tps, repeat(ts)))
+        _note_commit_for_expiry(g, ts, cfg, tps)
 
     # Spike detectors: the broker's fencing answers and aborted transactions, per window.
     fenced = broker_error is KafkaError.STALE_MEMBER_EPOCH or broker_error is KafkaError.ILLEGAL_GENERATION
@@ -513,7 +573,8 @@ def _commit(g: GroupState, ev: OffsetCommit, cfg: RulesConfig, out: Outputs) -> 
         g.counters.txn_avoidable_aborts += saved
         g.txn_aborts_by_id[tid] = (aborted + 1, avoidable + saved)
 
-    if warming:
+    zombies, avoidable_tps, unsafe_tps = judged.zombies, judged.avoidable, judged.unsafe
+    if warming or not (zombies or avoidable_tps or unsafe_tps or agrees is False):
         return g
     # Per-request alerts.
     member_desc = f"member {ev.member_id or '(none)'} at epoch {c}" + (f" (broker epoch {b})" if b is not None else "")
@@ -559,8 +620,7 @@ def _agrees(broker_error: KafkaError | None, predicted: KafkaError, warming: boo
 def _offset_committed(g: GroupState, ev: OffsetCommitted, cfg: RulesConfig, out: Outputs) -> GroupState:
     g = _touch(g, ev.ts, exists=True, group_type="simple" if g.group_type is None else None)
     tp = (ev.topic, ev.partition)
-    off = exp.CommittedOffset(ev.offset, ev.leader_epoch, ev.commit_ts if ev.commit_ts is not None else ev.ts,
-                              ev.expire_ts)
+    off = exp.CommittedOffset(ev.commit_ts if ev.commit_ts is not None else ev.ts, ev.expire_ts)
     was_pending = g.pending_txn.pop(tp, None) is not None
     g.offsets[tp] = off
     if ev.expire_ts is not None or was_pending:
@@ -589,8 +649,20 @@ def deadlines(g: GroupState, cfg: RulesConfig) -> exp.Deadlines:
     return exp.group_deadlines(expiry_view(g), g.offsets, cfg.offsets_retention_ms)
 
 
+_TOPIC = itemgetter(0)
+
+
+def _shipped_deadline(g: GroupState, cfg: RulesConfig) -> int | None:
+    # A live KIP-848 group whose committed topics are all subscribed has nothing that can
+    # expire (SPEC 4): skip the pass over every committed offset on each membership change.
+    if (g.group_type in ("consumer", "streams") and g.members and g.subscribed is not None
+            and g.subscribed.issuperset(map(_TOPIC, g.offsets))):
+        return None
+    return deadlines(g, cfg).shipped
+
+
 def _recompute_expiry(g: GroupState, ts: int, cfg: RulesConfig) -> GroupState:
-    d = deadlines(g, cfg).shipped
+    d = _shipped_deadline(g, cfg)
     track = g.expiry
     if d == track.deadline and not track.stale:
         return g
@@ -599,13 +671,13 @@ def _recompute_expiry(g: GroupState, ts: int, cfg: RulesConfig) -> GroupState:
     return g
 
 
-def _note_commit_for_expiry(g: GroupState, ts: int, cfg: RulesConfig, touched: list[TopicPartition]) -> GroupState:
+def _note_commit_for_expiry(g: GroupState, ts: int, cfg: RulesConfig, touched) -> GroupState:
     """A commit pushes its partitions' deadlines later, so the cached earliest deadline stays a
     valid lower bound (marked stale) unless a touched partition now expires earlier than it."""
     track = g.expiry
     subscribed = g.subscribed
     if (subscribed and g.members and g.group_type in ("consumer", "streams") and not g.pending_txn
-            and all(tp[0] in subscribed for tp in touched)):
+            and subscribed.issuperset(map(_TOPIC, touched))):
         # Hot path: a live KIP-848 group committing subscribed topics creates no deadline.
         if track.deadline is not None and not track.stale:
             g.expiry = ExpiryTrack(track.deadline, track.set_ts, track.warned, True)
@@ -650,6 +722,8 @@ def advance(g: GroupState, now: int, cfg: RulesConfig, out: Outputs) -> GroupSta
     Decisions are made in deadline order and stamped with the deadline, so the
     result does not depend on when (in which micro-batch) the clock passes it.
     """
+    if g.spike is None and g.expiry.deadline is None and not g.pending_txn:
+        return g  # nothing can be due (called before every event)
     if g.spike is not None:
         g.spike, spike_alerts = spk.advance(g.spike, now, cfg.spike, cluster=g.cluster, group_id=g.group_id)
         out.alerts.extend(spike_alerts)

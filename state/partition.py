@@ -36,7 +36,7 @@ class CommitFact(NamedTuple):
 
 @dataclass(slots=True)
 class PartitionState:
-    """Mutable like ``GroupState``: updated in place once per committed partition."""
+    """What is known of one partition's log, and the divergences already reported for it."""
 
     cluster: str
     topic: str
@@ -44,7 +44,6 @@ class PartitionState:
     log_start_offset: int | None = None
     log_end_offset: int | None = None
     epochs: tuple[tuple[int, int], ...] = ()
-    committed: Mapping[str, tuple[int, int]] = field(default_factory=dict)  # group -> (offset, leader epoch)
     reported: Mapping[str, tuple[str, int, int]] = field(default_factory=dict)  # group -> last finding
 
 
@@ -52,20 +51,43 @@ def new_partition(cluster: str, topic: str, partition: int) -> PartitionState:
     return PartitionState(cluster=cluster, topic=topic, partition=partition)
 
 
-def _check(p: PartitionState, group_id: str, ts: int, out: Outputs) -> PartitionState:
-    if p.log_end_offset is None or group_id not in p.committed:
-        return p
-    offset, leader_epoch = p.committed[group_id]
+@dataclass(slots=True)
+class TopicWatch:
+    """The truncation watch of every partition of one topic (the keyed state).
+
+    Mutable like ``GroupState``: updated in place on every stored commit. Committed
+    offsets are kept per group (group -> partition -> (offset, leader epoch)) so a
+    commit request of many partitions is stored with one C-level ``update``.
+    """
+
+    cluster: str
+    topic: str
+    partitions: dict[int, PartitionState] = field(default_factory=dict)  # partitions whose log is known
+    committed: dict[str, dict[int, tuple[int, int]]] = field(default_factory=dict)
+
+    def partition(self, partition: int) -> PartitionState:
+        ps = self.partitions.get(partition)
+        if ps is None:
+            ps = self.partitions[partition] = new_partition(self.cluster, self.topic, partition)
+        return ps
+
+
+def _check(tw: TopicWatch, p: PartitionState, group_id: str, ts: int, out: Outputs) -> None:
+    if p.log_end_offset is None:
+        return
+    committed = tw.committed.get(group_id, {}).get(p.partition)
+    if committed is None:
+        return
+    offset, leader_epoch = committed
     finding = check_committed(offset, leader_epoch, p.log_start_offset or 0, p.log_end_offset, p.epochs)
     if finding is None:
         p.reported.pop(group_id, None)
-        return p
+        return
     key = (finding.kind, finding.committed_offset, finding.divergent_offset)
     if p.reported.get(group_id) == key:
-        return p  # already reported this divergence
+        return  # already reported this divergence
     out.alerts.append(_alert(p, group_id, ts, finding))
     p.reported[group_id] = key
-    return p
 
 
 def _alert(p: PartitionState, group_id: str, ts: int, f: TruncationFinding):
@@ -88,43 +110,40 @@ def _alert(p: PartitionState, group_id: str, ts: int, f: TruncationFinding):
                       occurrence=f"{p.topic}/{p.partition}/{f.committed_offset}/{f.leader_epoch}/{f.divergent_offset}")
 
 
-def apply_partition_epochs(p: PartitionState, ev: PartitionEpochs, out: Outputs) -> PartitionState:
+def apply_partition_epochs(tw: TopicWatch, ev: PartitionEpochs, out: Outputs) -> TopicWatch:
+    """New facts about a partition's log: check every group's stored commit to it."""
+    p = tw.partition(ev.partition)
     p.log_start_offset, p.log_end_offset, p.epochs = ev.log_start_offset, ev.log_end_offset, tuple(sorted(ev.epochs))
-    for group_id in sorted(p.committed):
-        p = _check(p, group_id, ev.ts, out)
-    return p
+    for group_id in sorted(tw.committed):
+        if ev.partition in tw.committed[group_id]:
+            _check(tw, p, group_id, ev.ts, out)
+    return tw
 
 
-def note_commit(p: PartitionState, group_id: str, offset: int, leader_epoch: int, ts: int,
-                out: Outputs) -> PartitionState:
-    """A group's stored commit to this partition: remember it, and check it if the log is known."""
-    p.committed[group_id] = (offset, leader_epoch)
-    if p.log_end_offset is None:
-        return p  # nothing known about the log yet: checked when its facts arrive
-    return _check(p, group_id, ts, out)
+def note_commits(tw: TopicWatch, group_id: str, partitions, offsets, leader_epochs, ts: int,
+                 out: Outputs) -> TopicWatch:
+    """A group's stored commit to partitions of this topic: remember it, and check the
+    partitions whose log is known (the others are checked when their facts arrive)."""
+    by_partition = tw.committed.get(group_id)
+    if by_partition is None:
+        by_partition = tw.committed[group_id] = {}
+    by_partition.update(zip(partitions, zip(offsets, leader_epochs)))
+    if tw.partitions:
+        for partition in partitions:
+            p = tw.partitions.get(partition)
+            if p is not None:
+                _check(tw, p, group_id, ts, out)
+    return tw
 
 
-def apply_commit_fact(p: PartitionState, fact: CommitFact, out: Outputs) -> PartitionState:
+def apply_commit_fact(tw: TopicWatch, fact: CommitFact, out: Outputs) -> TopicWatch:
     if fact.deleted:
-        p.committed.pop(fact.group_id, None)
-        p.reported.pop(fact.group_id, None)
-        return p
-    return note_commit(p, fact.group_id, fact.offset, fact.leader_epoch, fact.ts, out)
-
-
-@dataclass(slots=True)
-class TopicWatch:
-    """The truncation watch of every partition of one topic (the keyed state)."""
-
-    cluster: str
-    topic: str
-    partitions: dict[int, PartitionState] = field(default_factory=dict)
-
-    def partition(self, partition: int) -> PartitionState:
-        ps = self.partitions.get(partition)
-        if ps is None:
-            ps = self.partitions[partition] = new_partition(self.cluster, self.topic, partition)
-        return ps
+        tw.committed.get(fact.group_id, {}).pop(fact.partition, None)
+        p = tw.partitions.get(fact.partition)
+        if p is not None:
+            p.reported.pop(fact.group_id, None)
+        return tw
+    return note_commits(tw, fact.group_id, (fact.partition,), (fact.offset,), (fact.leader_epoch,), fact.ts, out)
 
 
 def new_topic_watch(cluster: str, topic: str) -> TopicWatch:
@@ -134,8 +153,7 @@ def new_topic_watch(cluster: str, topic: str) -> TopicWatch:
 def process_topic(tw: TopicWatch, event, out: Outputs) -> TopicWatch:
     """A ``partition_epochs`` fact, or the commit facts of one event for this topic (a tuple)."""
     if isinstance(event, PartitionEpochs):
-        apply_partition_epochs(tw.partition(event.partition), event, out)
-    else:
-        for fact in event:
-            apply_commit_fact(tw.partition(fact.partition), fact, out)
+        return apply_partition_epochs(tw, event, out)
+    for fact in event:
+        tw = apply_commit_fact(tw, fact, out)
     return tw

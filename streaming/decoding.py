@@ -8,17 +8,20 @@ Unknown ``type`` values are not errors: they are counted and skipped
 """
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass
+from itertools import chain, repeat
+from operator import itemgetter
 from typing import Any, Mapping
 
-from fencewatch.state.events import (ClassicJoin, ClassicSync, CommitOffset, GroupStateChange, Heartbeat,
+import orjson
+
+from fencewatch.state.events import (ClassicJoin, ClassicSync, CommitOffset, CommitOffsets, GroupStateChange, Heartbeat,
                                      MemberAssignment, MemberLeft, OffsetCommit, OffsetCommitted,
                                      OffsetDeleted, PartitionEpochs)
 from fencewatch.state.model import MemberState, Protocol
 
 DEFAULT_CLUSTER = "default"
-_new_offset = tuple.__new__  # CommitOffset without NamedTuple's Python-level __new__ (hot path)
+_new_tuple = tuple.__new__  # a NamedTuple without its Python-level __new__ (hot path)
 MEMBERSHIP_TYPES = frozenset({"member_assignment", "member_left", "heartbeat", "classic_join", "classic_sync",
                               "group_state"})
 OFFSET_TYPES = frozenset({"offset_commit", "txn_offset_commit", "offset_committed", "offset_deleted",
@@ -59,6 +62,7 @@ class _Bad(Exception):
         self.params = {k: str(v) for k, v in params.items()}
 
 
+_INT64 = 2 ** 63  # JSON parsers hand larger integers over as floats: never a Kafka long
 _TYPE_NAMES = {int: "long", str: "string", list: "array", dict: "object", bool: "boolean"}
 
 
@@ -76,7 +80,7 @@ def _int(d: Mapping, name: str) -> int:
     v = _req(d, name)
     if type(v) is int:
         return v
-    if type(v) is float and v.is_integer():
+    if type(v) is float and v.is_integer() and -_INT64 <= v < _INT64:
         return int(v)
     raise _Bad("WRONG_TYPE", field=name, expected="long", got=type(v).__name__)
 
@@ -87,7 +91,7 @@ def _opt_int(d: Mapping, name: str, default: int | None = None) -> int | None:
         return default
     if type(v) is int:
         return v
-    if type(v) is float and v.is_integer():
+    if type(v) is float and v.is_integer() and -_INT64 <= v < _INT64:
         return int(v)
     raise _Bad("WRONG_TYPE", field=name, expected="long", got=type(v).__name__)
 
@@ -137,8 +141,11 @@ def _topic_partitions(d: Mapping, name: str, *, required: bool = True):
         if topic is None:
             raise _Bad("MISSING_FIELD", field=f"{where}.topic")
         parts = _list(_req(entry, "partitions"), f"{where}.partitions")
-        for p in parts:
-            tps.append((topic, _int_item(p, f"{where}.partitions")))
+        if set(map(type, parts)) <= _INT:
+            tps.extend(zip(repeat(topic), parts))
+        else:
+            for p in parts:
+                tps.append((topic, _int_item(p, f"{where}.partitions")))
         ae = entry.get("assignment_epochs")
         if ae is None:
             epochs = None
@@ -218,29 +225,29 @@ def _group_state(d, ts, cluster, eid, seq):
     return GroupStateChange(ts, cluster, _str(d, "group_id"), eid, seq, _str(d, "state"), _opt_str(d, "protocol"))
 
 
-def _offsets(d):
-    """Fast path for well-formed lists (one tuple per partition); any oddity takes the checked path."""
+_OFFSET_FIELDS = itemgetter("topic", "partition", "offset", "leader_epoch")
+_INT = frozenset({int})
+_STR = frozenset({str})
+
+
+def _offsets(d) -> CommitOffsets:
+    """Columns of the ``offsets`` list. The fast path takes the common shape (exactly topic,
+    partition, offset and leader_epoch, of the right types) with C-level maps and no object
+    per partition; anything else takes the checked path, which names the bad field."""
     raw = d.get("offsets")
-    if type(raw) is list:
-        out = []
-        append = out.append
+    if type(raw) is list and raw:
         try:
-            for o in raw:
-                t, p, off = o["topic"], o["partition"], o["offset"]
-                le = o.get("leader_epoch", -1)
-                md = o.get("metadata")
-                if (type(t) is not str or type(p) is not int or type(off) is not int
-                        or (le is not None and type(le) is not int) or (md is not None and type(md) is not str)):
-                    break
-                append(_new_offset(CommitOffset, (t, p, off, -1 if le is None else le, md)))
-            else:
-                return tuple(out)
+            rows = list(map(_OFFSET_FIELDS, raw))
         except (KeyError, TypeError):
-            pass
-    return _offsets_checked(d)
+            rows = None
+        if rows is not None and set(map(len, raw)) == {4}:
+            topics, partitions, offsets, epochs = zip(*rows)
+            if set(map(type, chain(partitions, offsets, epochs))) == _INT and set(map(type, topics)) == _STR:
+                return CommitOffsets(tuple(zip(topics, partitions)), offsets, epochs)
+    return CommitOffsets.of(_offsets_checked(d))
 
 
-def _offsets_checked(d):
+def _offsets_checked(d) -> list[CommitOffset]:
     out = []
     for i, o in enumerate(_list(_req(d, "offsets"), "offsets")):
         if type(o) is not dict:
@@ -251,7 +258,31 @@ def _offsets_checked(d):
         except _Bad as bad:
             bad.params["field"] = f"offsets[{i}].{bad.params.get('field', '')}"
             raise
-    return tuple(out)
+    return out
+
+
+# Fields of a commit that the fast path reads; any other field present takes the general path.
+_COMMON_COMMIT_FIELDS = frozenset({"type", "ts", "cluster", "event_id", "group_id", "member_id", "member_epoch",
+                                   "error_code", "offsets"})
+
+
+def _fast_commit(d: dict, seq: int, default_event_id: str, transactional: bool) -> OffsetCommit | None:
+    """The common well-formed commit, checked inline (it is most of the input); None: take the
+    general path, which checks field by field and names what is wrong."""
+    if not d.keys() <= _COMMON_COMMIT_FIELDS:
+        return None
+    ts = d.get("ts")
+    cluster = d.get("cluster", DEFAULT_CLUSTER)
+    eid = d.get("event_id", default_event_id)
+    gid = d.get("group_id")
+    mid = d.get("member_id", "")
+    epoch = d.get("member_epoch", -1)
+    code = d.get("error_code")
+    if (type(ts) is not int or type(cluster) is not str or type(eid) is not str or type(gid) is not str
+            or type(mid) is not str or type(epoch) is not int or (code is not None and type(code) is not int)):
+        return None
+    return _new_tuple(OffsetCommit, (ts, cluster, gid, eid, seq, transactional, mid, epoch, _offsets(d), None,
+                                     code, None, None, None))
 
 
 def _commit(d, ts, cluster, eid, seq, transactional):
@@ -303,6 +334,11 @@ def event_from_dict(d: Any, *, seq: int, default_event_id: str, coords: str):
     if type(d) is not dict:
         return DecodeError("NOT_AN_OBJECT", {"got": type(d).__name__}, coords)
     try:
+        etype = d.get("type")
+        if etype == "offset_commit" or etype == "txn_offset_commit":
+            ev = _fast_commit(d, seq, default_event_id, etype == "txn_offset_commit")
+            if ev is not None:
+                return ev
         etype = _str(d, "type")
         builder = _BUILDERS.get(etype)
         if builder is None:
@@ -341,8 +377,8 @@ def decode_avro_record(data: bytes, *, seq: int, default_event_id: str, coords: 
 
 def decode_json_line(line: str | bytes, *, seq: int, default_event_id: str, coords: str):
     try:
-        d = json.loads(line)
-    except (ValueError, UnicodeDecodeError) as exc:
+        d = orjson.loads(line)
+    except (ValueError, UnicodeDecodeError, TypeError) as exc:
         return DecodeError("INVALID_JSON", {"problem": str(exc)[:200]}, coords)
     return event_from_dict(d, seq=seq, default_event_id=default_event_id, coords=coords)
 

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import itertools
 
-from fencewatch.state.events import (ClassicJoin, ClassicSync, CommitOffset, GroupStateChange, MemberAssignment,
+from fencewatch.state.events import (ClassicJoin, ClassicSync, CommitOffset, CommitOffsets, GroupStateChange, MemberAssignment,
                                      MemberLeft, OffsetCommit, OffsetCommitted, PartitionEpochs)
 from fencewatch.state.model import MemberState, Protocol
 
@@ -35,7 +35,7 @@ def commit(member_id, epoch, tps, *, ts=2000, group="g", txn=False, error_code=N
     n = next(_seq)
     return OffsetCommit(ts=ts, cluster=cluster, group_id=group, event_id=event_id or f"c{n}", seq=n,
                         transactional=txn, member_id=member_id, member_epoch=epoch,
-                        offsets=tuple(CommitOffset(t, p, offset, leader_epoch) for t, p in tps),
+                        offsets=CommitOffsets.of(CommitOffset(t, p, offset, leader_epoch) for t, p in tps),
                         error_code=error_code, transactional_id=transactional_id)
 
 

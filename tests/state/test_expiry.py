@@ -28,7 +28,7 @@ def kinds(out):
 def test_is_offset_expired_uses_base_timestamp():
     """OffsetExpirationConditionImplTest.testIsOffsetExpired."""
     view = exp.ExpiryView("consumer", "Empty", None, frozenset())
-    off = exp.CommittedOffset(1, -1, commit_ts=1000)
+    off = exp.CommittedOffset(commit_ts=1000)
     assert exp.shipped_deadline(view, ("t", 0), off, R) == 1000 + R
     assert exp.expired_at(view, {("t", 0): off}, 1000 + R - 1, R) == []
     assert exp.expired_at(view, {("t", 0): off}, 1000 + R, R) == [("t", 0)]

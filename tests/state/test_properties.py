@@ -5,7 +5,8 @@
   accepted by kip1251 and assignment_epoch;
 - when clients commit only partitions they held at the epoch they send (KAFKA-19779's assumption),
   no policy accepts a partition another member holds: ``unsafe`` is never set; illegal commits do set it;
-- at most one ``assigned`` owner per partition; replay is deterministic and leaves its input unchanged.
+- at most one ``assigned`` owner per partition; replay is deterministic and leaves its input unchanged;
+- the judgement caches never change an answer (a cache-free copy of the group agrees on every commit).
 """
 import copy
 import json
@@ -18,7 +19,7 @@ from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, 
 from fencewatch.sinks.jsonl import alert_json, commit_verdicts_json, verdict_json
 from fencewatch.state import group as grp
 from fencewatch.state.config import RulesConfig
-from fencewatch.state.events import CommitOffset, OffsetCommit
+from fencewatch.state.events import CommitOffset, CommitOffsets, OffsetCommit
 from fencewatch.streaming.replay import judge_events
 
 from .kip848_model import Coordinator
@@ -43,9 +44,16 @@ class LegalHistories(RuleBasedStateMachine):
         n = next(self.coord.seq)
         ev = OffsetCommit(ts=self.coord._tick(), cluster="default", group_id="g", event_id=f"c{n}", seq=n,
                           transactional=False, member_id=member_id, member_epoch=c,
-                          offsets=tuple(CommitOffset(t, p, 1) for t, p in tps))
+                          offsets=CommitOffsets.of(CommitOffset(t, p, 1) for t, p in tps))
+        # The judgement caches (per partition and per request) must never change an answer:
+        # the same commit judged by a copy of the group without caches says the same.
+        fresh = copy.deepcopy(self.g)
+        fresh.judged.clear()
+        fresh_out = grp.Outputs()
+        grp.process(fresh, ev, CFG, fresh_out)
         before = len(self.out.verdicts)
         self.feed([ev])
+        assert self.out.commits[-1] == fresh_out.commits[-1]
         return self.out.verdicts[before:]
 
     @precondition(lambda self: len(self.coord.members) < 4)

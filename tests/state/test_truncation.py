@@ -84,10 +84,13 @@ def test_rejected_commit_is_not_a_committed_offset():
 
 
 def test_partition_state_only_touched_by_its_groups():
-    p = part.new_partition("default", "t", 0)
+    tw = part.new_topic_watch("default", "t")
     out = grp.Outputs()
-    p = part.apply_partition_epochs(p, partition_epochs("t", 0, ts=1, log_end=20, cache=CACHE), out)
-    assert out.alerts == [] and p.committed == {}
+    part.note_commits(tw, "g1", (1,), (10,), (2,), 1, out)  # a commit to another partition of the topic
+    tw = part.apply_partition_epochs(tw, partition_epochs("t", 0, ts=2, log_end=20, cache=CACHE), out)
+    assert out.alerts == [] and tw.committed == {"g1": {1: (10, 2)}}
+    tw = part.apply_partition_epochs(tw, partition_epochs("t", 1, ts=3, log_end=20, cache=CACHE), out)
+    assert [a.kind for a in out.alerts] == ["LOG_TRUNCATION"]  # committed 10 at epoch 2, which ended at 8
 
 
 def test_latest_epoch_is_open_ended():

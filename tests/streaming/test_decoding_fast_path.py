@@ -1,0 +1,100 @@
+"""The commit fast path of the decoder is an optimisation, never a second opinion.
+
+``decoding._fast_commit`` / ``_offsets`` read the common, well-formed commit with
+C-level maps; the general builders check field by field. For any input, both must
+give the same event, or the fast path must step aside (None) so the general path
+reports the error. Hypothesis draws well-formed commits and then breaks them in the
+ways producers do (wrong types, nulls, extra fields, floats, booleans, metadata).
+"""
+import json
+
+from hypothesis import given, settings, strategies as st
+
+from fencewatch.state.events import CommitOffset, CommitOffsets
+from fencewatch.streaming import decoding as dec
+
+ODD_VALUES = st.one_of(st.none(), st.booleans(), st.floats(allow_nan=False, allow_infinity=False),
+                       st.text(max_size=3), st.lists(st.integers(), max_size=1), st.integers(-2**70, 2**70))
+
+
+@st.composite
+def offsets(draw):
+    items = []
+    for _ in range(draw(st.integers(0, 5))):
+        o = {"topic": draw(st.sampled_from(["a", "b", "é"])), "partition": draw(st.integers(0, 9)),
+             "offset": draw(st.integers(-1, 10**12)), "leader_epoch": draw(st.integers(-1, 50))}
+        if draw(st.booleans()) and draw(st.booleans()):
+            field = draw(st.sampled_from(["topic", "partition", "offset", "leader_epoch", "metadata", "extra"]))
+            if draw(st.booleans()) and field in o:
+                del o[field]
+            else:
+                o[field] = draw(ODD_VALUES)
+        items.append(o)
+    return items
+
+
+@st.composite
+def commits(draw):
+    d = {"type": draw(st.sampled_from(["offset_commit", "txn_offset_commit"])), "ts": draw(st.integers(0, 10**13)),
+         "group_id": "g", "member_id": draw(st.sampled_from(["m1", ""])), "member_epoch": draw(st.integers(-1, 9)),
+         "offsets": draw(offsets())}
+    for name, value in (("cluster", "c1"), ("event_id", "e1"), ("error_code", 113)):
+        if draw(st.booleans()):
+            d[name] = value
+    if draw(st.booleans()):
+        field = draw(st.sampled_from(["ts", "cluster", "event_id", "group_id", "member_id", "member_epoch",
+                                      "error_code", "offsets", "transactional_id", "instance_id"]))
+        d[field] = draw(ODD_VALUES)
+    # Through JSON text, as the decoder sees it (the orjson parser: large integers become floats).
+    return dec.orjson.loads(json.dumps(d))
+
+
+def general(d):
+    """The field-by-field path alone: the reference the fast path must match."""
+    try:
+        ts, cluster, eid = dec._header(d, 7, "7")
+        return dec._BUILDERS[d["type"]](d, ts, cluster, eid, 7)
+    except dec._Bad as bad:
+        return ("error", bad.code)
+
+
+@settings(max_examples=600, deadline=None)
+@given(commits())
+def test_fast_commit_equals_general_path_or_steps_aside(d):
+    try:
+        fast = dec._fast_commit(d, 7, "7", d["type"] == "txn_offset_commit")
+    except dec._Bad as bad:
+        fast = ("error", bad.code)
+    ref = general(d)
+    if fast is not None:
+        assert fast == ref
+
+
+@settings(max_examples=600, deadline=None)
+@given(offsets())
+def test_offset_columns_equal_checked_rows(items):
+    d = {"offsets": items}
+    try:
+        ref = CommitOffsets.of(dec._offsets_checked(d))
+    except dec._Bad as bad:
+        ref = ("error", bad.code, bad.params.get("field"))
+    try:
+        got = dec._offsets(d)
+    except dec._Bad as bad:
+        got = ("error", bad.code, bad.params.get("field"))
+    assert got == ref
+
+
+def test_columns_iterate_as_rows():
+    rows = [CommitOffset("a", 1, 10, 2), CommitOffset("b", 0, 5, -1, "m")]
+    cols = CommitOffsets.of(rows)
+    assert list(cols) == rows and cols[1] == rows[1] and len(cols) == 2
+    assert cols.tps == (("a", 1), ("b", 0)) and cols.metadata == (None, "m")
+    assert CommitOffsets.of(rows[:1]).metadata is None
+
+
+def test_integer_beyond_a_long_is_rejected_not_rounded():
+    ev = dec.decode_json_line(b'{"type":"offset_commit","ts":1,"group_id":"g","offsets":[{"topic":"t",'
+                              b'"partition":0,"offset":123456789012345678901234567890}]}',
+                              seq=0, default_event_id="0", coords="line 1")
+    assert isinstance(ev, dec.DecodeError) and ev.code == "WRONG_TYPE" and "offsets[0].offset" in ev.reason
