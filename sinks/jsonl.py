@@ -91,13 +91,26 @@ def _fragments(parts: tuple[PartitionJudgement, ...]) -> tuple[str, ...]:
     return frags
 
 
+# The request fields after event id and ts, and the tail, repeat commit after commit of a member.
+_MIDDLES: dict[tuple, str] = {}
+_TAILS: dict[tuple, str] = {}
+
+
 def _head_tail(cv: CommitVerdicts) -> tuple[str, str]:
-    head = ('{"event_id":%s,"ts":%d,"cluster":%s,"group_id":%s,"member_id":%s,"kind":"%s","client_epoch":%d,'
-            '"broker_epoch":%s,' % (_js_once(cv.event_id), cv.ts, _js(cv.cluster), _js(cv.group_id),
-                                    _js(cv.member_id), cv.kind, cv.client_epoch, _ji(cv.broker_epoch)))
-    tail = '"broker_error":%s,"model_agrees":%s,"warming_up":%s}' % (_js(cv.broker_error), _jb(cv.model_agrees),
-                                                                    _jb(cv.warming_up))
-    return head, tail
+    key = cv[2:8]  # cluster, group, member, kind, client epoch, broker epoch
+    middle = _MIDDLES.get(key)
+    if middle is None:
+        if len(_MIDDLES) >= 1 << 16:
+            _MIDDLES.clear()
+        middle = _MIDDLES[key] = '"cluster":%s,"group_id":%s,"member_id":%s,"kind":"%s","client_epoch":%d,' \
+            '"broker_epoch":%s,' % (_js(cv.cluster), _js(cv.group_id), _js(cv.member_id), cv.kind,
+                                    cv.client_epoch, _ji(cv.broker_epoch))
+    key = cv[8:11]  # broker error, model agrees, warming up
+    tail = _TAILS.get(key)
+    if tail is None:
+        tail = _TAILS[key] = '"broker_error":%s,"model_agrees":%s,"warming_up":%s}' % (
+            _js(cv.broker_error), _jb(cv.model_agrees), _jb(cv.warming_up))
+    return '{"event_id":' + _js_once(cv.event_id) + ',"ts":' + str(cv.ts) + ',' + middle, tail
 
 
 def commit_verdicts_json(cv: CommitVerdicts) -> list[str]:

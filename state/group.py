@@ -424,23 +424,30 @@ def _judge_partition(g: GroupState, member, c: int, tp: TopicPartition, rej: str
         holder = other_ae = None  # nobody else holds it (the common case)
     else:
         holder, other_ae = _other_holders(g, tp, member.member_id)
-    key = (c, b, rev, ae, rej, holder is not None, other_ae)
-    outcome = _OUTCOMES.get(key)
-    if outcome is None:
-        if len(_OUTCOMES) >= 1 << 16:
-            _OUTCOMES.clear()
-        outcome = _OUTCOMES[key] = _outcome(c, b, rev, ae, rej, holder is not None, other_ae)
+    outcome = _outcome(c, b, rev, ae, rej, holder is not None, other_ae)
     return _new_tuple(PartitionJudgement, (tp[0], tp[1], ae, rev, *outcome, holder))
 
 
 # The policies' answers depend only on these few numbers, and a group's partitions share
 # them: memoised, judging a partition is a tuple lookup instead of eight function calls.
 _OUTCOMES: dict[tuple, tuple[str, str, str, str, str, bool]] = {}
+_ALL_ACCEPT = ("NONE", "NONE", "NONE", "NONE", CommitClass.ACCEPTED.value, False)
 
 
 def _outcome(c: int, b: int, rev: int, ae: int | None, rej: str, held_by_other: bool,
              other_ae: int | None) -> tuple[str, str, str, str, str, bool]:
-    """(strict, member_revocation, assignment_epoch, kip1251 answers, class, unsafe)."""
+    """(strict, member_revocation, assignment_epoch, kip1251 answers, class, unsafe), memoised."""
+    key = (c, b, rev, ae, rej, held_by_other, other_ae)
+    outcome = _OUTCOMES.get(key)
+    if outcome is None:
+        if len(_OUTCOMES) >= 1 << 16:
+            _OUTCOMES.clear()
+        outcome = _OUTCOMES[key] = _decide(c, b, rev, ae, rej, held_by_other, other_ae)
+    return outcome
+
+
+def _decide(c: int, b: int, rev: int, ae: int | None, rej: str, held_by_other: bool,
+             other_ae: int | None) -> tuple[str, str, str, str, str, bool]:
     res = evaluate(c, b, rev, ae)
     return ("NONE" if res[0] else rej, "NONE" if res[1] else rej, "NONE" if res[2] else rej,
             "NONE" if res[3] else rej, _CLASS_NAMES[classify(res, c, b, held_by_other)], is_unsafe(res, c, other_ae))
@@ -466,6 +473,18 @@ def _judge_request(g: GroupState, member, c: int, tps: tuple[TopicPartition, ...
     parts_l = []
     first_error = [None, None, None, None]  # Kafka fails the whole request on the first bad partition
     rej = rejection_error(transactional, member.protocol is Protocol.CLASSIC or g.group_type == "classic").value
+    # The common request: the member holds every partition in `assigned` and nobody else holds
+    # any, so each partition's answer depends only on its assignment epoch (a few distinct ones).
+    aes = tuple(map(member.assigned_partitions.get, tps))
+    if (None not in aes and g.pending_owners.keys().isdisjoint(tps)
+            and set(map(g.owners.get, tps)) == {(member.member_id,)}):
+        b, rev = member.member_epoch, member.revocation_epoch
+        outcomes = {ae: _outcome(c, b, rev, ae, rej, False, None) for ae in set(aes)}
+        parts = tuple([_new_tuple(PartitionJudgement, (t, p, ae, rev, *outcomes[ae], None))
+                       for (t, p), ae in zip(tps, aes)])
+        cache.update(zip(tps, parts))
+        if all(o == _ALL_ACCEPT for o in outcomes.values()):
+            return RequestJudgement(parts, (KafkaError.NONE,) * 4, (), (), ())
     for tp in tps:
         pj = cache.get(tp)
         if pj is None:
@@ -489,20 +508,32 @@ def _judge_request(g: GroupState, member, c: int, tps: tuple[TopicPartition, ...
 _NO_REQUEST = RequestJudgement((), (KafkaError.NONE,) * 4, (), (), ())
 
 
+# Per-commit lookups without Enum's Python-level __hash__ / .value: code -> (error, name).
+_ANSWER_BY_CODE = {e.code: (e, e.value) for e in KafkaError if e is not KafkaError.UNKNOWN}
+_NO_ANSWER = (None, None)
+_FENCING_ANSWERS = (KafkaError.STALE_MEMBER_EPOCH, KafkaError.ILLEGAL_GENERATION)
+
+
 def _commit(g: GroupState, ev: OffsetCommit, cfg: RulesConfig, out: Outputs) -> GroupState:
-    g = _touch(g, ev.ts)
+    ts = ev.ts
+    if ts > g.last_ts:
+        g.last_ts = ts
+    if g.first_seen_ts is None:
+        g.first_seen_ts = ts
     c = ev.member_epoch
     member = g.members.get(ev.member_id) if ev.member_id else None
     kind = "txn_commit" if ev.transactional else "commit"
-    broker_error = KafkaError.from_code(ev.error_code) if ev.error_code is not None else None
+    code = ev.error_code
+    broker_error, be = _NO_ANSWER if code is None else _ANSWER_BY_CODE.get(code) or (
+        KafkaError.UNKNOWN, KafkaError.UNKNOWN.value)
     tps = ev.offsets.tps
+    policy_index = _BROKER_POLICY_INDEX[cfg.broker_policy]
 
     pre = pre_check(group_exists=g.exists, group_has_members=bool(g.members), member_known=member is not None,
                     member_id=ev.member_id, client_epoch=c, transactional=ev.transactional)
     warming = (pre.commit_class in (CommitClass.UNKNOWN_MEMBER, CommitClass.OTHER) and ev.member_id != ""
                and cfg.warmup_ms > 0 and g.first_seen_ts is not None and ev.ts < g.first_seen_ts + cfg.warmup_ms)
 
-    be = broker_error.value if broker_error else None
     if pre.error is not None:
         # Decided before any policy: every policy answers the same for the whole request.
         name = pre.error.value
@@ -530,22 +561,25 @@ def _commit(g: GroupState, ev: OffsetCommit, cfg: RulesConfig, out: Outputs) -> 
             if len(requests) > 64:
                 requests.clear()
             judged = requests[tps] = _judge_request(g, member, c, tps, ev.transactional, cache)
-        agrees = _agrees(broker_error, judged.request[_BROKER_POLICY_INDEX[cfg.broker_policy]], False)
+        agrees = _agrees(broker_error, judged.request[policy_index], False)
     request = judged.request
     out.commits.append(_new_tuple(CommitVerdicts, (ev.event_id, ev.ts, g.cluster, g.group_id, ev.member_id, kind, c,
                                                    b, be, agrees, warming, judged.parts, ev.seq)))
 
     # What the broker stored: its answer when we have it, else the broker policy's prediction.
-    predicted = request[_BROKER_POLICY_INDEX[cfg.broker_policy]]
+    predicted = request[policy_index]
     effective = broker_error if broker_error is not None else predicted
     stored = effective is KafkaError.NONE
+    fenced = broker_error is not None and broker_error in _FENCING_ANSWERS
     counters = g.counters
     counters.commits += 1
-    counters.txn_commits += ev.transactional
-    counters.broker_fencing_errors += broker_error in (KafkaError.STALE_MEMBER_EPOCH, KafkaError.ILLEGAL_GENERATION)
-    counters.divergences += agrees is False
+    if ev.transactional:
+        counters.txn_commits += 1
+    if fenced:
+        counters.broker_fencing_errors += 1
+    if agrees is False:
+        counters.divergences += 1
     if stored and tps:
-        ts = ev.ts
         # Expiry needs when each partition was committed, not the offset (truncation keeps that).
         g.offsets.update(zip(tps, repeat(_new_tuple(exp.CommittedOffset, (ts, None)))))
         if not g.exists and g.group_type is None:
@@ -556,7 +590,6 @@ def _commit(g: GroupState, ev: OffsetCommit, cfg: RulesConfig, out: Outputs) -> 
         _note_commit_for_expiry(g, ts, cfg, tps)
 
     # Spike detectors: the broker's fencing answers and aborted transactions, per window.
-    fenced = broker_error is KafkaError.STALE_MEMBER_EPOCH or broker_error is KafkaError.ILLEGAL_GENERATION
     aborted_txn = ev.transactional and not stored
     if fenced or aborted_txn:
         g.spike, spike_alerts = spk.observe(g.spike or spk.INITIAL, ev.ts, int(fenced), int(aborted_txn), cfg.spike,

@@ -266,14 +266,17 @@ _COMMON_COMMIT_FIELDS = frozenset({"type", "ts", "cluster", "event_id", "group_i
                                    "error_code", "offsets"})
 
 
-def _fast_commit(d: dict, seq: int, default_event_id: str, transactional: bool) -> OffsetCommit | None:
+def _fast_commit(d: dict, seq: int, default_event_id: str | None, transactional: bool) -> OffsetCommit | None:
     """The common well-formed commit, checked inline (it is most of the input); None: take the
-    general path, which checks field by field and names what is wrong."""
+    general path, which checks field by field and names what is wrong. ``default_event_id``
+    None means ``str(seq)``."""
     if not d.keys() <= _COMMON_COMMIT_FIELDS:
         return None
     ts = d.get("ts")
     cluster = d.get("cluster", DEFAULT_CLUSTER)
-    eid = d.get("event_id", default_event_id)
+    eid = d.get("event_id")
+    if eid is None:
+        eid = str(seq) if default_event_id is None else default_event_id
     gid = d.get("group_id")
     mid = d.get("member_id", "")
     epoch = d.get("member_epoch", -1)
@@ -373,6 +376,39 @@ def decode_avro_record(data: bytes, *, seq: int, default_event_id: str, coords: 
     except (AvroWireError, ValueError) as exc:
         return DecodeError("INVALID_AVRO", {"problem": str(exc)[:200]}, coords)
     return event_from_dict(d, seq=seq, default_event_id=default_event_id, coords=coords)
+
+
+def decode_json_lines(lines, errors: list, unknown: dict) -> list:
+    """Typed events of a JSON-lines input, in input order: ``seq`` is the line index, event ids
+    default to it, bad lines go to ``errors`` as "line N", unknown types are counted in ``unknown``.
+
+    Well-formed commits (most lines) are built straight from the parsed object; any other
+    line, blank or bad, goes through :func:`decode_json_line` for its coordinates and reason.
+    """
+    events = []
+    append = events.append
+    loads = orjson.loads
+    for n, line in enumerate(lines):
+        try:
+            d = loads(line)
+            etype = d.get("type")
+            if etype == "offset_commit" or etype == "txn_offset_commit":
+                ev = _fast_commit(d, n, None, etype == "txn_offset_commit")
+                if ev is not None:
+                    append(ev)
+                    continue
+        except (ValueError, TypeError, AttributeError, _Bad):
+            pass
+        if not line.strip():
+            continue
+        res = decode_json_line(line, seq=n, default_event_id=str(n), coords=f"line {n + 1}")
+        if isinstance(res, DecodeError):
+            errors.append(res)
+        elif isinstance(res, UnknownType):
+            unknown[res.type] = unknown.get(res.type, 0) + 1
+        else:
+            append(res)
+    return events
 
 
 def decode_json_line(line: str | bytes, *, seq: int, default_event_id: str, coords: str):

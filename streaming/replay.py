@@ -20,7 +20,7 @@ from fencewatch.state.config import RulesConfig
 from fencewatch.state.engine import LocalEngine, sort_key
 from fencewatch.state.model import Alert, CommitVerdicts, Verdict
 
-from .decoding import DecodeError, UnknownType, decode_json_line, event_from_dict
+from .decoding import DecodeError, UnknownType, decode_json_lines, event_from_dict
 
 log = logging.getLogger(__name__)
 
@@ -63,8 +63,7 @@ def _collect(results: Iterable, errors: list, unknown: dict) -> list:
 def decode_lines(lines: Iterable[str | bytes], errors: list, unknown: dict) -> list:
     """A JSON-lines input: event ids and coordinates are line numbers (blank lines skipped)."""
     with _no_cyclic_gc():
-        return _collect((decode_json_line(line, seq=n, default_event_id=str(n), coords=f"line {n + 1}")
-                         for n, line in enumerate(lines) if line.strip()), errors, unknown)
+        return decode_json_lines(lines, errors, unknown)
 
 
 @contextmanager
