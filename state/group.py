@@ -447,7 +447,7 @@ def _outcome(c: int, b: int, rev: int, ae: int | None, rej: str, held_by_other: 
 
 
 def _decide(c: int, b: int, rev: int, ae: int | None, rej: str, held_by_other: bool,
-             other_ae: int | None) -> tuple[str, str, str, str, str, bool]:
+            other_ae: int | None) -> tuple[str, str, str, str, str, bool]:
     res = evaluate(c, b, rev, ae)
     return ("NONE" if res[0] else rej, "NONE" if res[1] else rej, "NONE" if res[2] else rej,
             "NONE" if res[3] else rej, _CLASS_NAMES[classify(res, c, b, held_by_other)], is_unsafe(res, c, other_ae))
