@@ -157,7 +157,8 @@ class BatchWriter:
         now_ms = int(time.time() * 1000)
         records = pdf["record"]
         vmask, amask = records == "verdict", records == "alert"
-        verdict_lines = pdf.loc[vmask, "json"].tolist()
+        verdict_rows = pdf.loc[vmask, "json"].tolist()  # one row per commit request, lines "\n"-joined
+        verdict_lines = [line for text in verdict_rows for line in text.split("\n")]
         alert_dicts = [json.loads(x) for x in pdf.loc[amask, "json"]]
         dlq = pdf.loc[records.isin(["dlq", "unknown"])]
         dead = [(r.raw, r.reason, r.json) for r in dlq.itertuples() if r.record == "dlq"]
@@ -166,7 +167,10 @@ class BatchWriter:
         summaries = [pickle.loads(r) for r in status_rows["raw"] if r is not None]
         if self.kafka is not None:
             self.kafka.write_batch(batch_id, verdict_lines=verdict_lines, alerts=alert_dicts, dead_letters=dead)
-        latencies = [(now_ms - int(t)) / 1000.0 for t in pdf.loc[vmask | amask, "ts"]]
+        # One sample per decision: a commit's verdict row counts once per line (``ord``).
+        latencies = [(now_ms - int(t)) / 1000.0 for t, n in zip(pdf.loc[vmask, "ts"], pdf.loc[vmask, "ord"])
+                     for _ in range(int(n))]
+        latencies += [(now_ms - int(t)) / 1000.0 for t in pdf.loc[amask, "ts"]]
         events: Counter = Counter()
         hb_errors: Counter = Counter()
         last_ts = None

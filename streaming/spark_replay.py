@@ -51,9 +51,10 @@ def replay_file_spark(path: str, cfg: RulesConfig, *, master: str | None = None,
         rows = outputs.collect()
     finally:
         routed.unpersist()
-    verdicts = sorted((r for r in rows if r["record"] == "verdict"), key=lambda r: (r["ts"], r["seq"], r["ord"]))
+    verdicts = sorted((r for r in rows if r["record"] == "verdict"), key=lambda r: (r["ts"], r["seq"]))
     alerts = sorted((r for r in rows if r["record"] == "alert"), key=lambda r: (r["ts"], r["alert_id"], r["json"]))
-    result = SparkReplayResult([r["json"] for r in verdicts], [r["json"] for r in alerts], events=events)
+    result = SparkReplayResult([line for r in verdicts for line in r["json"].split("\n")],
+                               [r["json"] for r in alerts], events=events)
     for r in sorted((r for r in rows if r["record"] in ("dlq", "unknown")), key=lambda r: r["seq"]):
         if r["record"] == "dlq":
             code, _, rest = r["reason"].partition("(")

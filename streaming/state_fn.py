@@ -69,7 +69,6 @@ def make_router(input_format: str = "json", schema_ids: Iterable[int] = (1,)) ->
                 cols["key"].append(key)
                 cols["ts"].append(ts)
                 cols["seq"].append(seq)
-                cols["event_time"].append(ts)
                 cols["etype"].append(etype)
                 cols["source"].append(source)
                 cols["payload"].append(payload)
@@ -100,9 +99,7 @@ def make_router(input_format: str = "json", schema_ids: Iterable[int] = (1,)) ->
                         add(key_string(key), res.ts, res.seq, etype if first else "commit_fact", source,
                             pickle.dumps(kev, _PICKLE), None, None)
                         first = False
-            out = pd.DataFrame(cols, columns=ROUTED_COLUMNS)
-            out["event_time"] = pd.to_datetime(out["event_time"], unit="ms", utc=True)
-            yield out
+            yield pd.DataFrame(cols, columns=ROUTED_COLUMNS)
 
     return route_batches
 
@@ -123,9 +120,12 @@ def _render(out: grp.Outputs, *, verdicts: bool = True) -> dict[str, list]:
         cols["reason"].append(reason)
 
     if verdicts:
+        # One row per commit request: its verdict lines joined by "\n" (``ord`` = how many).
+        # A commit names ~4 partitions: 4x fewer rows through pandas, Arrow and the collect.
         for cv in out.commits:
-            for i, line in enumerate(commit_verdicts_json(cv)):
-                add("verdict", cv.ts, cv.seq, i, cv.cluster, cv.group_id, line)
+            lines = commit_verdicts_json(cv)
+            if lines:
+                add("verdict", cv.ts, cv.seq, len(lines), cv.cluster, cv.group_id, "\n".join(lines))
     for a in out.alerts:
         add("alert", a.ts, None, None, a.cluster, a.group_id, alert_json(a), a.alert_id)
     return cols
