@@ -1,7 +1,7 @@
 """``fencewatch run`` and ``fencewatch demo``: the streaming job.
 
-Kafka (heartbeats + offsets topics) -> keys from a few JSON fields (JVM) -> per-key
-state (``applyInPandasWithState``; each record decoded once, events applied in (ts, input order) once
+Kafka (heartbeats + offsets topics) -> decode and route (``mapInPandas``) ->
+per-key state (``applyInPandasWithState``; events applied in (ts, input order) once
 every source topic has been read past them; processing-time timeouts drive expiry
 decisions without new input) -> ``foreachBatch``:
 verdicts/alerts/dead letters to Kafka, metrics to the Prometheus exporter.
@@ -33,8 +33,7 @@ DEFAULT_WARMUP_MS = 45_000  # one session timeout: members seen before we starte
 # --------------------------------------------------------------------------- query assembly
 
 def build_inputs(spark, cfg: cfgmod.Config):
-    """The Kafka stream as the keying's input columns (value, seq, event_id, coords, source, record_ts,
-    bad_reason)."""
+    """The Kafka stream as the router's input columns (value, seq, event_id, coords, source, record_ts)."""
     from pyspark.sql import functions as F
 
     from .sources import read_kafka_stream
@@ -98,21 +97,17 @@ def _consumer_offsets_inputs(spark, cfg: cfgmod.Config, options: dict):
 
 
 def build_outputs(inputs, cfg: cfgmod.Config, *, emit_verdicts: bool | None = None):
-    """Keys (JVM) -> keyed state (decode, rules); the DataFrame of output records (schemas.OUTPUT)."""
-    from .schemas import KEYED, OUTPUT, STATE
-    from .state_fn import keyed_records, make_keyer, make_stream_fn
+    """Router -> watermark -> keyed state; the DataFrame of output records (schemas.OUTPUT)."""
+    from .schemas import OUTPUT, ROUTED, STATE
+    from .state_fn import make_router, make_stream_fn
 
     if emit_verdicts is None:
         emit_verdicts = bool(cfg.sinks.verdicts_topic)
-    # The bridge turns __consumer_offsets records into JSON events, whatever input_format says.
-    fmt = "json" if cfg.streaming.source == "consumer-offsets" else cfg.streaming.input_format
-    # JSON is keyed in the JVM and decoded once, in the state function (docs/decisions.md).
-    keyed = keyed_records(inputs) if fmt == "json" else inputs.mapInPandas(make_keyer(fmt), KEYED)
+    routed = inputs.mapInPandas(make_router(cfg.streaming.input_format), ROUTED)
     # No event-time watermark: reading a backlog, one topic runs ahead of the other and a
     # watermark would drop the other's events as late. Ordering is per key (state_fn.Hold).
-    return keyed.groupBy("key").applyInPandasWithState(
-        make_stream_fn(cfg.state, max_skew_ms=cfg.streaming.max_skew_ms, emit_verdicts=emit_verdicts,
-                       input_format=fmt),
+    return routed.groupBy("key").applyInPandasWithState(
+        make_stream_fn(cfg.state, max_skew_ms=cfg.streaming.max_skew_ms, emit_verdicts=emit_verdicts),
         OUTPUT, STATE, "append", "ProcessingTimeTimeout")
 
 

@@ -1,19 +1,18 @@
 """Spark schemas of the job, declared once.
 
-Rows between the stages are deliberately few and flat: the streaming query keys each
-raw record in the JVM (one row per key it goes to) and decodes it once, in the state
-function; ``replay --engine spark`` routes decoded, pickled events. The state
-functions emit one row per output record (one per commit request for its verdicts)
-already rendered by ``sinks.jsonl`` (so both engines write identical bytes) plus the
-few columns the driver aggregates for metrics.
+Rows between the stages are deliberately few and flat: the router emits one row
+per (key, event) with the event pickled (the typed event or a partition's commit
+fact), and the state function emits one row per output record (one per commit request for
+its verdicts) already rendered by ``sinks.jsonl`` (so both engines write identical bytes) plus
+the few columns the driver aggregates for metrics.
 """
 from __future__ import annotations
 
-from pyspark.sql.types import BinaryType, BooleanType, IntegerType, LongType, StringType, StructField, StructType
+from pyspark.sql.types import BinaryType, IntegerType, LongType, StringType, StructField, StructType
 
 DLQ_KEY = "\x00dlq"  # key of dead letters and skipped unknown types: passed through, no state
 
-# Router output (replay --engine spark): one row per (key, event), the event decoded and pickled.
+# Router output: one row per (key, event).
 ROUTED = StructType([
     StructField("key", StringType(), False),
     StructField("ts", LongType(), False),
@@ -23,23 +22,6 @@ ROUTED = StructType([
     StructField("payload", BinaryType(), True),  # pickled keyed event, or the raw record for the DLQ
     StructField("reason", StringType(), True),  # DLQ reason, or the unknown type name
     StructField("coords", StringType(), True),
-])
-
-# Streaming state function input: one row per (key, input record), the record still raw. The
-# keys come from a few JSON fields read in the JVM (state_fn.keyed_records), or from a Python pass
-# for Avro; the state function decodes each row once. ``primary``: the record's own key (its group,
-# or the topic of partition_epochs), which reports its dead letter and counts it; the other rows
-# are a commit's copies to the topic keys it touches. Unroutable records go to DLQ_KEY.
-KEYED = StructType([
-    StructField("key", StringType(), False),
-    StructField("primary", BooleanType(), False),
-    StructField("value", BinaryType(), True),
-    StructField("seq", LongType(), False),
-    StructField("event_id", StringType(), True),
-    StructField("coords", StringType(), True),
-    StructField("source", StringType(), True),
-    StructField("record_ts", LongType(), True),
-    StructField("bad_reason", StringType(), True),
 ])
 
 # State function output: one row per verdict / alert / dead letter / group status.

@@ -18,7 +18,6 @@ the two engines write identical bytes.
 from __future__ import annotations
 
 import json
-import logging
 import pickle
 import time
 from dataclasses import dataclass, field
@@ -34,17 +33,13 @@ from fencewatch.state import group as grp
 from fencewatch.state.config import RulesConfig
 from fencewatch.state.engine import route, run_key
 
-from .decoding import (DEFAULT_CLUSTER, KNOWN_TYPES, DecodeError, UnknownType, decode_avro_record,
-                       decode_json_line, event_type)
-from .schemas import DLQ_KEY, KEYED, OUTPUT, ROUTED
-
-log = logging.getLogger(__name__)
+from .decoding import DecodeError, UnknownType, decode_avro_record, decode_json_line, event_type
+from .schemas import DLQ_KEY, OUTPUT, ROUTED
 
 _SEP = "\x1f"
 _PICKLE = pickle.HIGHEST_PROTOCOL
 OUTPUT_COLUMNS = OUTPUT.fieldNames()
 ROUTED_COLUMNS = ROUTED.fieldNames()
-_KEYED_IN = ("value", "primary", "seq", "event_id", "coords", "source", "record_ts", "bad_reason")
 
 
 def key_string(key: tuple) -> str:
@@ -56,34 +51,15 @@ def parse_key(text: str) -> tuple:
     return (kind, cluster, name)
 
 
-def make_decoder(input_format: str = "json", schema_ids: Iterable[int] = (1,)) -> Callable:
-    """``decode(value, seq, event_id, coords)`` -> typed event | DecodeError | UnknownType."""
+def make_router(input_format: str = "json", schema_ids: Iterable[int] = (1,)) -> Callable:
+    """The ``mapInPandas`` function: columns value, seq, event_id, coords, source, record_ts, bad_reason
+    -> ROUTED rows (``bad_reason`` set: an upstream decoder already rejected the record)."""
     ids = frozenset(schema_ids)
 
     def decode(value, seq, eid, coords):
         if input_format == "avro":
             return decode_avro_record(bytes(value), seq=seq, default_event_id=eid, coords=coords, schema_ids=ids)
         return decode_json_line(value, seq=seq, default_event_id=eid, coords=coords)
-
-    return decode
-
-
-def decode_record(decode: Callable, value, seq: int, eid: str, coords: str, bad: str | None):
-    """One input row -> typed event | UnknownType | str (the dead-letter reason: ``bad``, set by an
-    upstream decoder, or the :class:`DecodeError`'s)."""
-    if bad is not None:
-        return bad
-    if value is None:
-        return "MISSING_VALUE"
-    res = decode(value, seq, eid, coords)
-    return res.reason if type(res) is DecodeError else res
-
-
-def make_router(input_format: str = "json", schema_ids: Iterable[int] = (1,)) -> Callable:
-    """The ``mapInPandas`` function of ``replay --engine spark``: columns value, seq, event_id, coords,
-    source, record_ts, bad_reason -> ROUTED rows, each event decoded once and pickled (``bad_reason``
-    set: an upstream decoder already rejected the record)."""
-    decode = make_decoder(input_format, schema_ids)
 
     def route_batches(batches: Iterator[pd.DataFrame]) -> Iterator[pd.DataFrame]:
         for pdf in batches:
@@ -126,73 +102,6 @@ def make_router(input_format: str = "json", schema_ids: Iterable[int] = (1,)) ->
             yield pd.DataFrame(cols, columns=ROUTED_COLUMNS)
 
     return route_batches
-
-
-def keyed_records(inputs):
-    """The streaming query's keying, in the JVM (JSON input): the input columns (value, seq,
-    event_id, coords, source, record_ts, bad_reason) -> KEYED rows, without a Python pass.
-
-    Only the key fields are read (``type``, ``cluster``, ``group_id``, ``topic``, the topics
-    of ``offsets``); the keys are a superset of ``state.engine.route``'s (a commit goes to
-    its topics whatever its error code), and the state function, which decodes the record,
-    keeps only what ``route`` sends to its key. A record whose key fields are missing or of
-    another shape goes to DLQ_KEY, where the decoder says why.
-    """
-    from pyspark.sql import functions as F
-
-    rest = [c for c in KEYED.fieldNames() if c not in ("key", "primary")]
-    # Parsed once, in its own projection (used by several expressions below).
-    parsed = inputs.select(F.from_json(F.col("value").cast("string"),
-                                       "type string, cluster string, group_id string, topic string, "
-                                       "offsets array<struct<topic: string>>").alias("f"), *rest)
-    fields = F.col("f")
-    typ = fields["type"]
-    cluster = F.coalesce(fields["cluster"], F.lit(DEFAULT_CLUSTER))
-    gid, topic = fields["group_id"], fields["topic"]
-    ok = F.col("bad_reason").isNull() & F.col("value").isNotNull()
-
-    def key(kind, name):
-        return F.concat_ws(_SEP, F.lit(kind), cluster, name)
-
-    group_key = F.when(ok & typ.isin(*sorted(KNOWN_TYPES - {"partition_epochs"})) & gid.isNotNull(),
-                       key("g", gid))
-    epochs_key = F.when(ok & (typ == "partition_epochs") & topic.isNotNull(), key("t", topic))
-    primary = F.struct(F.coalesce(group_key, epochs_key, F.lit(DLQ_KEY)).alias("key"), F.lit(True).alias("primary"))
-    commit_topics = F.array_distinct(F.transform(
-        F.filter(F.coalesce(fields["offsets"], F.array()), lambda o: o["topic"].isNotNull()),
-        lambda o: key("t", o["topic"])))
-    copies = (F.when(group_key.isNull(), F.array())
-              .when(typ.isin("offset_commit", "txn_offset_commit"), commit_topics)
-              .when(typ.isin("offset_committed", "offset_deleted") & topic.isNotNull(), F.array(key("t", topic)))
-              .otherwise(F.array()))
-    targets = F.concat(F.array(primary),
-                       F.transform(copies, lambda k: F.struct(k.alias("key"), F.lit(False).alias("primary"))))
-    return (parsed.select(F.explode(targets).alias("target"), *rest)
-            .select(F.col("target.key").alias("key"), F.col("target.primary").alias("primary"), *rest))
-
-
-def make_keyer(input_format: str = "json", schema_ids: Iterable[int] = (1,)) -> Callable:
-    """The Python keying for inputs the JVM cannot read (Avro): ``mapInPandas`` to KEYED rows by
-    decoding each record and asking ``state.engine.route`` for its keys (the state function
-    decodes it again)."""
-    decode = make_decoder(input_format, schema_ids)
-    columns = KEYED.fieldNames()
-
-    def key_batches(batches: Iterator[pd.DataFrame]) -> Iterator[pd.DataFrame]:
-        for pdf in batches:
-            rows = []
-            bad_reasons = pdf["bad_reason"] if "bad_reason" in pdf else [None] * len(pdf)
-            for value, seq, eid, coords, source, record_ts, bad in zip(
-                    pdf["value"], pdf["seq"], pdf["event_id"], pdf["coords"], pdf["source"], pdf["record_ts"],
-                    bad_reasons):
-                res = decode_record(decode, value, int(seq), eid, coords, bad)
-                raw = None if value is None else bytes(value)
-                keys = [DLQ_KEY] if type(res) in (str, UnknownType) else [key_string(k) for k, _ in route(res)]
-                for i, k in enumerate(keys):
-                    rows.append((k, i == 0, raw, int(seq), eid, coords, source, int(record_ts), bad))
-            yield pd.DataFrame(rows, columns=columns)
-
-    return key_batches
 
 
 def _render(out: grp.Outputs, *, verdicts: bool = True) -> dict[str, list]:
@@ -274,41 +183,17 @@ class Hold:
     last_wall: int = 0
 
 
-def _dead(cols: dict[str, list], reason_or_unknown, value, seq, coords, record_ts) -> None:
-    """A dead-letter row (a str reason), or an unknown type's "unknown" row."""
-    unknown = type(reason_or_unknown) is UnknownType
-    for c, v in (("record", "unknown" if unknown else "dlq"), ("ts", None if record_ts is None else int(record_ts)),
-                 ("seq", int(seq)), ("ord", None), ("cluster", None), ("group_id", None), ("json", coords),
-                 ("alert_id", None), ("raw", None if unknown or value is None else bytes(value)),
-                 ("reason", reason_or_unknown.type if unknown else reason_or_unknown)):
-        cols[c].append(v)
-
-
 def make_stream_fn(cfg: RulesConfig, *, max_skew_ms: int = 2_000, emit_verdicts: bool = True,
-                   wall_clock: Callable[[], float] = time.time, input_format: str = "json",
-                   schema_ids: Iterable[int] = (1,)) -> Callable:
-    """The ``applyInPandasWithState`` function over KEYED rows (processing-time timeouts; see :class:`Hold`).
+                   wall_clock: Callable[[], float] = time.time) -> Callable:
+    """The ``applyInPandasWithState`` function (processing-time timeouts; see :class:`Hold`).
 
-    Each row is decoded here, once; a key keeps what ``state.engine.route`` sends to it.
     ``emit_verdicts`` False (no verdicts topic) ships only alerts and per-group summaries.
     """
-    decode = make_decoder(input_format, schema_ids)
 
     def stream_fn(key: tuple, pdfs: Iterator[pd.DataFrame], state) -> Iterator[pd.DataFrame]:
         k = key[0]
-        dead: dict[str, list] = {c: [] for c in OUTPUT_COLUMNS}
         if k == DLQ_KEY:
-            for pdf in pdfs:
-                for value, seq, eid, coords, rts, bad in zip(pdf["value"], pdf["seq"], pdf["event_id"],
-                                                             pdf["coords"], pdf["record_ts"], pdf["bad_reason"]):
-                    res = decode_record(decode, value, int(seq), eid, coords, bad)
-                    if type(res) not in (str, UnknownType):  # the JVM's key fields and the decoder disagree
-                        log.warning("%s: a valid %s event without a key, sent to the dead letters", coords,
-                                    event_type(res))
-                        res = "UNROUTABLE(type=%s)" % event_type(res)
-                    _dead(dead, res, value, seq, coords, rts)
-            if dead["record"]:
-                yield _frame(dead)
+            yield from _dead_letters(pdfs)
             return
         pkey = parse_key(k)
         is_group = pkey[0] == "g"
@@ -320,31 +205,15 @@ def make_stream_fn(cfg: RulesConfig, *, max_skew_ms: int = 2_000, emit_verdicts:
             hold = pickle.loads(held) if held is not None else Hold()
         counts: Counter = Counter()
         if not state.hasTimedOut:
-            pending, seen = hold.pending, hold.seen
             for pdf in pdfs:
-                for value, primary, seq, eid, coords, src, rts, bad in zip(*(pdf[c].tolist() for c in _KEYED_IN)):
-                    seq = int(seq)
-                    res = decode_record(decode, value, seq, eid, coords, bad)
-                    if type(res) in (str, UnknownType):
-                        if primary:  # the copies to topic keys stay quiet: one dead letter per record
-                            _dead(dead, res, value, seq, coords, rts)
-                        continue
-                    kev = next((kev for rkey, kev in route(res) if rkey == pkey), None)
-                    if kev is None:
-                        if primary:
-                            _dead(dead, "UNROUTABLE(type=%s)" % event_type(res), value, seq, coords, rts)
-                        continue  # e.g. a commit the broker refused: no facts for its topics
-                    ts = res.ts
-                    pending.append((ts, res.seq, kev, now))
-                    if ts > seen.get(src, -1):
-                        seen[src] = ts
-                    if primary:
-                        counts[(event_type(res), src)] += 1
-        if st is None and not hold.pending:
-            # Nothing valid for a key without state (dead letters only): no state is created.
-            if dead["record"]:
-                yield _frame(dead)
-            return
+                ts_l, src_l = pdf["ts"].tolist(), pdf["source"].tolist()
+                hold.pending.extend(zip(ts_l, pdf["seq"].tolist(), pdf["payload"].tolist(), [now] * len(ts_l)))
+                for t, src in zip(ts_l, src_l):
+                    if t > hold.seen.get(src, -1):
+                        hold.seen[src] = t
+                counts.update(zip(pdf["etype"].tolist(), src_l))
+            for c in [c for c in counts if c[0] == "commit_fact"]:
+                del counts[c]  # a commit's routed copies to topic keys are not events
         newest = max(hold.seen.values(), default=0)
         if newest > hold.last_ts:
             hold.last_ts, hold.last_wall = newest, now
@@ -364,12 +233,9 @@ def make_stream_fn(cfg: RulesConfig, *, max_skew_ms: int = 2_000, emit_verdicts:
         out = grp.Outputs()
         hb_before = (st.counters.heartbeat_fenced, st.counters.heartbeat_unknown_member) if (
             is_group and st is not None) else (0, 0)
-        # (A checkpoint of an older version holds pickled events.)
-        st = run_key(pkey, st, (pickle.loads(e) if type(e) is bytes else e for _, _, e, _ in ready), cfg, out,
+        st = run_key(pkey, st, (pickle.loads(p) for _, _, p, _ in ready), cfg, out,
                      clock=clock if is_group and hold.last_ts else None)
         cols = _render(out, verdicts=emit_verdicts)
-        for c in cols:
-            cols[c].extend(dead[c])
         if is_group:
             st.judged.clear()  # a cache, rebuilt on demand: keep the stored state small
             status = _status_row(st, cfg, counts, hb_before, out)
