@@ -47,7 +47,8 @@ def build_inputs(spark, cfg: cfgmod.Config):
     if s.source == "consumer-offsets":
         return _consumer_offsets_inputs(spark, cfg, options)
     topics = [s.heartbeats_topic, s.offsets_topic]
-    src = read_kafka_stream(spark, bootstrap=s.bootstrap_servers, topics=topics, options=options)
+    src = _few_partitions(spark, read_kafka_stream(spark, bootstrap=s.bootstrap_servers, topics=topics,
+                                                   options=options))
     topic = F.col("topic")
     rank = F.when(topic == s.heartbeats_topic, 0).when(topic == s.offsets_topic, 1).otherwise(2)
     return src.select(
@@ -61,6 +62,14 @@ def build_inputs(spark, cfg: cfgmod.Config):
         (F.unix_micros(F.col("timestamp")) / 1000).cast("long").alias("record_ts"),
         F.lit(None).cast("string").alias("bad_reason"),
     )
+
+
+def _few_partitions(spark, src):
+    """At most one input task per core. The source makes one partition per topic-partition, and
+    every task pays fixed Python costs (a worker per Python stage, pyspark's per-task set-up), which
+    on local[2] outweighed the work of small micro-batches (docs/decisions.md). ``coalesce`` only
+    merges partitions into tasks: each is still read whole, by offset range."""
+    return src.coalesce(max(1, spark.sparkContext.defaultParallelism))
 
 
 def _topic_ids(cfg: cfgmod.Config) -> dict[str, str]:
@@ -88,7 +97,8 @@ def _consumer_offsets_inputs(spark, cfg: cfgmod.Config, options: dict):
 
     s = cfg.streaming
     options = {**options, "startingOffsets": "earliest"} if s.starting_offsets == "latest" else options
-    src = read_kafka_stream(spark, bootstrap=s.bootstrap_servers, topics=[s.consumer_offsets_topic], options=options)
+    src = _few_partitions(spark, read_kafka_stream(spark, bootstrap=s.bootstrap_servers,
+                                                   topics=[s.consumer_offsets_topic], options=options))
     records = src.select("key", "value", "topic", "partition", "offset",
                          (F.unix_micros(F.col("timestamp")) / 1000).cast("long").alias("record_ts"))
     schema = ("value binary, seq long, event_id string, coords string, source string, record_ts long, "
@@ -251,7 +261,7 @@ def stop_between_batches(query, timeout_s: float = 60.0) -> None:
     """Stop after the running micro-batch, not in the middle of it (its sinks finish cleanly)."""
     deadline = time.monotonic() + timeout_s
     while query.isActive and query.status.get("isTriggerActive") and time.monotonic() < deadline:
-        time.sleep(0.1)
+        time.sleep(0.02)  # the gap between back-to-back batches is short
     query.stop()
 
 
