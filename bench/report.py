@@ -21,7 +21,7 @@ def machine() -> str:
     except OSError:
         pass
     load = os.getloadavg()[0] if hasattr(os, "getloadavg") else float("nan")
-    return f"nproc={os.cpu_count()}, {model}, Python {platform.python_version()}, load average at start {load:.2f}"
+    return f"nproc={os.cpu_count()}, {model}, Python {platform.python_version()}, load average when written {load:.2f}"
 
 
 def commit() -> str:
