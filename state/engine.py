@@ -32,15 +32,6 @@ def topic_key(cluster: str, topic: str) -> TopicKey:
     return ("t", cluster, topic)
 
 
-def _facts_by_topic(ev, offsets) -> Iterator[tuple[Key, tuple]]:
-    by_topic: dict[str, list] = {}
-    for o in offsets:
-        by_topic.setdefault(o.topic, []).append(part.CommitFact(
-            ev.ts, ev.cluster, ev.group_id, ev.event_id, ev.seq, o.topic, o.partition, o.offset, o.leader_epoch))
-    for topic, facts in by_topic.items():
-        yield topic_key(ev.cluster, topic), tuple(facts)
-
-
 _TOPIC = itemgetter(0)
 _PARTITION = itemgetter(1)
 
@@ -62,6 +53,13 @@ def _by_topic(offsets: CommitOffsets) -> list[tuple[str, tuple, tuple, tuple]]:
     return [(t, tuple(p), tuple(o), tuple(e)) for t, (p, o, e) in cols.items()]
 
 
+def _facts_by_topic(ev) -> Iterator[tuple[Key, tuple]]:
+    for topic, partitions, offsets, epochs in _by_topic(ev.offsets):
+        yield topic_key(ev.cluster, topic), tuple(
+            part.CommitFact(ev.ts, ev.cluster, ev.group_id, ev.event_id, ev.seq, topic, p, o, e)
+            for p, o, e in zip(partitions, offsets, epochs))
+
+
 def route(ev) -> Iterator[tuple[Key, object]]:
     """(key, event) pairs for one input event."""
     if isinstance(ev, PartitionEpochs):
@@ -70,8 +68,8 @@ def route(ev) -> Iterator[tuple[Key, object]]:
     yield group_key(ev.cluster, ev.group_id), ev
     if isinstance(ev, OffsetCommit):
         # Stored by the broker: its answer 0, or no answer given (assumed stored; docs/decisions.md).
-        if ev.error_code in (None, 0):
-            yield from _facts_by_topic(ev, ev.offsets)
+        if ev.error_code in (None, 0) and ev.offsets.tps:
+            yield from _facts_by_topic(ev)
     elif isinstance(ev, OffsetCommitted):
         yield topic_key(ev.cluster, ev.topic), (part.CommitFact(
             ev.ts, ev.cluster, ev.group_id, ev.event_id, ev.seq, ev.topic, ev.partition, ev.offset, ev.leader_epoch),)

@@ -399,16 +399,20 @@ def decode_json_lines(lines, errors: list, unknown: dict) -> list:
                     continue
         except (ValueError, TypeError, AttributeError, _Bad):
             pass
-        if not line.strip():
-            continue
-        res = decode_json_line(line, seq=n, default_event_id=str(n), coords=f"line {n + 1}")
-        if isinstance(res, DecodeError):
-            errors.append(res)
-        elif isinstance(res, UnknownType):
-            unknown[res.type] = unknown.get(res.type, 0) + 1
-        else:
-            append(res)
+        if line.strip():
+            sort_result(decode_json_line(line, seq=n, default_event_id=str(n), coords=f"line {n + 1}"),
+                        events, errors, unknown)
     return events
+
+
+def sort_result(res, events: list, errors: list, unknown: dict) -> None:
+    """A decoder result to its list: events, bad records (``errors``), or a count per unknown type."""
+    if isinstance(res, DecodeError):
+        errors.append(res)
+    elif isinstance(res, UnknownType):
+        unknown[res.type] = unknown.get(res.type, 0) + 1
+    else:
+        events.append(res)
 
 
 def decode_json_line(line: str | bytes, *, seq: int, default_event_id: str, coords: str):

@@ -191,8 +191,7 @@ class BatchWriter:
             for err, n in st.pop("heartbeat_errors", {}).items():
                 if n:
                     hb_errors[(st["cluster"], st["group_id"], err)] += n
-            if st.get("rebalances_total") is None:
-                st["rebalances_total"] = st.get("rebalances_total", 0)
+            st.setdefault("rebalances_total", 0)
         if len(pdf["ts"]):
             ts_values = [int(t) for t in pdf.loc[vmask | amask | (records == "status"), "ts"] if t is not None]
             last_ts = max(ts_values) if ts_values else None

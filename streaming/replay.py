@@ -20,7 +20,7 @@ from fencewatch.state.config import RulesConfig
 from fencewatch.state.engine import LocalEngine, sort_key
 from fencewatch.state.model import Alert, CommitVerdicts, Verdict
 
-from .decoding import DecodeError, UnknownType, decode_json_lines, event_from_dict
+from .decoding import DecodeError, decode_json_lines, event_from_dict, sort_result
 
 log = logging.getLogger(__name__)
 
@@ -47,16 +47,10 @@ class ReplayResult:
         return [alert_dict(a) for a in self.alert_records]
 
 
-def _collect(results: Iterable, errors: list, unknown: dict) -> list:
-    """Typed events of decoder results; bad records go to ``errors``, unknown types are counted."""
-    events = []
-    for res in results:
-        if isinstance(res, DecodeError):
-            errors.append(res)
-        elif isinstance(res, UnknownType):
-            unknown[res.type] = unknown.get(res.type, 0) + 1
-        else:
-            events.append(res)
+def decode_dicts(dicts: Iterable[dict], errors: list, unknown: dict) -> list:
+    events: list = []
+    for n, d in enumerate(dicts):
+        sort_result(event_from_dict(d, seq=n, default_event_id=str(n), coords=f"event {n}"), events, errors, unknown)
     return events
 
 
@@ -84,11 +78,6 @@ def _no_cyclic_gc():
             gc.unfreeze()
         if was_enabled:
             gc.enable()
-
-
-def decode_dicts(dicts: Iterable[dict], errors: list, unknown: dict) -> list:
-    return _collect((event_from_dict(d, seq=n, default_event_id=str(n), coords=f"event {n}")
-                     for n, d in enumerate(dicts)), errors, unknown)
 
 
 def judge(events: list, cfg: RulesConfig | None = None, clock: int | None = None) -> tuple[list, list, list]:
@@ -124,21 +113,15 @@ def replay_file(path: str, cfg: RulesConfig | None = None) -> ReplayResult:
 def write_verdicts(commits: Iterable[CommitVerdicts], fh: IO[str]) -> int:
     """Verdict lines of every commit request, rendered a request at a time; returns the line count."""
     n = 0
-    buf: list[str] = []
-    size = 0
-    for cv in commits:
-        if cv.parts:
-            buf.append(commit_verdicts_block(cv))
-            n += len(cv.parts)
-            size += len(cv.parts)
-            if size >= 8192:
-                buf.append("")
-                fh.write("\n".join(buf))
-                buf.clear()
-                size = 0
-    if buf:
-        buf.append("")
-        fh.write("\n".join(buf))
+
+    def blocks() -> Iterator[str]:
+        nonlocal n
+        for cv in commits:
+            if cv.parts:
+                n += len(cv.parts)
+                yield commit_verdicts_block(cv)
+
+    _write_lines(blocks(), fh)
     return n
 
 
@@ -210,15 +193,18 @@ def run_replay(path: str, *, out: str | None, alerts: str | None, cfg: RulesConf
 
 
 def _write_lines(lines: Iterable[str], fh: IO[str]) -> int:
+    """Newline-terminated lines (or blocks of lines), a thousand per write; returns how many items."""
     n = 0
     buf: list[str] = []
     for line in lines:
         buf.append(line)
-        if len(buf) >= 8192:
+        if len(buf) >= 1024:
             n += len(buf)
-            fh.write("\n".join(buf) + "\n")
+            buf.append("")  # the last item's newline, without copying the joined text again
+            fh.write("\n".join(buf))
             buf.clear()
     if buf:
         n += len(buf)
-        fh.write("\n".join(buf) + "\n")
+        buf.append("")
+        fh.write("\n".join(buf))
     return n

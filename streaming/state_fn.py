@@ -27,7 +27,7 @@ import pandas as pd
 
 from collections import Counter
 
-from fencewatch.sinks.jsonl import alert_json, commit_verdicts_json
+from fencewatch.sinks.jsonl import alert_json, commit_verdicts_block
 from fencewatch.sinks.prometheus import summarize_commit_verdicts
 from fencewatch.state import group as grp
 from fencewatch.state.config import RulesConfig
@@ -40,6 +40,20 @@ _SEP = "\x1f"
 _PICKLE = pickle.HIGHEST_PROTOCOL
 OUTPUT_COLUMNS = OUTPUT.fieldNames()
 ROUTED_COLUMNS = ROUTED.fieldNames()
+
+
+class _Rows:
+    """Column lists filled a row at a time (what ``pd.DataFrame`` takes), in schema order."""
+
+    __slots__ = ("cols", "_appends")
+
+    def __init__(self, names):
+        self.cols: dict[str, list] = {c: [] for c in names}
+        self._appends = [col.append for col in self.cols.values()]
+
+    def add(self, *values) -> None:
+        for append, v in zip(self._appends, values):
+            append(v)
 
 
 def key_string(key: tuple) -> str:
@@ -63,18 +77,8 @@ def make_router(input_format: str = "json", schema_ids: Iterable[int] = (1,)) ->
 
     def route_batches(batches: Iterator[pd.DataFrame]) -> Iterator[pd.DataFrame]:
         for pdf in batches:
-            cols: dict[str, list] = {c: [] for c in ROUTED_COLUMNS}
-
-            def add(key, ts, seq, etype, source, payload, reason, coords):
-                cols["key"].append(key)
-                cols["ts"].append(ts)
-                cols["seq"].append(seq)
-                cols["etype"].append(etype)
-                cols["source"].append(source)
-                cols["payload"].append(payload)
-                cols["reason"].append(reason)
-                cols["coords"].append(coords)
-
+            rows = _Rows(ROUTED_COLUMNS)
+            add = rows.add
             bad_reasons = pdf["bad_reason"] if "bad_reason" in pdf else [None] * len(pdf)
             for value, seq, eid, coords, source, record_ts, bad in zip(
                     pdf["value"], pdf["seq"], pdf["event_id"], pdf["coords"], pdf["source"], pdf["record_ts"],
@@ -99,36 +103,23 @@ def make_router(input_format: str = "json", schema_ids: Iterable[int] = (1,)) ->
                         add(key_string(key), res.ts, res.seq, etype if first else "commit_fact", source,
                             pickle.dumps(kev, _PICKLE), None, None)
                         first = False
-            yield pd.DataFrame(cols, columns=ROUTED_COLUMNS)
+            yield pd.DataFrame(rows.cols, columns=ROUTED_COLUMNS)
 
     return route_batches
 
 
-def _render(out: grp.Outputs, *, verdicts: bool = True) -> dict[str, list]:
-    cols: dict[str, list] = {c: [] for c in OUTPUT_COLUMNS}
-
-    def add(record, ts, seq, ord_, cl, gid, text, alert_id=None, raw=None, reason=None):
-        cols["record"].append(record)
-        cols["ts"].append(ts)
-        cols["seq"].append(seq)
-        cols["ord"].append(ord_)
-        cols["cluster"].append(cl)
-        cols["group_id"].append(gid)
-        cols["json"].append(text)
-        cols["alert_id"].append(alert_id)
-        cols["raw"].append(raw)
-        cols["reason"].append(reason)
-
+def _render(out: grp.Outputs, *, verdicts: bool = True) -> _Rows:
+    rows = _Rows(OUTPUT_COLUMNS)
     if verdicts:
         # One row per commit request: its verdict lines joined by "\n" (``ord`` = how many).
         # A commit names ~4 partitions: 4x fewer rows through pandas, Arrow and the collect.
         for cv in out.commits:
-            lines = commit_verdicts_json(cv)
-            if lines:
-                add("verdict", cv.ts, cv.seq, len(lines), cv.cluster, cv.group_id, "\n".join(lines))
+            if cv.parts:
+                rows.add("verdict", cv.ts, cv.seq, len(cv.parts), cv.cluster, cv.group_id,
+                         commit_verdicts_block(cv), None, None, None)
     for a in out.alerts:
-        add("alert", a.ts, None, None, a.cluster, a.group_id, alert_json(a), a.alert_id)
-    return cols
+        rows.add("alert", a.ts, None, None, a.cluster, a.group_id, alert_json(a), a.alert_id, None, None)
+    return rows
 
 
 def _frame(cols: dict[str, list]) -> pd.DataFrame:
@@ -148,7 +139,8 @@ def _dead_letters(pdfs: Iterable[pd.DataFrame]) -> Iterator[pd.DataFrame]:
                       "reason": list(pdf["reason"])})
 
 
-def _status_row(st, cfg: RulesConfig, counts: dict, hb_before: tuple[int, int], out: grp.Outputs) -> dict[str, list]:
+def _add_status(rows: _Rows, st, cfg: RulesConfig, counts: dict, hb_before: tuple[int, int],
+                out: grp.Outputs) -> None:
     """One status record per group key per batch: the group's gauges, this batch's counts, and
     its verdicts pre-aggregated for the metrics (``raw``: pickled shape and request counts)."""
     status = grp.status(st, cfg)
@@ -157,9 +149,8 @@ def _status_row(st, cfg: RulesConfig, counts: dict, hb_before: tuple[int, int], 
         "FENCED_MEMBER_EPOCH": st.counters.heartbeat_fenced - hb_before[0],
         "UNKNOWN_MEMBER_ID": st.counters.heartbeat_unknown_member - hb_before[1]}
     summary = summarize_commit_verdicts(out.commits, cfg.broker_policy.value) if out.commits else None
-    return {"record": ["status"], "ts": [st.last_ts], "seq": [None], "ord": [None], "cluster": [st.cluster],
-            "group_id": [st.group_id], "json": [json.dumps(status, sort_keys=True)], "alert_id": [None],
-            "raw": [pickle.dumps(summary, _PICKLE) if summary else None], "reason": [None]}
+    rows.add("status", st.last_ts, None, None, st.cluster, st.group_id, json.dumps(status, sort_keys=True), None,
+             pickle.dumps(summary, _PICKLE) if summary else None, None)
 
 
 @dataclass
@@ -235,12 +226,10 @@ def make_stream_fn(cfg: RulesConfig, *, max_skew_ms: int = 2_000, emit_verdicts:
             is_group and st is not None) else (0, 0)
         st = run_key(pkey, st, (pickle.loads(p) for _, _, p, _ in ready), cfg, out,
                      clock=clock if is_group and hold.last_ts else None)
-        cols = _render(out, verdicts=emit_verdicts)
+        rows = _render(out, verdicts=emit_verdicts)
         if is_group:
             st.judged.clear()  # a cache, rebuilt on demand: keep the stored state small
-            status = _status_row(st, cfg, counts, hb_before, out)
-            for c in cols:
-                cols[c].extend(status[c])
+            _add_status(rows, st, cfg, counts, hb_before, out)
         state.update((pickle.dumps(st, _PICKLE), pickle.dumps(hold, _PICKLE)))
         waits = []
         if hold.pending:
@@ -251,8 +240,8 @@ def make_stream_fn(cfg: RulesConfig, *, max_skew_ms: int = 2_000, emit_verdicts:
                 waits.append(due - clock)
         if waits:
             state.setTimeoutDuration(max(1, min(waits)))
-        if cols["record"]:
-            yield _frame(cols)
+        if rows.cols["record"]:
+            yield _frame(rows.cols)
 
     return stream_fn
 
@@ -270,7 +259,7 @@ def make_batch_fn(cfg: RulesConfig, clock: int | None) -> Callable:
         out = grp.Outputs()
         run_key(pkey, None, (pickle.loads(p) for p in pdf["payload"]), cfg, out,
                 clock=clock if pkey[0] == "g" else None)
-        return _frame(_render(out))
+        return _frame(_render(out).cols)
 
     return batch_fn
 
@@ -286,8 +275,7 @@ def make_bridge_mapper(topic_ids: dict[str, str] | None = None, cluster: str | N
 
     def bridge_batches(batches: Iterator[pd.DataFrame]) -> Iterator[pd.DataFrame]:
         for pdf in batches:
-            cols: dict[str, list] = {c: [] for c in ("value", "seq", "event_id", "coords", "source", "record_ts",
-                                                    "bad_reason")}
+            out = _Rows(("value", "seq", "event_id", "coords", "source", "record_ts", "bad_reason"))
             for key, value, topic, partition, offset, ts in zip(pdf["key"], pdf["value"], pdf["topic"],
                                                                 pdf["partition"], pdf["offset"], pdf["record_ts"]):
                 eid, coords = f"{topic}/{partition}/{offset}", f"{topic}[{partition}]@{offset}"
@@ -301,13 +289,8 @@ def make_bridge_mapper(topic_ids: dict[str, str] | None = None, cluster: str | N
                         continue
                     rows = [(None if value is None else bytes(value), f"{exc.code}(detail={exc.detail[:200]})")]
                 for i, (payload, bad) in enumerate(rows):
-                    cols["value"].append(payload)
-                    cols["seq"].append(int(offset) * 64 + i)  # one partition per group: offset order
-                    cols["event_id"].append(eid)
-                    cols["coords"].append(coords)
-                    cols["source"].append("consumer_offsets")
-                    cols["record_ts"].append(int(ts))
-                    cols["bad_reason"].append(bad)
-            yield pd.DataFrame(cols)
+                    # seq: one partition per group, so offset order (up to 64 events per record)
+                    out.add(payload, int(offset) * 64 + i, eid, coords, "consumer_offsets", int(ts), bad)
+            yield pd.DataFrame(out.cols)
 
     return bridge_batches
