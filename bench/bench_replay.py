@@ -36,7 +36,7 @@ def throughput(path: Path, info: dict, runs: int) -> dict:
         c1 = time.process_time()
         commits, alerts, _ = judge(events, RulesConfig())
         c2 = time.process_time()
-        with open(os.devnull, "w") as out:
+        with open(os.devnull, "wb") as out:
             n = write_verdicts(commits, out)
         c3, w3 = time.process_time(), time.perf_counter()
         assert n == info["commit_partitions"], (n, info)

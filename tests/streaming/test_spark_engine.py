@@ -40,10 +40,10 @@ def local_bytes(path, cfg):
     import io
 
     res = replay_file(str(path), cfg)
-    v, a = io.StringIO(), io.StringIO()
+    v, a = io.BytesIO(), io.BytesIO()
     write_verdicts(res.commit_verdicts, v)
     write_alerts(res.alert_records, a)
-    return v.getvalue(), a.getvalue(), res
+    return v.getvalue().decode(), a.getvalue().decode(), res
 
 
 def test_spark_replay_is_byte_identical_to_local(spark, trace):
