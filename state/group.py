@@ -755,11 +755,13 @@ def advance(g: GroupState, now: int, cfg: RulesConfig, out: Outputs) -> GroupSta
     Decisions are made in deadline order and stamped with the deadline, so the
     result does not depend on when (in which micro-batch) the clock passes it.
     """
-    if g.spike is None and g.expiry.deadline is None and not g.pending_txn:
-        return g  # nothing can be due (called before every event)
-    if g.spike is not None:
-        g.spike, spike_alerts = spk.advance(g.spike, now, cfg.spike, cluster=g.cluster, group_id=g.group_id)
+    spike = g.spike
+    if spike is not None and spike.window_start_ms >= 0 and now - spike.window_start_ms >= cfg.spike_window_ms:
+        # A spike window has ended (only then can closing windows change anything).
+        g.spike, spike_alerts = spk.advance(spike, now, cfg.spike, cluster=g.cluster, group_id=g.group_id)
         out.alerts.extend(spike_alerts)
+    if g.expiry.deadline is None and not g.pending_txn:
+        return g  # nothing else can be due (called before every event)
     for _ in range(10_000):  # each round removes offsets or settles the track; bounded for safety
         wake = _expiry_wakeup(g, cfg)
         if wake is None or wake > now:

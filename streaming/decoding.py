@@ -382,8 +382,9 @@ def decode_json_lines(lines, errors: list, unknown: dict) -> list:
     """Typed events of a JSON-lines input, in input order: ``seq`` is the line index, event ids
     default to it, bad lines go to ``errors`` as "line N", unknown types are counted in ``unknown``.
 
-    Well-formed commits (most lines) are built straight from the parsed object; any other
-    line, blank or bad, goes through :func:`decode_json_line` for its coordinates and reason.
+    Each line is parsed once: well-formed commits (most lines) are built straight from the
+    parsed object, other objects go through :func:`event_from_dict` (which names what is
+    wrong), and lines that are not JSON through :func:`decode_json_line` for the parser's reason.
     """
     events = []
     append = events.append
@@ -391,17 +392,22 @@ def decode_json_lines(lines, errors: list, unknown: dict) -> list:
     for n, line in enumerate(lines):
         try:
             d = loads(line)
+        except ValueError:  # not JSON (orjson's error is a ValueError), or a blank line
+            if line.strip():
+                sort_result(decode_json_line(line, seq=n, default_event_id=str(n), coords=f"line {n + 1}"),
+                            events, errors, unknown)
+            continue
+        if type(d) is dict:
             etype = d.get("type")
             if etype == "offset_commit" or etype == "txn_offset_commit":
-                ev = _fast_commit(d, n, None, etype == "txn_offset_commit")
+                try:
+                    ev = _fast_commit(d, n, None, etype == "txn_offset_commit")
+                except (ValueError, TypeError, AttributeError, _Bad):
+                    ev = None
                 if ev is not None:
                     append(ev)
                     continue
-        except (ValueError, TypeError, AttributeError, _Bad):
-            pass
-        if line.strip():
-            sort_result(decode_json_line(line, seq=n, default_event_id=str(n), coords=f"line {n + 1}"),
-                        events, errors, unknown)
+        sort_result(event_from_dict(d, seq=n, default_event_id=str(n), coords=f"line {n + 1}"), events, errors, unknown)
     return events
 
 
