@@ -11,7 +11,7 @@ any engine that keeps that order per key produces the same outputs.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from operator import attrgetter, itemgetter
+from operator import attrgetter
 from typing import Iterable, Iterator
 
 from . import group as grp
@@ -32,18 +32,14 @@ def topic_key(cluster: str, topic: str) -> TopicKey:
     return ("t", cluster, topic)
 
 
-_TOPIC = itemgetter(0)
-_PARTITION = itemgetter(1)
 
 
 def _by_topic(offsets: CommitOffsets) -> list[tuple[str, tuple, tuple, tuple]]:
     """(topic, partitions, offsets, leader epochs) per topic; a request is usually one topic."""
-    tps = offsets.tps
-    first = tps[0][0]
-    if tps[-1][0] == first and all(map(first.__eq__, map(_TOPIC, tps))):
-        return [(first, tuple(map(_PARTITION, tps)), offsets.offsets, offsets.leader_epochs)]
+    if offsets.topic is not None:
+        return [(offsets.topic, offsets.partitions, offsets.offsets, offsets.leader_epochs)]
     cols: dict[str, tuple[list, list, list]] = {}
-    for (topic, partition), offset, epoch in zip(tps, offsets.offsets, offsets.leader_epochs):
+    for (topic, partition), offset, epoch in zip(offsets.tps, offsets.offsets, offsets.leader_epochs):
         c = cols.get(topic)
         if c is None:
             c = cols[topic] = ([], [], [])

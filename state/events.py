@@ -30,14 +30,23 @@ class CommitOffsets:
     :class:`CommitOffset` for code that wants rows.
     """
 
-    __slots__ = ("tps", "offsets", "leader_epochs", "metadata")
+    __slots__ = ("tps", "offsets", "leader_epochs", "metadata", "topic", "partitions")
 
     def __init__(self, tps: tuple[TopicPartition, ...], offsets: tuple[int, ...], leader_epochs: tuple[int, ...],
-                 metadata: tuple[str | None, ...] | None = None):
+                 metadata: tuple[str | None, ...] | None = None, *, partitions: tuple[int, ...] | None = None,
+                 topic: str | None = None):
         self.tps = tps
         self.offsets = offsets
         self.leader_epochs = leader_epochs
         self.metadata = metadata  # None: no partition carries metadata
+        # A request almost always commits one topic: its name and the partition column spare
+        # the engine a per-topic split (a decoder that has the columns passes them).
+        if partitions is None:
+            partitions = tuple(p for _, p in tps)
+            topics = {t for t, _ in tps}
+            topic = topics.pop() if len(topics) == 1 else None
+        self.partitions = partitions
+        self.topic = topic  # None: several topics (or none)
 
     @classmethod
     def of(cls, rows: Iterable[CommitOffset]) -> "CommitOffsets":

@@ -242,8 +242,12 @@ def _offsets(d) -> CommitOffsets:
             rows = None
         if rows is not None and set(map(len, raw)) == {4}:
             topics, partitions, offsets, epochs = zip(*rows)
-            if set(map(type, chain(partitions, offsets, epochs))) == _INT and set(map(type, topics)) == _STR:
-                return CommitOffsets(tuple(zip(topics, partitions)), offsets, epochs)
+            first = topics[0]
+            single = topics.count(first) == len(topics)
+            if set(map(type, chain(partitions, offsets, epochs))) == _INT and (
+                    type(first) is str if single else set(map(type, topics)) == _STR):
+                return CommitOffsets(tuple(zip(topics, partitions)), offsets, epochs, partitions=partitions,
+                                     topic=first if single else None)
     return CommitOffsets.of(_offsets_checked(d))
 
 

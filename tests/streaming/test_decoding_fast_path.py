@@ -8,7 +8,7 @@ ways producers do (wrong types, nulls, extra fields, floats, booleans, metadata)
 """
 import json
 
-from hypothesis import given, settings, strategies as st
+from hypothesis import example, given, settings, strategies as st
 
 from fencewatch.state.events import CommitOffset, CommitOffsets
 from fencewatch.streaming import decoding as dec
@@ -72,6 +72,9 @@ def test_fast_commit_equals_general_path_or_steps_aside(d):
 
 @settings(max_examples=600, deadline=None)
 @given(offsets())
+@example([{"topic": 5, "partition": 0, "offset": 1, "leader_epoch": 0}])  # one topic, of the wrong type
+@example([{"topic": "a", "partition": 0, "offset": 1, "leader_epoch": 0}, {"topic": "b", "partition": 0,
+                                                                         "offset": 1, "leader_epoch": 0}])
 def test_offset_columns_equal_checked_rows(items):
     d = {"offsets": items}
     try:
@@ -83,6 +86,8 @@ def test_offset_columns_equal_checked_rows(items):
     except dec._Bad as bad:
         got = ("error", bad.code, bad.params.get("field"))
     assert got == ref
+    if isinstance(got, CommitOffsets):  # the single-topic columns the engine reads, too
+        assert (got.topic, got.partitions) == (ref.topic, ref.partitions)
 
 
 def test_columns_iterate_as_rows():
@@ -91,6 +96,8 @@ def test_columns_iterate_as_rows():
     assert list(cols) == rows and cols[1] == rows[1] and len(cols) == 2
     assert cols.tps == (("a", 1), ("b", 0)) and cols.metadata == (None, "m")
     assert CommitOffsets.of(rows[:1]).metadata is None
+    assert (cols.topic, cols.partitions) == (None, (1, 0))
+    assert (CommitOffsets.of(rows[:1]).topic, CommitOffsets.of(rows[:1]).partitions) == ("a", (1,))
 
 
 def test_integer_beyond_a_long_is_rejected_not_rounded():
