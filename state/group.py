@@ -512,6 +512,7 @@ _NO_REQUEST = RequestJudgement((), (KafkaError.NONE,) * 4, (), (), ())
 _ANSWER_BY_CODE = {e.code: (e, e.value) for e in KafkaError if e is not KafkaError.UNKNOWN}
 _NO_ANSWER = (None, None)
 _FENCING_ANSWERS = (KafkaError.STALE_MEMBER_EPOCH, KafkaError.ILLEGAL_GENERATION)
+_ACCEPTED = KafkaError.NONE
 
 
 def _commit(g: GroupState, ev: OffsetCommit, cfg: RulesConfig, out: Outputs) -> GroupState:
@@ -521,32 +522,20 @@ def _commit(g: GroupState, ev: OffsetCommit, cfg: RulesConfig, out: Outputs) -> 
     if g.first_seen_ts is None:
         g.first_seen_ts = ts
     c = ev.member_epoch
-    member = g.members.get(ev.member_id) if ev.member_id else None
-    kind = "txn_commit" if ev.transactional else "commit"
+    mid = ev.member_id
+    txn = ev.transactional
+    member = g.members.get(mid) if mid else None
     code = ev.error_code
     broker_error, be = _NO_ANSWER if code is None else _ANSWER_BY_CODE.get(code) or (
         KafkaError.UNKNOWN, KafkaError.UNKNOWN.value)
     tps = ev.offsets.tps
     policy_index = _BROKER_POLICY_INDEX[cfg.broker_policy]
 
-    pre = pre_check(group_exists=g.exists, group_has_members=bool(g.members), member_known=member is not None,
-                    member_id=ev.member_id, client_epoch=c, transactional=ev.transactional)
-    warming = (pre.commit_class in (CommitClass.UNKNOWN_MEMBER, CommitClass.OTHER) and ev.member_id != ""
-               and cfg.warmup_ms > 0 and g.first_seen_ts is not None and ev.ts < g.first_seen_ts + cfg.warmup_ms)
-
-    if pre.error is not None:
-        # Decided before any policy: every policy answers the same for the whole request.
-        name = pre.error.value
-        cls = (CommitClass.OTHER if warming else pre.commit_class).value
-        agrees = _agrees(broker_error, pre.error, warming)
-        judged = _NO_REQUEST._replace(
-            parts=tuple(PartitionJudgement(tp[0], tp[1], None, None, name, name, name, name, cls, False,
-                                           _other_holders(g, tp, ev.member_id)[0]) for tp in tps),
-            request=(pre.error,) * 4)
-        b = None
-    else:
+    warming = False
+    if member is not None and g.exists:
+        # Every guard before the policies passes for a known member (``pre_check``).
         b = member.member_epoch
-        key = (ev.member_id, c, ev.transactional)
+        key = (mid, c, txn)
         cache = g.judged.get(key)
         if cache is None:
             if len(g.judged) > 1024:
@@ -560,20 +549,34 @@ def _commit(g: GroupState, ev: OffsetCommit, cfg: RulesConfig, out: Outputs) -> 
         if judged is None:
             if len(requests) > 64:
                 requests.clear()
-            judged = requests[tps] = _judge_request(g, member, c, tps, ev.transactional, cache)
-        agrees = _agrees(broker_error, judged.request[policy_index], False)
-    request = judged.request
-    out.commits.append(_new_tuple(CommitVerdicts, (ev.event_id, ev.ts, g.cluster, g.group_id, ev.member_id, kind, c,
-                                                   b, be, agrees, warming, judged.parts, ev.seq)))
+            judged = requests[tps] = _judge_request(g, member, c, tps, txn, cache)
+        request = judged.request
+        agrees = None if broker_error is None else _agrees(broker_error, request[policy_index], False)
+    else:
+        pre = pre_check(group_exists=g.exists, group_has_members=bool(g.members), member_known=member is not None,
+                        member_id=mid, client_epoch=c, transactional=txn)
+        # Decided before any policy: every policy answers the same for the whole request.
+        warming = (pre.commit_class in (CommitClass.UNKNOWN_MEMBER, CommitClass.OTHER) and mid != ""
+                   and cfg.warmup_ms > 0 and ts < g.first_seen_ts + cfg.warmup_ms)
+        name = pre.error.value
+        cls = (CommitClass.OTHER if warming else pre.commit_class).value
+        agrees = _agrees(broker_error, pre.error, warming)
+        judged = _NO_REQUEST._replace(
+            parts=tuple(PartitionJudgement(tp[0], tp[1], None, None, name, name, name, name, cls, False,
+                                           _other_holders(g, tp, mid)[0]) for tp in tps),
+            request=(pre.error,) * 4)
+        request = judged.request
+        b = None
+    out.commits.append(_new_tuple(CommitVerdicts, (ev.event_id, ts, g.cluster, g.group_id, mid,
+                                                   "txn_commit" if txn else "commit", c, b, be, agrees, warming,
+                                                   judged.parts, ev.seq)))
 
     # What the broker stored: its answer when we have it, else the broker policy's prediction.
-    predicted = request[policy_index]
-    effective = broker_error if broker_error is not None else predicted
-    stored = effective is KafkaError.NONE
+    stored = (broker_error if broker_error is not None else request[policy_index]) is _ACCEPTED
     fenced = broker_error is not None and broker_error in _FENCING_ANSWERS
     counters = g.counters
     counters.commits += 1
-    if ev.transactional:
+    if txn:
         counters.txn_commits += 1
     if fenced:
         counters.broker_fencing_errors += 1
@@ -585,20 +588,20 @@ def _commit(g: GroupState, ev: OffsetCommit, cfg: RulesConfig, out: Outputs) -> 
         if not g.exists and g.group_type is None:
             g.group_type = "simple"
         g.exists = True
-        if ev.transactional:
+        if txn:
             g.pending_txn.update(zip(tps, repeat(ts)))
         _note_commit_for_expiry(g, ts, cfg, tps)
 
     # Spike detectors: the broker's fencing answers and aborted transactions, per window.
-    aborted_txn = ev.transactional and not stored
+    aborted_txn = txn and not stored
     if fenced or aborted_txn:
         g.spike, spike_alerts = spk.observe(g.spike or spk.INITIAL, ev.ts, int(fenced), int(aborted_txn), cfg.spike,
                                             cluster=g.cluster, group_id=g.group_id)
         out.alerts.extend(spike_alerts)
 
     # Transactions (SPEC 6): every rejected TxnOffsetCommit aborts the transaction.
-    kip_request_ok = request[3] is KafkaError.NONE
-    if ev.transactional and not stored:
+    kip_request_ok = request[3] is _ACCEPTED
+    if txn and not stored:
         tid = ev.transactional_id or ""
         aborted, avoidable = g.txn_aborts_by_id.get(tid, (0, 0))
         saved = kip_request_ok and not warming
@@ -610,6 +613,8 @@ def _commit(g: GroupState, ev: OffsetCommit, cfg: RulesConfig, out: Outputs) -> 
     if warming or not (zombies or avoidable_tps or unsafe_tps or agrees is False):
         return g
     # Per-request alerts.
+    kind = "txn_commit" if txn else "commit"
+    predicted = request[policy_index]
     member_desc = f"member {ev.member_id or '(none)'} at epoch {c}" + (f" (broker epoch {b})" if b is not None else "")
     if avoidable_tps and not stored and kip_request_ok:
         g = _alert(g, out, cfg, ts=ev.ts, kind=AlertKind.AVOIDABLE_FENCING, severity=Severity.WARNING,
