@@ -15,11 +15,11 @@ from __future__ import annotations
 import logging
 import re
 from dataclasses import dataclass
-from typing import Any, Iterable, Mapping
+from typing import TYPE_CHECKING, Any, Iterable, Mapping
 from urllib.parse import urlsplit, urlunsplit
 
-from grafana_client import GrafanaApi
-from grafana_client.client import GrafanaException
+if TYPE_CHECKING:  # the client (and its HTTP stack, ~0.25 s) loads when a push runs, not with every command
+    from grafana_client import GrafanaApi
 
 log = logging.getLogger(__name__)
 
@@ -56,6 +56,8 @@ def connect(url: str, token: str | None = None, timeout: float = 10.0) -> Grafan
     if parts.path and not parts.path.endswith("/"):
         # grafana-client appends "api" to the path as is: /grafana -> /grafanaapi
         url = urlunsplit(parts._replace(path=parts.path + "/"))
+    from grafana_client import GrafanaApi
+
     api = GrafanaApi.from_url(url, credential=token or None, timeout=timeout)
     info = _call(lambda: api.health.check(), f"reach Grafana at {redact(url)}")
     version = info.get("version", "unknown") if isinstance(info, Mapping) else "unknown"
@@ -148,6 +150,8 @@ def push_annotations(api: GrafanaApi, alerts: Iterable[Mapping[str, Any]]) -> tu
 
 
 def _call(fn, what: str):
+    from grafana_client.client import GrafanaException
+
     try:
         return fn()
     except GrafanaException as exc:

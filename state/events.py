@@ -33,18 +33,13 @@ class CommitOffsets:
     __slots__ = ("tps", "offsets", "leader_epochs", "metadata", "topic", "partitions")
 
     def __init__(self, tps: tuple[TopicPartition, ...], offsets: tuple[int, ...], leader_epochs: tuple[int, ...],
-                 metadata: tuple[str | None, ...] | None = None, *, partitions: tuple[int, ...] | None = None,
-                 topic: str | None = None):
+                 metadata: tuple[str | None, ...] | None, partitions: tuple[int, ...], topic: str | None):
         self.tps = tps
         self.offsets = offsets
         self.leader_epochs = leader_epochs
         self.metadata = metadata  # None: no partition carries metadata
         # A request almost always commits one topic: its name and the partition column spare
-        # the engine a per-topic split (a decoder that has the columns passes them).
-        if partitions is None:
-            partitions = tuple(p for _, p in tps)
-            topics = {t for t, _ in tps}
-            topic = topics.pop() if len(topics) == 1 else None
+        # the engine a per-topic split.
         self.partitions = partitions
         self.topic = topic  # None: several topics (or none)
 
@@ -52,8 +47,10 @@ class CommitOffsets:
     def of(cls, rows: Iterable[CommitOffset]) -> "CommitOffsets":
         rows = tuple(rows)
         metadata = tuple(r.metadata for r in rows)
+        topics = {r.topic for r in rows}
         return cls(tuple((r.topic, r.partition) for r in rows), tuple(r.offset for r in rows),
-                   tuple(r.leader_epoch for r in rows), metadata if any(m is not None for m in metadata) else None)
+                   tuple(r.leader_epoch for r in rows), metadata if any(m is not None for m in metadata) else None,
+                   tuple(r.partition for r in rows), topics.pop() if len(topics) == 1 else None)
 
     def __len__(self) -> int:
         return len(self.tps)
@@ -80,7 +77,7 @@ class CommitOffsets:
         return f"CommitOffsets({list(self)!r})"
 
 
-NO_OFFSETS = CommitOffsets((), (), ())
+NO_OFFSETS = CommitOffsets((), (), (), None, (), None)
 
 
 @dataclass(frozen=True, slots=True)

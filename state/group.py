@@ -212,10 +212,10 @@ def _forget_judgements(g: GroupState, changed: tuple) -> None:
             del g.judged[key]
         else:
             cache = g.judged[key]
-            before = len(cache)
-            for tp in tps:
-                cache.pop(tp, None)
-            if len(cache) != before:
+            dropped = cache.keys() & tps
+            if dropped:
+                for tp in dropped:
+                    del cache[tp]
                 cache.pop(None, None)  # cached requests made of a dropped partition judgement
 
 
@@ -269,13 +269,9 @@ def _member_assignment(g: GroupState, ev: MemberAssignment, cfg: RulesConfig, ou
         g = _replace_member(g, prev, new, also_remove=takeover)
         # A partition has one owner per epoch: a second member holding it in `assigned` is a model break.
         before = base.assigned_partitions if base is not None else {}
-        clashes = {}
-        for tp in new.assigned_partitions:
-            if tp in before:
-                continue
-            others = [h for h in g.owners.get(tp, ()) if h != new.member_id]
-            if others:
-                clashes[tp] = others
+        owners = g.owners
+        clashes = {tp: [h for h in owners[tp] if h != new.member_id] for tp in new.assigned_partitions
+                   if len(owners[tp]) > 1 and tp not in before}  # the index holds the new member too
         if clashes:
             others = sorted({h for hs in clashes.values() for h in hs})
             g = _alert(g, out, cfg, ts=ev.ts, kind=AlertKind.DUPLICATE_ASSIGNMENT, severity=Severity.CRITICAL,

@@ -237,17 +237,17 @@ def _offsets(d) -> CommitOffsets:
     raw = d.get("offsets")
     if type(raw) is list and raw:
         try:
-            rows = list(map(_OFFSET_FIELDS, raw))
+            topics, partitions, offsets, epochs = zip(*map(_OFFSET_FIELDS, raw))
         except (KeyError, TypeError):
-            rows = None
-        if rows is not None and set(map(len, raw)) == {4}:
-            topics, partitions, offsets, epochs = zip(*rows)
+            topics = None
+        n = len(raw)
+        if topics is not None and sum(map(len, raw)) == 4 * n:  # no field beyond the four
             first = topics[0]
-            single = topics.count(first) == len(topics)
-            if set(map(type, chain(partitions, offsets, epochs))) == _INT and (
-                    type(first) is str if single else set(map(type, topics)) == _STR):
-                return CommitOffsets(tuple(zip(topics, partitions)), offsets, epochs, partitions=partitions,
-                                     topic=first if single else None)
+            single = topics.count(first) == n
+            if _INT.issuperset(map(type, chain(partitions, offsets, epochs))) and (
+                    type(first) is str if single else _STR.issuperset(map(type, topics))):
+                return CommitOffsets(tuple(zip(topics, partitions)), offsets, epochs, None, partitions,
+                                     first if single else None)
     return CommitOffsets.of(_offsets_checked(d))
 
 
