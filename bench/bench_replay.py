@@ -11,6 +11,8 @@ from __future__ import annotations
 import argparse
 import gc
 import os
+import resource
+import subprocess
 import sys
 import tempfile
 import time
@@ -45,6 +47,24 @@ def throughput(path: Path, info: dict, runs: int) -> dict:
         if best is None or row["cpu"] < best["cpu"]:
             best = row
         del events, commits, alerts
+    return best
+
+
+def command_cpu(path: Path, runs: int) -> tuple[float, float]:
+    """The command as a user runs it (``fencewatch replay TRACE --out /dev/null``, start-up and
+    summary included): best (CPU seconds, wall seconds) of ``runs`` child processes on this core."""
+    exe = Path(sys.executable).with_name("fencewatch")
+    best = None
+    for _ in range(runs):
+        before = resource.getrusage(resource.RUSAGE_CHILDREN)
+        w0 = time.perf_counter()
+        subprocess.run([str(exe), "replay", str(path), "--out", os.devnull], check=True,
+                       stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        wall = time.perf_counter() - w0
+        after = resource.getrusage(resource.RUSAGE_CHILDREN)
+        cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
+        if best is None or cpu < best[0]:
+            best = (cpu, wall)
     return best
 
 
@@ -83,6 +103,7 @@ def main(argv=None) -> int:
         info = write_trace(path, groups=args.groups, rounds=args.rounds)
         print(f"trace: {info} ({path.stat().st_size / 1e6:.0f} MB); judging {args.runs}x ...", file=sys.stderr)
         r = throughput(path, info, args.runs)
+        cmd_cpu, cmd_wall = command_cpu(path, args.runs)
     cp = info["commit_partitions"]
     mem = [(g, *state_bytes(g)) for g in (250, 500, 1000)]
     lines = [
@@ -92,7 +113,9 @@ def main(argv=None) -> int:
         f"{'decode (JSON -> events)':<28}{r['decode']:>10.2f}{cp / r['decode']:>22,.0f}",
         f"{'judge (rules engine)':<28}{r['judge']:>10.2f}{cp / r['judge']:>22,.0f}",
         f"{'write verdicts (JSON lines)':<28}{r['write']:>10.2f}{cp / r['write']:>22,.0f}",
-        f"{'whole replay':<28}{r['cpu']:>10.2f}{cp / r['cpu']:>22,.0f}   (wall {r['wall']:.2f}s: {cp / r['wall']:,.0f}/s)",
+        f"{'decode + judge + write':<28}{r['cpu']:>10.2f}{cp / r['cpu']:>22,.0f}   (wall {r['wall']:.2f}s: {cp / r['wall']:,.0f}/s)",
+        f"{'fencewatch replay (command)':<28}{cmd_cpu:>10.2f}{cp / cmd_cpu:>22,.0f}   (wall {cmd_wall:.2f}s; "
+        f"start-up, summary and file I/O included)",
         "target: >= 300,000 commit-partitions/s on one core",
         "",
         "state memory (tracemalloc, after membership + 1 commit round):",

@@ -8,6 +8,9 @@ from __future__ import annotations
 
 import gc
 import logging
+from collections import Counter
+from itertools import chain
+from operator import attrgetter
 from contextlib import contextmanager
 import sys
 import time
@@ -129,13 +132,13 @@ def write_alerts(alerts: Iterable[Alert], fh: IO[bytes]) -> int:
     return _write_chunks((alert_json(a).encode() + b"\n" for a in alerts), fh)
 
 
+_CLS = attrgetter("cls")
+_PARTS = attrgetter("parts")
+
+
 def summary(result: ReplayResult, seconds: float) -> str:
-    by_class: dict[str, int] = {}
-    n_verdicts = 0
-    for cv in result.commit_verdicts:
-        for p in cv.parts:
-            by_class[p.cls] = by_class.get(p.cls, 0) + 1
-            n_verdicts += 1
+    by_class = Counter(map(_CLS, chain.from_iterable(map(_PARTS, result.commit_verdicts))))
+    n_verdicts = sum(by_class.values())
     by_kind: dict[str, int] = {}
     for a in result.alert_records:
         by_kind[a.kind] = by_kind.get(a.kind, 0) + 1
