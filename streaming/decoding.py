@@ -230,6 +230,10 @@ _INT = frozenset({int})
 _STR = frozenset({str})
 
 
+_SHARED_TPS: dict[tuple[str, tuple[int, ...]], tuple[tuple[str, int], ...]] = {}
+_SHARED_TPS_MAX = 1 << 15  # distinct single-topic requests kept: above the members of a large cluster
+
+
 def _offsets(d) -> CommitOffsets:
     """Columns of the ``offsets`` list. The fast path takes the common shape (exactly topic,
     partition, offset and leader_epoch, of the right types) with C-level maps and no object
@@ -246,8 +250,17 @@ def _offsets(d) -> CommitOffsets:
             single = topics.count(first) == n
             if _INT.issuperset(map(type, chain(partitions, offsets, epochs))) and (
                     type(first) is str if single else _STR.issuperset(map(type, topics))):
-                return CommitOffsets(tuple(zip(topics, partitions)), offsets, epochs, None, partitions,
-                                     first if single else None)
+                if not single:
+                    return CommitOffsets(tuple(zip(topics, partitions)), offsets, epochs, None, partitions, None)
+                # A member commits the same partitions request after request: share one key tuple,
+                # so the engine's lookups by it (request cache, offsets) compare by identity.
+                key = (first, partitions)
+                tps = _SHARED_TPS.get(key)
+                if tps is None:
+                    if len(_SHARED_TPS) >= _SHARED_TPS_MAX:
+                        _SHARED_TPS.clear()
+                    tps = _SHARED_TPS[key] = tuple(zip(topics, partitions))
+                return CommitOffsets(tps, offsets, epochs, None, partitions, tps[0][0])
     return CommitOffsets.of(_offsets_checked(d))
 
 
