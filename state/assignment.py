@@ -8,11 +8,13 @@ current assignment record by record and derive what Kafka 4.3 stores as
 from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
+from operator import itemgetter
 from typing import Mapping
 
 from .events import MemberAssignment
 from .model import MemberState, Protocol, TopicPartition
 
+_TOPIC = itemgetter(0)
 STATIC_LEAVE_EPOCH = -2  # LEAVE_GROUP_STATIC_MEMBER_EPOCH
 LEAVE_EPOCH = -1  # LEAVE_GROUP_MEMBER_EPOCH
 
@@ -43,7 +45,7 @@ class Member:
         return self.member_epoch == STATIC_LEAVE_EPOCH
 
     def held_topics(self) -> set[str]:
-        return {t for t, _ in self.assigned_partitions} | {t for t, _ in self.partitions_pending_revocation}
+        return {*map(_TOPIC, self.assigned_partitions), *map(_TOPIC, self.partitions_pending_revocation)}
 
 
 def _epochs_of(tps: tuple[TopicPartition, ...], epochs: tuple[int, ...] | None) -> dict | None:
@@ -72,7 +74,8 @@ def apply_member_assignment(member: Member | None, event: MemberAssignment) -> M
     if explicit_assigned is not None:
         assigned = explicit_assigned
     else:
-        assigned = {tp: prev_assigned.get(tp, added_epoch) for tp in event.assigned}
+        assigned = ({tp: prev_assigned.get(tp, added_epoch) for tp in event.assigned} if prev_assigned
+                    else dict.fromkeys(event.assigned, added_epoch))
 
     # Pending revocation: partitions move here from assigned and keep their epoch.
     if explicit_pending is not None:

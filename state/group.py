@@ -153,6 +153,9 @@ def _index_remove(index: dict, member: Member | None, tps) -> None:
         holders = index.get(tp)
         if holders is None:
             continue
+        if len(holders) == 1 and holders[0] == mid:
+            del index[tp]  # the usual case: its only holder leaves it
+            continue
         rest = tuple(h for h in holders if h != mid)
         if rest:
             index[tp] = rest
@@ -161,6 +164,9 @@ def _index_remove(index: dict, member: Member | None, tps) -> None:
 
 
 def _index_add(index: dict, member_id: str, tps) -> None:
+    if index.keys().isdisjoint(tps):  # the usual case: nobody else holds them
+        index.update(dict.fromkeys(tps, (member_id,)))
+        return
     for tp in tps:
         holders = index.get(tp, ())
         if member_id not in holders:

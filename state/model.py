@@ -99,10 +99,16 @@ class MemberState(str, enum.Enum):
         """Unknown states map to UNKNOWN: newer brokers may add states (forward compatible)."""
         if value is None:
             return cls.STABLE
+        known = _MEMBER_STATES.get(value)  # without Enum's Python-level call (one per membership event)
+        if known is not None:
+            return known
         try:
             return cls(value.upper())
         except ValueError:
             return cls.UNKNOWN
+
+
+_MEMBER_STATES = {m.value: m for m in MemberState}
 
 
 class Protocol(str, enum.Enum):

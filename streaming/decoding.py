@@ -165,12 +165,15 @@ def _header(d: Mapping, seq: int, default_event_id: str) -> tuple[int, str, str]
     return ts, cluster, event_id
 
 
+_PROTOCOLS = {p.value: p for p in Protocol}
+
+
 def _protocol(v: str | None) -> Protocol:
     if v is None:
         return Protocol.CONSUMER
     try:
-        return Protocol(v)
-    except ValueError:
+        return _PROTOCOLS[v]
+    except (KeyError, TypeError):
         raise _Bad("INVALID_VALUE", field="protocol", value=v, valid="consumer,streams,classic") from None
 
 
