@@ -1,0 +1,149 @@
+"""Replay before and after: this checkout against an older commit, run interleaved.
+
+This machine's speed drifts by +-25% within minutes (a shared host), so a benchmark run
+now and one run an hour ago cannot be compared. This runs the old commit and the working
+tree alternately, seconds apart, on the same trace (decode, judge, write: the calls of
+``bench_replay.py``), and optionally counts instructions under valgrind (cachegrind),
+which do not drift at all: the old code is a ``git worktree`` reached through a directory
+of symlinks named ``fencewatch`` put first on ``PYTHONPATH``.
+
+    python bench/ab_replay.py caf9570 [--groups 200] [--rounds 3] [--instructions] [--write-docs]
+"""
+from __future__ import annotations
+
+import argparse
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+from bench.report import write_section  # noqa: E402
+from bench.traces import write_trace  # noqa: E402
+
+PACKAGES = ("state", "streaming", "sinks", "sim", "dashboards")
+
+# Run in a child: the phases of one replay; ``stop`` ends early (for instruction counts).
+# Older commits wrote verdicts to a text handle, newer ones to a binary one.
+CHILD = r"""
+import gc, inspect, os, sys, time
+from fencewatch.streaming.replay import decode_lines, judge, write_verdicts
+from fencewatch.state.config import RulesConfig
+path, stop = sys.argv[1], sys.argv[2]
+if stop == "none":
+    os._exit(0)
+if stop == "time":
+    os.sched_setaffinity(0, {min(os.sched_getaffinity(0))})
+binary = "bytes" in str(inspect.signature(write_verdicts))
+best = None
+for _ in range(2 if stop == "time" else 1):
+    gc.collect()
+    c0 = time.process_time()
+    with open(path, "rb") as fh:
+        events = decode_lines(fh, [], {})
+    c1 = time.process_time()
+    if stop != "decode":
+        commits, alerts, _ = judge(events, RulesConfig())
+    c2 = time.process_time()
+    if stop in ("write", "time"):
+        with open(os.devnull, "wb" if binary else "w") as out:
+            write_verdicts(commits, out)
+    c3 = time.process_time()
+    row = (c1 - c0, c2 - c1, c3 - c2, c3 - c0)
+    best = row if best is None or row[3] < best[3] else best
+    events = commits = alerts = None
+print(" ".join(f"{v:.3f}" for v in best), flush=True)
+os._exit(0)  # no teardown: instruction counts end with the phase
+"""
+
+
+def old_tree(rev: str, tmp: Path) -> Path:
+    """A PYTHONPATH entry whose ``fencewatch`` package is ``rev``'s code."""
+    tree = tmp / "old"
+    subprocess.run(["git", "-C", str(ROOT), "worktree", "add", "--detach", "-q", str(tree), rev], check=True)
+    pkg = tmp / "pp" / "fencewatch"
+    pkg.mkdir(parents=True)
+    (pkg / "__init__.py").write_text("")
+    for name in PACKAGES:
+        if (tree / name).is_dir():
+            (pkg / name).symlink_to(tree / name)
+    return tmp / "pp"
+
+
+def run(pythonpath: Path | None, trace: Path, stop: str, under: list[str] = ()) -> str:
+    env = dict(os.environ, PYTHONHASHSEED="0")
+    env.pop("PYTHONPATH", None)
+    if pythonpath is not None:
+        env["PYTHONPATH"] = str(pythonpath)
+    # cwd outside the checkout: the new code is the installed (editable) package.
+    res = subprocess.run([*under, sys.executable, "-c", CHILD, str(trace), stop], env=env, cwd=trace.parent,
+                         capture_output=True, text=True, check=True)
+    return res.stdout if not under else res.stderr
+
+
+def instructions(pythonpath: Path | None, trace: Path) -> dict[str, int]:
+    """Instructions per phase (millions): differences of whole-process counts stopped after each."""
+    valgrind = ["valgrind", "--tool=cachegrind", "--cache-sim=no", "--cachegrind-out-file=/dev/null"]
+    counts = {}
+    for stop in ("none", "decode", "judge", "write"):
+        out = run(pythonpath, trace, stop, valgrind)
+        line = next(x for x in out.splitlines() if "I" in x and "refs:" in x)
+        counts[stop] = int(line.split("refs:")[1].replace(",", "").strip())
+    return {"decode": (counts["decode"] - counts["none"]) // 10**6,
+            "judge": (counts["judge"] - counts["decode"]) // 10**6,
+            "write": (counts["write"] - counts["judge"]) // 10**6}
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("old", help="the commit to compare against")
+    ap.add_argument("--groups", type=int, default=200)
+    ap.add_argument("--rounds", type=int, default=3, help="old/new pairs, each the best of 2 replays")
+    ap.add_argument("--instructions", action="store_true", help="also count instructions (valgrind, 100 groups)")
+    ap.add_argument("--write-docs", action="store_true")
+    args = ap.parse_args(argv)
+    head = subprocess.run(["git", "-C", str(ROOT), "rev-parse", "--short", "HEAD"], capture_output=True,
+                          text=True).stdout.strip()
+    tmp = Path(tempfile.mkdtemp(prefix="fw-ab-"))
+    try:
+        old_pp = old_tree(args.old, tmp)
+        trace = tmp / "trace.jsonl"
+        info = write_trace(trace, groups=args.groups, rounds=5)
+        cp = info["commit_partitions"]
+        lines = [f"trace: {args.groups} groups, {cp:,} commit-partitions; best of 2 replays per run, CPU seconds, "
+                 f"one core", f"{'run':<5}{'code':<22}{'decode':>8}{'judge':>8}{'write':>8}{'total':>8}"
+                 f"{'commit-partitions/s':>22}"]
+        for i in range(1, args.rounds + 1):
+            for label, pp in ((f"{args.old} (before)", old_pp), (f"{head}+ (after)", None)):
+                d, j, w, t = map(float, run(pp, trace, "time").split())
+                lines.append(f"{i:<5}{label:<22}{d:>8.2f}{j:>8.2f}{w:>8.2f}{t:>8.2f}{cp / t:>22,.0f}")
+                print(lines[-1], file=sys.stderr)
+        if args.instructions and shutil.which("valgrind"):
+            small = tmp / "small.jsonl"
+            sinfo = write_trace(small, groups=100, rounds=5)
+            lines += ["", f"instructions (millions, valgrind cachegrind; {sinfo['commit_partitions']:,} "
+                          f"commit-partitions, 100 groups):", f"{'code':<22}{'decode':>8}{'judge':>8}{'write':>8}"]
+            for label, pp in ((f"{args.old} (before)", old_pp), (f"{head}+ (after)", None)):
+                n = instructions(pp, small)
+                lines.append(f"{label:<22}{n['decode']:>8}{n['judge']:>8}{n['write']:>8}")
+                print(lines[-1], file=sys.stderr)
+    finally:
+        subprocess.run(["git", "-C", str(ROOT), "worktree", "remove", "--force", str(tmp / "old")],
+                       capture_output=True)
+        shutil.rmtree(tmp, ignore_errors=True)
+    text = "\n".join(lines)
+    print(text)
+    if args.write_docs:
+        write_section(f"replay A/B against {args.old}", f"python bench/ab_replay.py {args.old} --groups "
+                      f"{args.groups} --rounds {args.rounds}" + (" --instructions" if args.instructions else ""),
+                      "Old and new code run alternately, seconds apart (this host's speed drifts).\n\n"
+                      "```\n" + text + "\n```")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
