@@ -32,8 +32,6 @@ def topic_key(cluster: str, topic: str) -> TopicKey:
     return ("t", cluster, topic)
 
 
-
-
 def _by_topic(offsets: CommitOffsets) -> list[tuple[str, tuple, tuple, tuple]]:
     """(topic, partitions, offsets, leader epochs) per topic; a request is usually one topic."""
     if offsets.topic is not None:

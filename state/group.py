@@ -557,7 +557,8 @@ def _commit(g: GroupState, ev: OffsetCommit, cfg: RulesConfig, out: Outputs) -> 
     else:
         pre = pre_check(group_exists=g.exists, group_has_members=bool(g.members), member_known=member is not None,
                         member_id=mid, client_epoch=c, transactional=txn)
-        # Decided before any policy: every policy answers the same for the whole request.
+        # Decided before any policy (only a known member of an existing group goes on to them,
+        # above): every policy answers the same for the whole request.
         warming = (pre.commit_class in (CommitClass.UNKNOWN_MEMBER, CommitClass.OTHER) and mid != ""
                    and cfg.warmup_ms > 0 and ts < g.first_seen_ts + cfg.warmup_ms)
         name = pre.error.value
