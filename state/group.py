@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
 from itertools import repeat
-from operator import itemgetter
+from operator import add, itemgetter
 from typing import Callable, Mapping, NamedTuple
 
 from . import expiry as exp
@@ -434,6 +434,9 @@ def _judge_partition(g: GroupState, member, c: int, tp: TopicPartition, rej: str
 # them: memoised, judging a partition is a tuple lookup instead of eight function calls.
 _OUTCOMES: dict[tuple, tuple[str, str, str, str, str, bool]] = {}
 _ALL_ACCEPT = ("NONE", "NONE", "NONE", "NONE", CommitClass.ACCEPTED.value, False)
+_NO_ERRORS = (KafkaError.NONE,) * 4
+# The policies' rejection by "transactional or classic" (``fencing.rejection_error``), by name.
+_REJECTION_NAME = {x: rejection_error(x, False).value for x in (False, True)}
 
 
 def _outcome(c: int, b: int, rev: int, ae: int | None, rej: str, held_by_other: bool,
@@ -474,7 +477,7 @@ def _judge_request(g: GroupState, member, c: int, tps: tuple[TopicPartition, ...
     avoidable_tps: list[TopicPartition] = []
     parts_l = []
     first_error = [None, None, None, None]  # Kafka fails the whole request on the first bad partition
-    rej = rejection_error(transactional, member.protocol is Protocol.CLASSIC or g.group_type == "classic").value
+    rej = _REJECTION_NAME[transactional or member.protocol is Protocol.CLASSIC or g.group_type == "classic"]
     # The common request: the member holds every partition in `assigned` and nobody else holds
     # any, so each partition's answer depends only on its assignment epoch (a few distinct ones).
     aes = tuple(map(member.assigned_partitions.get, tps))
@@ -482,11 +485,12 @@ def _judge_request(g: GroupState, member, c: int, tps: tuple[TopicPartition, ...
             and set(map(g.owners.get, tps)) == {(member.member_id,)}):
         b, rev = member.member_epoch, member.revocation_epoch
         outcomes = {ae: _outcome(c, b, rev, ae, rej, False, None) for ae in set(aes)}
-        parts = tuple([_new_tuple(PartitionJudgement, (t, p, ae, rev, *outcomes[ae], None))
-                       for (t, p), ae in zip(tps, aes)])
+        # A judgement is (topic, partition) + what its assignment epoch decides: joined in C.
+        rests = {ae: (ae, rev, *o, None) for ae, o in outcomes.items()}
+        parts = tuple(map(_new_tuple, repeat(PartitionJudgement), map(add, tps, map(rests.__getitem__, aes))))
         cache.update(zip(tps, parts))
-        if all(o == _ALL_ACCEPT for o in outcomes.values()):
-            return RequestJudgement(parts, (KafkaError.NONE,) * 4, (), (), ())
+        if set(outcomes.values()) == {_ALL_ACCEPT}:
+            return _new_tuple(RequestJudgement, (parts, _NO_ERRORS, (), (), ()))
     for tp in tps:
         pj = cache.get(tp)
         if pj is None:
@@ -507,7 +511,7 @@ def _judge_request(g: GroupState, member, c: int, tps: tuple[TopicPartition, ...
     return RequestJudgement(tuple(parts_l), request, tuple(zombies), tuple(avoidable_tps), tuple(unsafe_tps))
 
 
-_NO_REQUEST = RequestJudgement((), (KafkaError.NONE,) * 4, (), (), ())
+_NO_REQUEST = RequestJudgement((), _NO_ERRORS, (), (), ())
 
 
 # Per-commit lookups without Enum's Python-level __hash__ / .value: code -> (error, name).
