@@ -597,7 +597,7 @@ def _commit(g: GroupState, ev: OffsetCommit, cfg: RulesConfig, out: Outputs) -> 
         g.exists = True
         if txn:
             g.pending_txn.update(zip(tps, repeat(ts)))
-        _note_commit_for_expiry(g, ts, cfg, tps)
+        _note_commit_for_expiry(g, ts, cfg, tps, ev.offsets.topic)
 
     # Spike detectors: the broker's fencing answers and aborted transactions, per window.
     aborted_txn = txn and not stored
@@ -716,13 +716,14 @@ def _recompute_expiry(g: GroupState, ts: int, cfg: RulesConfig) -> GroupState:
     return g
 
 
-def _note_commit_for_expiry(g: GroupState, ts: int, cfg: RulesConfig, touched) -> GroupState:
+def _note_commit_for_expiry(g: GroupState, ts: int, cfg: RulesConfig, touched, topic: str | None = None) -> GroupState:
     """A commit pushes its partitions' deadlines later, so the cached earliest deadline stays a
-    valid lower bound (marked stale) unless a touched partition now expires earlier than it."""
+    valid lower bound (marked stale) unless a touched partition now expires earlier than it.
+    ``topic``: the one topic of ``touched``, when the caller knows it."""
     track = g.expiry
     subscribed = g.subscribed
     if (subscribed and g.members and g.group_type in ("consumer", "streams") and not g.pending_txn
-            and subscribed.issuperset(map(_TOPIC, touched))):
+            and (topic in subscribed if topic is not None else subscribed.issuperset(map(_TOPIC, touched)))):
         # Hot path: a live KIP-848 group committing subscribed topics creates no deadline.
         if track.deadline is not None and not track.stale:
             g.expiry = ExpiryTrack(track.deadline, track.set_ts, track.warned, True)
