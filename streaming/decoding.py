@@ -10,14 +10,14 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from itertools import chain, repeat
-from operator import itemgetter
-from typing import Any, Mapping
+from operator import attrgetter, itemgetter
+from typing import Annotated, Any, Mapping
 
-import orjson
+import msgspec
 
-from fencewatch.state.events import (ClassicJoin, ClassicSync, CommitOffset, CommitOffsets, GroupStateChange, Heartbeat,
-                                     MemberAssignment, MemberLeft, OffsetCommit, OffsetCommitted,
-                                     OffsetDeleted, PartitionEpochs)
+from fencewatch.state.events import (NO_OFFSETS, ClassicJoin, ClassicSync, CommitOffset, CommitOffsets,
+                                     GroupStateChange, Heartbeat, MemberAssignment, MemberLeft, OffsetCommit,
+                                     OffsetCommitted, OffsetDeleted, PartitionEpochs)
 from fencewatch.state.model import MemberState, Protocol
 
 DEFAULT_CLUSTER = "default"
@@ -62,7 +62,8 @@ class _Bad(Exception):
         self.params = {k: str(v) for k, v in params.items()}
 
 
-_INT64 = 2 ** 63  # JSON parsers hand larger integers over as floats: never a Kafka long
+_loads = msgspec.json.decode  # strict JSON: NaN and Infinity are not numbers here
+_INT64 = 2 ** 63  # a Kafka long: larger integers (or floats) are never one
 _TYPE_NAMES = {int: "long", str: "string", list: "array", dict: "object", bool: "boolean"}
 
 
@@ -78,7 +79,7 @@ def _req(d: Mapping, name: str) -> Any:
 
 def _int(d: Mapping, name: str) -> int:
     v = _req(d, name)
-    if type(v) is int:
+    if type(v) is int and -_INT64 <= v < _INT64:
         return v
     if type(v) is float and v.is_integer() and -_INT64 <= v < _INT64:
         return int(v)
@@ -89,7 +90,7 @@ def _opt_int(d: Mapping, name: str, default: int | None = None) -> int | None:
     v = d.get(name)
     if v is None:
         return default
-    if type(v) is int:
+    if type(v) is int and -_INT64 <= v < _INT64:
         return v
     if type(v) is float and v.is_integer() and -_INT64 <= v < _INT64:
         return int(v)
@@ -119,7 +120,7 @@ def _list(v: Any, name: str) -> list:
 
 
 def _int_item(v: Any, name: str) -> int:
-    if type(v) is int:
+    if type(v) is int and -_INT64 <= v < _INT64:
         return v
     raise _Bad("WRONG_TYPE", field=name, expected="long", got=type(v).__name__)
 
@@ -141,7 +142,7 @@ def _topic_partitions(d: Mapping, name: str, *, required: bool = True):
         if topic is None:
             raise _Bad("MISSING_FIELD", field=f"{where}.topic")
         parts = _list(_req(entry, "partitions"), f"{where}.partitions")
-        if set(map(type, parts)) <= _INT:
+        if set(map(type, parts)) <= _INT and (not parts or -_INT64 <= min(parts) and max(parts) < _INT64):
             tps.extend(zip(repeat(topic), parts))
         else:
             for p in parts:
@@ -237,33 +238,37 @@ _SHARED_TPS: dict[tuple[str, tuple[int, ...]], tuple[tuple[str, int], ...]] = {}
 _SHARED_TPS_MAX = 1 << 15  # distinct single-topic requests kept: above the members of a large cluster
 
 
+def _columns(topics: tuple, partitions: tuple, offsets: tuple, epochs: tuple) -> CommitOffsets:
+    """Checked columns of a request's partitions as :class:`CommitOffsets`."""
+    first = topics[0]
+    if topics.count(first) != len(topics):
+        return CommitOffsets(tuple(zip(topics, partitions)), offsets, epochs, None, partitions, None)
+    # A member commits the same partitions request after request: share one key tuple, so the
+    # engine's lookups by it (request cache, offsets) compare by identity.
+    key = (first, partitions)
+    tps = _SHARED_TPS.get(key)
+    if tps is None:
+        if len(_SHARED_TPS) >= _SHARED_TPS_MAX:
+            _SHARED_TPS.clear()
+        tps = _SHARED_TPS[key] = tuple(zip(topics, partitions))
+    return CommitOffsets(tps, offsets, epochs, None, partitions, tps[0][0])
+
+
 def _offsets(d) -> CommitOffsets:
-    """Columns of the ``offsets`` list. The fast path takes the common shape (exactly topic,
-    partition, offset and leader_epoch, of the right types) with C-level maps and no object
-    per partition; anything else takes the checked path, which names the bad field."""
+    """Columns of the ``offsets`` list of a parsed commit. The fast path takes the common shape
+    (exactly topic, partition, offset and leader_epoch, of the right types) with C-level maps
+    and no object per partition; anything else takes the checked path, which names the bad field."""
     raw = d.get("offsets")
     if type(raw) is list and raw:
         try:
             topics, partitions, offsets, epochs = zip(*map(_OFFSET_FIELDS, raw))
         except (KeyError, TypeError):
             topics = None
-        n = len(raw)
-        if topics is not None and sum(map(len, raw)) == 4 * n:  # no field beyond the four
-            first = topics[0]
-            single = topics.count(first) == n
-            if _INT.issuperset(map(type, chain(partitions, offsets, epochs))) and (
-                    type(first) is str if single else _STR.issuperset(map(type, topics))):
-                if not single:
-                    return CommitOffsets(tuple(zip(topics, partitions)), offsets, epochs, None, partitions, None)
-                # A member commits the same partitions request after request: share one key tuple,
-                # so the engine's lookups by it (request cache, offsets) compare by identity.
-                key = (first, partitions)
-                tps = _SHARED_TPS.get(key)
-                if tps is None:
-                    if len(_SHARED_TPS) >= _SHARED_TPS_MAX:
-                        _SHARED_TPS.clear()
-                    tps = _SHARED_TPS[key] = tuple(zip(topics, partitions))
-                return CommitOffsets(tps, offsets, epochs, None, partitions, tps[0][0])
+        if topics is not None and sum(map(len, raw)) == 4 * len(raw):  # no field beyond the four
+            ints = (partitions, offsets, epochs)
+            if (_STR.issuperset(map(type, topics)) and _INT.issuperset(map(type, chain(*ints)))
+                    and -_INT64 <= min(map(min, ints)) and max(map(max, ints)) < _INT64):
+                return _columns(topics, partitions, offsets, epochs)
     return CommitOffsets.of(_offsets_checked(d))
 
 
@@ -302,10 +307,60 @@ def _fast_commit(d: dict, seq: int, default_event_id: str | None, transactional:
     epoch = d.get("member_epoch", -1)
     code = d.get("error_code")
     if (type(ts) is not int or type(cluster) is not str or type(eid) is not str or type(gid) is not str
-            or type(mid) is not str or type(epoch) is not int or (code is not None and type(code) is not int)):
+            or type(mid) is not str or type(epoch) is not int or (code is not None and type(code) is not int)
+            or not (-_INT64 <= ts < _INT64 and -_INT64 <= epoch < _INT64)
+            or (code is not None and not -_INT64 <= code < _INT64)):
         return None
     return _new_tuple(OffsetCommit, (ts, cluster, gid, eid, seq, transactional, mid, epoch, _offsets(d), None,
                                      code, None, None, None))
+
+
+# The common commit line, decoded and checked in C by msgspec straight from its bytes, with no
+# dict per partition. Anything else (another type, an extra or missing field, a null, a value
+# of the wrong type or beyond a Kafka long) fails validation and takes the general path, which
+# names what is wrong; the Hypothesis tests hold both paths to the same answers.
+_Long = Annotated[int, msgspec.Meta(ge=-_INT64, le=_INT64 - 1)]
+
+
+class _OffsetRow(msgspec.Struct, forbid_unknown_fields=True, gc=False):
+    topic: str
+    partition: _Long
+    offset: _Long
+    leader_epoch: _Long
+
+
+class _CommitLine(msgspec.Struct, tag_field="type", tag="offset_commit", forbid_unknown_fields=True, gc=False):
+    ts: _Long
+    group_id: str
+    offsets: list[_OffsetRow]
+    cluster: str = DEFAULT_CLUSTER
+    event_id: str | None = None
+    member_id: str = ""
+    member_epoch: _Long = -1
+    error_code: _Long | None = None
+
+
+class _TxnCommitLine(_CommitLine, tag="txn_offset_commit"):
+    pass
+
+
+_decode_commit_line = msgspec.json.Decoder(_CommitLine | _TxnCommitLine).decode
+_ROW = attrgetter("topic", "partition", "offset", "leader_epoch")
+
+
+def _typed_commit(line: str | bytes, seq: int, default_event_id: str | None) -> OffsetCommit | None:
+    """A common commit straight from its JSON text, or None (take the general path)."""
+    try:
+        c = _decode_commit_line(line)
+    except msgspec.MsgspecError:
+        return None
+    rows = c.offsets
+    eid = c.event_id
+    if eid is None:
+        eid = str(seq) if default_event_id is None else default_event_id
+    return _new_tuple(OffsetCommit, (c.ts, c.cluster, c.group_id, eid, seq, type(c) is _TxnCommitLine, c.member_id,
+                                     c.member_epoch, _columns(*zip(*map(_ROW, rows))) if rows else NO_OFFSETS,
+                                     None, c.error_code, None, None, None))
 
 
 def _commit(d, ts, cluster, eid, seq, transactional):
@@ -402,31 +457,25 @@ def decode_json_lines(lines, errors: list, unknown: dict) -> list:
     """Typed events of a JSON-lines input, in input order: ``seq`` is the line index, event ids
     default to it, bad lines go to ``errors`` as "line N", unknown types are counted in ``unknown``.
 
-    Each line is parsed once: well-formed commits (most lines) are built straight from the
-    parsed object, other objects go through :func:`event_from_dict` (which names what is
-    wrong), and lines that are not JSON through :func:`decode_json_line` for the parser's reason.
+    Well-formed commits (most lines) are decoded straight into events (:func:`_typed_commit`);
+    other lines are parsed into objects for :func:`event_from_dict` (which names what is
+    wrong), and lines that are not JSON go through :func:`decode_json_line` for the parser's reason.
     """
     events = []
     append = events.append
-    loads = orjson.loads
+    typed_commit = _typed_commit
     for n, line in enumerate(lines):
+        ev = typed_commit(line, n, None)
+        if ev is not None:
+            append(ev)
+            continue
         try:
-            d = loads(line)
-        except ValueError:  # not JSON (orjson's error is a ValueError), or a blank line
+            d = _loads(line)
+        except ValueError:  # not JSON, or a blank line
             if line.strip():
                 sort_result(decode_json_line(line, seq=n, default_event_id=str(n), coords=f"line {n + 1}"),
                             events, errors, unknown)
             continue
-        if type(d) is dict:
-            etype = d.get("type")
-            if etype == "offset_commit" or etype == "txn_offset_commit":
-                try:
-                    ev = _fast_commit(d, n, None, etype == "txn_offset_commit")
-                except (ValueError, TypeError, AttributeError, _Bad):
-                    ev = None
-                if ev is not None:
-                    append(ev)
-                    continue
         sort_result(event_from_dict(d, seq=n, default_event_id=str(n), coords=f"line {n + 1}"), events, errors, unknown)
     return events
 
@@ -442,8 +491,11 @@ def sort_result(res, events: list, errors: list, unknown: dict) -> None:
 
 
 def decode_json_line(line: str | bytes, *, seq: int, default_event_id: str, coords: str):
+    ev = _typed_commit(line, seq, default_event_id)
+    if ev is not None:
+        return ev
     try:
-        d = orjson.loads(line)
+        d = _loads(line)
     except (ValueError, UnicodeDecodeError, TypeError) as exc:
         return DecodeError("INVALID_JSON", {"problem": str(exc)[:200]}, coords)
     return event_from_dict(d, seq=seq, default_event_id=default_event_id, coords=coords)

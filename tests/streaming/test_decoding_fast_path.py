@@ -1,7 +1,8 @@
-"""The commit fast path of the decoder is an optimisation, never a second opinion.
+"""The commit fast paths of the decoder are optimisations, never a second opinion.
 
-``decoding._fast_commit`` / ``_offsets`` read the common, well-formed commit with
-C-level maps; the general builders check field by field. For any input, both must
+``decoding._typed_commit`` decodes the common, well-formed commit line with msgspec;
+``_fast_commit`` / ``_offsets`` read it from a parsed object with C-level maps; the
+general builders check field by field. For any input, both must
 give the same event, or the fast path must step aside (None) so the general path
 reports the error. Hypothesis draws well-formed commits and then breaks them in the
 ways producers do (wrong types, nulls, extra fields, floats, booleans, metadata).
@@ -45,14 +46,14 @@ def commits(draw):
         field = draw(st.sampled_from(["ts", "cluster", "event_id", "group_id", "member_id", "member_epoch",
                                       "error_code", "offsets", "transactional_id", "instance_id"]))
         d[field] = draw(ODD_VALUES)
-    # Through JSON text, as the decoder sees it (the orjson parser: large integers become floats).
-    return dec.orjson.loads(json.dumps(d))
+    # Through JSON text, as the decoder sees it.
+    return dec._loads(json.dumps(d))
 
 
-def general(d):
-    """The field-by-field path alone: the reference the fast path must match."""
+def general(d, default_event_id="7"):
+    """The field-by-field path alone (sequence number 7): the reference the fast path must match."""
     try:
-        ts, cluster, eid = dec._header(d, 7, "7")
+        ts, cluster, eid = dec._header(d, 7, default_event_id)
         return dec._BUILDERS[d["type"]](d, ts, cluster, eid, 7)
     except dec._Bad as bad:
         return ("error", bad.code)
@@ -68,6 +69,28 @@ def test_fast_commit_equals_general_path_or_steps_aside(d):
     ref = general(d)
     if fast is not None:
         assert fast == ref
+
+
+@settings(max_examples=600, deadline=None)
+@given(commits(), st.sampled_from([None, "given"]))
+@example({"type": "offset_commit", "ts": 1, "group_id": "g", "offsets": [
+    {"topic": "a", "partition": 0, "offset": 2**63, "leader_epoch": 0}]}, None)  # beyond a Kafka long
+@example({"type": "offset_commit", "ts": 1, "group_id": "g", "offsets": [], "cluster": None}, "given")
+@example({"type": "offset_commit", "ts": 1, "group_id": "g", "offsets": [  # every optional field left out
+    {"topic": "a", "partition": 0, "offset": 2, "leader_epoch": 0}]}, None)
+@example({"type": "txn_offset_commit", "ts": 1, "group_id": "g", "offsets": [
+    {"topic": "a", "partition": True, "offset": 0, "leader_epoch": 0}]}, None)
+def test_typed_commit_line_equals_general_path_or_steps_aside(d, default_event_id):
+    line = json.dumps(d).encode()
+    fast = dec._typed_commit(line, 7, default_event_id)
+    ref = general(d, default_event_id or "7")  # without a default, the id is the sequence number
+    if fast is not None:
+        assert fast == ref
+        if d["offsets"]:  # the single-topic columns the engine reads, too
+            assert (fast.offsets.topic, fast.offsets.partitions) == (ref.offsets.topic, ref.offsets.partitions)
+    # The whole line, through the decoder's entry point: the general path when the typed one steps aside.
+    whole = dec.decode_json_line(line, seq=7, default_event_id="7", coords="line 8")
+    assert (whole if isinstance(whole, dec.OffsetCommit) else ("error", whole.code)) == general(d)
 
 
 @settings(max_examples=600, deadline=None)
