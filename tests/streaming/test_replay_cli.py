@@ -65,3 +65,20 @@ def test_print_config_redacts_and_validates(trace, tmp_path, capsys, monkeypatch
     assert cfg["state"]["warmup_ms"] == 45_000 and cfg["state"]["expiry_warning_ms"] == 1_800_000
     assert main(["replay", str(trace), "--broker-policy", "lenient"]) == 2
     assert "unknown policy 'lenient'; valid: strict, member_revocation, assignment_epoch, kip1251" in capsys.readouterr().err
+
+
+def test_console_script_flushes_everything_before_its_fast_exit(trace, tmp_path):
+    # The script exits without interpreter teardown after a local replay: stdout, the files and
+    # the summary on stderr must all be complete by then.
+    exe = Path(sys.executable).with_name("fencewatch")
+    to_stdout = subprocess.run([str(exe), "replay", str(trace)], capture_output=True)
+    to_file = subprocess.run([str(exe), "replay", str(trace), "--out", str(tmp_path / "v.jsonl")], capture_output=True)
+    assert to_stdout.returncode == to_file.returncode == 0
+    assert to_stdout.stdout == (tmp_path / "v.jsonl").read_bytes() and to_stdout.stdout.count(b"\n") == 2
+    assert b"2 verdicts, 1 alerts, 2 bad lines" in to_stdout.stderr
+    assert b"line 2: INVALID_JSON" in to_file.stderr  # the log record, through logging's handler
+
+
+def test_missing_input_is_a_one_line_error(tmp_path, capsys):
+    assert main(["replay", str(tmp_path / "absent.jsonl")]) == 2
+    assert capsys.readouterr().err.strip() == f"fencewatch: No such file or directory: {tmp_path / 'absent.jsonl'}"
