@@ -78,21 +78,21 @@ def _req(d: Mapping, name: str) -> Any:
 
 
 def _int(d: Mapping, name: str) -> int:
-    v = _req(d, name)
-    if type(v) is int and -_INT64 <= v < _INT64:
-        return v
-    if type(v) is float and v.is_integer() and -_INT64 <= v < _INT64:
-        return int(v)
-    raise _Bad("WRONG_TYPE", field=name, expected="long", got=type(v).__name__)
+    return _long(_req(d, name), name)
 
 
 def _opt_int(d: Mapping, name: str, default: int | None = None) -> int | None:
     v = d.get(name)
-    if v is None:
-        return default
-    if type(v) is int and -_INT64 <= v < _INT64:
-        return v
-    if type(v) is float and v.is_integer() and -_INT64 <= v < _INT64:
+    return default if v is None else _long(v, name)
+
+
+def _long(v: Any, name: str, *, integral_floats: bool = True) -> int:
+    """A Kafka long (64-bit signed); a float with an integral value counts when ``integral_floats``."""
+    if type(v) is int:
+        if -_INT64 <= v < _INT64:
+            return v
+        raise _Bad("WRONG_TYPE", field=name, expected="long", got="integer beyond 64 bits")
+    if integral_floats and type(v) is float and v.is_integer() and -_INT64 <= v < _INT64:
         return int(v)
     raise _Bad("WRONG_TYPE", field=name, expected="long", got=type(v).__name__)
 
@@ -120,9 +120,7 @@ def _list(v: Any, name: str) -> list:
 
 
 def _int_item(v: Any, name: str) -> int:
-    if type(v) is int and -_INT64 <= v < _INT64:
-        return v
-    raise _Bad("WRONG_TYPE", field=name, expected="long", got=type(v).__name__)
+    return _long(v, name, integral_floats=False)
 
 
 def _topic_partitions(d: Mapping, name: str, *, required: bool = True):

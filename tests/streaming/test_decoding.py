@@ -66,6 +66,13 @@ def test_unknown_type_is_counted_not_an_error():
     ({"type": "member_left", "ts": 1, "group_id": "g", "member_id": "m", "reason": "bored"}, "INVALID_VALUE", "reason"),
     ({"type": "classic_sync", "ts": 1, "group_id": "g", "generation": 1, "assignments": []}, "WRONG_TYPE",
      "assignments"),
+    # Not a Kafka long: beyond 64 bits on every path (the typed commit line steps aside).
+    ({"type": "offset_commit", "ts": 1, "group_id": "g", "offsets": [
+        {"topic": "o", "partition": 0, "offset": 2**63, "leader_epoch": 0}]}, "WRONG_TYPE", "offsets[0].offset"),
+    ({"type": "offset_commit", "ts": -2**63 - 1, "group_id": "g", "offsets": []}, "WRONG_TYPE", "ts"),
+    ({"type": "member_assignment", "ts": 1, "group_id": "g", "member_id": "m", "member_epoch": 1,
+      "assigned": [{"topic": "o", "partitions": [2**64]}]}, "WRONG_TYPE", "assigned[0].partitions"),
+    ('{"type": "offset_commit", "ts": NaN, "group_id": "g", "offsets": []}', "INVALID_JSON", None),
 ])
 def test_bad_input_has_code_field_and_coordinates(obj, code, field):
     res = dec(obj, n=41)
