@@ -50,10 +50,17 @@ def shipped_base(view: ExpiryView, off: CommittedOffset) -> int | None:
     return off.commit_ts
 
 
-def _subscribed(view: ExpiryView, topic: str) -> bool:
-    if view.group_type in ("consumer", "streams") and view.state == "Empty":
+def subscribed_to_all(group_type: str, state: str, subscribed_topics: frozenset[str] | None,
+                      topics: Iterable[str]) -> bool:
+    """Whether the group subscribes to every one of ``topics``: their offsets then never expire
+    (``shipped_deadline`` is None). Takes the view's fields, so hot paths need not build one."""
+    if group_type in ("consumer", "streams") and state == "Empty":
         return False  # an empty KIP-848 group subscribes to nothing
-    return view.subscribed_topics is not None and topic in view.subscribed_topics
+    return subscribed_topics is not None and subscribed_topics.issuperset(topics)
+
+
+def _subscribed(view: ExpiryView, topic: str) -> bool:
+    return subscribed_to_all(view.group_type, view.state, view.subscribed_topics, (topic,))
 
 
 def shipped_deadline(view: ExpiryView, tp: TopicPartition, off: CommittedOffset, retention_ms: int) -> int | None:

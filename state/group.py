@@ -523,10 +523,7 @@ _ACCEPTED = KafkaError.NONE
 
 def _commit(g: GroupState, ev: OffsetCommit, cfg: RulesConfig, out: Outputs) -> GroupState:
     ts = ev.ts
-    if ts > g.last_ts:
-        g.last_ts = ts
-    if g.first_seen_ts is None:
-        g.first_seen_ts = ts
+    g = _touch(g, ts)
     c = ev.member_epoch
     mid = ev.member_id
     txn = ev.transactional
@@ -697,11 +694,14 @@ def deadlines(g: GroupState, cfg: RulesConfig) -> exp.Deadlines:
 _TOPIC = itemgetter(0)
 
 
+def _subscribed_to_all(g: GroupState, topics) -> bool:
+    return exp.subscribed_to_all(g.group_type or "simple", _derived_state(g), g.subscribed, topics)
+
+
 def _shipped_deadline(g: GroupState, cfg: RulesConfig) -> int | None:
-    # A live KIP-848 group whose committed topics are all subscribed has nothing that can
-    # expire (SPEC 4): skip the pass over every committed offset on each membership change.
-    if (g.group_type in ("consumer", "streams") and g.members and g.subscribed is not None
-            and g.subscribed.issuperset(map(_TOPIC, g.offsets))):
+    # When the group subscribes to every committed topic nothing can expire (SPEC 4): skip the
+    # pass over every committed offset on each membership change.
+    if _subscribed_to_all(g, map(_TOPIC, g.offsets)):
         return None
     return deadlines(g, cfg).shipped
 
@@ -721,10 +721,8 @@ def _note_commit_for_expiry(g: GroupState, ts: int, cfg: RulesConfig, touched, t
     valid lower bound (marked stale) unless a touched partition now expires earlier than it.
     ``topic``: the one topic of ``touched``, when the caller knows it."""
     track = g.expiry
-    subscribed = g.subscribed
-    if (subscribed and g.members and g.group_type in ("consumer", "streams") and not g.pending_txn
-            and (topic in subscribed if topic is not None else subscribed.issuperset(map(_TOPIC, touched)))):
-        # Hot path: a live KIP-848 group committing subscribed topics creates no deadline.
+    if _subscribed_to_all(g, (topic,) if topic is not None else map(_TOPIC, touched)):
+        # Hot path: committing subscribed topics creates no deadline.
         if track.deadline is not None and not track.stale:
             g.expiry = ExpiryTrack(track.deadline, track.set_ts, track.warned, True)
         return g
@@ -769,8 +767,7 @@ def advance(g: GroupState, now: int, cfg: RulesConfig, out: Outputs) -> GroupSta
     result does not depend on when (in which micro-batch) the clock passes it.
     """
     spike = g.spike
-    if spike is not None and spike.window_start_ms >= 0 and now - spike.window_start_ms >= cfg.spike_window_ms:
-        # A spike window has ended (only then can closing windows change anything).
+    if spike is not None and spk.windows_closed(spike, now, cfg.spike_window_ms):
         g.spike, spike_alerts = spk.advance(spike, now, cfg.spike, cluster=g.cluster, group_id=g.group_id)
         out.alerts.extend(spike_alerts)
     if g.expiry.deadline is None and not g.pending_txn:

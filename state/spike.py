@@ -137,6 +137,11 @@ def observe(
     return state, alerts
 
 
+def windows_closed(state: SpikeState, now_ms: int, window_ms: int) -> bool:
+    """Whether the open window has ended by `now_ms` (only then can :func:`advance` change anything)."""
+    return state.window_start_ms >= 0 and now_ms - state.window_start_ms >= window_ms
+
+
 def advance(
     state: SpikeState, now_ms: int, cfg: SpikeConfig, *, cluster: str, group_id: str
 ) -> tuple[SpikeState, list[Alert]]:
@@ -145,11 +150,9 @@ def advance(
     Used on new input and from state timeouts, so a storm that simply stops
     still resolves. Returns the same state object when nothing closed.
     """
-    if state.window_start_ms < 0:
+    if not windows_closed(state, now_ms, cfg.window_ms):
         return state, []
     closed = (now_ms - state.window_start_ms) // cfg.window_ms
-    if closed <= 0:
-        return state, []
     alerts: list[Alert] = []
     fencing, txn = state.fencing, state.txn
     window_start = state.window_start_ms
