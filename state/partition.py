@@ -154,6 +154,11 @@ def process_topic(tw: TopicWatch, event, out: Outputs) -> TopicWatch:
     """A ``partition_epochs`` fact, or the commit facts of one event for this topic (a tuple)."""
     if isinstance(event, PartitionEpochs):
         return apply_partition_epochs(tw, event, out)
+    first = event[0] if event else None
+    if len(event) > 1 and all(not f.deleted and f.group_id == first.group_id and f.ts == first.ts for f in event):
+        # One stored commit request (``engine.route``): stored and checked as one batch.
+        return note_commits(tw, first.group_id, [f.partition for f in event], [f.offset for f in event],
+                            [f.leader_epoch for f in event], first.ts, out)
     for fact in event:
         tw = apply_commit_fact(tw, fact, out)
     return tw
