@@ -121,7 +121,11 @@ def write_verdicts(commits: Iterable[CommitVerdicts], fh: IO[bytes]) -> int:
 
 
 def write_alerts(alerts: Iterable[Alert], fh: IO[bytes]) -> int:
-    return _write_chunks((alert_json(a).encode() + b"\n" for a in alerts), fh)
+    return _write_lines(map(alert_json, alerts), fh)
+
+
+def _write_lines(lines: Iterable[str], fh: IO[bytes]) -> int:
+    return _write_chunks((line.encode() + b"\n" for line in lines), fh)
 
 
 _CLS = attrgetter("cls")
@@ -158,7 +162,7 @@ def run_replay(path: str, *, out: str | None, alerts: str | None, cfg: RulesConf
     else:
         result = replay_file(path, cfg)
         verdict_lines = None
-        alert_lines = [alert_json(a) for a in result.alert_records]
+        alert_lines = map(alert_json, result.alert_records)  # rendered only if written
         errors, summary_result = result.errors, result
         counts = None
     for err in errors:
@@ -171,7 +175,7 @@ def run_replay(path: str, *, out: str | None, alerts: str | None, cfg: RulesConf
         if verdict_lines is None:
             write_verdicts(result.commit_verdicts, vfh)
         else:
-            _write_chunks((line.encode() + b"\n" for line in verdict_lines), vfh)
+            _write_lines(verdict_lines, vfh)
     finally:
         if to_stdout:
             vfh.flush()
@@ -179,7 +183,7 @@ def run_replay(path: str, *, out: str | None, alerts: str | None, cfg: RulesConf
             vfh.close()
     if alerts:
         with open(alerts, "wb") as afh:
-            _write_chunks((line.encode() + b"\n" for line in alert_lines), afh)
+            _write_lines(alert_lines, afh)
     if not quiet:
         seconds = time.perf_counter() - t0
         if summary_result is not None:
