@@ -309,8 +309,13 @@ def _fast_commit(d: dict, seq: int, default_event_id: str | None, transactional:
             or not (-_INT64 <= ts < _INT64 and -_INT64 <= epoch < _INT64)
             or (code is not None and not -_INT64 <= code < _INT64)):
         return None
-    return _new_tuple(OffsetCommit, (ts, cluster, gid, eid, seq, transactional, mid, epoch, _offsets(d), None,
-                                     code, None, None, None))
+    return _common_commit(ts, cluster, gid, eid, seq, transactional, mid, epoch, _offsets(d), code)
+
+
+def _common_commit(ts, cluster, gid, eid, seq, transactional, mid, epoch, offsets, code) -> OffsetCommit:
+    """The commit both fast paths build: no instance id, no transactional fields."""
+    return _new_tuple(OffsetCommit, (ts, cluster, gid, eid, seq, transactional, mid, epoch, offsets, None, code,
+                                     None, None, None))
 
 
 # The common commit line, decoded and checked in C by msgspec straight from its bytes, with no
@@ -356,9 +361,8 @@ def _typed_commit(line: str | bytes, seq: int, default_event_id: str | None) -> 
     eid = c.event_id
     if eid is None:
         eid = str(seq) if default_event_id is None else default_event_id
-    return _new_tuple(OffsetCommit, (c.ts, c.cluster, c.group_id, eid, seq, type(c) is _TxnCommitLine, c.member_id,
-                                     c.member_epoch, _columns(*zip(*map(_ROW, rows))) if rows else NO_OFFSETS,
-                                     None, c.error_code, None, None, None))
+    return _common_commit(c.ts, c.cluster, c.group_id, eid, seq, type(c) is _TxnCommitLine, c.member_id,
+                          c.member_epoch, _columns(*zip(*map(_ROW, rows))) if rows else NO_OFFSETS, c.error_code)
 
 
 def _commit(d, ts, cluster, eid, seq, transactional):
