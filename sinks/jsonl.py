@@ -11,6 +11,7 @@ import json
 from functools import lru_cache
 from typing import Mapping
 
+from fencewatch.state.memo import Memo
 from fencewatch.state.model import Alert, CommitVerdicts, PartitionJudgement, Verdict
 
 _dumps = json.dumps
@@ -54,25 +55,22 @@ def verdict_json(v: Verdict) -> str:
 # Rendered partition fragments of a request, keyed by the id of its judgements tuple: groups
 # reuse one tuple for every commit of a member with the same partitions at an epoch
 # (``state.group.RequestJudgement``), so most requests hit and cost one join.
-_FRAGMENTS: dict[int, tuple[tuple[PartitionJudgement, ...], tuple[bytes, ...]]] = {}
-_FRAGMENTS_MAX = 1 << 15  # bounds memory: requests x partitions x ~300 bytes
+_FRAGMENTS = Memo(1 << 15)  # bounds memory: requests x partitions x ~300 bytes
 
 
 # The part of a fragment after topic and partition, by value: partitions of a group share it.
-_RESTS: dict[tuple, bytes] = {}
+_RESTS = Memo(1 << 16)
 
 
 def _fragment(p: PartitionJudgement) -> bytes:
     key = p[2:]
     rest = _RESTS.get(key)
     if rest is None:
-        if len(_RESTS) >= 1 << 16:
-            _RESTS.clear()
-        rest = _RESTS[key] = (
+        rest = _RESTS.put(key, (
             '"assignment_epoch":%s,"revocation_epoch":%s,"strict":"%s","member_revocation":"%s",'
             '"assignment_epoch_check":"%s","kip1251":"%s","class":"%s","unsafe":%s,"owner_member_id":%s,' % (
                 _ji(p.assignment_epoch), _ji(p.revocation_epoch), p.strict, p.member_revocation,
-                p.assignment_epoch_check, p.kip1251, p.cls, _jb(p.unsafe), _js(p.owner_member_id))).encode()
+                p.assignment_epoch_check, p.kip1251, p.cls, _jb(p.unsafe), _js(p.owner_member_id))).encode())
     return b'"topic":%s,"partition":%d,%s' % (_jsb(p.topic), p.partition, rest)
 
 
@@ -81,9 +79,7 @@ def _fragments(parts: tuple[PartitionJudgement, ...]) -> tuple[bytes, ...]:
     if hit is not None and hit[0] is parts:
         return hit[1]
     frags = tuple(map(_fragment, parts))
-    if len(_FRAGMENTS) >= _FRAGMENTS_MAX:
-        _FRAGMENTS.clear()
-    _FRAGMENTS[id(parts)] = (parts, frags)  # holding ``parts`` keeps its id from being reused
+    _FRAGMENTS.put(id(parts), (parts, frags))  # holding ``parts`` keeps its id from being reused
     return frags
 
 
@@ -101,8 +97,8 @@ def _jsb_once(s: str) -> bytes:
 
 # The request fields after event id and ts (with the separator of the next line), and the
 # tail, repeat commit after commit of a member.
-_MIDDLES: dict[tuple, bytes] = {}
-_TAILS: dict[tuple, bytes] = {}
+_MIDDLES = Memo(1 << 16)
+_TAILS = Memo(1 << 10)
 
 
 def commit_verdicts_pieces(cv: CommitVerdicts) -> tuple[bytes, bytes, bytes]:
@@ -114,16 +110,14 @@ def commit_verdicts_pieces(cv: CommitVerdicts) -> tuple[bytes, bytes, bytes]:
     key = cv[2:8]  # cluster, group, member, kind, client epoch, broker epoch
     middle = _MIDDLES.get(key)
     if middle is None:
-        if len(_MIDDLES) >= 1 << 16:
-            _MIDDLES.clear()
-        middle = _MIDDLES[key] = ('"cluster":%s,"group_id":%s,"member_id":%s,"kind":"%s","client_epoch":%d,'
+        middle = _MIDDLES.put(key, ('"cluster":%s,"group_id":%s,"member_id":%s,"kind":"%s","client_epoch":%d,'
                                   '"broker_epoch":%s,' % (_js(cv.cluster), _js(cv.group_id), _js(cv.member_id),
-                                                          cv.kind, cv.client_epoch, _ji(cv.broker_epoch))).encode()
+                                                          cv.kind, cv.client_epoch, _ji(cv.broker_epoch))).encode())
     key = cv[8:11]  # broker error, model agrees, warming up
     tail = _TAILS.get(key)
     if tail is None:
-        tail = _TAILS[key] = ('"broker_error":%s,"model_agrees":%s,"warming_up":%s}\n' % (
-            _js(cv.broker_error), _jb(cv.model_agrees), _jb(cv.warming_up))).encode()
+        tail = _TAILS.put(key, ('"broker_error":%s,"model_agrees":%s,"warming_up":%s}\n' % (
+            _js(cv.broker_error), _jb(cv.model_agrees), _jb(cv.warming_up))).encode())
     head = b'{"event_id":%s,"ts":%d,%s' % (_jsb_once(cv.event_id), cv.ts, middle)
     return head, (tail + head).join(_fragments(cv.parts)), tail
 

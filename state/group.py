@@ -20,6 +20,7 @@ from typing import Callable, Mapping, NamedTuple
 
 from . import expiry as exp
 from . import spike as spk
+from .memo import Memo
 from .alerts import make_alert
 from .assignment import Member, apply_classic_generation, apply_member_assignment, apply_static_leave
 from .config import RulesConfig
@@ -432,7 +433,7 @@ def _judge_partition(g: GroupState, member, c: int, tp: TopicPartition, rej: str
 
 # The policies' answers depend only on these few numbers, and a group's partitions share
 # them: memoised, judging a partition is a tuple lookup instead of eight function calls.
-_OUTCOMES: dict[tuple, tuple[str, str, str, str, str, bool]] = {}
+_OUTCOMES: Memo = Memo(1 << 16)
 _ALL_ACCEPT = ("NONE", "NONE", "NONE", "NONE", CommitClass.ACCEPTED.value, False)
 _NO_ERRORS = (KafkaError.NONE,) * 4
 # The policies' rejection by "transactional or classic" (``fencing.rejection_error``), by name.
@@ -445,9 +446,7 @@ def _outcome(c: int, b: int, rev: int, ae: int | None, rej: str, held_by_other: 
     key = (c, b, rev, ae, rej, held_by_other, other_ae)
     outcome = _OUTCOMES.get(key)
     if outcome is None:
-        if len(_OUTCOMES) >= 1 << 16:
-            _OUTCOMES.clear()
-        outcome = _OUTCOMES[key] = _decide(c, b, rev, ae, rej, held_by_other, other_ae)
+        outcome = _OUTCOMES.put(key, _decide(c, b, rev, ae, rej, held_by_other, other_ae))
     return outcome
 
 

@@ -18,6 +18,7 @@ import msgspec
 from fencewatch.state.events import (NO_OFFSETS, ClassicJoin, ClassicSync, CommitOffset, CommitOffsets,
                                      GroupStateChange, Heartbeat, MemberAssignment, MemberLeft, OffsetCommit,
                                      OffsetCommitted, OffsetDeleted, PartitionEpochs)
+from fencewatch.state.memo import Memo
 from fencewatch.state.model import MemberState, Protocol
 
 DEFAULT_CLUSTER = "default"
@@ -232,8 +233,8 @@ _INT = frozenset({int})
 _STR = frozenset({str})
 
 
-_SHARED_TPS: dict[tuple[str, tuple[int, ...]], tuple[tuple[str, int], ...]] = {}
-_SHARED_TPS_MAX = 1 << 15  # distinct single-topic requests kept: above the members of a large cluster
+# (topic, partitions) -> the request's (topic, partition) keys; bounded above the members of a large cluster.
+_SHARED_TPS = Memo(1 << 15)
 
 
 def _columns(topics: tuple, partitions: tuple, offsets: tuple, epochs: tuple) -> CommitOffsets:
@@ -246,9 +247,7 @@ def _columns(topics: tuple, partitions: tuple, offsets: tuple, epochs: tuple) ->
     key = (first, partitions)
     tps = _SHARED_TPS.get(key)
     if tps is None:
-        if len(_SHARED_TPS) >= _SHARED_TPS_MAX:
-            _SHARED_TPS.clear()
-        tps = _SHARED_TPS[key] = tuple(zip(topics, partitions))
+        tps = _SHARED_TPS.put(key, tuple(zip(topics, partitions)))
     return CommitOffsets(tps, offsets, epochs, None, partitions, tps[0][0])
 
 
