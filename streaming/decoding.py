@@ -346,22 +346,97 @@ class _TxnCommitLine(_CommitLine, tag="txn_offset_commit"):
     pass
 
 
-_decode_commit_line = msgspec.json.Decoder(_CommitLine | _TxnCommitLine).decode
+# The member_assignment line, the next most frequent, the same way.
+class _PartitionsRow(msgspec.Struct, forbid_unknown_fields=True, gc=False):
+    topic: str
+    partitions: list[_Long]
+    assignment_epochs: list[_Long] | None = None
+
+
+class _AssignmentLine(msgspec.Struct, tag_field="type", tag="member_assignment", forbid_unknown_fields=True,
+                      gc=False):
+    ts: _Long
+    group_id: str
+    member_id: str
+    member_epoch: _Long
+    assigned: list[_PartitionsRow]
+    pending_revocation: list[_PartitionsRow] | None = None
+    cluster: str = DEFAULT_CLUSTER
+    event_id: str | None = None
+    protocol: str | None = None
+    state: str | None = None
+    subscribed_topics: list[str] | None = None
+    previous_member_epoch: _Long | None = None
+    instance_id: str | None = None
+    group_epoch: _Long | None = None
+    target_assignment_epoch: _Long | None = None
+
+
+_decode_typed_line = msgspec.json.Decoder(_CommitLine | _TxnCommitLine | _AssignmentLine).decode
 _ROW = attrgetter("topic", "partition", "offset", "leader_epoch")
 
 
-def _typed_commit(line: str | bytes, seq: int, default_event_id: str | None) -> OffsetCommit | None:
-    """A common commit straight from its JSON text, or None (take the general path)."""
+def _typed_event(line: str | bytes, seq: int, default_event_id: str | None):
+    """A common commit or assignment straight from its JSON text, or None (take the general path)."""
     try:
-        c = _decode_commit_line(line)
+        c = _decode_typed_line(line)
     except msgspec.MsgspecError:
         return None
-    rows = c.offsets
     eid = c.event_id
     if eid is None:
         eid = str(seq) if default_event_id is None else default_event_id
+    if type(c) is _AssignmentLine:
+        return _typed_assignment(c, eid, seq)
+    rows = c.offsets
     return _common_commit(c.ts, c.cluster, c.group_id, eid, seq, type(c) is _TxnCommitLine, c.member_id,
                           c.member_epoch, _columns(*zip(*map(_ROW, rows))) if rows else NO_OFFSETS, c.error_code)
+
+
+def _typed_assignment(c: _AssignmentLine, eid: str, seq: int) -> MemberAssignment | None:
+    assigned = _typed_partitions(c.assigned)
+    pending = _typed_partitions(c.pending_revocation) if c.pending_revocation is not None else _NO_PARTITIONS
+    protocol = _PROTOCOLS.get(c.protocol, _INVALID) if c.protocol is not None else Protocol.CONSUMER
+    if assigned is None or pending is None or protocol is _INVALID:
+        return None  # the general path names the bad value
+    subscribed = c.subscribed_topics
+    return _new_tuple(MemberAssignment, (
+        c.ts, c.cluster, c.group_id, eid, seq, c.member_id, protocol, c.member_epoch, assigned[0], pending[0],
+        assigned[1], pending[1],
+        c.previous_member_epoch, MemberState.parse(c.state), None if subscribed is None else tuple(subscribed),
+        c.instance_id, c.group_epoch, c.target_assignment_epoch))
+
+
+_NO_PARTITIONS = ((), None)
+_INVALID = object()  # not a protocol
+
+
+def _typed_partitions(rows: list[_PartitionsRow]) -> tuple[tuple, tuple | None] | None:
+    """(tps, assignment epochs or None) as :func:`_topic_partitions` makes them; None when an
+    entry's epochs do not match its partitions (the general path says so)."""
+    if len(rows) == 1:  # one topic: its (topic, partition) keys shared with the member's commits
+        row = rows[0]
+        partitions = tuple(row.partitions)
+        key = (row.topic, partitions)
+        tps = _SHARED_TPS.get(key)
+        if tps is None:
+            tps = _SHARED_TPS.put(key, tuple(zip(repeat(row.topic), partitions)))
+        epochs = row.assignment_epochs
+        if epochs is None:
+            return tps, None
+        if len(epochs) != len(partitions):
+            return None
+        return tps, (tuple(epochs) if tps else None)
+    tps_l: list = []
+    epochs_l: list | None = []
+    for row in rows:
+        tps_l.extend(zip(repeat(row.topic), row.partitions))
+        if row.assignment_epochs is None:
+            epochs_l = None
+        elif epochs_l is not None:
+            if len(row.assignment_epochs) != len(row.partitions):
+                return None
+            epochs_l.extend(row.assignment_epochs)
+    return tuple(tps_l), (tuple(epochs_l) if epochs_l is not None and tps_l else None)
 
 
 def _commit(d, ts, cluster, eid, seq, transactional):
@@ -458,15 +533,16 @@ def decode_json_lines(lines, errors: list, unknown: dict) -> list:
     """Typed events of a JSON-lines input, in input order: ``seq`` is the line index, event ids
     default to it, bad lines go to ``errors`` as "line N", unknown types are counted in ``unknown``.
 
-    Well-formed commits (most lines) are decoded straight into events (:func:`_typed_commit`);
-    other lines are parsed into objects for :func:`event_from_dict` (which names what is
-    wrong), and lines that are not JSON go through :func:`decode_json_line` for the parser's reason.
+    Well-formed commits and assignments (most lines) are decoded straight into events
+    (:func:`_typed_event`); other lines are parsed into objects for :func:`event_from_dict`
+    (which names what is wrong), and lines that are not JSON go through
+    :func:`decode_json_line` for the parser's reason.
     """
     events = []
     append = events.append
-    typed_commit = _typed_commit
+    typed_event = _typed_event
     for n, line in enumerate(lines):
-        ev = typed_commit(line, n, None)
+        ev = typed_event(line, n, None)
         if ev is not None:
             append(ev)
             continue
@@ -492,7 +568,7 @@ def sort_result(res, events: list, errors: list, unknown: dict) -> None:
 
 
 def decode_json_line(line: str | bytes, *, seq: int, default_event_id: str, coords: str):
-    ev = _typed_commit(line, seq, default_event_id)
+    ev = _typed_event(line, seq, default_event_id)
     if ev is not None:
         return ev
     try:

@@ -1,6 +1,6 @@
-"""The commit fast paths of the decoder are optimisations, never a second opinion.
+"""The fast paths of the decoder are optimisations, never a second opinion.
 
-``decoding._typed_commit`` decodes the common, well-formed commit line with msgspec;
+``decoding._typed_event`` decodes the common, well-formed commit and assignment lines with msgspec;
 ``_fast_commit`` / ``_offsets`` read it from a parsed object with C-level maps; the
 general builders check field by field. For any input, both must
 give the same event, or the fast path must step aside (None) so the general path
@@ -11,7 +11,7 @@ import json
 
 from hypothesis import example, given, settings, strategies as st
 
-from fencewatch.state.events import CommitOffset, CommitOffsets
+from fencewatch.state.events import CommitOffset, CommitOffsets, MemberAssignment
 from fencewatch.streaming import decoding as dec
 
 ODD_VALUES = st.one_of(st.none(), st.booleans(), st.floats(allow_nan=False, allow_infinity=False),
@@ -82,7 +82,7 @@ def test_fast_commit_equals_general_path_or_steps_aside(d):
     {"topic": "a", "partition": True, "offset": 0, "leader_epoch": 0}]}, None)
 def test_typed_commit_line_equals_general_path_or_steps_aside(d, default_event_id):
     line = json.dumps(d).encode()
-    fast = dec._typed_commit(line, 7, default_event_id)
+    fast = dec._typed_event(line, 7, default_event_id)
     ref = general(d, default_event_id or "7")  # without a default, the id is the sequence number
     if fast is not None:
         assert fast == ref
@@ -128,3 +128,65 @@ def test_integer_beyond_a_long_is_rejected_not_rounded():
                               b'"partition":0,"offset":123456789012345678901234567890}]}',
                               seq=0, default_event_id="0", coords="line 1")
     assert isinstance(ev, dec.DecodeError) and ev.code == "WRONG_TYPE" and "offsets[0].offset" in ev.reason
+
+
+@st.composite
+def partition_lists(draw):
+    items = []
+    for _ in range(draw(st.integers(0, 3))):
+        parts = draw(st.lists(st.integers(0, 9), max_size=4))
+        e = {"topic": draw(st.sampled_from(["a", "b", "é"])), "partitions": parts}
+        if draw(st.booleans()):
+            e["assignment_epochs"] = draw(st.lists(st.integers(0, 9), min_size=len(parts), max_size=len(parts)))
+        if draw(st.booleans()) and draw(st.booleans()):
+            field = draw(st.sampled_from(["topic", "partitions", "assignment_epochs", "extra"]))
+            if draw(st.booleans()) and field in e:
+                del e[field]
+            else:
+                e[field] = draw(st.one_of(ODD_VALUES, st.lists(st.integers(0, 9), max_size=5)))
+        items.append(e)
+    return items
+
+
+@st.composite
+def assignments(draw):
+    d = {"type": "member_assignment", "ts": draw(st.integers(0, 10**13)), "group_id": "g",
+         "member_id": draw(st.sampled_from(["m1", ""])), "member_epoch": draw(st.integers(-2, 9)),
+         "assigned": draw(partition_lists())}
+    for name, value in (("cluster", "c1"), ("event_id", "e1"), ("protocol", draw(st.sampled_from(
+            ["consumer", "streams", "classic", "share"]))), ("state", draw(st.sampled_from(
+            ["STABLE", "UNREVOKED_PARTITIONS", "unreleased_partitions", "NEW"]))),
+            ("pending_revocation", draw(partition_lists())), ("subscribed_topics", ["a", "b"]),
+            ("previous_member_epoch", 3), ("instance_id", "i1"), ("group_epoch", 5),
+            ("target_assignment_epoch", 4)):
+        if draw(st.booleans()):
+            d[name] = value
+    if draw(st.booleans()):
+        field = draw(st.sampled_from(["ts", "cluster", "event_id", "group_id", "member_id", "member_epoch",
+                                      "assigned", "pending_revocation", "protocol", "state", "subscribed_topics",
+                                      "previous_member_epoch", "instance_id", "group_epoch",
+                                      "target_assignment_epoch", "extra"]))
+        d[field] = draw(ODD_VALUES)
+    return d
+
+
+@settings(max_examples=800, deadline=None)
+@given(assignments(), st.sampled_from([None, "given"]))
+@example({"type": "member_assignment", "ts": 1, "group_id": "g", "member_id": "m", "member_epoch": 2,
+          "assigned": [{"topic": "a", "partitions": [0, 1], "assignment_epochs": [1]}]}, None)  # epochs too few
+@example({"type": "member_assignment", "ts": 1, "group_id": "g", "member_id": "m", "member_epoch": 2,
+          "assigned": [{"topic": "a", "partitions": [0]}, {"topic": "b", "partitions": [1],
+                                                          "assignment_epochs": [1, 2]}]}, None)
+@example({"type": "member_assignment", "ts": 1, "group_id": "g", "member_id": "m", "member_epoch": 2,
+          "assigned": [{"topic": "a", "partitions": [0], "assignment_epochs": [1]},
+                       {"topic": "b", "partitions": [1], "assignment_epochs": [1, 2]}]}, None)
+@example({"type": "member_assignment", "ts": 1, "group_id": "g", "member_id": "m", "member_epoch": 2,
+          "assigned": [], "subscribed_topics": [1, "a"]}, None)  # the general path takes them as text
+def test_typed_assignment_line_equals_general_path_or_steps_aside(d, default_event_id):
+    line = json.dumps(d).encode()
+    fast = dec._typed_event(line, 7, default_event_id)
+    ref = general(d, default_event_id or "7")
+    if fast is not None:
+        assert type(fast) is MemberAssignment and fast == ref
+    whole = dec.decode_json_line(line, seq=7, default_event_id="7", coords="line 8")
+    assert (whole if isinstance(whole, MemberAssignment) else ("error", whole.code)) == general(d)
