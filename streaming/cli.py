@@ -13,13 +13,14 @@ from . import config as cfgmod
 
 log = logging.getLogger("fencewatch")
 
-# Subcommands living next to the code they drive; each module has ``register(subparsers)``.
-_COMMAND_MODULES = (
-    "fencewatch.sim.command",
-    "fencewatch.streaming.bridge.command",
-    "fencewatch.sinks.grafana_command",
-    "fencewatch.streaming.job",
-)
+# Subcommands living next to the code they drive, by name; each module has ``register(subparsers)``.
+_COMMAND_MODULES = {
+    "simulate": "fencewatch.sim.command",
+    "bridge": "fencewatch.streaming.bridge.command",
+    "grafana": "fencewatch.sinks.grafana_command",
+    "run": "fencewatch.streaming.job",
+    "demo": "fencewatch.streaming.job",
+}
 
 
 def _add_rules_flags(p: argparse.ArgumentParser) -> None:
@@ -73,7 +74,10 @@ def _cmd_replay(args: argparse.Namespace) -> int:
     return rc
 
 
-def build_parser() -> argparse.ArgumentParser:
+def build_parser(argv: Sequence[str] | None = None) -> argparse.ArgumentParser:
+    """Every command's parser; with ``argv``, only the named command's module is imported (the
+    bridge's alone took longer to import than replaying a small file), all of them for help."""
+    named = next((a for a in argv or () if a == "replay" or a in _COMMAND_MODULES), None)
     parser = argparse.ArgumentParser(prog="fencewatch", description=__doc__)
     parser.add_argument("--log-level", default=None, help="DEBUG, INFO, WARNING, ERROR")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
@@ -89,7 +93,9 @@ def build_parser() -> argparse.ArgumentParser:
     _add_rules_flags(p)
     p.set_defaults(func=_cmd_replay)
 
-    for name in _COMMAND_MODULES:
+    wanted = (dict.fromkeys(_COMMAND_MODULES.values()) if named is None
+              else [_COMMAND_MODULES[named]] if named in _COMMAND_MODULES else [])
+    for name in wanted:
         try:
             module = importlib.import_module(name)
         except ModuleNotFoundError as exc:
@@ -105,8 +111,8 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 def _run(argv: Sequence[str] | None) -> tuple[int, argparse.Namespace | None]:
-    parser = build_parser()
-    args = parser.parse_args(argv)
+    argv = sys.argv[1:] if argv is None else list(argv)
+    args = build_parser(argv).parse_args(argv)
     logging.basicConfig(level=(args.log_level or "INFO").upper(),
                         format="%(asctime)s %(levelname)s %(name)s: %(message)s", stream=sys.stderr)
     try:

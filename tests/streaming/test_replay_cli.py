@@ -82,3 +82,29 @@ def test_console_script_flushes_everything_before_its_fast_exit(trace, tmp_path)
 def test_missing_input_is_a_one_line_error(tmp_path, capsys):
     assert main(["replay", str(tmp_path / "absent.jsonl")]) == 2
     assert capsys.readouterr().err.strip() == f"fencewatch: No such file or directory: {tmp_path / 'absent.jsonl'}"
+
+
+def test_command_table_names_what_each_module_registers():
+    """``cli`` imports only the named command's module; its table must match what they register."""
+    import argparse
+    import importlib
+
+    from fencewatch.streaming import cli
+
+    for module in set(cli._COMMAND_MODULES.values()):
+        sub = argparse.ArgumentParser().add_subparsers()
+        importlib.import_module(module).register(sub)
+        assert {n for n, m in cli._COMMAND_MODULES.items() if m == module} == set(sub.choices), module
+    everything = cli.build_parser()._subparsers._group_actions[0].choices
+    assert set(everything) == {"replay", *cli._COMMAND_MODULES}
+    assert set(cli.build_parser(["--log-level", "INFO", "bridge", "--help"])._subparsers._group_actions[0].choices) \
+        == {"replay", "bridge"}
+
+
+def test_replay_does_not_import_the_other_commands(trace, tmp_path):
+    code = ("import sys; from fencewatch.streaming.cli import main; "
+            f"rc = main(['replay', {str(trace)!r}, '--out', {str(tmp_path / 'v.jsonl')!r}, '--quiet']); "
+            "print(sorted(m for m in sys.modules if m.startswith(('fencewatch.streaming.bridge', 'fencewatch.sim', "
+            "'fencewatch.streaming.job', 'fencewatch.sinks.grafana')))); sys.exit(rc)")
+    res = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert res.stdout.strip() == "[]"
