@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 from functools import lru_cache
+from operator import itemgetter
 from typing import Mapping
 
 from fencewatch.state.memo import Memo
@@ -52,17 +53,19 @@ def verdict_json(v: Verdict) -> str:
 # A request's lines are rendered as bytes: replay writes them to a binary file as they are
 # (no text layer, no encode of ~460 bytes a line), and the Spark edge decodes one block per row.
 
-# Rendered partition fragments of a request, keyed by the id of its judgements tuple: groups
-# reuse one tuple for every commit of a member with the same partitions at an epoch
+# How a request's partitions render, keyed by the id of its judgements tuple: groups reuse
+# one tuple for every commit of a member with the same partitions at an epoch
 # (``state.group.RequestJudgement``), so most requests hit and cost one join.
-_FRAGMENTS = Memo(1 << 15)  # bounds memory: requests x partitions x ~300 bytes
+_LAYOUTS = Memo(1 << 15)  # bounds memory: requests x partitions x ~300 bytes
 
 
 # The part of a fragment after topic and partition, by value: partitions of a group share it.
 _RESTS = Memo(1 << 16)
+_TOPIC_AND_REST = itemgetter(0, *range(2, len(PartitionJudgement._fields)))
+_PARTITION = itemgetter(1)
 
 
-def _fragment(p: PartitionJudgement) -> bytes:
+def _rest(p: PartitionJudgement) -> bytes:
     key = p[2:]
     rest = _RESTS.get(key)
     if rest is None:
@@ -71,16 +74,28 @@ def _fragment(p: PartitionJudgement) -> bytes:
             '"assignment_epoch_check":"%s","kip1251":"%s","class":"%s","unsafe":%s,"owner_member_id":%s,' % (
                 _ji(p.assignment_epoch), _ji(p.revocation_epoch), p.strict, p.member_revocation,
                 p.assignment_epoch_check, p.kip1251, p.cls, _jb(p.unsafe), _js(p.owner_member_id))).encode())
-    return b'"topic":%s,"partition":%d,%s' % (_jsb(p.topic), p.partition, rest)
+    return rest
 
 
-def _fragments(parts: tuple[PartitionJudgement, ...]) -> tuple[bytes, ...]:
-    hit = _FRAGMENTS.get(id(parts))
+def _fragment(p: PartitionJudgement) -> bytes:
+    return b'"topic":%s,"partition":%d,%s' % (_jsb(p.topic), p.partition, _rest(p))
+
+
+def _layout(parts: tuple[PartitionJudgement, ...]) -> tuple:
+    """(parts, topic prefix, partition numbers, "," + the shared rest) when every partition
+    has the same topic and judgement (the usual request: rendered with one join, nothing per
+    partition), else (parts, None, fragments, None)."""
+    hit = _LAYOUTS.get(id(parts))
     if hit is not None and hit[0] is parts:
-        return hit[1]
-    frags = tuple(map(_fragment, parts))
-    _FRAGMENTS.put(id(parts), (parts, frags))  # holding ``parts`` keeps its id from being reused
-    return frags
+        return hit
+    # Holding ``parts`` keeps its id from being reused.
+    if len(set(map(_TOPIC_AND_REST, parts))) == 1:
+        first = parts[0]
+        layout = (parts, b'"topic":%s,"partition":' % _jsb(first.topic),
+                  tuple(map(b"%d".__mod__, map(_PARTITION, parts))), b"," + _rest(first))
+    else:
+        layout = (parts, None, tuple(map(_fragment, parts)), None)
+    return _LAYOUTS.put(id(parts), layout)
 
 
 @lru_cache(maxsize=1 << 16)
@@ -118,8 +133,15 @@ def commit_verdicts_pieces(cv: CommitVerdicts) -> tuple[bytes, bytes, bytes]:
     if tail is None:
         tail = _TAILS.put(key, ('"broker_error":%s,"model_agrees":%s,"warming_up":%s}\n' % (
             _js(cv.broker_error), _jb(cv.model_agrees), _jb(cv.warming_up))).encode())
-    head = b'{"event_id":%s,"ts":%d,%s' % (_jsb_once(cv.event_id), cv.ts, middle)
-    return head, (tail + head).join(_fragments(cv.parts)), tail
+    _, prefix, items, rest = _layout(cv.parts)
+    if prefix is None:  # a fragment per partition
+        head = b'{"event_id":%s,"ts":%d,%s' % (_jsb_once(cv.event_id), cv.ts, middle)
+        return head, (tail + head).join(items), tail
+    # head + topic prefix, then partition numbers separated by the rest of a line and the
+    # start of the next, then the rest of the last line
+    head = b'{"event_id":%s,"ts":%d,%s%s' % (_jsb_once(cv.event_id), cv.ts, middle, prefix)
+    end = rest + tail
+    return head, (end + head).join(items), end
 
 
 _NO_PIECES = (b"", b"", b"")

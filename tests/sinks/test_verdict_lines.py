@@ -23,6 +23,10 @@ requests = st.builds(CommitVerdicts, ids, st.integers(0, 2**62), ids, ids, ids,
                      st.none() | answers, st.none() | st.booleans(), st.booleans(),
                      st.lists(parts, max_size=5).map(tuple))
 
+# The usual request: one topic, every partition judged alike (rendered without a fragment each).
+uniform = st.builds(lambda cv, part, ps: cv._replace(parts=tuple(part._replace(partition=p) for p in ps)),
+                    requests, parts, st.lists(st.integers(0, 10_000), min_size=1, max_size=6))
+
 
 _TRICKY = ['a"b', "a\\b", "a\x1fb", "\u00e9", "\u2028", ""]
 
@@ -33,7 +37,7 @@ def _tricky(s: str) -> CommitVerdicts:
 
 
 @settings(max_examples=400, deadline=None)
-@given(st.lists(requests, min_size=1, max_size=4))
+@given(st.lists(requests | uniform, min_size=1, max_size=4))
 @example([_tricky(s) for s in _TRICKY])
 def test_request_lines_equal_per_verdict_lines(cvs):
     for cv in cvs * 2:  # twice: the second pass is served from the fragment caches
