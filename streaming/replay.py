@@ -132,8 +132,23 @@ _CLS = attrgetter("cls")
 _PARTS = attrgetter("parts")
 
 
+def count_classes(commits: list[CommitVerdicts]) -> Counter:
+    """Verdicts per class. Commits of a member at an epoch share one judgements tuple, so each
+    distinct tuple is counted once and weighted by its uses, not a million verdicts one by one."""
+    parts = list(map(_PARTS, commits))
+    distinct = dict(zip(map(id, parts), parts))  # every tuple is alive in ``commits``: ids are unique
+    by_uses: dict[int, list] = {}
+    for key, n in Counter(map(id, parts)).items():
+        by_uses.setdefault(n, []).append(distinct[key])
+    total: Counter = Counter()
+    for n, same in by_uses.items():
+        for cls, k in Counter(map(_CLS, chain.from_iterable(same))).items():
+            total[cls] += k * n
+    return total
+
+
 def summary(result: ReplayResult, seconds: float) -> str:
-    by_class = Counter(map(_CLS, chain.from_iterable(map(_PARTS, result.commit_verdicts))))
+    by_class = count_classes(result.commit_verdicts)
     n_verdicts = sum(by_class.values())
     by_kind: dict[str, int] = {}
     for a in result.alert_records:

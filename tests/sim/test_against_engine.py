@@ -205,3 +205,16 @@ def test_random_configurations_agree_with_the_engine(seed, name, members, partit
     for v, e, i in labelled_verdicts(events, result):
         assert v["class"] == e["truth"]["expect"][i], (e, v)
         assert v["model_agrees"] is not False, (e, v)
+
+
+@pytest.mark.parametrize("name", ["zombie-storm", "mixed"])
+def test_summary_counts_every_verdict_once(sim_events, name):
+    """``replay``'s summary counts each shared judgements tuple once, weighted by its uses: the
+    same totals as counting the verdict records one by one."""
+    from collections import Counter
+
+    from fencewatch.streaming.replay import count_classes
+
+    _, result = judged(sim_events, name)
+    naive = Counter(v["class"] for v in result.verdicts)
+    assert len(naive) > 1 and count_classes(result.commit_verdicts) == naive
