@@ -17,7 +17,8 @@ from typing import Iterable, Iterator
 from . import group as grp
 from . import partition as part
 from .config import RulesConfig
-from .events import CommitOffsets, OffsetCommit, OffsetCommitted, OffsetDeleted, PartitionEpochs
+from .events import (ClassicJoin, ClassicSync, CommitOffsets, GroupStateChange, Heartbeat,
+                     MemberAssignment, MemberLeft, OffsetCommit, OffsetCommitted, OffsetDeleted, PartitionEpochs)
 
 GroupKey = tuple[str, str, str]
 TopicKey = tuple[str, str, str]
@@ -101,6 +102,9 @@ def run_key(key: Key, state, events: Iterable, cfg: RulesConfig, out: grp.Output
     return state
 
 
+# Events that touch their group's key only (``route`` yields nothing else for them).
+_GROUP_ONLY = frozenset({MemberAssignment, MemberLeft, Heartbeat, ClassicJoin, ClassicSync, GroupStateChange})
+
 sort_key = attrgetter("ts", "seq")
 """(ts, seq): the order events of a key are applied in."""
 
@@ -121,17 +125,17 @@ class LocalEngine:
     def feed(self, ev) -> None:
         states = self.states
         out = self.out
-        cfg = self.cfg
         if self.max_ts is None or ev.ts > self.max_ts:
             self.max_ts = ev.ts
-        if type(ev) is OffsetCommit:
-            # The hot path: same keys and order as ``route``, without a CommitFact per partition.
+        kind = type(ev)
+        if kind is OffsetCommit or kind in _GROUP_ONLY:
+            # The hot path: the keys and order of ``route``, without a CommitFact per partition.
             key = ("g", ev.cluster, ev.group_id)
             st = states.get(key)
             if st is None:
                 st = new_state(key)
-            states[key] = grp.process(st, ev, cfg, out)
-            if ev.error_code in (None, 0) and ev.offsets.tps:
+            states[key] = grp.process(st, ev, self.cfg, out)
+            if kind is OffsetCommit and ev.error_code in (None, 0) and ev.offsets.tps:
                 for topic, partitions, offsets, epochs in _by_topic(ev.offsets):
                     tkey = ("t", ev.cluster, topic)
                     tw = states.get(tkey)
@@ -143,7 +147,7 @@ class LocalEngine:
             st = states.get(key)
             if st is None:
                 st = new_state(key)
-            states[key] = apply(st, kev, cfg, out)
+            states[key] = apply(st, kev, self.cfg, out)
 
     def finish(self, clock: int | None = None) -> grp.Outputs:
         clock = self.max_ts if clock is None else clock

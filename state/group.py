@@ -260,8 +260,13 @@ def _listed(tps) -> str:
 
 # --------------------------------------------------------------------------- membership
 
+# The group type a member's assignment record implies (a classic member in a consumer group:
+# the KIP-848 upgrade path), without Enum's Python-level ``.value``.
+_GROUP_TYPE_OF = {p: p.value if p is not Protocol.CLASSIC else "consumer" for p in Protocol}
+
+
 def _member_assignment(g: GroupState, ev: MemberAssignment, cfg: RulesConfig, out: Outputs) -> GroupState:
-    g = _touch(g, ev.ts, exists=True, group_type=ev.protocol.value if ev.protocol is not Protocol.CLASSIC else "consumer")
+    g = _touch(g, ev.ts, exists=True, group_type=_GROUP_TYPE_OF[ev.protocol])
     prev = g.members.get(ev.member_id)
     takeover = None
     if prev is None and ev.instance_id is not None:
@@ -275,10 +280,12 @@ def _member_assignment(g: GroupState, ev: MemberAssignment, cfg: RulesConfig, ou
     if new is not prev:
         g = _replace_member(g, prev, new, also_remove=takeover)
         # A partition has one owner per epoch: a second member holding it in `assigned` is a model break.
-        before = base.assigned_partitions if base is not None else {}
         owners = g.owners
-        clashes = {tp: [h for h in owners[tp] if h != new.member_id] for tp in new.assigned_partitions
-                   if len(owners[tp]) > 1 and tp not in before}  # the index holds the new member too
+        clashes = None
+        if max(map(len, map(owners.__getitem__, new.assigned_partitions)), default=1) > 1:  # usually one each
+            before = base.assigned_partitions if base is not None else {}
+            clashes = {tp: [h for h in owners[tp] if h != new.member_id] for tp in new.assigned_partitions
+                       if len(owners[tp]) > 1 and tp not in before}  # the index holds the new member too
         if clashes:
             others = sorted({h for hs in clashes.values() for h in hs})
             g = _alert(g, out, cfg, ts=ev.ts, kind=AlertKind.DUPLICATE_ASSIGNMENT, severity=Severity.CRITICAL,

@@ -4,7 +4,6 @@ Kafka's test drives the builder with a target assignment; we observe the
 records the builder wrote and check the assignment epochs (KIP-1251) that
 follow from them, with whole-object equality.
 """
-from dataclasses import replace
 
 from fencewatch.state.assignment import Member, apply_member_assignment, apply_static_leave
 from fencewatch.state.model import MemberState, Protocol
@@ -24,7 +23,7 @@ def test_stable_to_stable():
     """CurrentAssignmentBuilderTest.testStableToStable: kept partitions keep their epoch."""
     m = stable_member()
     ev = assignment("member", 11, tp(T1, 1, 2, 3) + tp(T2, 4, 5, 6))
-    assert apply_member_assignment(m, ev) == replace(m, member_epoch=11, previous_member_epoch=10)
+    assert apply_member_assignment(m, ev) == m._replace(member_epoch=11, previous_member_epoch=10)
 
 
 def test_stable_to_stable_with_new_partitions():

@@ -218,3 +218,59 @@ def test_illegal_history_produces_unsafe():
     assert extra, "the history should leave at least two members holding partitions"
     res = judge_events(events + extra)
     assert any(v["unsafe"] for v in res.verdicts)
+
+
+def _with_other_events(seed: int) -> list[dict]:
+    """A random history plus what touches the topic keys: commits of two topics in one request,
+    stored commit records, deletions, log facts (some below committed offsets), heartbeats."""
+    rnd = random.Random(seed)
+    dicts = random_history(seed, steps=80)
+    extra = []
+    for i, d in enumerate(dicts):
+        ts = d["ts"]
+        r = rnd.random()
+        if d["type"] in ("offset_commit", "txn_offset_commit") and r < 0.3:
+            d = {**d, "offsets": d["offsets"] + [{"topic": "other", "partition": rnd.randrange(3), "offset": i,
+                                                  "leader_epoch": 0}]}
+            if rnd.random() < 0.3:
+                d["error_code"] = rnd.choice([0, 22, 113])
+        extra.append(d)
+        if r > 0.85:
+            extra.append({"type": "partition_epochs", "ts": ts, "topic": rnd.choice(["t0", "t1", "other"]),
+                          "partition": rnd.randrange(3), "log_end_offset": rnd.randrange(0, 60),
+                          "log_start_offset": rnd.randrange(0, 5),
+                          "epochs": [{"epoch": 0, "start_offset": 0}, {"epoch": 1, "start_offset": rnd.randrange(60)}]})
+        elif r > 0.8:
+            extra.append({"type": "offset_committed", "ts": ts, "group_id": "g2", "topic": "other",
+                          "partition": rnd.randrange(3), "offset": rnd.randrange(100), "leader_epoch": 0})
+        elif r > 0.77:
+            extra.append({"type": "offset_deleted", "ts": ts, "group_id": rnd.choice(["g", "g2"]), "topic": "t0",
+                          "partition": rnd.randrange(3)})
+        elif r > 0.72 and d.get("member_id"):
+            extra.append({"type": "heartbeat", "ts": ts, "group_id": "g", "member_id": d["member_id"],
+                          "request_epoch": 1, "response_epoch": 1, "error_code": rnd.choice([0, 110])})
+    return extra
+
+
+@settings(max_examples=40, deadline=None)
+@given(st.integers(min_value=0, max_value=2**32))
+def test_local_engine_hot_path_equals_keyed_processing(seed):
+    """``LocalEngine.feed`` takes commits and group events straight to their keys; the Spark
+    engine routes every event (``engine.route``) and runs each key on its own. Same outputs."""
+    from fencewatch.state.engine import route, run_key, sort_key
+    from fencewatch.streaming.replay import decode_dicts, judge
+
+    cfg = RulesConfig(alert_cooldown_ms=0)
+    typed = decode_dicts(_with_other_events(seed), [], {})
+    commits, alerts, _ = judge(typed, cfg)
+    per_key: dict = {}
+    for ev in sorted(typed, key=sort_key):
+        for key, kev in route(ev):
+            per_key.setdefault(key, []).append(kev)
+    out = grp.Outputs()
+    clock = max(ev.ts for ev in typed)
+    for key in sorted(per_key):
+        run_key(key, None, per_key[key], cfg, out, clock)
+    assert sorted(line for cv in commits for line in commit_verdicts_json(cv)) == sorted(
+        line for cv in out.commits for line in commit_verdicts_json(cv))
+    assert sorted(map(alert_json, alerts)) == sorted(map(alert_json, out.alerts))
