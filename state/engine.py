@@ -136,18 +136,25 @@ class LocalEngine:
                 st = new_state(key)
             states[key] = grp.process(st, ev, self.cfg, out)
             if kind is OffsetCommit and ev.error_code in (None, 0) and ev.offsets.tps:
-                for topic, partitions, offsets, epochs in _by_topic(ev.offsets):
-                    tkey = ("t", ev.cluster, topic)
-                    tw = states.get(tkey)
-                    if tw is None:
-                        tw = states[tkey] = part.new_topic_watch(ev.cluster, topic)
-                    part.note_commits(tw, ev.group_id, partitions, offsets, epochs, ev.ts, out)
+                offsets = ev.offsets
+                if offsets.topic is not None:  # one topic: the usual request
+                    self._note_commits(ev, offsets.topic, offsets.partitions, offsets.offsets, offsets.leader_epochs)
+                else:
+                    for columns in _by_topic(offsets):
+                        self._note_commits(ev, *columns)
             return
         for key, kev in route(ev):
             st = states.get(key)
             if st is None:
                 st = new_state(key)
             states[key] = apply(st, kev, self.cfg, out)
+
+    def _note_commits(self, ev: OffsetCommit, topic: str, partitions, offsets, epochs) -> None:
+        tkey = ("t", ev.cluster, topic)
+        tw = self.states.get(tkey)
+        if tw is None:
+            tw = self.states[tkey] = part.new_topic_watch(ev.cluster, topic)
+        part.note_commits(tw, ev.group_id, partitions, offsets, epochs, ev.ts, self.out)
 
     def finish(self, clock: int | None = None) -> grp.Outputs:
         clock = self.max_ts if clock is None else clock

@@ -529,7 +529,10 @@ _ACCEPTED = KafkaError.NONE
 
 def _commit(g: GroupState, ev: OffsetCommit, cfg: RulesConfig, out: Outputs) -> GroupState:
     ts = ev.ts
-    g = _touch(g, ts)
+    if ts > g.last_ts:  # _touch(g, ts), inline: once per commit
+        g.last_ts = ts
+    if g.first_seen_ts is None:
+        g.first_seen_ts = ts
     c = ev.member_epoch
     mid = ev.member_id
     txn = ev.transactional
@@ -727,7 +730,10 @@ def _note_commit_for_expiry(g: GroupState, ts: int, cfg: RulesConfig, touched, t
     valid lower bound (marked stale) unless a touched partition now expires earlier than it.
     ``topic``: the one topic of ``touched``, when the caller knows it."""
     track = g.expiry
-    if _subscribed_to_all(g, (topic,) if topic is not None else map(_TOPIC, touched)):
+    # A group with members is never an empty KIP-848 group, so its subscription decides alone:
+    # the common case, checked before the general rule.
+    if ((topic is not None and g.members and g.subscribed is not None and topic in g.subscribed)
+            or _subscribed_to_all(g, (topic,) if topic is not None else map(_TOPIC, touched))):
         # Hot path: committing subscribed topics creates no deadline.
         if track.deadline is not None and not track.stale:
             g.expiry = ExpiryTrack(track.deadline, track.set_ts, track.warned, True)
@@ -845,7 +851,8 @@ _HANDLERS: dict[type, Callable] = {
 
 def process(g: GroupState, event, cfg: RulesConfig, out: Outputs) -> GroupState:
     """Apply one group event: first the decisions due before it, then the event itself."""
-    g = advance(g, event.ts - 1, cfg, out)
+    if g.spike is not None or g.expiry.deadline is not None or g.pending_txn:  # else nothing can be due
+        g = advance(g, event.ts - 1, cfg, out)
     return _HANDLERS[type(event)](g, event, cfg, out)
 
 

@@ -274,3 +274,23 @@ def test_local_engine_hot_path_equals_keyed_processing(seed):
     assert sorted(line for cv in commits for line in commit_verdicts_json(cv)) == sorted(
         line for cv in out.commits for line in commit_verdicts_json(cv))
     assert sorted(map(alert_json, alerts)) == sorted(map(alert_json, out.alerts))
+
+
+@settings(max_examples=30, deadline=None)
+@given(st.integers(min_value=0, max_value=2**32))
+def test_subscribed_fast_check_implies_the_rule(seed):
+    """``_note_commit_for_expiry`` skips the expiry rule for a group with members committing a
+    subscribed topic; the rule must agree for every group state a history passes through."""
+    from fencewatch.state.engine import LocalEngine
+    from fencewatch.streaming.replay import decode_dicts
+
+    engine = LocalEngine(RulesConfig())
+    checked = 0
+    for ev in decode_dicts(_with_other_events(seed), [], {}):
+        engine.feed(ev)
+        for g in engine.groups():
+            for topic in (g.subscribed or ()):
+                if g.members:
+                    checked += 1
+                    assert grp._subscribed_to_all(g, (topic,))
+    assert checked
