@@ -6,7 +6,7 @@ these classes. ``seq`` is the input order, the tie-breaker after ``ts``.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Iterable, Iterator, NamedTuple
+from typing import Iterable, NamedTuple
 
 from .model import MemberState, Protocol, TopicPartition
 
@@ -21,27 +21,23 @@ class CommitOffset(NamedTuple):
     metadata: str | None = None
 
 
-class CommitOffsets:
+class CommitOffsets(NamedTuple):
     """The partitions of one commit request, column by column.
 
     A request commits many partitions and the engine reads them as columns (the
     (topic, partition) keys, the offsets), so the decoder builds columns with C-level
-    ``zip`` instead of one object per partition; iterating still yields
-    :class:`CommitOffset` for code that wants rows.
+    ``zip`` instead of one object per partition (:meth:`rows` gives them back as rows).
+    A NamedTuple: one is built per commit line.
     """
 
-    __slots__ = ("tps", "offsets", "leader_epochs", "metadata", "topic", "partitions")
-
-    def __init__(self, tps: tuple[TopicPartition, ...], offsets: tuple[int, ...], leader_epochs: tuple[int, ...],
-                 metadata: tuple[str | None, ...] | None, partitions: tuple[int, ...], topic: str | None):
-        self.tps = tps
-        self.offsets = offsets
-        self.leader_epochs = leader_epochs
-        self.metadata = metadata  # None: no partition carries metadata
-        # A request almost always commits one topic: its name and the partition column spare
-        # the engine a per-topic split.
-        self.partitions = partitions
-        self.topic = topic  # None: several topics (or none)
+    tps: tuple[TopicPartition, ...]
+    offsets: tuple[int, ...]
+    leader_epochs: tuple[int, ...]
+    metadata: tuple[str | None, ...] | None  # None: no partition carries metadata
+    # A request almost always commits one topic: its name and the partition column spare
+    # the engine a per-topic split.
+    partitions: tuple[int, ...]
+    topic: str | None  # None: several topics (or none)
 
     @classmethod
     def of(cls, rows: Iterable[CommitOffset]) -> "CommitOffsets":
@@ -52,29 +48,10 @@ class CommitOffsets:
                    tuple(r.leader_epoch for r in rows), metadata if any(m is not None for m in metadata) else None,
                    tuple(r.partition for r in rows), topics.pop() if len(topics) == 1 else None)
 
-    def __len__(self) -> int:
-        return len(self.tps)
-
-    def __getitem__(self, i: int) -> CommitOffset:
-        (t, p), md = self.tps[i], self.metadata[i] if self.metadata is not None else None
-        return CommitOffset(t, p, self.offsets[i], self.leader_epochs[i], md)
-
-    def __iter__(self) -> Iterator[CommitOffset]:
+    def rows(self) -> list[CommitOffset]:
         md = self.metadata if self.metadata is not None else (None,) * len(self.tps)
-        for (t, p), off, le, m in zip(self.tps, self.offsets, self.leader_epochs, md):
-            yield CommitOffset(t, p, off, le, m)
-
-    def __eq__(self, other) -> bool:
-        if not isinstance(other, CommitOffsets):
-            return NotImplemented
-        return (self.tps, self.offsets, self.leader_epochs, self.metadata) == (
-            other.tps, other.offsets, other.leader_epochs, other.metadata)
-
-    def __hash__(self) -> int:
-        return hash((self.tps, self.offsets, self.leader_epochs))
-
-    def __repr__(self) -> str:
-        return f"CommitOffsets({list(self)!r})"
+        return [CommitOffset(t, p, off, le, m)
+                for (t, p), off, le, m in zip(self.tps, self.offsets, self.leader_epochs, md)]
 
 
 NO_OFFSETS = CommitOffsets((), (), (), None, (), None)

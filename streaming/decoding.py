@@ -248,7 +248,7 @@ def _columns(topics: tuple, partitions: tuple, offsets: tuple, epochs: tuple) ->
     tps = _SHARED_TPS.get(key)
     if tps is None:
         tps = _SHARED_TPS.put(key, tuple(zip(topics, partitions)))
-    return CommitOffsets(tps, offsets, epochs, None, partitions, tps[0][0])
+    return _new_tuple(CommitOffsets, (tps, offsets, epochs, None, partitions, first))
 
 
 def _offsets(d) -> CommitOffsets:

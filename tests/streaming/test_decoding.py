@@ -34,7 +34,7 @@ def test_commit_defaults_and_event_id():
     ev = dec({"type": "txn_offset_commit", "ts": 5, "group_id": "g", "event_id": "x-1", "cluster": "c1",
               "offsets": [{"topic": "o", "partition": 1, "offset": 3}], "transactional_id": "t"})
     assert isinstance(ev, OffsetCommit) and ev.transactional and ev.member_id == "" and ev.member_epoch == -1
-    assert ev.offsets[0].leader_epoch == -1 and ev.event_id == "x-1" and ev.cluster == "c1"
+    assert ev.offsets.rows()[0].leader_epoch == -1 and ev.event_id == "x-1" and ev.cluster == "c1"
 
 
 def test_partition_epochs_sorted():

@@ -116,7 +116,7 @@ def test_offset_columns_equal_checked_rows(items):
 def test_columns_iterate_as_rows():
     rows = [CommitOffset("a", 1, 10, 2), CommitOffset("b", 0, 5, -1, "m")]
     cols = CommitOffsets.of(rows)
-    assert list(cols) == rows and cols[1] == rows[1] and len(cols) == 2
+    assert cols.rows() == rows and len(cols.tps) == 2
     assert cols.tps == (("a", 1), ("b", 0)) and cols.metadata == (None, "m")
     assert CommitOffsets.of(rows[:1]).metadata is None
     assert (cols.topic, cols.partitions) == (None, (1, 0))
