@@ -528,19 +528,15 @@ _ACCEPTED = KafkaError.NONE
 
 
 def _commit(g: GroupState, ev: OffsetCommit, cfg: RulesConfig, out: Outputs) -> GroupState:
-    ts = ev.ts
+    ts, _, _, _, _, txn, mid, c, offsets, _, code, _, _, _ = ev  # the fields, in one unpacking
     if ts > g.last_ts:  # _touch(g, ts), inline: once per commit
         g.last_ts = ts
     if g.first_seen_ts is None:
         g.first_seen_ts = ts
-    c = ev.member_epoch
-    mid = ev.member_id
-    txn = ev.transactional
     member = g.members.get(mid) if mid else None
-    code = ev.error_code
     broker_error, be = _NO_ANSWER if code is None else _ANSWER_BY_CODE.get(code) or (
         KafkaError.UNKNOWN, KafkaError.UNKNOWN.value)
-    tps = ev.offsets.tps
+    tps = offsets.tps
     policy_index = _BROKER_POLICY_INDEX[cfg.broker_policy]
 
     warming = False
@@ -589,12 +585,10 @@ def _commit(g: GroupState, ev: OffsetCommit, cfg: RulesConfig, out: Outputs) -> 
     fenced = broker_error is not None and broker_error in _FENCING_ANSWERS
     counters = g.counters
     counters.commits += 1
-    if txn:
-        counters.txn_commits += 1
-    if fenced:
-        counters.broker_fencing_errors += 1
-    if agrees is False:
-        counters.divergences += 1
+    if txn or fenced or agrees is False:
+        counters.txn_commits += txn
+        counters.broker_fencing_errors += fenced
+        counters.divergences += agrees is False
     if stored and tps:
         # Expiry needs when each partition was committed, not the offset (truncation keeps that).
         g.offsets.update(zip(tps, repeat(_new_tuple(exp.CommittedOffset, (ts, None)))))
@@ -603,7 +597,7 @@ def _commit(g: GroupState, ev: OffsetCommit, cfg: RulesConfig, out: Outputs) -> 
         g.exists = True
         if txn:
             g.pending_txn.update(zip(tps, repeat(ts)))
-        _note_commit_for_expiry(g, ts, cfg, tps, ev.offsets.topic)
+        _note_commit_for_expiry(g, ts, cfg, tps, offsets.topic)
 
     # Spike detectors: the broker's fencing answers and aborted transactions, per window.
     aborted_txn = txn and not stored
@@ -613,18 +607,18 @@ def _commit(g: GroupState, ev: OffsetCommit, cfg: RulesConfig, out: Outputs) -> 
         out.alerts.extend(spike_alerts)
 
     # Transactions (SPEC 6): every rejected TxnOffsetCommit aborts the transaction.
-    kip_request_ok = request[3] is _ACCEPTED
-    if txn and not stored:
+    if aborted_txn:
         tid = ev.transactional_id or ""
         aborted, avoidable = g.txn_aborts_by_id.get(tid, (0, 0))
-        saved = kip_request_ok and not warming
+        saved = request[3] is _ACCEPTED and not warming
         g.counters.txn_aborts += 1
         g.counters.txn_avoidable_aborts += saved
         g.txn_aborts_by_id[tid] = (aborted + 1, avoidable + saved)
 
-    zombies, avoidable_tps, unsafe_tps = judged.zombies, judged.avoidable, judged.unsafe
-    if warming or not (zombies or avoidable_tps or unsafe_tps or agrees is False):
+    if warming or not (judged.zombies or judged.avoidable or judged.unsafe or agrees is False):
         return g
+    zombies, avoidable_tps, unsafe_tps = judged.zombies, judged.avoidable, judged.unsafe
+    kip_request_ok = request[3] is _ACCEPTED
     # Per-request alerts.
     kind = "txn_commit" if txn else "commit"
     predicted = request[policy_index]
