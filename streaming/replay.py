@@ -9,7 +9,7 @@ from __future__ import annotations
 import gc
 import logging
 from collections import Counter
-from itertools import chain
+from itertools import chain, islice, repeat
 from operator import attrgetter
 from contextlib import contextmanager
 import sys
@@ -116,7 +116,7 @@ def replay_file(path: str, cfg: RulesConfig | None = None) -> ReplayResult:
 def write_verdicts(commits: Iterable[CommitVerdicts], fh: IO[bytes]) -> int:
     """Verdict lines of every commit request, rendered a request at a time; returns the line count."""
     commits = [cv for cv in commits if cv.parts]
-    _write_chunks(chain.from_iterable(map(commit_verdicts_pieces, commits)), fh)
+    _write_chunks(map(commit_verdicts_pieces, commits), fh)
     return sum(map(len, map(_PARTS, commits)))
 
 
@@ -125,7 +125,7 @@ def write_alerts(alerts: Iterable[Alert], fh: IO[bytes]) -> int:
 
 
 def _write_lines(lines: Iterable[str], fh: IO[bytes]) -> int:
-    return _write_chunks((line.encode() + b"\n" for line in lines), fh)
+    return _write_chunks(zip(map(str.encode, lines), repeat(b"\n")), fh)
 
 
 _CLS = attrgetter("cls")
@@ -209,18 +209,15 @@ def run_replay(path: str, *, out: str | None, alerts: str | None, cfg: RulesConf
     return 0
 
 
-def _write_chunks(chunks: Iterable[bytes], fh: IO[bytes]) -> int:
-    """Bytes (newline-terminated lines, or pieces of them) a thousand per write: no text layer
-    to re-encode ~460 MB of verdicts per million; returns how many items."""
+def _write_chunks(pieces: Iterable[tuple[bytes, ...]], fh: IO[bytes]) -> int:
+    """Tuples of bytes (newline-terminated lines, or pieces of them), ~1,000 tuples joined per
+    write with no Python step per tuple: no text layer re-encoding ~460 MB of verdicts per
+    million either; returns how many tuples."""
     n = 0
-    buf: list[bytes] = []
-    for chunk in chunks:
-        buf.append(chunk)
-        if len(buf) >= 1024:
-            n += len(buf)
-            fh.write(b"".join(buf))
-            buf.clear()
-    if buf:
-        n += len(buf)
-        fh.write(b"".join(buf))
-    return n
+    pieces = iter(pieces)
+    while True:
+        batch = list(islice(pieces, 1024))
+        if not batch:
+            return n
+        n += len(batch)
+        fh.write(b"".join(chain.from_iterable(batch)))
