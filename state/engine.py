@@ -113,7 +113,7 @@ sort_key = attrgetter("ts", "seq")
 class LocalEngine:
     """All keyed state in one process: ``replay --engine local``.
 
-    Feed events in (ts, seq) order with :meth:`feed`; :meth:`finish` makes the
+    Feed events in (ts, seq) order with :meth:`feed` or :meth:`feed_all`; :meth:`finish` makes the
     decisions due at the clock (the last event's ts) and returns the outputs.
     """
 
@@ -123,31 +123,40 @@ class LocalEngine:
     max_ts: int | None = None
 
     def feed(self, ev) -> None:
+        self.feed_all((ev,))
+
+    def feed_all(self, events: Iterable) -> None:
+        """Events in (ts, seq) order: one loop for all, the hot path of ``replay``."""
         states = self.states
         out = self.out
-        if self.max_ts is None or ev.ts > self.max_ts:
-            self.max_ts = ev.ts
-        kind = type(ev)
-        if kind is OffsetCommit or kind in _GROUP_ONLY:
-            # The hot path: the keys and order of ``route``, without a CommitFact per partition.
-            key = ("g", ev.cluster, ev.group_id)
-            st = states.get(key)
-            if st is None:
-                st = new_state(key)
-            states[key] = grp.process(st, ev, self.cfg, out)
-            if kind is OffsetCommit and ev.error_code in (None, 0) and ev.offsets.tps:
-                offsets = ev.offsets
-                if offsets.topic is not None:  # one topic: the usual request
-                    self._note_commits(ev, offsets.topic, offsets.partitions, offsets.offsets, offsets.leader_epochs)
-                else:
-                    for columns in _by_topic(offsets):
-                        self._note_commits(ev, *columns)
-            return
-        for key, kev in route(ev):
-            st = states.get(key)
-            if st is None:
-                st = new_state(key)
-            states[key] = apply(st, kev, self.cfg, out)
+        cfg = self.cfg
+        last_ts = None
+        for ev in events:
+            last_ts = ev.ts
+            kind = type(ev)
+            if kind is OffsetCommit or kind in _GROUP_ONLY:
+                # The keys and order of ``route``, without a CommitFact per partition.
+                key = ("g", ev.cluster, ev.group_id)
+                st = states.get(key)
+                if st is None:
+                    st = new_state(key)
+                states[key] = grp.process(st, ev, cfg, out)
+                if kind is OffsetCommit and ev.error_code in (None, 0) and ev.offsets.tps:
+                    offsets = ev.offsets
+                    if offsets.topic is not None:  # one topic: the usual request
+                        self._note_commits(ev, offsets.topic, offsets.partitions, offsets.offsets,
+                                           offsets.leader_epochs)
+                    else:
+                        for columns in _by_topic(offsets):
+                            self._note_commits(ev, *columns)
+                continue
+            for key, kev in route(ev):
+                st = states.get(key)
+                if st is None:
+                    st = new_state(key)
+                states[key] = apply(st, kev, cfg, out)
+        if last_ts is not None and (self.max_ts is None or last_ts > self.max_ts):
+            self.max_ts = last_ts
 
     def _note_commits(self, ev: OffsetCommit, topic: str, partitions, offsets, epochs) -> None:
         tkey = ("t", ev.cluster, topic)

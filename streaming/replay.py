@@ -87,9 +87,7 @@ def judge(events: list, cfg: RulesConfig | None = None, clock: int | None = None
     """Run the local engine over typed events; (commit verdicts in (ts, seq) order, alerts sorted, groups)."""
     engine = LocalEngine(cfg or RulesConfig())
     with _no_cyclic_gc():  # sorting too: its key tuples set off a full collection of every event
-        events = sorted(events, key=sort_key)
-        for ev in events:
-            engine.feed(ev)
+        engine.feed_all(sorted(events, key=sort_key))
         out = engine.finish(clock)
     return out.commits, sorted(out.alerts, key=lambda a: (a.ts, a.alert_id, alert_json(a))), engine.groups()
 
