@@ -208,8 +208,11 @@ def test_connect_external_address_is_not_managed():
 
 _CHILD = textwrap.dedent(
     """
-    import sys, time
+    import signal, sys, time
     from fencewatch.streaming.broker import EmbeddedBroker
+    # An interactive owner: a shell starts background jobs with SIGINT ignored, and Python
+    # keeps an ignored SIGINT ignored, so a suite run in the background would wait forever.
+    signal.signal(signal.SIGINT, signal.default_int_handler)
     broker = EmbeddedBroker().start()
     print(broker.pid, flush=True)
     if sys.argv[1] == "exit":
