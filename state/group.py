@@ -478,11 +478,6 @@ class RequestJudgement(NamedTuple):
 
 def _judge_request(g: GroupState, member, c: int, tps: tuple[TopicPartition, ...], transactional: bool,
                    cache: dict) -> RequestJudgement:
-    zombies: list[TopicPartition] = []
-    unsafe_tps: list[TopicPartition] = []
-    avoidable_tps: list[TopicPartition] = []
-    parts_l = []
-    first_error = [None, None, None, None]  # Kafka fails the whole request on the first bad partition
     rej = _REJECTION_NAME[transactional or member.protocol is Protocol.CLASSIC or g.group_type == "classic"]
     # The common request: the member holds every partition in `assigned` and nobody else holds
     # any, so each partition's answer depends only on its assignment epoch (a few distinct ones).
@@ -497,6 +492,11 @@ def _judge_request(g: GroupState, member, c: int, tps: tuple[TopicPartition, ...
         cache.update(zip(tps, parts))
         if set(outcomes.values()) == {_ALL_ACCEPT}:
             return _new_tuple(RequestJudgement, (parts, _NO_ERRORS, (), (), ()))
+    zombies: list[TopicPartition] = []
+    unsafe_tps: list[TopicPartition] = []
+    avoidable_tps: list[TopicPartition] = []
+    parts_l = []
+    first_error = [None, None, None, None]  # Kafka fails the whole request on the first bad partition
     for tp in tps:
         pj = cache.get(tp)
         if pj is None:
