@@ -698,6 +698,8 @@ _TOPIC = itemgetter(0)
 
 
 def _subscribed_to_all(g: GroupState, topics) -> bool:
+    if g.members:  # never an empty KIP-848 group: the subscription decides, whatever the state
+        return g.subscribed is not None and g.subscribed.issuperset(topics)
     return exp.subscribed_to_all(g.group_type or "simple", _derived_state(g), g.subscribed, topics)
 
 
@@ -724,10 +726,7 @@ def _note_commit_for_expiry(g: GroupState, ts: int, cfg: RulesConfig, touched, t
     valid lower bound (marked stale) unless a touched partition now expires earlier than it.
     ``topic``: the one topic of ``touched``, when the caller knows it."""
     track = g.expiry
-    # A group with members is never an empty KIP-848 group, so its subscription decides alone:
-    # the common case, checked before the general rule.
-    if ((topic is not None and g.members and g.subscribed is not None and topic in g.subscribed)
-            or _subscribed_to_all(g, (topic,) if topic is not None else map(_TOPIC, touched))):
+    if _subscribed_to_all(g, (topic,) if topic is not None else map(_TOPIC, touched)):
         # Hot path: committing subscribed topics creates no deadline.
         if track.deadline is not None and not track.stale:
             g.expiry = ExpiryTrack(track.deadline, track.set_ts, track.warned, True)

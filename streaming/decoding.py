@@ -242,13 +242,18 @@ def _columns(topics: tuple, partitions: tuple, offsets: tuple, epochs: tuple) ->
     first = topics[0]
     if topics.count(first) != len(topics):
         return CommitOffsets(tuple(zip(topics, partitions)), offsets, epochs, None, partitions, None)
-    # A member commits the same partitions request after request: share one key tuple, so the
-    # engine's lookups by it (request cache, offsets) compare by identity.
-    key = (first, partitions)
+    return _new_tuple(CommitOffsets, (_shared_tps(first, partitions), offsets, epochs, None, partitions, first))
+
+
+def _shared_tps(topic: str, partitions: tuple) -> tuple:
+    """The (topic, partition) keys of one topic's partitions, one shared tuple per distinct list:
+    a member commits (and is assigned) the same partitions again and again, so the engine's
+    lookups by them (request cache, offsets, owners) compare by identity."""
+    key = (topic, partitions)
     tps = _SHARED_TPS.get(key)
     if tps is None:
-        tps = _SHARED_TPS.put(key, tuple(zip(topics, partitions)))
-    return _new_tuple(CommitOffsets, (tps, offsets, epochs, None, partitions, first))
+        tps = _SHARED_TPS.put(key, tuple(zip(repeat(topic), partitions)))
+    return tps
 
 
 def _offsets(d) -> CommitOffsets:
@@ -416,10 +421,7 @@ def _typed_partitions(rows: list[_PartitionsRow]) -> tuple[tuple, tuple | None] 
     if len(rows) == 1:  # one topic: its (topic, partition) keys shared with the member's commits
         row = rows[0]
         partitions = tuple(row.partitions)
-        key = (row.topic, partitions)
-        tps = _SHARED_TPS.get(key)
-        if tps is None:
-            tps = _SHARED_TPS.put(key, tuple(zip(repeat(row.topic), partitions)))
+        tps = _shared_tps(row.topic, partitions)
         epochs = row.assignment_epochs
         if epochs is None:
             return tps, None
