@@ -57,19 +57,51 @@ class TopicWatch:
 
     Mutable like ``GroupState``: updated in place on every stored commit. Committed
     offsets are kept per group (group -> partition -> (offset, leader epoch)) so a
-    commit request of many partitions is stored with one C-level ``update``.
+    commit request of many partitions is stored with one C-level ``update``; while no
+    partition of the topic has log facts, nothing reads them, so requests wait in
+    ``unfolded`` (see :func:`fold`).
     """
 
     cluster: str
     topic: str
     partitions: dict[int, PartitionState] = field(default_factory=dict)  # partitions whose log is known
     committed: dict[str, dict[int, tuple[int, int]]] = field(default_factory=dict)
+    # Stored commit requests not yet in ``committed``: (group, partitions, offsets, leader epochs), oldest first.
+    unfolded: list[tuple[str, tuple, tuple, tuple]] = field(default_factory=list)
 
     def partition(self, partition: int) -> PartitionState:
         ps = self.partitions.get(partition)
         if ps is None:
             ps = self.partitions[partition] = new_partition(self.cluster, self.topic, partition)
         return ps
+
+
+# Requests a topic's watch keeps unfolded at most: bounds its memory, while a fold still finds
+# most members' requests several times over (each counts once).
+UNFOLDED_LIMIT = 128
+
+
+def fold(tw: TopicWatch) -> TopicWatch:
+    """Bring ``committed`` up to date with the unfolded requests. Members commit the same
+    partitions again and again: only the newest request of each (group, partitions) counts,
+    applied in the order of those newest ones, which leaves each partition the newest value
+    any request gave it (a request is dropped only for a later one covering the same partitions)."""
+    log = tw.unfolded
+    if not log:
+        return tw
+    tw.unfolded = []
+    newest: dict = {}
+    for entry in log:
+        shape = entry[:2]
+        newest.pop(shape, None)  # re-inserted: the dict keeps the order of newest occurrences
+        newest[shape] = entry
+    committed = tw.committed
+    for group_id, partitions, offsets, leader_epochs in newest.values():
+        by_partition = committed.get(group_id)
+        if by_partition is None:
+            by_partition = committed[group_id] = {}
+        by_partition.update(zip(partitions, zip(offsets, leader_epochs)))
+    return tw
 
 
 def _check(tw: TopicWatch, p: PartitionState, group_id: str, ts: int, out: Outputs) -> None:
@@ -112,6 +144,7 @@ def _alert(p: PartitionState, group_id: str, ts: int, f: TruncationFinding):
 
 def apply_partition_epochs(tw: TopicWatch, ev: PartitionEpochs, out: Outputs) -> TopicWatch:
     """New facts about a partition's log: check every group's stored commit to it."""
+    fold(tw)
     p = tw.partition(ev.partition)
     p.log_start_offset, p.log_end_offset, p.epochs = ev.log_start_offset, ev.log_end_offset, tuple(sorted(ev.epochs))
     for group_id in sorted(tw.committed):
@@ -120,24 +153,30 @@ def apply_partition_epochs(tw: TopicWatch, ev: PartitionEpochs, out: Outputs) ->
     return tw
 
 
-def note_commits(tw: TopicWatch, group_id: str, partitions, offsets, leader_epochs, ts: int,
-                 out: Outputs) -> TopicWatch:
+def note_commits(tw: TopicWatch, group_id: str, partitions: tuple, offsets: tuple, leader_epochs: tuple,
+                 ts: int, out: Outputs) -> TopicWatch:
     """A group's stored commit to partitions of this topic: remember it, and check the
     partitions whose log is known (the others are checked when their facts arrive)."""
+    if not tw.partitions:  # no log facts yet: nothing to check, and nothing reads it before they come
+        tw.unfolded.append((group_id, partitions, offsets, leader_epochs))
+        if len(tw.unfolded) > UNFOLDED_LIMIT:
+            fold(tw)
+        return tw
+    fold(tw)
     by_partition = tw.committed.get(group_id)
     if by_partition is None:
         by_partition = tw.committed[group_id] = {}
     by_partition.update(zip(partitions, zip(offsets, leader_epochs)))
-    if tw.partitions:
-        for partition in partitions:
-            p = tw.partitions.get(partition)
-            if p is not None:
-                _check(tw, p, group_id, ts, out)
+    for partition in partitions:
+        p = tw.partitions.get(partition)
+        if p is not None:
+            _check(tw, p, group_id, ts, out)
     return tw
 
 
 def apply_commit_fact(tw: TopicWatch, fact: CommitFact, out: Outputs) -> TopicWatch:
     if fact.deleted:
+        fold(tw)
         tw.committed.get(fact.group_id, {}).pop(fact.partition, None)
         p = tw.partitions.get(fact.partition)
         if p is not None:
@@ -157,8 +196,8 @@ def process_topic(tw: TopicWatch, event, out: Outputs) -> TopicWatch:
     first = event[0] if event else None
     if len(event) > 1 and all(not f.deleted and f.group_id == first.group_id and f.ts == first.ts for f in event):
         # One stored commit request (``engine.route``): stored and checked as one batch.
-        return note_commits(tw, first.group_id, [f.partition for f in event], [f.offset for f in event],
-                            [f.leader_epoch for f in event], first.ts, out)
+        return note_commits(tw, first.group_id, tuple(f.partition for f in event), tuple(f.offset for f in event),
+                            tuple(f.leader_epoch for f in event), first.ts, out)
     for fact in event:
         tw = apply_commit_fact(tw, fact, out)
     return tw

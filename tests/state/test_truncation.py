@@ -1,5 +1,8 @@
 """Truncation (SPEC 5): ``LeaderEpochFileCacheTest`` end offsets and ``SubscriptionStateTest``
 truncation detection, and the partition-keyed watch that raises the alerts."""
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
 from fencewatch.state import group as grp
 from fencewatch.state import partition as part
 from fencewatch.state.engine import LocalEngine
@@ -88,7 +91,7 @@ def test_partition_state_only_touched_by_its_groups():
     out = grp.Outputs()
     part.note_commits(tw, "g1", (1,), (10,), (2,), 1, out)  # a commit to another partition of the topic
     tw = part.apply_partition_epochs(tw, partition_epochs("t", 0, ts=2, log_end=20, cache=CACHE), out)
-    assert out.alerts == [] and tw.committed == {"g1": {1: (10, 2)}}
+    assert out.alerts == [] and part.fold(tw).committed == {"g1": {1: (10, 2)}}
     tw = part.apply_partition_epochs(tw, partition_epochs("t", 1, ts=3, log_end=20, cache=CACHE), out)
     assert [a.kind for a in out.alerts] == ["LOG_TRUNCATION"]  # committed 10 at epoch 2, which ended at 8
 
@@ -106,3 +109,41 @@ def test_clean_election_then_growth_raises_nothing():
     for i, off in enumerate((120, 150, 400)):
         eng.feed(commit("A", -1, tp("t", 0), offset=off, leader_epoch=1, ts=10 + i, group="g1"))
     assert [a.kind for a in eng.finish().alerts] == []
+
+
+_requests = st.lists(st.tuples(st.sampled_from(["g1", "g2"]),
+                               st.lists(st.integers(0, 5), min_size=1, max_size=4, unique=True).map(tuple),
+                               st.integers(0, 1000)), max_size=40)
+
+
+def _store(requests, limit: int, facts_at: int | None):
+    old = part.UNFOLDED_LIMIT
+    part.UNFOLDED_LIMIT = limit
+    try:
+        tw = part.new_topic_watch("default", "t")
+        out = grp.Outputs()
+        for i, (group, partitions, base) in enumerate(requests):
+            if i == facts_at:  # partition 0's log becomes known: commits to it are checked from then on
+                part.apply_partition_epochs(tw, partition_epochs("t", 0, ts=i, log_end=600, cache=CACHE), out)
+            offsets = tuple(base + p for p in partitions)
+            part.note_commits(tw, group, partitions, offsets, (2,) * len(partitions), i, out)
+            assert len(tw.unfolded) <= limit
+        # Partition 1's log arrives last: it sees whatever is stored, folded or not.
+        part.apply_partition_epochs(tw, partition_epochs("t", 1, ts=99, log_end=600, cache=CACHE), out)
+        return tw, [a.alert_id for a in out.alerts]
+    finally:
+        part.UNFOLDED_LIMIT = old
+
+
+@settings(max_examples=300, deadline=None)
+@given(requests=_requests, limit=st.integers(1, 8), facts_at=st.none() | st.integers(0, 40))
+def test_unfolded_commits_store_what_eager_storing_does(requests, limit, facts_at):
+    """The watch keeps requests unfolded until log facts arrive or the limit is passed: every
+    partition ends with the newest offset any request gave it, and log facts see exactly what
+    storing each request at once (limit 0) shows them: the same alerts."""
+    expected: dict = {}
+    for group, partitions, base in requests:
+        expected.setdefault(group, {}).update((p, (base + p, 2)) for p in partitions)
+    tw, alerts = _store(requests, limit, facts_at)
+    assert part.fold(tw).committed == expected and tw.unfolded == []
+    assert alerts == _store(requests, 0, facts_at)[1]
