@@ -81,6 +81,19 @@ def _fragment(p: PartitionJudgement) -> bytes:
     return b'"topic":%s,"partition":%d,%s' % (_jsb(p.topic), p.partition, _rest(p))
 
 
+# Partition numbers as text, looked up rather than formatted (a dict: anything else, a
+# negative number say, misses and is formatted).
+_NUMBERS = {i: b"%d" % i for i in range(1 << 12)}
+
+
+def _numbers(parts: tuple[PartitionJudgement, ...]) -> tuple[bytes, ...]:
+    numbers = tuple(map(_PARTITION, parts))
+    try:
+        return tuple(map(_NUMBERS.__getitem__, numbers))
+    except KeyError:
+        return tuple(map(b"%d".__mod__, numbers))
+
+
 def _layout(parts: tuple[PartitionJudgement, ...]) -> tuple:
     """(parts, topic prefix, partition numbers, "," + the shared rest) when every partition
     has the same topic and judgement (the usual request: rendered with one join, nothing per
@@ -89,10 +102,9 @@ def _layout(parts: tuple[PartitionJudgement, ...]) -> tuple:
     if hit is not None and hit[0] is parts:
         return hit
     # Holding ``parts`` keeps its id from being reused.
-    if len(set(map(_TOPIC_AND_REST, parts))) == 1:
-        first = parts[0]
-        layout = (parts, b'"topic":%s,"partition":' % _jsb(first.topic),
-                  tuple(map(b"%d".__mod__, map(_PARTITION, parts))), b"," + _rest(first))
+    first = parts[0]
+    if list(map(_TOPIC_AND_REST, parts)).count(_TOPIC_AND_REST(first)) == len(parts):
+        layout = (parts, b'"topic":%s,"partition":' % _jsb(first.topic), _numbers(parts), b"," + _rest(first))
     else:
         layout = (parts, None, tuple(map(_fragment, parts)), None)
     return _LAYOUTS.put(id(parts), layout)

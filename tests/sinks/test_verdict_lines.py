@@ -15,7 +15,7 @@ ids = (st.text(st.sampled_from('m-1"\\\x1f\x7f\u00e9\u2028'), max_size=6) | st.t
        | st.text(max_size=12))
 epochs = st.none() | st.integers(-1, 2**31 - 1)
 answers = st.sampled_from(["NONE", "STALE_MEMBER_EPOCH", "FENCED_MEMBER_EPOCH", "ILLEGAL_GENERATION"])
-parts = st.builds(PartitionJudgement, ids, st.integers(0, 10_000), epochs, epochs, answers, answers, answers,
+parts = st.builds(PartitionJudgement, ids, st.integers(-2, 10_000), epochs, epochs, answers, answers, answers,
                   answers, st.sampled_from(["accepted", "avoidable", "zombie", "stale"]), st.booleans(),
                   st.none() | ids)
 requests = st.builds(CommitVerdicts, ids, st.integers(0, 2**62), ids, ids, ids,
@@ -25,7 +25,7 @@ requests = st.builds(CommitVerdicts, ids, st.integers(0, 2**62), ids, ids, ids,
 
 # The usual request: one topic, every partition judged alike (rendered without a fragment each).
 uniform = st.builds(lambda cv, part, ps: cv._replace(parts=tuple(part._replace(partition=p) for p in ps)),
-                    requests, parts, st.lists(st.integers(0, 10_000), min_size=1, max_size=6))
+                    requests, parts, st.lists(st.integers(-2, 10_000), min_size=1, max_size=6))
 
 
 _TRICKY = ['a"b', "a\\b", "a\x1fb", "\u00e9", "\u2028", ""]
