@@ -24,6 +24,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from bench.report import write_section  # noqa: E402
 from bench.traces import write_trace  # noqa: E402
 from fencewatch.state.config import RulesConfig  # noqa: E402
+from fencewatch.state import group as grp  # noqa: E402
 from fencewatch.state import partition as part  # noqa: E402
 from fencewatch.state.engine import LocalEngine  # noqa: E402
 from fencewatch.streaming.replay import decode_lines, judge, write_verdicts  # noqa: E402
@@ -83,11 +84,13 @@ def state_bytes(groups: int) -> tuple[int, int]:
     for ev in events:
         engine.feed(ev)
     engine.out.commits.clear()
-    # Topic watches keep recent requests unfolded, pointing into events allocated before tracing
-    # began: folded, their stored offsets are counted (the log is bounded; the fold is not).
+    # Groups and topic watches keep recent requests unfolded, pointing into events allocated
+    # before tracing began: folded, their stored offsets are counted (the logs are bounded).
     for st in engine.states.values():
         if isinstance(st, part.TopicWatch):
             part.fold(st)
+        else:
+            grp.committed_offsets(st)
     gc.collect()
     used = tracemalloc.get_traced_memory()[0] - base
     tracemalloc.stop()

@@ -20,6 +20,7 @@ from typing import Callable, Mapping, NamedTuple
 
 from . import expiry as exp
 from . import spike as spk
+from .folding import newest_per_shape
 from .memo import Memo
 from .alerts import make_alert
 from .assignment import Member, apply_classic_generation, apply_member_assignment, apply_static_leave
@@ -38,6 +39,7 @@ COOLDOWN_KINDS = frozenset({AlertKind.AVOIDABLE_FENCING.value, AlertKind.ZOMBIE_
 MAX_LISTED = 20  # partitions listed in an alert's details
 _BROKER_POLICY_INDEX = {p: i for i, p in enumerate(POLICY_ORDER)}
 _new_tuple = tuple.__new__  # NamedTuples without their Python-level __new__ (hot path)
+_TOPIC = itemgetter(0)
 
 
 @dataclass
@@ -95,7 +97,10 @@ class GroupState:
     # partition -> ids of members holding it in ``assigned`` / pending revocation
     owners: Mapping[TopicPartition, tuple[str, ...]] = field(default_factory=dict)
     pending_owners: Mapping[TopicPartition, tuple[str, ...]] = field(default_factory=dict)
+    # Read through ``committed_offsets``: stored commit requests wait in ``unfolded`` first.
     offsets: Mapping[TopicPartition, exp.CommittedOffset] = field(default_factory=dict)
+    unfolded: list[tuple[tuple[TopicPartition, ...], exp.CommittedOffset]] = field(default_factory=list)
+    committed_topics: set[str] = field(default_factory=set)  # the topics of both
     pending_txn: Mapping[TopicPartition, int] = field(default_factory=dict)  # tp -> since ts
     claims: Mapping[TopicPartition, tuple[tuple[str, int], ...]] = field(default_factory=dict)
     expiry: ExpiryTrack = ExpiryTrack()
@@ -256,6 +261,51 @@ def _listed(tps) -> str:
     tps = sorted(tps)
     text = ",".join(f"{t}-{p}" for t, p in tps[:MAX_LISTED])
     return text + (f",...(+{len(tps) - MAX_LISTED})" if len(tps) > MAX_LISTED else "")
+
+
+# --------------------------------------------------------------------------- committed offsets
+
+# Requests a group keeps unfolded at most: bounds its memory, while a fold still finds most
+# members' requests several times over (each counts once).
+UNFOLDED_LIMIT = 128
+
+
+def committed_offsets(g: GroupState) -> Mapping[TopicPartition, exp.CommittedOffset]:
+    """The group's committed offsets, every stored request folded in. A commit only appends its
+    request: most groups subscribe to what they commit, so nothing reads the offsets until a
+    membership change, an expiry or a deletion, and by then a member has committed the same
+    partitions several times over (only the newest request of each counts)."""
+    if g.unfolded:
+        offsets = g.offsets
+        for tps, committed in newest_per_shape(g.unfolded, _tps_identity):
+            offsets.update(zip(tps, repeat(committed)))
+        g.unfolded = []
+    return g.offsets
+
+
+def _tps_identity(entry) -> int:
+    """A request's shape by its partitions tuple's identity: decoding shares one per member and
+    partition list (``CommitOffsets.tps``), and the log holds every tuple, so no id is reused."""
+    return id(entry[0])
+
+
+def _store_offsets(g: GroupState, tps: tuple[TopicPartition, ...], committed: exp.CommittedOffset,
+                   topic: str | None) -> None:
+    """A stored commit request; ``topic``: its one topic, when the caller knows it."""
+    g.unfolded.append((tps, committed))
+    if len(g.unfolded) > UNFOLDED_LIMIT:
+        committed_offsets(g)
+    if topic is None:
+        g.committed_topics.update(map(_TOPIC, tps))
+    else:
+        g.committed_topics.add(topic)
+
+
+def _remove_offsets(g: GroupState, gone) -> None:
+    offsets = committed_offsets(g)
+    for tp in gone:
+        offsets.pop(tp, None)
+    g.committed_topics = set(map(_TOPIC, offsets))
 
 
 # --------------------------------------------------------------------------- membership
@@ -591,7 +641,7 @@ def _commit(g: GroupState, ev: OffsetCommit, cfg: RulesConfig, out: Outputs) -> 
         counters.divergences += agrees is False
     if stored and tps:
         # Expiry needs when each partition was committed, not the offset (truncation keeps that).
-        g.offsets.update(zip(tps, repeat(_new_tuple(exp.CommittedOffset, (ts, None)))))
+        _store_offsets(g, tps, _new_tuple(exp.CommittedOffset, (ts, None)), offsets.topic)
         if not g.exists and g.group_type is None:
             g.group_type = "simple"
         g.exists = True
@@ -667,7 +717,8 @@ def _offset_committed(g: GroupState, ev: OffsetCommitted, cfg: RulesConfig, out:
     tp = (ev.topic, ev.partition)
     off = exp.CommittedOffset(ev.commit_ts if ev.commit_ts is not None else ev.ts, ev.expire_ts)
     was_pending = g.pending_txn.pop(tp, None) is not None
-    g.offsets[tp] = off
+    committed_offsets(g)[tp] = off
+    g.committed_topics.add(ev.topic)
     if ev.expire_ts is not None or was_pending:
         return _recompute_expiry(g, ev.ts, cfg)
     return _note_commit_for_expiry(g, ev.ts, cfg, [tp])
@@ -676,9 +727,9 @@ def _offset_committed(g: GroupState, ev: OffsetCommitted, cfg: RulesConfig, out:
 def _offset_deleted(g: GroupState, ev: OffsetDeleted, cfg: RulesConfig, out: Outputs) -> GroupState:
     g = _touch(g, ev.ts)
     tp = (ev.topic, ev.partition)
-    if tp not in g.offsets and tp not in g.pending_txn:
+    if tp not in committed_offsets(g) and tp not in g.pending_txn:
         return g
-    g.offsets.pop(tp, None)
+    _remove_offsets(g, (tp,))
     g.pending_txn.pop(tp, None)
     return _recompute_expiry(g, ev.ts, cfg)
 
@@ -691,10 +742,8 @@ def expiry_view(g: GroupState) -> exp.ExpiryView:
 
 
 def deadlines(g: GroupState, cfg: RulesConfig) -> exp.Deadlines:
-    return exp.group_deadlines(expiry_view(g), g.offsets, cfg.offsets_retention_ms)
+    return exp.group_deadlines(expiry_view(g), committed_offsets(g), cfg.offsets_retention_ms)
 
-
-_TOPIC = itemgetter(0)
 
 
 def _subscribed_to_all(g: GroupState, topics) -> bool:
@@ -706,7 +755,7 @@ def _subscribed_to_all(g: GroupState, topics) -> bool:
 def _shipped_deadline(g: GroupState, cfg: RulesConfig) -> int | None:
     # When the group subscribes to every committed topic nothing can expire (SPEC 4): skip the
     # pass over every committed offset on each membership change.
-    if _subscribed_to_all(g, map(_TOPIC, g.offsets)):
+    if _subscribed_to_all(g, g.committed_topics):
         return None
     return deadlines(g, cfg).shipped
 
@@ -732,9 +781,10 @@ def _note_commit_for_expiry(g: GroupState, ts: int, cfg: RulesConfig, touched, t
             g.expiry = ExpiryTrack(track.deadline, track.set_ts, track.warned, True)
         return g
     view = expiry_view(g)
+    offsets = committed_offsets(g)
     candidate = None
     for tp in touched:
-        d = exp.shipped_deadline(view, tp, g.offsets[tp], cfg.offsets_retention_ms)
+        d = exp.shipped_deadline(view, tp, offsets[tp], cfg.offsets_retention_ms)
         if d is not None and (candidate is None or d < candidate):
             candidate = d
     if candidate is not None and (track.deadline is None or candidate < track.deadline):
@@ -801,7 +851,7 @@ def advance(g: GroupState, now: int, cfg: RulesConfig, out: Outputs) -> GroupSta
                        occurrence=f"expiring/{d}")
             g.expiry = replace(g.expiry, warned=d)
             continue
-        gone = exp.expired_at(expiry_view(g), g.offsets, d, cfg.offsets_retention_ms)
+        gone = exp.expired_at(expiry_view(g), committed_offsets(g), d, cfg.offsets_retention_ms)
         if gone:
             details = _expiry_details(g, dl, cfg)
             details["expired_partitions"] = _listed(gone)
@@ -811,8 +861,7 @@ def advance(g: GroupState, now: int, cfg: RulesConfig, out: Outputs) -> GroupSta
                        summary=f"{len(gone)} committed offset(s) expired (a consumer without them resets by "
                                f"auto.offset.reset)",
                        details=details, occurrence=f"expired/{d}/{_listed(gone)}")
-            gone_set = set(gone)
-            g.offsets = {k: v for k, v in g.offsets.items() if k not in gone_set}
+            _remove_offsets(g, gone)
             g.counters.expired_offsets += len(gone)
         g.expiry = ExpiryTrack(deadline=None, set_ts=d, stale=True)
         g = _recompute_expiry(g, d, cfg)
@@ -851,7 +900,7 @@ def process(g: GroupState, event, cfg: RulesConfig, out: Outputs) -> GroupState:
 
 def is_droppable(g: GroupState) -> bool:
     """Kafka deletes an empty group once its offsets are gone; so can we."""
-    return not g.members and not g.offsets and not g.pending_txn and not g.claims
+    return not g.members and not committed_offsets(g) and not g.pending_txn and not g.claims
 
 
 def status(g: GroupState, cfg: RulesConfig) -> dict:
@@ -864,7 +913,7 @@ def status(g: GroupState, cfg: RulesConfig) -> dict:
         "group_epoch": g.group_epoch,
         "max_member_epoch": max((m.member_epoch for m in g.members.values()), default=None),
         "expiry_deadline_ms": dl.shipped, "kip211_deadline_ms": dl.kip211, "pre21_deadline_ms": dl.pre21,
-        "committed_partitions": len(g.offsets),
+        "committed_partitions": len(committed_offsets(g)),
         **{f"{k}_total": v for k, v in _counter_items(g.counters)},
     }
 

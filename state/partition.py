@@ -10,10 +10,12 @@ of many partitions to one routed row. Commit facts come from
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from operator import itemgetter
 from typing import Mapping, NamedTuple
 
 from .alerts import make_alert
 from .events import PartitionEpochs
+from .folding import newest_per_shape
 from .group import Outputs
 from .model import AlertKind, Severity
 from .truncation import TruncationFinding, check_committed
@@ -79,24 +81,18 @@ class TopicWatch:
 # Requests a topic's watch keeps unfolded at most: bounds its memory, while a fold still finds
 # most members' requests several times over (each counts once).
 UNFOLDED_LIMIT = 128
+_GROUP_AND_PARTITIONS = itemgetter(0, 1)
 
 
 def fold(tw: TopicWatch) -> TopicWatch:
     """Bring ``committed`` up to date with the unfolded requests. Members commit the same
-    partitions again and again: only the newest request of each (group, partitions) counts,
-    applied in the order of those newest ones, which leaves each partition the newest value
-    any request gave it (a request is dropped only for a later one covering the same partitions)."""
+    partitions again and again: only the newest request of each (group, partitions) counts."""
     log = tw.unfolded
     if not log:
         return tw
     tw.unfolded = []
-    newest: dict = {}
-    for entry in log:
-        shape = entry[:2]
-        newest.pop(shape, None)  # re-inserted: the dict keeps the order of newest occurrences
-        newest[shape] = entry
     committed = tw.committed
-    for group_id, partitions, offsets, leader_epochs in newest.values():
+    for group_id, partitions, offsets, leader_epochs in newest_per_shape(log, _GROUP_AND_PARTITIONS):
         by_partition = committed.get(group_id)
         if by_partition is None:
             by_partition = committed[group_id] = {}

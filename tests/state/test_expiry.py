@@ -1,8 +1,12 @@
 """Offset expiry (SPEC 4), mirroring ``OffsetMetadataManagerTest.testCleanupExpiredOffsets*`` and
 ``OffsetExpirationConditionImplTest``; plus the KIP-211 text and the pre-2.1 rule side by side."""
+from hypothesis import HealthCheck, example, given, settings
+from hypothesis import strategies as st
+
 from fencewatch.state import expiry as exp
 from fencewatch.state import group as grp
 from fencewatch.state.config import RulesConfig
+from fencewatch.state.events import OffsetDeleted
 
 from .helpers import assignment, commit, committed, group_state, join, left, sync, tp
 
@@ -43,7 +47,7 @@ def test_cleanup_expired_offsets_group_has_no_offsets():
 def test_consumer_group_subscribed_topic_never_expires():
     """OffsetMetadataManagerTest.testCleanupExpiredOffsets: a subscribed topic's offsets stay."""
     g, out = run([assignment("A", 1, tp("t", 0), ts=0), commit("A", 1, tp("t", 0), ts=10)], until=5 * R)
-    assert out.alerts == [] and ("t", 0) in g.offsets
+    assert out.alerts == [] and ("t", 0) in grp.committed_offsets(g)
 
 
 def test_kip848_group_going_empty_loses_offsets_older_than_retention():
@@ -57,7 +61,7 @@ def test_kip848_group_going_empty_loses_offsets_older_than_retention():
     assert expired.ts == 10 + R and expired.details["expired_partitions"] == "t-0"
     assert expired.details["kip211_deadline_ms"] == str(10 + 2 * R + R)  # KIP-211: from the empty time
     assert expired.details["pre21_deadline_ms"] == str(10 + R)
-    assert g.offsets == {} and g.counters.expired_offsets == 1
+    assert grp.committed_offsets(g) == {} and g.counters.expired_offsets == 1
 
 
 def test_unsubscribed_topic_of_consumer_group_expires():
@@ -65,7 +69,7 @@ def test_unsubscribed_topic_of_consumer_group_expires():
     events = [assignment("A", 1, tp("t", 0), ts=0, subscribed=("t",)), commit("A", 1, tp("t", 0) + tp("old", 0), ts=10)]
     g, out = run(events, until=10 + R)
     assert kinds(out) == ["OFFSETS_EXPIRING", "OFFSETS_EXPIRED"]
-    assert set(g.offsets) == {("t", 0)}
+    assert set(grp.committed_offsets(g)) == {("t", 0)}
 
 
 def test_expiring_warning_before_deadline_only():
@@ -88,7 +92,7 @@ def test_pending_transactional_offsets_block_expiry():
     cfg = RulesConfig(offsets_retention_ms=R, expiry_warning_ms=0, txn_timeout_ms=3 * R, alert_cooldown_ms=0)
     events = [assignment("A", 1, tp("t", 0), ts=0), commit("A", 1, tp("t", 0), ts=10, txn=True), left("A", ts=20)]
     g, out = run(events, until=2 * R, cfg=cfg)
-    assert out.alerts == [] and ("t", 0) in g.offsets
+    assert out.alerts == [] and ("t", 0) in grp.committed_offsets(g)
     # After the transaction timeout the pending marker is gone and cleanup proceeds.
     g, out = run(events, until=3 * R + 10, cfg=cfg)
     assert kinds(out) == ["OFFSETS_EXPIRING", "OFFSETS_EXPIRED"]
@@ -151,3 +155,59 @@ def test_pre21_rule_differs_for_active_group():
     g, _ = run([assignment("A", 1, tp("t", 0), ts=0), commit("A", 1, tp("t", 0), ts=10)])
     d = grp.deadlines(g, CFG)
     assert d.shipped is None and d.kip211 is None and d.pre21 == 10 + R
+
+
+# --- commits stored lazily (``grp.committed_offsets``) decide what storing each at once does
+
+_SHAPES = (tp("a", 0, 1), tp("a", 1), tp("b", 0), tp("a", 0) + tp("b", 0))  # one tuple each: shared, as decoded
+_ops = st.lists(st.tuples(
+    st.sampled_from(["commit", "commit", "commit", "assign", "left", "committed", "deleted"]),
+    st.sampled_from(["", "A"]), st.integers(0, len(_SHAPES) - 1), st.integers(1, R // 8)), max_size=30)
+
+
+def _events(ops):
+    ts, epoch = 0, 1
+    for op, member, shape, step in ops:
+        ts += step
+        tps = _SHAPES[shape]
+        if op == "commit":  # by A at its epoch (stored, and A subscribes to "a": often lazily), or an admin
+            ev = commit(member, epoch if member else -1, tps, ts=ts, offset=ts)
+            yield ev._replace(offsets=ev.offsets._replace(tps=tps))
+        elif op == "assign":
+            epoch += 1
+            yield assignment("A", epoch, tp("a", 0), ts=ts, subscribed=("a",) if shape == 3 else ("a", "b"))
+        elif op == "left":
+            yield left("A", ts=ts)
+        elif op == "committed":
+            yield committed(*tps[0], ts, ts=ts)
+        else:
+            yield OffsetDeleted(ts, "default", "g", f"d{ts}", ts, *tps[0])
+
+
+def _run_with_limit(events, limit):
+    """(offsets when the events are in, offsets, alert ids and verdicts after 3 retention periods)."""
+    old = grp.UNFOLDED_LIMIT
+    grp.UNFOLDED_LIMIT = limit
+    try:
+        g, out = run(events)
+        before = dict(grp.committed_offsets(g))
+        g = grp.advance(g, (events[-1].ts if events else 0) + 3 * R, CFG, out)
+        return before, g, [a.alert_id for a in out.alerts], out.verdicts
+    finally:
+        grp.UNFOLDED_LIMIT = old
+
+
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(ops=_ops, limit=st.integers(1, 4))
+@example(ops=[("assign", "A", 0, 1)] + [("commit", "A", s, 1) for s in (0, 1, 0)], limit=4)  # overlapping
+@example(ops=[("assign", "A", 0, 1), ("commit", "A", 0, 1), ("committed", "", 0, 1)], limit=4)
+def test_unfolded_commits_expire_as_stored_ones(ops, limit):
+    """Expiry warnings, expiries and verdicts are those of storing every commit at once (limit
+    0), whatever the limit; the topics the group keeps for the 'subscribed to all' shortcut are
+    exactly its offsets' topics."""
+    events = list(_events(ops))
+    before, g, alerts, verdicts = _run_with_limit(events, limit)
+    eager_before, eager, eager_alerts, eager_verdicts = _run_with_limit(events, 0)
+    assert before == eager_before and alerts == eager_alerts and verdicts == eager_verdicts
+    assert dict(grp.committed_offsets(g)) == dict(grp.committed_offsets(eager))
+    assert g.committed_topics == {t for t, _ in grp.committed_offsets(g)}

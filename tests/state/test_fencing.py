@@ -115,7 +115,7 @@ def test_offset_commit_simple_group_created_with_generation_minus_one():
     """OffsetMetadataManagerTest.testSimpleGroupOffsetCommit: -1 into an unknown group creates it."""
     g, out = run([commit("", -1, tp("t", 0))])
     assert out.verdicts[-1].cls == "accepted" and g.exists and g.group_type == "simple"
-    assert ("t", 0) in g.offsets
+    assert ("t", 0) in grp.committed_offsets(g)
 
 
 # --------------------------------------------------------------------------- KAFKA-19779 scenarios
