@@ -233,7 +233,8 @@ _INT = frozenset({int})
 _STR = frozenset({str})
 
 
-# (topic, partitions) -> the request's (topic, partition) keys; bounded above the members of a large cluster.
+# (topic, partitions) -> (the (topic, partition) keys, the partitions); bounded above the members
+# of a large cluster.
 _SHARED_TPS = Memo(1 << 15)
 
 
@@ -242,18 +243,20 @@ def _columns(topics: tuple, partitions: tuple, offsets: tuple, epochs: tuple) ->
     first = topics[0]
     if topics.count(first) != len(topics):
         return CommitOffsets(tuple(zip(topics, partitions)), offsets, epochs, None, partitions, None)
-    return _new_tuple(CommitOffsets, (_shared_tps(first, partitions), offsets, epochs, None, partitions, first))
+    tps, partitions = _shared_tps(first, partitions)
+    return _new_tuple(CommitOffsets, (tps, offsets, epochs, None, partitions, first))
 
 
-def _shared_tps(topic: str, partitions: tuple) -> tuple:
-    """The (topic, partition) keys of one topic's partitions, one shared tuple per distinct list:
-    a member commits (and is assigned) the same partitions again and again, so the engine's
-    lookups by them (request cache, offsets, owners) compare by identity."""
+def _shared_tps(topic: str, partitions: tuple) -> tuple[tuple, tuple]:
+    """The (topic, partition) keys of one topic's partitions and the partitions, one shared pair
+    of tuples per distinct list: a member commits (and is assigned) the same partitions again and
+    again, so the engine's lookups by them (request cache, offsets, owners) compare by identity,
+    and its logs of stored requests (``state.folding``) tell a repeated request by it."""
     key = (topic, partitions)
-    tps = _SHARED_TPS.get(key)
-    if tps is None:
-        tps = _SHARED_TPS.put(key, tuple(zip(repeat(topic), partitions)))
-    return tps
+    shared = _SHARED_TPS.get(key)
+    if shared is None:
+        shared = _SHARED_TPS.put(key, (tuple(zip(repeat(topic), partitions)), partitions))
+    return shared
 
 
 def _offsets(d) -> CommitOffsets:
@@ -421,7 +424,7 @@ def _typed_partitions(rows: list[_PartitionsRow]) -> tuple[tuple, tuple | None] 
     if len(rows) == 1:  # one topic: its (topic, partition) keys shared with the member's commits
         row = rows[0]
         partitions = tuple(row.partitions)
-        tps = _shared_tps(row.topic, partitions)
+        tps = _shared_tps(row.topic, partitions)[0]
         epochs = row.assignment_epochs
         if epochs is None:
             return tps, None
