@@ -123,9 +123,16 @@ def _jsb_once(s: str) -> bytes:
 
 
 # The request fields after event id and ts (with the separator of the next line), and the
-# tail, repeat commit after commit of a member.
-_MIDDLES = Memo(1 << 16)
-_TAILS = Memo(1 << 10)
+# tail: they repeat commit after commit of a member, so both come from one lookup.
+_REQUEST_TEXTS = Memo(1 << 16)
+
+
+def _request_texts(cv: CommitVerdicts) -> tuple[bytes, bytes]:
+    middle = ('"cluster":%s,"group_id":%s,"member_id":%s,"kind":"%s","client_epoch":%d,"broker_epoch":%s,' % (
+        _js(cv.cluster), _js(cv.group_id), _js(cv.member_id), cv.kind, cv.client_epoch, _ji(cv.broker_epoch)))
+    tail = '"broker_error":%s,"model_agrees":%s,"warming_up":%s}\n' % (
+        _js(cv.broker_error), _jb(cv.model_agrees), _jb(cv.warming_up))
+    return middle.encode(), tail.encode()
 
 
 def commit_verdicts_pieces(cv: CommitVerdicts) -> tuple[bytes, bytes, bytes]:
@@ -134,17 +141,11 @@ def commit_verdicts_pieces(cv: CommitVerdicts) -> tuple[bytes, bytes, bytes]:
     three to its one join rather than copying each ~4 KB request twice more to glue them."""
     if not cv.parts:
         return _NO_PIECES
-    key = cv[2:8]  # cluster, group, member, kind, client epoch, broker epoch
-    middle = _MIDDLES.get(key)
-    if middle is None:
-        middle = _MIDDLES.put(key, ('"cluster":%s,"group_id":%s,"member_id":%s,"kind":"%s","client_epoch":%d,'
-                                  '"broker_epoch":%s,' % (_js(cv.cluster), _js(cv.group_id), _js(cv.member_id),
-                                                          cv.kind, cv.client_epoch, _ji(cv.broker_epoch))).encode())
-    key = cv[8:11]  # broker error, model agrees, warming up
-    tail = _TAILS.get(key)
-    if tail is None:
-        tail = _TAILS.put(key, ('"broker_error":%s,"model_agrees":%s,"warming_up":%s}\n' % (
-            _js(cv.broker_error), _jb(cv.model_agrees), _jb(cv.warming_up))).encode())
+    key = cv[2:11]  # cluster, group, member, kind, client and broker epochs, broker error, agrees, warming up
+    texts = _REQUEST_TEXTS.get(key)
+    if texts is None:
+        texts = _REQUEST_TEXTS.put(key, _request_texts(cv))
+    middle, tail = texts
     _, prefix, items, rest = _layout(cv.parts)
     if prefix is None:  # a fragment per partition
         head = b'{"event_id":%s,"ts":%d,%s' % (_jsb_once(cv.event_id), cv.ts, middle)
