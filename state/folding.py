@@ -6,6 +6,10 @@ from typing import Callable, Hashable, Sequence, TypeVar
 
 T = TypeVar("T")
 
+# Requests a store keeps unfolded at most: bounds its memory, while a fold still finds most
+# members' requests several times over (each counts once).
+UNFOLDED_LIMIT = 128
+
 
 def newest_per_shape(log: Sequence[T], shape: Callable[[T], Hashable]) -> list[T]:
     """The newest entry of each shape (the partitions a request covers), in the order of those

@@ -20,7 +20,7 @@ from typing import Callable, Mapping, NamedTuple
 
 from . import expiry as exp
 from . import spike as spk
-from .folding import newest_per_shape
+from . import folding
 from .memo import Memo
 from .alerts import make_alert
 from .assignment import Member, apply_classic_generation, apply_member_assignment, apply_static_leave
@@ -265,11 +265,6 @@ def _listed(tps) -> str:
 
 # --------------------------------------------------------------------------- committed offsets
 
-# Requests a group keeps unfolded at most: bounds its memory, while a fold still finds most
-# members' requests several times over (each counts once).
-UNFOLDED_LIMIT = 128
-
-
 def committed_offsets(g: GroupState) -> Mapping[TopicPartition, exp.CommittedOffset]:
     """The group's committed offsets, every stored request folded in. A commit only appends its
     request: most groups subscribe to what they commit, so nothing reads the offsets until a
@@ -277,7 +272,7 @@ def committed_offsets(g: GroupState) -> Mapping[TopicPartition, exp.CommittedOff
     partitions several times over (only the newest request of each counts)."""
     if g.unfolded:
         offsets = g.offsets
-        for _, tps, committed in newest_per_shape(g.unfolded, _SHAPE):
+        for _, tps, committed in folding.newest_per_shape(g.unfolded, _SHAPE):
             offsets.update(zip(tps, repeat(committed)))
         g.unfolded = []
     return g.offsets
@@ -293,7 +288,7 @@ def _store_offsets(g: GroupState, tps: tuple[TopicPartition, ...], committed: ex
                    topic: str | None) -> None:
     """A stored commit request; ``topic``: its one topic, when the caller knows it."""
     g.unfolded.append((id(tps), tps, committed))
-    if len(g.unfolded) > UNFOLDED_LIMIT:
+    if len(g.unfolded) > folding.UNFOLDED_LIMIT:
         committed_offsets(g)
     if topic is None:
         g.committed_topics.update(map(_TOPIC, tps))
@@ -743,7 +738,6 @@ def expiry_view(g: GroupState) -> exp.ExpiryView:
 
 def deadlines(g: GroupState, cfg: RulesConfig) -> exp.Deadlines:
     return exp.group_deadlines(expiry_view(g), committed_offsets(g), cfg.offsets_retention_ms)
-
 
 
 def _subscribed_to_all(g: GroupState, topics) -> bool:

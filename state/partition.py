@@ -15,7 +15,7 @@ from typing import Mapping, NamedTuple
 
 from .alerts import make_alert
 from .events import PartitionEpochs
-from .folding import newest_per_shape
+from . import folding
 from .group import Outputs
 from .model import AlertKind, Severity
 from .truncation import TruncationFinding, check_committed
@@ -79,9 +79,6 @@ class TopicWatch:
         return ps
 
 
-# Requests a topic's watch keeps unfolded at most: bounds its memory, while a fold still finds
-# most members' requests several times over (each counts once).
-UNFOLDED_LIMIT = 128
 # A logged request's shape: its group and its partitions tuple's identity (decoding shares one
 # tuple per member and partition list; the log holds every tuple, so no id is reused meanwhile).
 _SHAPE = itemgetter(0, 1)
@@ -95,7 +92,7 @@ def fold(tw: TopicWatch) -> TopicWatch:
         return tw
     tw.unfolded = []
     committed = tw.committed
-    for group_id, _, partitions, offsets, leader_epochs in newest_per_shape(log, _SHAPE):
+    for group_id, _, partitions, offsets, leader_epochs in folding.newest_per_shape(log, _SHAPE):
         by_partition = committed.get(group_id)
         if by_partition is None:
             by_partition = committed[group_id] = {}
@@ -158,7 +155,7 @@ def note_commits(tw: TopicWatch, group_id: str, partitions: tuple, offsets: tupl
     partitions whose log is known (the others are checked when their facts arrive)."""
     if not tw.partitions:  # no log facts yet: nothing to check, and nothing reads it before they come
         tw.unfolded.append((group_id, id(partitions), partitions, offsets, leader_epochs))
-        if len(tw.unfolded) > UNFOLDED_LIMIT:
+        if len(tw.unfolded) > folding.UNFOLDED_LIMIT:
             fold(tw)
         return tw
     fold(tw)

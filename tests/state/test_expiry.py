@@ -4,6 +4,7 @@ from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 from fencewatch.state import expiry as exp
+from fencewatch.state import folding
 from fencewatch.state import group as grp
 from fencewatch.state.config import RulesConfig
 from fencewatch.state.events import OffsetDeleted
@@ -186,15 +187,15 @@ def _events(ops):
 
 def _run_with_limit(events, limit):
     """(offsets when the events are in, offsets, alert ids and verdicts after 3 retention periods)."""
-    old = grp.UNFOLDED_LIMIT
-    grp.UNFOLDED_LIMIT = limit
+    old = folding.UNFOLDED_LIMIT
+    folding.UNFOLDED_LIMIT = limit
     try:
         g, out = run(events)
         before = dict(grp.committed_offsets(g))
         g = grp.advance(g, (events[-1].ts if events else 0) + 3 * R, CFG, out)
         return before, g, [a.alert_id for a in out.alerts], out.verdicts
     finally:
-        grp.UNFOLDED_LIMIT = old
+        folding.UNFOLDED_LIMIT = old
 
 
 @settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])

@@ -3,6 +3,7 @@ truncation detection, and the partition-keyed watch that raises the alerts."""
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from fencewatch.state import folding
 from fencewatch.state import group as grp
 from fencewatch.state import partition as part
 from fencewatch.state.engine import LocalEngine
@@ -117,8 +118,8 @@ _requests = st.lists(st.tuples(st.sampled_from(["g1", "g2"]),
 
 
 def _store(requests, limit: int, facts_at: int | None):
-    old = part.UNFOLDED_LIMIT
-    part.UNFOLDED_LIMIT = limit
+    old = folding.UNFOLDED_LIMIT
+    folding.UNFOLDED_LIMIT = limit
     try:
         tw = part.new_topic_watch("default", "t")
         out = grp.Outputs()
@@ -132,7 +133,7 @@ def _store(requests, limit: int, facts_at: int | None):
         part.apply_partition_epochs(tw, partition_epochs("t", 1, ts=99, log_end=600, cache=CACHE), out)
         return tw, [a.alert_id for a in out.alerts]
     finally:
-        part.UNFOLDED_LIMIT = old
+        folding.UNFOLDED_LIMIT = old
 
 
 @settings(max_examples=300, deadline=None)
