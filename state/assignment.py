@@ -14,6 +14,7 @@ from .events import MemberAssignment
 from .model import MemberState, Protocol, TopicPartition
 
 _TOPIC = itemgetter(0)
+_new_tuple = tuple.__new__
 STATIC_LEAVE_EPOCH = -2  # LEAVE_GROUP_STATIC_MEMBER_EPOCH
 LEAVE_EPOCH = -1  # LEAVE_GROUP_MEMBER_EPOCH
 
@@ -113,18 +114,9 @@ def apply_member_assignment(member: Member | None, event: MemberAssignment) -> M
             and member.revocation_epoch == revocation_epoch and member.subscribed_topics == subscribed
             and member.instance_id == instance_id and member.protocol == event.protocol):
         return member
-    return Member(
-        member_id=event.member_id,
-        protocol=event.protocol,
-        member_epoch=new_epoch,
-        previous_member_epoch=previous_epoch,
-        state=event.state,
-        assigned_partitions=assigned,
-        partitions_pending_revocation=pending,
-        revocation_epoch=revocation_epoch,
-        instance_id=instance_id,
-        subscribed_topics=subscribed,
-    )
+    # Positional, without the NamedTuple's Python-level __new__ (once per membership event).
+    return _new_tuple(Member, (event.member_id, event.protocol, new_epoch, previous_epoch, event.state, assigned,
+                               pending, revocation_epoch, instance_id, subscribed))
 
 
 def apply_static_leave(member: Member) -> Member:

@@ -170,6 +170,8 @@ def _index_remove(index: dict, member: Member | None, tps) -> None:
 
 
 def _index_add(index: dict, member_id: str, tps) -> None:
+    if not tps:
+        return
     if index.keys().isdisjoint(tps):  # the usual case: nobody else holds them
         index.update(dict.fromkeys(tps, (member_id,)))
         return
