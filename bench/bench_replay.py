@@ -46,36 +46,27 @@ def phases(path: Path) -> dict:
             "alerts": len(alerts), "verdicts": n}
 
 
-def throughput(path: Path, info: dict, runs: int) -> dict:
-    """The fastest of ``runs`` replays, each in a new process on this core: its memo tables
-    (shared keys, rendered text, policy outcomes) start empty, as in a user's one replay."""
-    best = None
-    for _ in range(runs):
-        out = subprocess.run([sys.executable, __file__, "--phases-of", str(path)], check=True,
-                             capture_output=True, text=True).stdout
-        row = json.loads(out)
-        assert row["verdicts"] == info["commit_partitions"], (row, info)
-        if best is None or row["cpu"] < best["cpu"]:
-            best = row
-    return best
+def throughput(path: Path, info: dict) -> dict:
+    """One replay's phases in a new process on this core: its memo tables (shared keys,
+    rendered text, policy outcomes) start empty, as in a user's one replay."""
+    out = subprocess.run([sys.executable, __file__, "--phases-of", str(path)], check=True,
+                         capture_output=True, text=True).stdout
+    row = json.loads(out)
+    assert row["verdicts"] == info["commit_partitions"], (row, info)
+    return row
 
 
-def command_cpu(path: Path, runs: int) -> tuple[float, float]:
+def command_cpu(path: Path) -> tuple[float, float]:
     """The command as a user runs it (``fencewatch replay TRACE --out /dev/null``, start-up and
-    summary included): best (CPU seconds, wall seconds) of ``runs`` child processes on this core."""
+    summary included): (CPU seconds, wall seconds) of one child process on this core."""
     exe = Path(sys.executable).with_name("fencewatch")
-    best = None
-    for _ in range(runs):
-        before = resource.getrusage(resource.RUSAGE_CHILDREN)
-        w0 = time.perf_counter()
-        subprocess.run([str(exe), "replay", str(path), "--out", os.devnull], check=True,
-                       stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-        wall = time.perf_counter() - w0
-        after = resource.getrusage(resource.RUSAGE_CHILDREN)
-        cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
-        if best is None or cpu < best[0]:
-            best = (cpu, wall)
-    return best
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
+    w0 = time.perf_counter()
+    subprocess.run([str(exe), "replay", str(path), "--out", os.devnull], check=True,
+                   stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    wall = time.perf_counter() - w0
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime), wall
 
 
 def state_bytes(groups: int) -> tuple[int, int]:
@@ -125,12 +116,14 @@ def main(argv=None) -> int:
         print(f"writing trace: {args.groups} groups, {args.rounds} commit rounds ...", file=sys.stderr)
         info = write_trace(path, groups=args.groups, rounds=args.rounds)
         print(f"trace: {info} ({path.stat().st_size / 1e6:.0f} MB); judging {args.runs}x ...", file=sys.stderr)
-        # Alternately, so both rows see the same moments of a host whose speed drifts.
-        r, cmd = None, None
+        # Alternately, so both rows see the same moments of a host whose speed drifts; the
+        # fastest run of each counts.
+        rows, cmds = [], []
         for _ in range(args.runs):
-            r = min(filter(None, (r, throughput(path, info, 1))), key=lambda row: row["cpu"])
-            cmd = min(filter(None, (cmd, command_cpu(path, 1))))
-        cmd_cpu, cmd_wall = cmd
+            rows.append(throughput(path, info))
+            cmds.append(command_cpu(path))
+        r = min(rows, key=lambda row: row["cpu"])
+        cmd_cpu, cmd_wall = min(cmds)
     cp = info["commit_partitions"]
     mem = [(g, *state_bytes(g)) for g in (250, 500, 1000)]
     lines = [
