@@ -10,14 +10,14 @@ import gc
 import logging
 from collections import Counter
 from itertools import chain, islice, repeat
-from operator import attrgetter
+from operator import attrgetter, eq
 from contextlib import contextmanager
 import sys
 import time
 from dataclasses import dataclass, field
 from typing import IO, Iterable
 
-from fencewatch.sinks.jsonl import alert_dict, alert_json, commit_verdicts_pieces, verdict_dict
+from fencewatch.sinks.jsonl import alert_dict, alert_json, alert_sort_key, commit_verdicts_pieces, verdict_dict
 from fencewatch.state import group as grp
 from fencewatch.state.config import RulesConfig
 from fencewatch.state.engine import LocalEngine, sort_key
@@ -89,7 +89,18 @@ def judge(events: list, cfg: RulesConfig | None = None, clock: int | None = None
     with _no_cyclic_gc():  # sorting too: its key tuples set off a full collection of every event
         engine.feed_all(sorted(events, key=sort_key))
         out = engine.finish(clock)
-    return out.commits, sorted(out.alerts, key=lambda a: (a.ts, a.alert_id, alert_json(a))), engine.groups()
+    return out.commits, sorted_alerts(out.alerts), engine.groups()
+
+
+def sorted_alerts(alerts: list[Alert]) -> list[Alert]:
+    """Alerts by (ts, alert id), and by their text where both tie (a deterministic order
+    whatever the engine's). The ids are hashes of the alerts' content, so ties are rare: only
+    then is every alert rendered for the sort (1k alerts took 0.02 s to render)."""
+    by_id = sorted(alerts, key=alert_sort_key)
+    keys = list(map(alert_sort_key, by_id))
+    if any(map(eq, keys, keys[1:])):
+        return sorted(alerts, key=lambda a: (a.ts, a.alert_id, alert_json(a)))
+    return by_id
 
 
 def judge_events(events: Iterable[dict], cfg: RulesConfig | None = None) -> ReplayResult:

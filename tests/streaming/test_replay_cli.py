@@ -5,8 +5,13 @@ import sys
 from pathlib import Path
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
+from fencewatch.sinks.jsonl import alert_json
+from fencewatch.state.model import Alert
 from fencewatch.streaming.cli import main
+from fencewatch.streaming.replay import sorted_alerts
 
 TRACE = [
     {"type": "member_assignment", "ts": 1000, "group_id": "g1", "member_id": "A", "member_epoch": 1,
@@ -108,3 +113,13 @@ def test_replay_does_not_import_the_other_commands(trace, tmp_path):
             "'fencewatch.streaming.job', 'fencewatch.sinks.grafana')))); sys.exit(rc)")
     res = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert res.stdout.strip() == "[]"
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.builds(Alert, st.sampled_from(["a1", "a2", "a3"]), st.integers(0, 3), st.just("default"),
+                          st.just("g"), st.sampled_from(["ZOMBIE_COMMIT", "OFFSETS_EXPIRED"]),
+                          st.just("warning"), st.sampled_from(["x", "y", "z"])), max_size=12))
+def test_alerts_sorted_by_time_id_and_text(alerts):
+    """Replay's alert order (ts, alert id, then the rendered text where both tie) is what sorting
+    on all three gives, also when ids tie (the text is rendered only then)."""
+    assert sorted_alerts(alerts) == sorted(alerts, key=lambda a: (a.ts, a.alert_id, alert_json(a)))
