@@ -13,7 +13,7 @@ from operator import itemgetter
 from typing import Mapping
 
 from fencewatch.state.memo import Memo
-from fencewatch.state.model import Alert, CommitVerdicts, PartitionJudgement, Verdict
+from fencewatch.state.model import Alert, CommitVerdicts, PartitionJudgement, UniformParts, Verdict
 
 _dumps = json.dumps
 
@@ -94,6 +94,15 @@ def _numbers(parts: tuple[PartitionJudgement, ...]) -> tuple[bytes, ...]:
         return tuple(map(b"%d".__mod__, numbers))
 
 
+def _uniform(parts: tuple[PartitionJudgement, ...]) -> bool:
+    """Whether the partitions differ in their number only: column by column (each compares its
+    items with the first, by identity first, as the judge shares them), not row by row."""
+    columns = list(zip(*parts))
+    del columns[1]  # the partition numbers
+    n = len(parts)
+    return all(c.count(c[0]) == n for c in columns)
+
+
 def _layout(parts: tuple[PartitionJudgement, ...]) -> tuple:
     """(parts, topic prefix, partition numbers, "," + the shared rest) when every partition
     has the same topic and judgement (the usual request: rendered with one join, nothing per
@@ -103,7 +112,7 @@ def _layout(parts: tuple[PartitionJudgement, ...]) -> tuple:
         return hit
     # Holding ``parts`` keeps its id from being reused.
     first = parts[0]
-    if list(map(_TOPIC_AND_REST, parts)).count(_TOPIC_AND_REST(first)) == len(parts):
+    if type(parts) is UniformParts or _uniform(parts):
         layout = (parts, b'"topic":%s,"partition":' % _jsb(first.topic), _numbers(parts), b"," + _rest(first))
     else:
         layout = (parts, None, tuple(map(_fragment, parts)), None)

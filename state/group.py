@@ -29,7 +29,7 @@ from .events import (ClassicJoin, ClassicSync, GroupStateChange, Heartbeat, Memb
                      OffsetCommit, OffsetCommitted, OffsetDeleted)
 from .fencing import POLICY_ORDER, classify, evaluate, is_unsafe, pre_check, rejection_error
 from .model import (Alert, AlertKind, CommitClass, CommitVerdicts, KafkaError, PartitionJudgement, Protocol,
-                    Severity, TopicPartition, TRANSIENT_ERRORS, Verdict)
+                    Severity, TopicPartition, TRANSIENT_ERRORS, UniformParts, Verdict)
 from .sticky import add_claims
 
 # Per-commit alert kinds folded into a count within ``alert_cooldown_ms``.
@@ -523,9 +523,11 @@ class RequestJudgement(NamedTuple):
     unsafe: tuple[TopicPartition, ...]
 
 
-def _judge_request(g: GroupState, member, c: int, tps: tuple[TopicPartition, ...], transactional: bool,
-                   cache: dict) -> RequestJudgement:
+def _judge_request(g: GroupState, member, c: int, tps: tuple[TopicPartition, ...], topic: str | None,
+                   transactional: bool, cache: dict) -> RequestJudgement:
+    """``topic``: the request's one topic (None: several, or not known)."""
     rej = _REJECTION_NAME[transactional or member.protocol is Protocol.CLASSIC or g.group_type == "classic"]
+    make_parts = tuple
     # The common request: the member holds every partition in `assigned` and nobody else holds
     # any, so each partition's answer depends only on its assignment epoch (a few distinct ones).
     aes = tuple(map(member.assigned_partitions.get, tps))
@@ -535,7 +537,9 @@ def _judge_request(g: GroupState, member, c: int, tps: tuple[TopicPartition, ...
         outcomes = {ae: _outcome(c, b, rev, ae, rej, False, None) for ae in set(aes)}
         # A judgement is (topic, partition) + what its assignment epoch decides: joined in C.
         rests = {ae: (ae, rev, *o, None) for ae, o in outcomes.items()}
-        parts = tuple(map(_new_tuple, repeat(PartitionJudgement), map(add, tps, map(rests.__getitem__, aes))))
+        if len(rests) == 1 and topic is not None:
+            make_parts = UniformParts
+        parts = make_parts(map(_new_tuple, repeat(PartitionJudgement), map(add, tps, map(rests.__getitem__, aes))))
         cache.update(zip(tps, parts))
         if set(outcomes.values()) == {_ALL_ACCEPT}:
             return _new_tuple(RequestJudgement, (parts, _NO_ERRORS, (), (), ()))
@@ -561,7 +565,7 @@ def _judge_request(g: GroupState, member, c: int, tps: tuple[TopicPartition, ...
             if r != "NONE" and first_error[i] is None:
                 first_error[i] = KafkaError(r)
     request = tuple(e if e is not None else KafkaError.NONE for e in first_error)
-    return RequestJudgement(tuple(parts_l), request, tuple(zombies), tuple(avoidable_tps), tuple(unsafe_tps))
+    return RequestJudgement(make_parts(parts_l), request, tuple(zombies), tuple(avoidable_tps), tuple(unsafe_tps))
 
 
 _NO_REQUEST = RequestJudgement((), _NO_ERRORS, (), (), ())
@@ -604,7 +608,7 @@ def _commit(g: GroupState, ev: OffsetCommit, cfg: RulesConfig, out: Outputs) -> 
         if judged is None:
             if len(requests) > 64:
                 requests.clear()
-            judged = requests[tps] = _judge_request(g, member, c, tps, txn, cache)
+            judged = requests[tps] = _judge_request(g, member, c, tps, offsets.topic, txn, cache)
         request = judged.request
         agrees = None if broker_error is None else _agrees(broker_error, request[policy_index], False)
     else:

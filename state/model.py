@@ -216,6 +216,14 @@ class PartitionJudgement(NamedTuple):
     owner_member_id: str | None
 
 
+class UniformParts(tuple):
+    """Judgements of a request's partitions that differ in the partition number only (one
+    topic, one judgement): the usual request, as the judge makes it. A plain tuple to every
+    reader; a writer takes the promise instead of checking every partition."""
+
+    __slots__ = ()
+
+
 class CommitVerdicts(NamedTuple):
     """All verdicts of one commit request: request fields once, one judgement per partition.
 

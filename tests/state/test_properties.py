@@ -21,6 +21,7 @@ from fencewatch.state import expiry as exp
 from fencewatch.state import group as grp
 from fencewatch.state.config import RulesConfig
 from fencewatch.state.events import CommitOffset, CommitOffsets, OffsetCommit
+from fencewatch.state.model import UniformParts
 from fencewatch.streaming.replay import judge_events
 
 from .kip848_model import Coordinator
@@ -55,6 +56,9 @@ class LegalHistories(RuleBasedStateMachine):
         before = len(self.out.verdicts)
         self.feed([ev])
         assert self.out.commits[-1] == fresh_out.commits[-1]
+        parts = self.out.commits[-1].parts
+        if type(parts) is UniformParts:  # the judge's promise to writers: only partition numbers differ
+            assert len({(p[0], *p[2:]) for p in parts}) == 1
         return self.out.verdicts[before:]
 
     @precondition(lambda self: len(self.coord.members) < 4)
