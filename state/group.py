@@ -325,11 +325,13 @@ def _member_assignment(g: GroupState, ev: MemberAssignment, cfg: RulesConfig, ou
     base = prev if prev is not None else takeover
     new = apply_member_assignment(base, ev)
     if new is not prev:
+        # A partition has one owner per epoch: a second member holding it in `assigned` is a model
+        # break. Nobody holding any of them before the swap (a joining member) rules it out in C.
+        contested = not g.owners.keys().isdisjoint(new.assigned_partitions)
         g = _replace_member(g, prev, new, also_remove=takeover)
-        # A partition has one owner per epoch: a second member holding it in `assigned` is a model break.
         owners = g.owners
         clashes = None
-        if max(map(len, map(owners.__getitem__, new.assigned_partitions)), default=1) > 1:  # usually one each
+        if contested and max(map(len, map(owners.__getitem__, new.assigned_partitions)), default=1) > 1:
             before = base.assigned_partitions if base is not None else {}
             clashes = {tp: [h for h in owners[tp] if h != new.member_id] for tp in new.assigned_partitions
                        if len(owners[tp]) > 1 and tp not in before}  # the index holds the new member too
