@@ -61,7 +61,6 @@ _LAYOUTS = Memo(1 << 15)  # bounds memory: requests x partitions x ~300 bytes
 
 # The part of a fragment after topic and partition, by value: partitions of a group share it.
 _RESTS = Memo(1 << 16)
-_TOPIC_AND_REST = itemgetter(0, *range(2, len(PartitionJudgement._fields)))
 _PARTITION = itemgetter(1)
 
 
