@@ -99,7 +99,7 @@ class GroupState:
     pending_owners: Mapping[TopicPartition, tuple[str, ...]] = field(default_factory=dict)
     # Read through ``committed_offsets``: stored commit requests wait in ``unfolded`` first.
     offsets: Mapping[TopicPartition, exp.CommittedOffset] = field(default_factory=dict)
-    unfolded: list[tuple[int, tuple[TopicPartition, ...], exp.CommittedOffset]] = field(default_factory=list)
+    unfolded: list[tuple[tuple[TopicPartition, ...], exp.CommittedOffset]] = field(default_factory=list)
     committed_topics: set[str] = field(default_factory=set)  # the topics of both
     pending_txn: Mapping[TopicPartition, int] = field(default_factory=dict)  # tp -> since ts
     claims: Mapping[TopicPartition, tuple[tuple[str, int], ...]] = field(default_factory=dict)
@@ -274,22 +274,20 @@ def committed_offsets(g: GroupState) -> Mapping[TopicPartition, exp.CommittedOff
     partitions several times over (only the newest request of each counts)."""
     if g.unfolded:
         offsets = g.offsets
-        for _, tps, committed in folding.newest_per_shape(g.unfolded, _SHAPE):
+        log = g.unfolded
+        for tps, committed in folding.newest_per_shape(log, map(id, map(_TPS, log))):
             offsets.update(zip(tps, repeat(committed)))
         g.unfolded = []
     return g.offsets
 
 
-# A logged request's shape is its partitions tuple's identity: decoding shares one tuple per
-# member and partition list (``CommitOffsets.tps``), and the log holds every tuple, so no id
-# is reused meanwhile.
-_SHAPE = itemgetter(0)
+_TPS = itemgetter(0)  # a logged request's (topic, partition) keys: its shape, by identity
 
 
 def _store_offsets(g: GroupState, tps: tuple[TopicPartition, ...], committed: exp.CommittedOffset,
                    topic: str | None) -> None:
     """A stored commit request; ``topic``: its one topic, when the caller knows it."""
-    g.unfolded.append((id(tps), tps, committed))
+    g.unfolded.append((tps, committed))
     if len(g.unfolded) > folding.UNFOLDED_LIMIT:
         committed_offsets(g)
     if topic is None:

@@ -68,9 +68,8 @@ class TopicWatch:
     topic: str
     partitions: dict[int, PartitionState] = field(default_factory=dict)  # partitions whose log is known
     committed: dict[str, dict[int, tuple[int, int]]] = field(default_factory=dict)
-    # Stored commit requests not yet in ``committed``: (group, id of partitions, partitions, offsets,
-    # leader epochs), oldest first.
-    unfolded: list[tuple[str, int, tuple, tuple, tuple]] = field(default_factory=list)
+    # Stored commit requests not yet in ``committed``: (group, partitions, offsets, leader epochs), oldest first.
+    unfolded: list[tuple[str, tuple, tuple, tuple]] = field(default_factory=list)
 
     def partition(self, partition: int) -> PartitionState:
         ps = self.partitions.get(partition)
@@ -79,9 +78,8 @@ class TopicWatch:
         return ps
 
 
-# A logged request's shape: its group and its partitions tuple's identity (decoding shares one
-# tuple per member and partition list; the log holds every tuple, so no id is reused meanwhile).
-_SHAPE = itemgetter(0, 1)
+# A logged request's shape: its group and its partitions tuple, by identity.
+_GROUP, _PARTITIONS = itemgetter(0), itemgetter(1)
 
 
 def fold(tw: TopicWatch) -> TopicWatch:
@@ -92,7 +90,8 @@ def fold(tw: TopicWatch) -> TopicWatch:
         return tw
     tw.unfolded = []
     committed = tw.committed
-    for group_id, _, partitions, offsets, leader_epochs in folding.newest_per_shape(log, _SHAPE):
+    shapes = zip(map(_GROUP, log), map(id, map(_PARTITIONS, log)))
+    for group_id, partitions, offsets, leader_epochs in folding.newest_per_shape(log, shapes):
         by_partition = committed.get(group_id)
         if by_partition is None:
             by_partition = committed[group_id] = {}
@@ -154,7 +153,7 @@ def note_commits(tw: TopicWatch, group_id: str, partitions: tuple, offsets: tupl
     """A group's stored commit to partitions of this topic: remember it, and check the
     partitions whose log is known (the others are checked when their facts arrive)."""
     if not tw.partitions:  # no log facts yet: nothing to check, and nothing reads it before they come
-        tw.unfolded.append((group_id, id(partitions), partitions, offsets, leader_epochs))
+        tw.unfolded.append((group_id, partitions, offsets, leader_epochs))
         if len(tw.unfolded) > folding.UNFOLDED_LIMIT:
             fold(tw)
         return tw
