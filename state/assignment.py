@@ -43,10 +43,6 @@ class Member(NamedTuple):
             ae = self.partitions_pending_revocation.get(tp)
         return ae
 
-    @property
-    def has_left_statically(self) -> bool:
-        return self.member_epoch == STATIC_LEAVE_EPOCH
-
     def held_topics(self) -> set[str]:
         return {*map(_TOPIC, self.assigned_partitions), *map(_TOPIC, self.partitions_pending_revocation)}
 

@@ -254,3 +254,16 @@ def test_fencing_spike_from_broker_answers_fires_and_resolves_without_input():
     g = grp.advance(g, 100_000, cfg, out)
     spikes = [a for a in out.alerts if a.kind == "FENCING_SPIKE"]
     assert [a.details["status"] for a in spikes] == ["firing", "resolved"]
+
+
+def test_commit_of_partition_pending_revocation_is_judged_at_its_kept_epoch():
+    """A partition moving to pending revocation keeps the epoch it was assigned at (3), so a commit at
+    epoch 4 by the member now at epoch 6 is within [assignment epoch, broker epoch): stale under the
+    strict check, accepted by the relaxed ones (KIP-1251), i.e. avoidable. With the partition's epoch
+    lost (not held) or replaced by the member's (6), the relaxed checks would fence it."""
+    events = [assignment("A", 3, tp("t", 0), ts=100), assignment("A", 5, tp("t", 0, 1), ts=110),
+              assignment("A", 6, tp("t", 1), pending=tp("t", 0), state=MemberState.UNREVOKED_PARTITIONS, ts=120)]
+    v = verdict(events + [commit("A", 4, tp("t", 0), ts=130)])
+    assert (v.assignment_epoch, v.broker_epoch) == (3, 6)
+    assert (v.strict, v.assignment_epoch_check, v.kip1251) == ("STALE_MEMBER_EPOCH", "NONE", "NONE")
+    assert v.cls == "avoidable"
