@@ -91,6 +91,19 @@ def test_spark_version_of_the_image_is_inside_pyproject_pin():
     assert any(f"pyspark=={ARGS['SPARK_VERSION']}" in expand(" ".join(c), ARGS) for c in installs)
 
 
+def test_the_wheel_is_installed_with_extras_pyproject_defines():
+    installs = [" ".join(c) for c in run_commands(INSTRUCTIONS, RUNTIME) if c[:2] == ["pip", "install"]]
+    wheel = [w for c in installs for w in c.split() if "fencewatch-*.whl" in w]
+    assert len(wheel) == 1, "the runtime stage installs the wheel the build stage made"
+    m = re.search(r"\.whl\)?\[([\w,-]+)\]", wheel[0])
+    extras = set(m.group(1).split(",")) if m else set()
+    optional = pyproject()["project"].get("optional-dependencies", {})
+    assert extras <= set(optional), f"unknown extras {extras - set(optional)}"
+    assert "test" not in extras
+    assert not re.search(r"(?<!\$\(ls )/tmp/dist/fencewatch-\*\.whl\[", wheel[0]), "a glob followed by [extra] " \
+        "is a character class to the shell"
+
+
 # --------------------------------------------------------------------------- the wheel
 
 
