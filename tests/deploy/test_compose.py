@@ -283,3 +283,23 @@ def test_fencewatch_services_run_commands_the_cli_accepts():
         if service.get("image", "").startswith(FENCEWATCH_IMAGE):
             ran.add(_fencewatch_args(service).command)
     assert {"run", "bridge"} <= ran
+
+
+def test_prometheus_accepts_its_compose_config_as_the_container_sees_it(tmp_path):
+    """``promtool check config`` on the mounted config, container paths mapped to their mounts."""
+    import shutil
+    import subprocess
+
+    promtool = shutil.which("promtool")
+    assert promtool, "promtool not found: install Debian's prometheus package (`make system-deps`)"
+    service = _services()["prometheus"]
+    mounts = _bind_mounts(service)
+    config_target = next(a for a in _argv(service["command"]) if a.startswith("--config.file=")).split("=", 1)[1]
+    text = mounts[config_target].read_text()
+    for target, source in sorted(mounts.items(), key=lambda kv: -len(kv[0])):
+        text = text.replace(target, str(source))
+    config = tmp_path / "prometheus.yml"
+    config.write_text(text)
+    done = subprocess.run([promtool, "check", "config", str(config)], capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "rule files found" in done.stdout and " 0 rule files" not in done.stdout
