@@ -303,3 +303,19 @@ def test_prometheus_accepts_its_compose_config_as_the_container_sees_it(tmp_path
     done = subprocess.run([promtool, "check", "config", str(config)], capture_output=True, text=True, timeout=60)
     assert done.returncode == 0, done.stdout + done.stderr
     assert "rule files found" in done.stdout and " 0 rule files" not in done.stdout
+
+
+def test_the_job_keeps_its_checkpoint_on_a_volume_and_images_carry_the_project_version():
+    from deploy_files import one, pyproject
+
+    version = pyproject()["project"]["version"]
+    job = _services()["fencewatch"]
+    args = _fencewatch_args(job)
+    mounts = [str(v).split(":")[1] for v in job.get("volumes", [])]
+    assert any(args.checkpoint.startswith(m.rstrip("/") + "/") for m in mounts), "a restart must find the checkpoint"
+    assert (job.get("healthcheck") or {}).get("disable") is not True, "the image's HEALTHCHECK watches the job"
+    images = {s["image"] for s in _services().values() if s.get("image", "").startswith(FENCEWATCH_IMAGE)}
+    assert images == {f"fencewatch:{version}"}
+    k8s = {one("SparkApplication")["spec"]["image"],
+           one("Deployment", "fencewatch-bridge")["spec"]["template"]["spec"]["containers"][0]["image"]}
+    assert {i.rsplit(":", 1)[1] for i in k8s} == {version}
