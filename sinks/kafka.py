@@ -14,7 +14,7 @@ import logging
 import os
 import struct
 from pathlib import Path
-from typing import Iterable, Mapping
+from typing import Callable, Iterable, Mapping
 
 import fastavro
 
@@ -74,7 +74,9 @@ class KafkaOutputs:
     """Writes one micro-batch's records; ``write_batch`` returns False for a batch already written."""
 
     def __init__(self, client_config: Mapping[str, str], *, verdicts_topic: str | None, alerts_topic: str | None,
-                 dlq_topic: str | None, alerts_format: str = "avro", marker: BatchMarker | None = None):
+                 dlq_topic: str | None, alerts_format: str = "avro", marker: BatchMarker | None = None,
+                 alert_serializer: Callable[[Mapping, str], bytes] | None = None):
+        """``alert_serializer(alert, topic)`` replaces the fixed-id Avro encoding (a Schema Registry's)."""
         from confluent_kafka import Producer
 
         cfg = {"linger.ms": "20", "batch.num.messages": "10000", "compression.type": "lz4",
@@ -85,6 +87,7 @@ class KafkaOutputs:
         self.dlq_topic = dlq_topic
         self.alerts_format = alerts_format
         self.marker = marker
+        self._alert_serializer = alert_serializer
         self._errors: list[str] = []
 
     def _on_delivery(self, err, msg) -> None:
@@ -109,8 +112,9 @@ class KafkaOutputs:
                 self._produce(self.verdicts_topic, line.encode())
         if self.alerts_topic:
             for a in alerts:
-                value = (encode_alert_avro(a) if self.alerts_format == "avro"
-                         else json.dumps(a, separators=(",", ":")).encode())
+                value = (json.dumps(a, separators=(",", ":")).encode() if self.alerts_format != "avro"
+                         else self._alert_serializer(a, self.alerts_topic) if self._alert_serializer
+                         else encode_alert_avro(a))
                 self._produce(self.alerts_topic, value, key=a["alert_id"].encode())
         if self.dlq_topic:
             for raw, reason, coords in dead_letters:

@@ -25,7 +25,7 @@ log = logging.getLogger(__name__)
 
 ENV_PREFIX = "FENCEWATCH_"
 REDACTED = "***"
-_SECRET_WORDS = ("password", "secret", "token", "jaas", "sasl.oauthbearer.config", "ssl.key")
+_SECRET_WORDS = ("password", "secret", "token", "jaas", "sasl.oauthbearer.config", "ssl.key", "user.info")
 
 
 @dataclass(frozen=True, slots=True)
@@ -46,6 +46,8 @@ class StreamingConfig:
     shuffle_partitions: int = 8
     state_store: str = "rocksdb"  # rocksdb | hdfs
     kafka: Mapping[str, str] = field(default_factory=dict)  # extra client settings (security.protocol, sasl.*, ssl.*)
+    # Schema Registry for Avro input and alerts (url, basic.auth.user.info, ...); empty: fixed ids
+    schema_registry: Mapping[str, str] = field(default_factory=dict)
 
 
 @dataclass(frozen=True, slots=True)

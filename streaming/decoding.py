@@ -514,14 +514,24 @@ def event_from_dict(d: Any, *, seq: int, default_event_id: str, coords: str):
 
 
 def decode_avro_record(data: bytes, *, seq: int, default_event_id: str, coords: str,
-                       schema_ids: frozenset[int] = frozenset({1})):
-    """Confluent wire format (magic 0 + schema id + body) or a plain Avro body; the same fields as JSON."""
+                       schema_ids: frozenset[int] = frozenset({1}), registry=None):
+    """Confluent wire format (magic 0 + schema id + body) or a plain Avro body; the same fields as JSON.
+    With ``registry`` (a ``schema_registry.RegistryEventDecoder``) Confluent records take their
+    schema from the Schema Registry instead of the fixed ``schema_ids``."""
     from .event_schema import AvroWireError, decode_avro  # fastavro only when Avro is read
 
     if not data:
         return DecodeError("INVALID_AVRO", {"problem": "empty record"}, coords)
     # A plain body starts with the length of the non-empty ``type`` string, never 0.
     wire = "confluent" if data[0] == 0 else "plain"
+    if wire == "confluent" and registry is not None:
+        from .schema_registry import RegistryDecodeError
+
+        try:
+            d = registry.decode(data)
+        except RegistryDecodeError as exc:  # RegistryUnavailable propagates: the batch is retried
+            return DecodeError(exc.code, exc.params, coords)
+        return event_from_dict(d, seq=seq, default_event_id=default_event_id, coords=coords)
     if wire == "confluent" and len(data) >= 5:
         schema_id = int.from_bytes(data[1:5], "big")
         if schema_id not in schema_ids:

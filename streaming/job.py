@@ -113,12 +113,22 @@ def build_outputs(inputs, cfg: cfgmod.Config, *, emit_verdicts: bool | None = No
 
     if emit_verdicts is None:
         emit_verdicts = bool(cfg.sinks.verdicts_topic)
-    routed = inputs.mapInPandas(make_router(cfg.streaming.input_format), ROUTED)
+    routed = inputs.mapInPandas(make_router(cfg.streaming.input_format, registry=_registry(cfg, "decoder")), ROUTED)
     # No event-time watermark: reading a backlog, one topic runs ahead of the other and a
     # watermark would drop the other's events as late. Ordering is per key (state_fn.Hold).
     return routed.groupBy("key").applyInPandasWithState(
         make_stream_fn(cfg.state, max_skew_ms=cfg.streaming.max_skew_ms, emit_verdicts=emit_verdicts),
         OUTPUT, STATE, "append", "ProcessingTimeTimeout")
+
+
+def _registry(cfg: cfgmod.Config, role: str):
+    """The Schema Registry decoder (input) or encoder (alerts) when one is configured, else None."""
+    settings = cfg.streaming.schema_registry
+    if not settings:
+        return None
+    from .schema_registry import RegistryAlertEncoder, RegistryEventDecoder
+
+    return RegistryEventDecoder(settings) if role == "decoder" else RegistryAlertEncoder(settings)
 
 
 # --------------------------------------------------------------------------- per-batch sinks
@@ -297,7 +307,8 @@ def make_sinks(cfg: cfgmod.Config, *, metrics_port: int | None = None):
     client = {"bootstrap.servers": cfg.streaming.bootstrap_servers, **cfg.streaming.kafka}
     marker = BatchMarker(Path(cfg.streaming.checkpoint_location) / "fencewatch-sink-batch")
     kafka = KafkaOutputs(client, verdicts_topic=k.verdicts_topic, alerts_topic=k.alerts_topic,
-                         dlq_topic=k.dlq_topic, alerts_format=k.alerts_format, marker=marker)
+                         dlq_topic=k.dlq_topic, alerts_format=k.alerts_format, marker=marker,
+                         alert_serializer=_registry(cfg, "encoder"))
     metrics = MetricsSink(MetricsConfig(host=k.metrics_host, port=k.metrics_port if metrics_port is None else metrics_port,
                                         max_groups=k.metrics_top_groups,
                                         expiry_warning_s=cfg.state.expiry_warning_ms / 1000,

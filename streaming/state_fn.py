@@ -65,14 +65,16 @@ def parse_key(text: str) -> tuple:
     return (kind, cluster, name)
 
 
-def make_router(input_format: str = "json", schema_ids: Iterable[int] = (1,)) -> Callable:
+def make_router(input_format: str = "json", schema_ids: Iterable[int] = (1,), registry=None) -> Callable:
     """The ``mapInPandas`` function: columns value, seq, event_id, coords, source, record_ts, bad_reason
-    -> ROUTED rows (``bad_reason`` set: an upstream decoder already rejected the record)."""
+    -> ROUTED rows (``bad_reason`` set: an upstream decoder already rejected the record).
+    ``registry``: a ``schema_registry.RegistryEventDecoder`` for Avro input (else the fixed ids)."""
     ids = frozenset(schema_ids)
 
     def decode(value, seq, eid, coords):
         if input_format == "avro":
-            return decode_avro_record(bytes(value), seq=seq, default_event_id=eid, coords=coords, schema_ids=ids)
+            return decode_avro_record(bytes(value), seq=seq, default_event_id=eid, coords=coords, schema_ids=ids,
+                                      registry=registry)
         return decode_json_line(value, seq=seq, default_event_id=eid, coords=coords)
 
     def route_batches(batches: Iterator[pd.DataFrame]) -> Iterator[pd.DataFrame]:
