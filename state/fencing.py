@@ -90,16 +90,10 @@ def pre_check(*, group_exists: bool, group_has_members: bool, member_known: bool
 
 # --------------------------------------------------------------------------- classification
 
-def classify(accepted: Mapping[Policy, bool] | tuple[bool, bool, bool, bool], client_epoch: int,
-             broker_epoch: int, held_by_other: bool) -> CommitClass:
-    """One class per (commit, partition) from the policy outcomes (SPEC 3).
-
-    ``accepted`` is indexed like ``POLICY_ORDER`` when a tuple.
-    """
-    if isinstance(accepted, tuple):
-        strict_ok, kip_ok = accepted[0], accepted[3]
-    else:
-        strict_ok, kip_ok = accepted[Policy.STRICT], accepted[Policy.KIP1251]
+def classify(accepted: tuple[bool, bool, bool, bool], client_epoch: int, broker_epoch: int,
+             held_by_other: bool) -> CommitClass:
+    """One class per (commit, partition) from the policy outcomes (SPEC 3), in ``POLICY_ORDER``."""
+    strict_ok, kip_ok = accepted[0], accepted[3]
     if strict_ok:
         return CommitClass.ACCEPTED
     if kip_ok:

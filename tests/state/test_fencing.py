@@ -267,3 +267,24 @@ def test_commit_of_partition_pending_revocation_is_judged_at_its_kept_epoch():
     assert (v.assignment_epoch, v.broker_epoch) == (3, 6)
     assert (v.strict, v.assignment_epoch_check, v.kip1251) == ("STALE_MEMBER_EPOCH", "NONE", "NONE")
     assert v.cls == "avoidable"
+
+
+def test_offset_commit_unknown_group_at_epoch_zero_is_not_a_simple_group():
+    """OffsetMetadataManager.validateOffsetCommit: only a negative epoch creates a simple group; epoch 0
+    into an unknown group is GROUP_ID_NOT_FOUND like any other member epoch."""
+    v = verdict([commit("", 0, tp("t", 0))])
+    assert (v.strict, v.cls) == ("GROUP_ID_NOT_FOUND", "other")
+
+
+def test_commit_at_epoch_zero_without_member_id_is_not_an_admin_commit():
+    """ConsumerGroup.validateOffsetCommit: the admin path needs epoch < 0; epoch 0 with no member id
+    falls through to the member lookup, which fails even in an empty group."""
+    v = verdict([assignment("A", 1, tp("t", 0)), left("A"), commit("", 0, tp("t", 0))])
+    assert (v.strict, v.cls) == ("UNKNOWN_MEMBER_ID", "unknown_member")
+
+
+def test_known_member_committing_at_epoch_minus_one_is_judged_by_epoch():
+    """The admin path needs both epoch < 0 and no member id: a known member sending -1 is a stale
+    epoch for the policies, not an unknown member."""
+    v = verdict([assignment("A", 2, tp("t", 0)), commit("A", -1, tp("t", 0))])
+    assert (v.strict, v.kip1251, v.cls) == ("STALE_MEMBER_EPOCH", "STALE_MEMBER_EPOCH", "stale")
