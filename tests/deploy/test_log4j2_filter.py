@@ -76,3 +76,36 @@ def test_the_filter_keeps_exactly_the_three_apis_whole(tmp_path):
 @pytest.mark.slow
 def test_at_warn_the_logger_writes_nothing(tmp_path):
     assert run_log4j2(tmp_path, [message(8, "OFFSET_COMMIT")], level="WARN") == []
+
+
+LOG4J1_SNIPPET = SNIPPET.with_name("log4j-request-filter.properties")
+
+
+@pytest.mark.slow
+def test_the_log4j1_properties_filter_keeps_exactly_the_three_apis(tmp_path):
+    """Kafka 3.x's log4j.properties syntax, read by log4j's 1.x compatibility layer (log4j-1.2-api
+    2.25, the closest to reload4j that runs here): Kafka's requestAppender plus the shipped lines."""
+    log = tmp_path / "kafka-request.log"
+    config = tmp_path / "log4j.properties"
+    config.write_text(
+        "log4j.rootLogger=OFF\n"
+        "log4j.appender.requestAppender=org.apache.log4j.FileAppender\n"
+        f"log4j.appender.requestAppender.File={log}\n"
+        "log4j.appender.requestAppender.layout=org.apache.log4j.PatternLayout\n"
+        "log4j.appender.requestAppender.layout.ConversionPattern=[%d] %p %m (%c)%n\n"
+        "log4j.logger.kafka.request.logger=DEBUG, requestAppender\n"
+        "log4j.additivity.kafka.request.logger=false\n" + LOG4J1_SNIPPET.read_text()
+    )
+    kept = [message(8, "OFFSET_COMMIT"), message(28, "TXN_OFFSET_COMMIT"), message(68, "CONSUMER_GROUP_HEARTBEAT")]
+    dropped = [message(0, "PRODUCE"), message(1, "FETCH"), message(80, "ADD_RAFT_VOTER"), message(12, "HEARTBEAT")]
+    jars = spark_jars()
+    classpath = ":".join(str(p) for p in sorted(jars.glob("log4j-*.jar")))
+    result = subprocess.run(
+        [shutil.which("java") or "java", "-cp", classpath, "-Dlog4j1.compatibility=true",
+         f"-Dlog4j.configuration=file:{config}", str(HERE / "Log4j2FilterCheck.java")],
+        input="\n".join([dropped[0], kept[0], dropped[1], kept[1], dropped[2], kept[2], dropped[3]]) + "\n",
+        capture_output=True, text=True, timeout=120,
+    )
+    assert result.returncode == 0, result.stderr
+    lines = log.read_text().splitlines()
+    assert [line.split("] DEBUG ", 1)[1].removesuffix(" (kafka.request.logger)") for line in lines] == kept
