@@ -20,7 +20,6 @@ logging is not allowed (deploy/request-log/jmx-exporter-kafka-errors.yml).
 from __future__ import annotations
 
 import argparse
-import dataclasses
 import logging
 import re
 import sys

@@ -12,9 +12,9 @@ cannot be tested here: the embedded broker keeps topics in memory, so a restart 
 from __future__ import annotations
 
 import json
+import os
 import re
 import time
-import os
 from pathlib import Path
 
 import pytest
