@@ -27,6 +27,10 @@ system-deps:
 	@command -v promtool >/dev/null 2>&1 || { echo "installing Debian's prometheus package"; \
 	  (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq prometheus >/dev/null) \
 	  || echo "warning: could not install prometheus; tests that need it will fail"; }
+	@test -e /usr/lib/x86_64-linux-gnu/rsyslog/omkafka.so -o -e /usr/lib/aarch64-linux-gnu/rsyslog/omkafka.so \
+	  || { echo "installing Debian's rsyslog-kafka package (log shipping test)"; \
+	  (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq rsyslog-kafka >/dev/null) \
+	  || echo "warning: could not install rsyslog-kafka; tests/deploy will fail"; }
 
 test: $(STAMP) system-deps
 	$(PY) -m pytest -q

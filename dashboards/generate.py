@@ -24,6 +24,7 @@ import sys
 from pathlib import Path
 from typing import Any, Iterator
 
+from fencewatch.dashboards.rules import KAFKA_ERRORS
 from fencewatch.sinks import metrics
 
 log = logging.getLogger(__name__)
@@ -340,9 +341,41 @@ def fleet_overview() -> dict:
                      (f"topk(10, {top_avoidable})", "{{cluster}} / {{group}}"), "reqps", drill), 8, 9)
     lay.add(timeseries("Alerts raised", "fencewatch alerts by kind (resolved notices not counted).",
                        (_rate("alerts_total", by="kind", fn="increase"), "{{kind}}"), stack=True), 8, 9)
+    _no_tap_row(lay)
     return _dashboard(FLEET_UID, "fencewatch / Fleet overview",
                       "Fencing across every monitored consumer group: rates by class, avoidable share, zombies, top groups.",
                       lay.panels, multi=True)
+
+
+def _kafka_errors(requests: str, errors: str, by: str = "", window: str = "$__rate_interval") -> str:
+    """The brokers' ErrorsPerSec meters as the JMX exporter names them (rules.KAFKA_ERRORS); no
+    cluster/group labels exist there, so these queries ignore the $cluster/$group variables."""
+    grouping = f" by ({by}) " if by else ""
+    return f'sum{grouping}(rate({KAFKA_ERRORS}{{request=~"{requests}",error=~"{errors}"}}[{window}]))'
+
+
+def _no_tap_row(lay: _Layout) -> None:
+    """Fencing seen by the brokers themselves: works where the request log may not be switched on."""
+    commits, fenced = "OffsetCommit|TxnOffsetCommit", "STALE_MEMBER_EPOCH|ILLEGAL_GENERATION"
+    lay.row("Brokers (no tap: JMX ErrorsPerSec)")
+    lay.add(stat("Commit partitions fenced /s", "STALE_MEMBER_EPOCH + ILLEGAL_GENERATION per partition of "
+                 "OffsetCommit/TxnOffsetCommit responses, all brokers (the meter counts partitions: one rejected "
+                 "50-partition commit adds 50). Not filtered by $cluster: the brokers' meters carry no such label.",
+                 _kafka_errors(commits, fenced), "short", red=5, amber=1), 6, 4)
+    lay.add(stat("Members fenced /s", "ConsumerGroupHeartbeat answered FENCED_MEMBER_EPOCH (once per response), "
+                 "all brokers.", _kafka_errors("ConsumerGroupHeartbeat", "FENCED_MEMBER_EPOCH"), "short",
+                 red=1, amber=0.1), 6, 4)
+    lay.add(stat("Fenced share of commit partitions", "Fenced commit partitions / all commit partition answers "
+                 "(error=\"NONE\" included): independent of commit sizes.",
+                 f"{_kafka_errors(commits, fenced, window='$__range')} / "
+                 f"{_kafka_errors(commits, '.+', window='$__range')}", "percentunit", red=0.05, amber=0.01), 6, 4)
+    lay.add(stat("Brokers reporting fencing", "Brokers whose meters show fencing errors in the time range.",
+                 f"count({_kafka_errors(commits + '|ConsumerGroupHeartbeat', fenced + '|FENCED_MEMBER_EPOCH', by='instance', window='$__range')} > 0)"),
+            6, 4)
+    lay.add(timeseries("Fencing errors by broker", "Per broker (the coordinator of the affected groups), request "
+                       "and error. Commit rows count partitions, heartbeat rows responses.",
+                       (_kafka_errors(commits + "|ConsumerGroupHeartbeat", fenced + "|FENCED_MEMBER_EPOCH",
+                                      by="instance, request, error"), "{{instance}} {{request}} {{error}}")), 24, 8)
 
 
 def group_drilldown() -> dict:
@@ -353,7 +386,7 @@ def group_drilldown() -> dict:
     lay.add(stat("Group epoch", "The group's epoch.", f"max({_m('group_epoch')}{_sel()})"), 4, 4)
     lay.add(stat("State", "The group's state.", (f"{_m('group_state')}{_sel()} == 1", "{{state}}"), text_mode="name"), 4, 4)
     lay.add(stat("Offsets expire in", "Time until the earliest committed offset expires (KIP-211 / Kafka as shipped).",
-                 f"min({_m('group_offsets_expiry_deadline_seconds')}{_sel()}) - time()", "dtdurations",
+                 f"min({_m('group_offsets_expiry_deadline_timestamp_seconds')}{_sel()}) - time()", "dtdurations",
                  red=None), 4, 4)
     lay.add(stat("Spike firing", "FENCING_SPIKE / TXN_ABORT_STORM firing for this group.",
                  f"sum({_m('alerts_firing')}{_sel()})", red=1), 4, 4)
@@ -384,7 +417,7 @@ def group_drilldown() -> dict:
     lay.row("Offsets and log")
     lay.add(timeseries("Offset expiry countdown", "Seconds until the earliest committed offset expires; below zero: "
                        "due at the next cleanup.",
-                       (f"min by (group) ({_m('group_offsets_expiry_deadline_seconds')}{_sel()}) - time()", "{{group}}"),
+                       (f"min by (group) ({_m('group_offsets_expiry_deadline_timestamp_seconds')}{_sel()}) - time()", "{{group}}"),
                        unit="s"), 8, 8)
     lay.add(timeseries("Truncations", "LOG_TRUNCATION (KIP-320 divergence) and OFFSET_OUT_OF_RANGE per interval.",
                        (_rate("truncations_total", by="reason", fn="increase"), "{{reason}}")), 8, 8)
@@ -453,12 +486,15 @@ def render(dashboard: dict) -> str:
 
 
 def metrics_doc() -> str:
+    aliases = [m for m in metrics.METRICS if m.alias_of]
+    deprecated = "".join(f"| `{m.name}` | `{m.alias_of}` |\n" for m in aliases)
     return (
         "# Metrics\n\n"
         "Served by the streaming job's driver (`sinks/prometheus.py`, default `http://127.0.0.1:9464/metrics`).\n"
         "Generated from `sinks/metrics.py` by `python -m fencewatch.dashboards.generate`; do not edit the table by hand.\n\n"
         "Labels are `cluster`, `group` and closed enums only (values in parentheses; anything else is exported as the\n"
-        "last value). `group` is bounded: the `max_groups` (default 200) most active groups keep their own series, groups\n"
+        f"last value). `group` is bounded: the `max_groups` (`sinks.metrics_top_groups`, default "
+        f"{metrics.MetricsConfig().max_groups}) most active groups keep their own series, groups\n"
         "with imminent offset expiry or a firing spike first; every other group is counted in `group=\"other\"` of its\n"
         "cluster. Series of deleted groups (state `Dead`) and of groups that lose their slot are removed; counters never\n"
         "go backwards because a folded group's increments go to `other` from the moment it is folded.\n\n"
@@ -466,14 +502,24 @@ def metrics_doc() -> str:
         "comparisons, rebalances) are exported at 0 as soon as a group has series, so `rate()` and `increase()` see 0\n"
         "rather than nothing.\n\n"
         + metrics.markdown_table()
+        + "\n## Deprecated names\n\n"
+        "Renamed to follow Prometheus' naming conventions (a gauge holding a Unix time ends in `_timestamp_seconds`).\n"
+        "The old name is still exported, with the same values, for one release (0.2.x) and removed after it:\n"
+        "move dashboards, rules and recording rules to the new name now. The shipped dashboards and rules use\n"
+        "the new names only.\n\n"
+        "| deprecated name | use instead |\n|---|---|\n" + deprecated
     )
 
 
 def outputs() -> dict[Path, str]:
-    """Every generated file -> its content (docs/metrics.md only in a source checkout)."""
+    """Every generated file -> its content (docs/ files only in a source checkout)."""
+    from fencewatch.dashboards import rules
+
     files = {DASHBOARD_DIR / name: render(d) for name, d in dashboards().items()}
+    files[DASHBOARD_DIR.parents[1] / "prometheus" / "rules" / "fencewatch.rules.yml"] = rules.render()
     if (REPO_ROOT / "pyproject.toml").exists():
         files[METRICS_DOC] = metrics_doc()
+        files[REPO_ROOT / "docs" / "reference-alerting.yaml"] = rules.defaults_yaml()
     return files
 
 

@@ -136,6 +136,8 @@ class MetricSpec:
     labels: tuple[str, ...] = ()
     enums: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
     buckets: tuple[float, ...] = ()
+    # set on a deprecated alias: the family it repeats, value for value (removed one release later)
+    alias_of: str | None = None
 
     def series_names(self) -> tuple[str, ...]:
         """Names a PromQL query may use for this family."""
@@ -275,11 +277,20 @@ METRICS: tuple[MetricSpec, ...] = (
         _G,
     ),
     MetricSpec(
-        PREFIX + "group_offsets_expiry_deadline_seconds",
+        PREFIX + "group_offsets_expiry_deadline_timestamp_seconds",
         GAUGE,
         "Unix time at which the group's earliest committed offset expires (absent: nothing expires); "
         "group=\"other\" holds the earliest deadline of the folded groups.",
         _G,
+    ),
+    # Deprecated names, exported one more release beside the new ones (docs/metrics.md).
+    MetricSpec(
+        PREFIX + "group_offsets_expiry_deadline_seconds",
+        GAUGE,
+        "DEPRECATED: use fencewatch_group_offsets_expiry_deadline_timestamp_seconds (same values; "
+        "a Unix time is named _timestamp_seconds). Removed in the next release.",
+        _G,
+        alias_of=PREFIX + "group_offsets_expiry_deadline_timestamp_seconds",
     ),
     MetricSpec(
         PREFIX + "groups",
@@ -350,6 +361,11 @@ METRICS: tuple[MetricSpec, ...] = (
 
 BY_NAME: Mapping[str, MetricSpec] = {m.name: m for m in METRICS}
 
+ALIASES: Mapping[str, tuple[str, ...]] = {
+    m.name: tuple(a.name for a in METRICS if a.alias_of == m.name) for m in METRICS if not m.alias_of
+}
+"""Family name -> its deprecated aliases (the exporter writes every value under each)."""
+
 
 def spec(name: str) -> MetricSpec:
     """The spec of `name` (with or without the prefix); KeyError names the valid ones."""
@@ -384,6 +400,8 @@ def markdown_table() -> str:
     rows = ["| name | type | labels | help |", "|---|---|---|---|"]
     bar = "\\|"  # a literal | inside a table cell
     for m in METRICS:
+        if m.alias_of:
+            continue  # listed under "Deprecated names"
         labels = []
         for label in m.labels:
             values = m.enums.get(label)
@@ -406,7 +424,8 @@ class MetricsConfig:
     host: str = "127.0.0.1"
     port: int = 9464
     # groups with their own `group` label across all clusters; the rest are `other`
-    max_groups: int = 200
+    # (the job sets it from sinks.metrics_top_groups, whose default is the same)
+    max_groups: int = 50
     # per-batch decay of a group's activity score (events + verdicts per batch)
     activity_decay: float = 0.8
     # a folded group displaces the weakest labelled one only when its score is

@@ -554,7 +554,8 @@ class MetricsSink:
                 families[spec.name] = HistogramMetricFamily(spec.name, spec.help, labels=spec.labels)
 
         def add(name: str, labels: tuple, value: float) -> None:
-            families[name].add_metric([str(x) for x in labels], value)
+            for family in (name, *m.ALIASES.get(name, ())):
+                families[family].add_metric([str(x) for x in labels], value)
 
         for (cluster, label), store in self._grouped.items():
             for metric, series in store.items():
@@ -589,13 +590,13 @@ class MetricsSink:
                 add(m.PREFIX + "group_max_member_epoch", (cluster, group), s.max_member_epoch)
             add(m.PREFIX + "group_state", (cluster, group, s.state), 1)
             if s.expiry_deadline_ms is not None:
-                add(m.PREFIX + "group_offsets_expiry_deadline_seconds", (cluster, group), s.expiry_deadline_ms / 1000)
+                add(m.PREFIX + "group_offsets_expiry_deadline_timestamp_seconds", (cluster, group), s.expiry_deadline_ms / 1000)
         for (cluster, protocol), n in folded_members.items():
             add(m.PREFIX + "group_members", (cluster, OTHER, protocol), n)
         for cluster, n in folded_partitions.items():
             add(m.PREFIX + "group_partitions_held", (cluster, OTHER), n)
         for cluster, deadline in folded_deadline.items():
-            add(m.PREFIX + "group_offsets_expiry_deadline_seconds", (cluster, OTHER), deadline / 1000)
+            add(m.PREFIX + "group_offsets_expiry_deadline_timestamp_seconds", (cluster, OTHER), deadline / 1000)
         for (cluster, state), n in by_state.items():
             add(m.PREFIX + "groups", (cluster, state), n)
 

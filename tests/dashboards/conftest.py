@@ -5,9 +5,14 @@
   shaped like the streaming job's, a few clusters and groups, one batch every 0.25 s).
   To test against the real job instead, override this fixture with one that starts
   ``fencewatch demo`` and returns its address; nothing else changes.
+- ``broker_jmx_target`` (module): a STAND-IN for the brokers' Prometheus JMX exporter (a
+  Java agent that needs a Kafka broker; neither runs here): a prometheus_client endpoint
+  serving ``kafka_network_requestmetrics_errors_total{request,error}`` exactly as the rule in
+  ``deploy/request-log/jmx-exporter-kafka-errors.yml`` names the broker's ErrorsPerSec meters,
+  for two brokers, so the "Brokers (no tap)" panels and rules run against real Prometheus.
 - ``prometheus`` (module): Debian's ``prometheus`` binary on a free loopback port,
-  scraping ``metrics_target`` every second with the shipped alert rules loaded
-  (evaluated every second). Fails, not skips, when the binary is missing:
+  scraping ``metrics_target`` (job ``fencewatch``) and ``broker_jmx_target`` (job ``kafka``)
+  every second with the shipped alert rules loaded (evaluated every second). Fails, not skips, when the binary is missing:
   ``make test`` installs it (``make system-deps``).
 """
 
@@ -191,8 +196,54 @@ def metrics_target() -> Iterator[MetricsTarget]:
         sink.close()
 
 
+class BrokerErrorMeters:
+    """Counters shaped like the JMX exporter's view of two brokers' ErrorsPerSec meters (stand-in)."""
+
+    RATES = {  # (instance, request, error) -> per second; commits count partitions
+        ("broker-1:7071", "OffsetCommit", "NONE"): 400.0,
+        ("broker-1:7071", "OffsetCommit", "STALE_MEMBER_EPOCH"): 12.0,
+        ("broker-1:7071", "TxnOffsetCommit", "NONE"): 50.0,
+        ("broker-1:7071", "TxnOffsetCommit", "ILLEGAL_GENERATION"): 2.0,
+        ("broker-1:7071", "ConsumerGroupHeartbeat", "NONE"): 80.0,
+        ("broker-1:7071", "ConsumerGroupHeartbeat", "FENCED_MEMBER_EPOCH"): 0.5,
+        ("broker-2:7071", "OffsetCommit", "NONE"): 300.0,
+        ("broker-2:7071", "ConsumerGroupHeartbeat", "NONE"): 60.0,
+        ("broker-2:7071", "ConsumerGroupHeartbeat", "FENCED_MEMBER_EPOCH"): 1.0,
+    }
+
+    def __init__(self) -> None:
+        self.started = time.monotonic()
+
+    def collect(self):
+        from prometheus_client.core import CounterMetricFamily
+
+        family = CounterMetricFamily("kafka_network_requestmetrics_errors", "ErrorsPerSec (stand-in)",
+                                     labels=["broker", "request", "error"])
+        elapsed = time.monotonic() - self.started
+        for (instance, request, error), rate in self.RATES.items():
+            family.add_metric([instance, request, error], rate * elapsed)
+        yield family
+
+
 @pytest.fixture(scope="module")
-def prometheus(metrics_target: MetricsTarget, tmp_path_factory: pytest.TempPathFactory) -> Iterator[PrometheusServer]:
+def broker_jmx_target() -> Iterator[str]:
+    """Address of the stand-in JMX exporter (see the module docstring)."""
+    from prometheus_client import CollectorRegistry, start_http_server
+
+    registry = CollectorRegistry()
+    registry.register(BrokerErrorMeters())
+    server, thread = start_http_server(0, addr="127.0.0.1", registry=registry)
+    try:
+        yield f"127.0.0.1:{server.server_port}"
+    finally:
+        server.shutdown()
+        server.server_close()
+        thread.join(5)
+
+
+@pytest.fixture(scope="module")
+def prometheus(metrics_target: MetricsTarget, broker_jmx_target: str,
+               tmp_path_factory: pytest.TempPathFactory) -> Iterator[PrometheusServer]:
     binary = shutil.which("prometheus")
     assert binary, "prometheus not found: install Debian's prometheus package (`make system-deps`)"
     workdir = tmp_path_factory.mktemp("prometheus")
@@ -202,6 +253,12 @@ def prometheus(metrics_target: MetricsTarget, tmp_path_factory: pytest.TempPathF
         f"rule_files:\n  - {RULES}\n"
         "scrape_configs:\n  - job_name: fencewatch\n    static_configs:\n"
         f"      - targets: ['{metrics_target.address}']\n"
+        # one target stands in for every broker: its "broker" label becomes `instance`, as if scraped apart
+        "  - job_name: kafka\n    static_configs:\n"
+        f"      - targets: ['{broker_jmx_target}']\n"
+        "    metric_relabel_configs:\n"
+        "      - {source_labels: [broker], target_label: instance}\n"
+        "      - {regex: broker, action: labeldrop}\n"
     )
     port = free_port()
     log = workdir / "prometheus.log"

@@ -10,6 +10,7 @@ import pytest
 import yaml
 
 from fencewatch.dashboards import generate
+from fencewatch.dashboards import rules as rule_generator
 from fencewatch.sinks import metrics
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -99,7 +100,8 @@ def test_docs_alerts_has_a_runbook_for_every_rule():
         for rule in group["rules"]:
             name = rule["alert"]
             assert f"\n### {name}\n" in doc, name
-            assert rule["annotations"]["runbook_url"] == f"docs/alerts.md#{name.lower()}"
+            # absolute (Alertmanager links it) and pointing at this section's anchor
+            assert rule["annotations"]["runbook_url"] == f"{rule_generator.AlertRulesConfig().runbook_base_url}#{name.lower()}"
             assert rule["labels"]["severity"] in ("info", "warning", "critical")
             section = doc.split(f"### {name}\n", 1)[1].split("\n### ", 1)[0]
             assert "Runbook:" in section and f"`{rule['labels']['severity']}`" in section, name
@@ -119,3 +121,22 @@ def test_provisioning_files():
     assert prom["scrape_configs"][0]["static_configs"][0]["targets"] == [
         f"{metrics.MetricsConfig().host}:{metrics.MetricsConfig().port}"
     ]
+
+
+def test_metrics_doc_states_the_jobs_own_group_budget_default():
+    from fencewatch.streaming.config import SinksConfig
+
+    assert SinksConfig().metrics_top_groups == metrics.MetricsConfig().max_groups  # one default
+    doc = (ROOT / "docs" / "metrics.md").read_text()
+    assert f"`sinks.metrics_top_groups`, default {SinksConfig().metrics_top_groups})" in doc
+
+
+def test_every_deprecated_alias_names_a_defined_metric_and_is_documented():
+    aliases = [m for m in metrics.METRICS if m.alias_of]
+    assert aliases
+    doc = (ROOT / "docs" / "metrics.md").read_text().split("## Deprecated names", 1)[1]
+    for alias in aliases:
+        assert alias.alias_of in metrics.BY_NAME and not metrics.BY_NAME[alias.alias_of].alias_of
+        assert f"| `{alias.name}` | `{alias.alias_of}` |" in doc
+    used = json.dumps(generate.dashboards()) + RULES.read_text()
+    assert not any(re.search(rf"\b{a.name}\b", used) for a in aliases)  # shipped files use the new names

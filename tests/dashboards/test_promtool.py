@@ -27,7 +27,7 @@ def run(*args: str, cwd: Path | None = None) -> subprocess.CompletedProcess:
 def test_check_rules(promtool):
     result = run(promtool, "check", "rules", str(RULES))
     assert result.returncode == 0, result.stdout + result.stderr
-    assert "SUCCESS: 11 rules found" in result.stdout
+    assert "SUCCESS: 15 rules found" in result.stdout
 
 
 def test_check_example_config(promtool):
@@ -55,8 +55,15 @@ def test_every_alert_has_a_firing_and_a_silent_case():
         ("* 60 > 20", "* 60 > 0"),  # the fencing floor
         ("keep_firing_for: 10m", "keep_firing_for: 0s"),  # the anti-flapping hold
         ("- time() < 3600", "- time() < 60"),
+        ("[5m])) * 60 > 200", "[5m])) * 60 > 0"),  # the broker commit floor (partitions/min)
+        ('request=~"OffsetCommit|TxnOffsetCommit",error=~"STALE_MEMBER_EPOCH|ILLEGAL_GENERATION"}',
+         'request=~"OffsetCommit|TxnOffsetCommit",error!="NONE"}'),  # other errors must not count
+        ("unless\n                sum without (error)", "and\n                sum without (error)"),  # a lazily created meter
+        ("fencewatch_input_lag_records > 1000000", "fencewatch_input_lag_records > 1000000000"),
+        ("and on (instance) fencewatch_up == 1", "and on (instance) fencewatch_up >= 0"),
     ],
-    ids=["zombie-threshold", "spike-floor", "spike-hysteresis", "expiry-window"],
+    ids=["zombie-threshold", "spike-floor", "spike-hysteresis", "expiry-window", "broker-floor",
+         "broker-errors", "broker-lazy-meter", "input-lag", "input-stalled-needs-up"],
 )
 def test_unit_tests_catch_a_broken_rule(promtool, tmp_path, original, broken):
     """The rule tests bite: weakening a rule makes `promtool test rules` fail."""

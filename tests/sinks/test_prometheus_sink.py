@@ -214,10 +214,10 @@ def test_group_status_gauges_and_rebalance_counter():
     assert value(data, "fencewatch_group_state", **g, state="Empty") is None
     assert value(data, "fencewatch_group_rebalances_total", **g) == 5
     # the second status has no deadline: nothing expires any more
-    assert series(data, "fencewatch_group_offsets_expiry_deadline_seconds") == {}
+    assert series(data, "fencewatch_group_offsets_expiry_deadline_timestamp_seconds") == {}
     assert value(data, "fencewatch_groups", cluster="east", state="Stable") == 1
     sink.add_batch(group_status=[status(expiry_deadline_ms=1_800_003_600_500)])
-    assert value(sink, "fencewatch_group_offsets_expiry_deadline_seconds", **g) == 1_800_003_600.5
+    assert value(sink, "fencewatch_group_offsets_expiry_deadline_timestamp_seconds", **g) == 1_800_003_600.5
 
 
 def test_dead_or_deleted_groups_lose_their_series():
@@ -262,7 +262,7 @@ def test_a_group_with_offsets_about_to_expire_outranks_busier_groups():
         group_status=[status("empty", state="Empty", members=0, expiry_deadline_ms=1_800_000_600_000)],
     )
     data = scrape(sink)
-    assert value(data, "fencewatch_group_offsets_expiry_deadline_seconds", cluster="east", group="empty") == 1_800_000_600
+    assert value(data, "fencewatch_group_offsets_expiry_deadline_timestamp_seconds", cluster="east", group="empty") == 1_800_000_600
     assert {dict(k)["group"] for k in series(data, "fencewatch_events_total")} == {"other"}
 
 
@@ -416,3 +416,13 @@ def test_executor_summary_equals_per_verdict_counting():
         shapes2, requests2 = summarize_commit_verdicts(res.commit_verdicts, policy)
         assert bad == [] and shapes == shapes2 and requests == requests2
         assert sum(shapes.values()) == 4 and sum(requests.values()) == 2
+
+
+def test_a_renamed_metric_is_also_exported_under_its_deprecated_name_for_one_release():
+    sink = make_sink()
+    sink.add_batch(group_status=[status(expiry_deadline_ms=1_800_003_600_500, state="Empty", members=0)])
+    data = scrape(sink)
+    new, old = "fencewatch_group_offsets_expiry_deadline_timestamp_seconds", "fencewatch_group_offsets_expiry_deadline_seconds"
+    assert series(data, new) and series(data, old) == series(data, new)
+    sink.add_batch(group_status=[status(state="Stable")])  # nothing expires: both go together
+    assert series(scrape(sink), old) == series(scrape(sink), new) == {}
