@@ -249,6 +249,8 @@ class RequestLogBridge:
                 raise _Broken("BAD_FIELD", str(exc)) from None
             except msgspec.DecodeError as exc:
                 raise _Broken("BAD_JSON", str(exc)) from None
+            except UnicodeEncodeError as exc:  # a lone surrogate (text decoded with surrogateescape)
+                raise _Broken("BAD_ENCODING", str(exc)) from None
             if parsed.request_header.request_api_key != api:  # the text search met a nested key first
                 raise _Broken("BAD_FIELD", "requestApiKey is not the header's first key")
             counts[API_NAMES[api]] += 1

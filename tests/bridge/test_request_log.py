@@ -329,7 +329,7 @@ VALID = [offset_commit(10, "g", 1, "m", [(ORDERS, [(0, 1, 1)])]), txn_offset_com
 
 
 @settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(st.one_of(st.text(), st.binary()), st.sampled_from(["", "[2026-11-20 09:00:00,123] DEBUG Completed request:",
+@given(st.one_of(st.text(), st.text(st.characters(codec=None, categories=None)), st.binary()), st.sampled_from(["", "[2026-11-20 09:00:00,123] DEBUG Completed request:",
                                                           "Completed request:"]))
 def test_arbitrary_lines_never_crash(text, prefix):
     b = bridge()
@@ -350,3 +350,9 @@ def test_arbitrary_json_never_crashes(data):
     assert b.counts["broken.INTERNAL"] == 0, b.problems
     for e in events:
         json.dumps(e)  # what the bridge writes
+
+
+def test_lone_surrogates_are_a_bad_encoding():
+    b = bridge()
+    body = json.dumps(COMMIT, ensure_ascii=False).replace('"g"', '"\udcff"')
+    assert b.map_line(body, "0", ts=1) == [] and b.counts["broken.BAD_ENCODING"] == 1
