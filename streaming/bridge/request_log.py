@@ -214,7 +214,7 @@ class RequestLogBridge:
         self.counts: Counter = Counter()
         self.problems: deque[tuple[str, str, str]] = deque(maxlen=MAX_PROBLEMS)
         self.unresolved_ids = 0  # topic ids met that no name is known for (live callers refresh metadata)
-        self._minutes: dict[tuple[str, str], int] = {}
+        self._seconds: dict[str, int] = {}
         self._ids: dict[str, str] = {}
         self._ids_known = len(self.topic_names)
 
@@ -309,64 +309,69 @@ class RequestLogBridge:
 
     def _timestamp(self, text: str) -> int:
         """``2026-11-20 09:00:00,123`` (log4j's default ``%d``) in ``tz``, or ISO 8601 with
-        ``T`` and an offset (``...,123+01:00`` / ``Z``), which wins over ``tz``."""
-        if len(text) < 23 or text[4] != "-" or text[7] != "-" or text[10] not in " T" or text[13] != ":" \
-                or text[16] != ":" or text[19] not in ",.":
+        ``T`` and an offset (``...,123+01:00`` / ``Z``), which wins over ``tz``. The epoch
+        milliseconds of each second are computed once (lines come many per second)."""
+        key = text[:19] if len(text) == 23 else text[:19] + "|" + text[23:]
+        base = self._seconds.get(key)
+        if base is None:
+            base = self._second_ms(text, key)
+        ms = text[20:23]
+        if text[19:20] not in (",", ".") or not ms.isdigit() or not ms.isascii():
             raise _Broken("BAD_TIMESTAMP", f"not a log4j time stamp: {text[:40]!r}")
-        minute, offset = text[:16], text[23:]
-        base = self._minutes.get((minute, offset))
+        return base + int(ms)
+
+    def _second_ms(self, text: str, key: str) -> int:
+        if len(text) < 23 or text[4] != "-" or text[7] != "-" or text[10] not in " T" or text[13] != ":" \
+                or text[16] != ":":
+            raise _Broken("BAD_TIMESTAMP", f"not a log4j time stamp: {text[:40]!r}")
+        digits = text[:4] + text[5:7] + text[8:10] + text[11:13] + text[14:16] + text[17:19]
         try:
-            if base is None:
-                base = self._minute_ms(minute, offset)
-            sec, ms = text[17:19], text[20:23]
-            if not (sec.isdigit() and ms.isdigit()):
-                raise ValueError(f"seconds {sec!r}, milliseconds {ms!r}")
-            return base + int(sec) * 1000 + int(ms)
+            if not (digits.isdigit() and digits.isascii()):
+                raise ValueError("not digits")
+            dt = datetime(int(text[:4]), int(text[5:7]), int(text[8:10]), int(text[11:13]), int(text[14:16]),
+                          int(text[17:19]))
+            offset = text[23:]
+            dt = dt.replace(tzinfo=_parse_offset(offset) if offset else self.tz)
+            base = calendar.timegm(dt.utctimetuple()) * 1000
         except (ValueError, OverflowError) as exc:
             raise _Broken("BAD_TIMESTAMP", f"{text[:40]!r}: {exc}") from None
-
-    def _minute_ms(self, minute: str, offset: str) -> int:
-        if not (minute[:4] + minute[5:7] + minute[8:10] + minute[11:13] + minute[14:16]).isdigit():
-            raise ValueError("not digits")
-        dt = datetime(int(minute[:4]), int(minute[5:7]), int(minute[8:10]), int(minute[11:13]), int(minute[14:16]))
-        if offset:
-            dt = dt.replace(tzinfo=_parse_offset(offset))
-        elif self.tz is timezone.utc:
-            dt = dt.replace(tzinfo=timezone.utc)
-        else:
-            dt = dt.replace(tzinfo=self.tz)
-        base = calendar.timegm(dt.utctimetuple()) * 1000
-        if len(self._minutes) > 100_000:
-            self._minutes.clear()
-        self._minutes[(minute, offset)] = base
+        if len(self._seconds) > 100_000:
+            self._seconds.clear()
+        self._seconds[key] = base
         return base
 
     # -- OffsetCommit / TxnOffsetCommit ------------------------------------------------------
 
     def _commit(self, line: _CommitLine, transactional: bool, ts: int, eid: str) -> list[dict[str, Any]]:
         req = line.request
-        codes: dict[tuple[str, int], int] = {}
-        if line.response is not None:
-            for t in line.response.topics:
-                key = t.name if t.name is not None else t.topic_id
-                for p in t.partitions:
-                    codes[(key, p.partition_index)] = p.error_code
-        by_code: dict[int | None, list[dict[str, Any]]] = {}
+        resp_topics = line.response.topics if line.response is not None else []
         for i, t in enumerate(req.topics):
-            key = t.name if t.name is not None else t.topic_id
-            if key is None:
+            if t.name is None and t.topic_id is None:
                 raise _Broken("MISSING_FIELD", f"request.topics[{i}]: neither name nor topicId")
+        if _aligned(req.topics, resp_topics):  # codes by position, as the coordinator answers
+            codes_by_topic: list[list[int | None]] = [[p.error_code for p in r.partitions] for r in resp_topics]
+        else:
+            codes = {(r.name if r.name is not None else r.topic_id, p.partition_index): p.error_code
+                     for r in resp_topics for p in r.partitions}
+            codes_by_topic = [[codes.get((t.name if t.name is not None else t.topic_id, p.partition_index))
+                               for p in t.partitions] for t in req.topics]
+        by_code: dict[int | None, list[dict[str, Any]]] = {}
+        for t, codes_of in zip(req.topics, codes_by_topic):
             topic = t.name if t.name is not None else self._resolve(t.topic_id)
-            for p in t.partitions:
-                o = {"topic": topic, "partition": p.partition_index, "offset": p.committed_offset,
-                     "leader_epoch": p.committed_leader_epoch}
-                if p.committed_metadata:
-                    o["metadata"] = p.committed_metadata
-                code = codes.get((key, p.partition_index))
-                group = by_code.get(code)
-                if group is None:
-                    group = by_code[code] = []
-                group.append(o)
+            parts = t.partitions
+            rows = [{"topic": topic, "partition": p.partition_index, "offset": p.committed_offset,
+                     "leader_epoch": p.committed_leader_epoch} for p in parts]
+            metadata = [p.committed_metadata for p in parts]
+            if any(metadata):
+                for o, m in zip(rows, metadata):
+                    if m:
+                        o["metadata"] = m
+            first = codes_of[0] if codes_of else None
+            if codes_of.count(first) == len(codes_of):  # one answer for the whole topic: the usual case
+                by_code.setdefault(first, []).extend(rows)
+            else:
+                for o, c in zip(rows, codes_of):
+                    by_code.setdefault(c, []).append(o)
         if not by_code:
             self.counts["skipped.EMPTY_COMMIT"] += 1
             return []
@@ -502,6 +507,18 @@ class RequestLogBridge:
         for tp in items:
             merged.setdefault(self._resolve(tp.topic_id), set()).update(tp.partitions)
         return [{"topic": t, "partitions": sorted(merged[t])} for t in sorted(merged)]
+
+
+def _aligned(request: list[_CommitTopic], response: list[_ResponseTopic]) -> bool:
+    """Whether the response lists the request's topics and partitions in the same order, as
+    Kafka's coordinator writes it: then codes join by position, with no lookup table."""
+    if len(request) != len(response):
+        return False
+    for q, r in zip(request, response):
+        if q.name != r.name or q.topic_id != r.topic_id or len(q.partitions) != len(r.partitions) \
+                or [p.partition_index for p in q.partitions] != [p.partition_index for p in r.partitions]:
+            return False
+    return True
 
 
 def _minus(owned: list[dict[str, Any]], assigned: list[dict[str, Any]]) -> list[dict[str, Any]]:
