@@ -39,8 +39,11 @@ UNKNOWN_MEMBER_ID / FENCED_MEMBER_EPOCH (the coordinator has dropped it).
 
 ``carry=False`` (the Spark job's stateless mapper) writes what one line says
 and no more: a successful heartbeat without an assignment gives a
-``member_assignment`` with ``"assigned": null`` ("unchanged"); the per-group
-state resolves it against the member it already models (``docs/request-log.md``).
+``member_assignment`` with ``"assigned": null`` ("unchanged"), and one whose
+request does not repeat the owned partitions ``"pending_revocation": null``
+("derive it"); the per-group state resolves both against the member it
+already models (``state.assignment.resolve_unchanged_assignment``,
+``docs/request-log.md``).
 
 Nothing here raises on bad input: a broken line gives ``[]``, is counted in
 ``counts`` (``broken.<CODE>``) and its ``(event_id, code, detail)`` is kept in
@@ -440,7 +443,9 @@ class RequestLogBridge:
         if not self.carry:
             e = {"type": "member_assignment", **head, "protocol": "consumer", "member_epoch": new_epoch,
                  "assigned": assigned,
-                 "pending_revocation": _minus(owned, assigned) if assigned is not None and owned else []}
+                 # null: derived by the group state from the member it models (the owned set not sent)
+                 "pending_revocation": [] if assigned is None else _minus(owned, assigned) if owned is not None
+                 else None}
             if subscribed is not None:
                 e["subscribed_topics"] = subscribed
             if req.instance_id is not None:
