@@ -54,6 +54,7 @@ from __future__ import annotations
 
 import calendar
 import logging
+from operator import attrgetter
 from collections import Counter, deque
 from dataclasses import dataclass
 from datetime import datetime, timedelta, timezone, tzinfo
@@ -78,6 +79,7 @@ UNKNOWN_MEMBER_ID, FENCED_MEMBER_EPOCH = 25, 110
 LEAVE_GROUP_MEMBER_EPOCH, LEAVE_GROUP_STATIC_MEMBER_EPOCH = -1, -2
 DEFAULT_LINES_TOPIC = "fencewatch.request-log"
 MAX_PROBLEMS = 10_000
+_HEAD = ("ts", "cluster", "group_id", "event_id", "member_id")
 
 _MARKER = "Completed request:"
 _LOGGER = "(kafka.request.logger)"
@@ -352,7 +354,7 @@ class RequestLogBridge:
             if t.name is None and t.topic_id is None:
                 raise _Broken("MISSING_FIELD", f"request.topics[{i}]: neither name nor topicId")
         if _aligned(req.topics, resp_topics):  # codes by position, as the coordinator answers
-            codes_by_topic: list[list[int | None]] = [[p.error_code for p in r.partitions] for r in resp_topics]
+            codes_by_topic: list[list[int | None]] = [list(map(_ERROR_CODE, r.partitions)) for r in resp_topics]
         else:
             codes = {(r.name if r.name is not None else r.topic_id, p.partition_index): p.error_code
                      for r in resp_topics for p in r.partitions}
@@ -364,7 +366,7 @@ class RequestLogBridge:
             parts = t.partitions
             rows = [{"topic": topic, "partition": p.partition_index, "offset": p.committed_offset,
                      "leader_epoch": p.committed_leader_epoch} for p in parts]
-            metadata = [p.committed_metadata for p in parts]
+            metadata = list(map(_METADATA, parts))
             if any(metadata):
                 for o, m in zip(rows, metadata):
                     if m:
@@ -414,15 +416,21 @@ class RequestLogBridge:
             return []
         group_id = req.group_id
         member_id = req.member_id or resp.member_id or ""
-        head = {"ts": ts}
-        if self.cluster is not None:
-            head["cluster"] = self.cluster
-        head["group_id"] = group_id
-        head["event_id"] = eid
-        head["member_id"] = member_id
-        out = [{"type": "heartbeat", **head, "request_epoch": req.member_epoch,
-                "response_epoch": resp.member_epoch, "error_code": code}]
+        if self.cluster is None:
+            hb = {"type": "heartbeat", "ts": ts, "group_id": group_id, "event_id": eid, "member_id": member_id,
+                  "request_epoch": req.member_epoch, "response_epoch": resp.member_epoch, "error_code": code}
+        else:
+            hb = {"type": "heartbeat", "ts": ts, "cluster": self.cluster, "group_id": group_id, "event_id": eid,
+                  "member_id": member_id, "request_epoch": req.member_epoch, "response_epoch": resp.member_epoch,
+                  "error_code": code}
+        out = [hb]
         key = (group_id, member_id)
+        if (code == 0 and resp.assignment is None and req.topic_partitions is None and self.carry
+                and req.subscribed_topic_names is None and req.instance_id is None):
+            m = self.members.get(key)
+            if m is not None and m.epoch == resp.member_epoch:
+                return out  # the steady heartbeat, most of them: nothing changed
+        head = {k: hb[k] for k in _HEAD if k in hb}
         if code != 0:
             if code in (UNKNOWN_MEMBER_ID, FENCED_MEMBER_EPOCH) and self.carry:
                 self.members.pop(key, None)  # the coordinator no longer has this member
@@ -521,9 +529,14 @@ def _aligned(request: list[_CommitTopic], response: list[_ResponseTopic]) -> boo
         return False
     for q, r in zip(request, response):
         if q.name != r.name or q.topic_id != r.topic_id or len(q.partitions) != len(r.partitions) \
-                or [p.partition_index for p in q.partitions] != [p.partition_index for p in r.partitions]:
+                or list(map(_PARTITION_INDEX, q.partitions)) != list(map(_PARTITION_INDEX, r.partitions)):
             return False
     return True
+
+
+_PARTITION_INDEX = attrgetter("partition_index")
+_ERROR_CODE = attrgetter("error_code")
+_METADATA = attrgetter("committed_metadata")
 
 
 def _minus(owned: list[dict[str, Any]], assigned: list[dict[str, Any]]) -> list[dict[str, Any]]:
@@ -544,16 +557,12 @@ def _api_key(body: str) -> int | None:
     if i < 0:
         raise _Broken("MISSING_FIELD", "requestHeader.requestApiKey")
     i += len(_API_KEY)
-    n = len(body)
-    while i < n and body[i] in " \t:":  # Jackson writes no blanks; a re-encoding shipper may
-        i += 1
-    j = i
-    while j < n and body[j] in "0123456789-":
-        j += 1
+    j = body.find(",", i, i + 16)  # Jackson writes the key and the version after it
+    text = body[i:j] if j >= 0 else body[i:i + 16]
     try:
-        return int(body[i:j])
+        return int(text.lstrip(" \t:").rstrip("} \t"))
     except ValueError:
-        raise _Broken("BAD_FIELD", f"requestApiKey {body[i:i + 20]!r}") from None
+        raise _Broken("BAD_FIELD", f"requestApiKey {text!r}") from None
 
 
 def _parse_offset(text: str) -> tzinfo:
