@@ -35,7 +35,8 @@ sys.path.insert(0, str(ROOT / "bench"))
 import msgspec  # noqa: E402
 from request_log_lines import envelope, heartbeat, kafka_id, log_line, offset_commit, txn_offset_commit  # noqa: E402
 
-from bench_bridge import machine  # noqa: E402
+from bench_bridge import bench_feed, machine  # noqa: E402
+from bench_bridge import build as build_records  # noqa: E402
 from fencewatch.streaming.bridge.command import tune_gc  # noqa: E402
 from fencewatch.streaming.bridge.request_log import _DECODERS, RequestLogBridge, _api_key  # noqa: E402
 
@@ -140,6 +141,10 @@ def main(argv: list[str] | None = None) -> int:
     parse = {how: [bench_parse(bodies, how) for _ in range(args.repeat)]
              for how in ("json.loads", "msgspec dicts", "msgspec typed (used)")}
     skip = [bench_map(others, names) for _ in range(args.repeat)]
+    # The host's speed at this moment: the __consumer_offsets decoder on its own mix, to scale
+    # these numbers against its runs in docs/benchmarks.md (this host is shared and drifts).
+    records, topics = build_records(100_000)
+    reference = [bench_feed(records, topics) for _ in range(args.repeat)]
 
     def rate(n: int, runs: list, i: int) -> str:
         return f"{n / min(r[i] for r in runs):>10,.0f}"
@@ -153,6 +158,8 @@ def main(argv: list[str] | None = None) -> int:
           for how, runs in parse.items()),
         f"{'map_line, Fetch lines of another API (skipped)':<52}{rate(len(others), skip, 0)}  "
         f"{rate(len(others), skip, 1)}",
+        f"{'reference, same moment: bench_bridge.py whole mix (records/s)':<52}{rate(len(records), reference, 0)}  "
+        f"{rate(len(records), reference, 1)}",
         f"load average during the run: {load:.2f} (per CPU-s = process CPU time, robust to other load)",
         "target: >= 100,000 lines/s on one core",
     ]

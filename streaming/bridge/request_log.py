@@ -54,6 +54,7 @@ from __future__ import annotations
 
 import calendar
 import logging
+import re
 from operator import attrgetter
 from collections import Counter, deque
 from dataclasses import dataclass
@@ -82,6 +83,11 @@ MAX_PROBLEMS = 10_000
 _HEAD = ("ts", "cluster", "group_id", "event_id", "member_id")
 
 _MARKER = "Completed request:"
+# The usual line, up to the API key: ``[2026-11-20 09:00:00,123] DEBUG Completed request:{"isForwarded":
+# false,"requestHeader":{"requestApiKey":8,`` (RequestConvertToJson writes the keys in this order).
+_USUAL = re.compile(r'\[(\d{4}-\d\d-\d\d \d\d:\d\d:\d\d),(\d{3})\] [A-Z]+ Completed request:'
+                    r'(\{)"isForwarded":(?:true|false),"requestHeader":\{"requestApiKey":(\d{1,5}),')
+_USUAL_END = "} (kafka.request.logger)"
 _LOGGER = "(kafka.request.logger)"
 _API_KEY = '"requestApiKey"'
 _INT64 = 1 << 63
@@ -237,14 +243,27 @@ class RequestLogBridge:
                     line = bytes(line).decode("utf-8")
                 except (UnicodeDecodeError, TypeError) as exc:
                     raise _Broken("BAD_ENCODING", str(exc)) from None
-            body, line_ts = self._split(line)
-            if body is None:
-                return []
-            if line_ts is None:
-                if ts is None:
-                    raise _Broken("MISSING_TIMESTAMP", "a message-only line and no record timestamp")
-                line_ts = ts
-            api = _api_key(body)
+            m = _USUAL.match(line)
+            end = line.rfind(_USUAL_END) if m is not None else -1
+            if end > 0 and not line[end + len(_USUAL_END):].strip():
+                # The line as Kafka's default layout writes it: one C-level match reads the time
+                # stamp and the API key, and the JSON is cut out by position.
+                api = int(m.group(4))
+                second = m.group(1)
+                base = self._seconds.get(second)
+                if base is None:
+                    base = self._second_ms(second + ",000", second)
+                line_ts = base + int(m.group(2))
+                body = line[m.start(3):end + 1]
+            else:
+                body, line_ts = self._split(line)
+                if body is None:
+                    return []
+                if line_ts is None:
+                    if ts is None:
+                        raise _Broken("MISSING_TIMESTAMP", "a message-only line and no record timestamp")
+                    line_ts = ts
+                api = _api_key(body)
             if api not in _DECODERS:
                 counts["skipped.OTHER_API"] += 1
                 return []
