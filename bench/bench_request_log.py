@@ -138,6 +138,10 @@ def main(argv: list[str] | None = None) -> int:
     gc.freeze()  # the prebuilt input is not the decoder's garbage
     tune_gc()
     full = [bench_map(lines, names) for _ in range(args.repeat)]
+    kinds = {"heartbeats": [x for x in lines if "CONSUMER_GROUP_HEARTBEAT" in x[:200]],
+             "commits < 5 KB": [x for x in lines if "CONSUMER_GROUP_HEARTBEAT" not in x[:200] and len(x) < 5000],
+             "commits >= 5 KB (10-200 partitions)": [x for x in lines if len(x) >= 5000]}
+    by_kind = {k: [bench_map(v, names) for _ in range(args.repeat)] for k, v in kinds.items()}
     parse = {how: [bench_parse(bodies, how) for _ in range(args.repeat)]
              for how in ("json.loads", "msgspec dicts", "msgspec typed (used)")}
     skip = [bench_map(others, names) for _ in range(args.repeat)]
@@ -154,6 +158,8 @@ def main(argv: list[str] | None = None) -> int:
         f"lines: {len(lines)} (mean {mean_len:,.0f} bytes), events: {full[0][2]}",
         f"{'lines/s':<52}{'per CPU-s':>10}  {'wall':>10}",
         f"{'map_line, whole mix (split+time+parse+map)':<52}{rate(len(lines), full, 0)}  {rate(len(lines), full, 1)}",
+        *(f"{'map_line, ' + k + f' ({len(kinds[k]) / len(lines):.0%})':<52}{rate(len(kinds[k]), runs, 0)}  "
+          f"{rate(len(kinds[k]), runs, 1)}" for k, runs in by_kind.items()),
         *(f"{'parse only: ' + how:<52}{rate(len(bodies), runs, 0)}  {rate(len(bodies), runs, 1)}"
           for how, runs in parse.items()),
         f"{'map_line, Fetch lines of another API (skipped)':<52}{rate(len(others), skip, 0)}  "

@@ -60,3 +60,61 @@ def test_request_log_source_judges_fenced_commit(spark, broker, topic_factory, t
     headers = dict(dead.headers())
     assert headers["fencewatch.source"] == f"{lines_t}[0]@3".encode()
     assert headers["fencewatch.reason"].startswith(b"BAD_JSON(detail=")
+
+
+def test_request_log_with_consumer_offsets_takes_membership_from_the_coordinator(spark, broker, topic_factory,
+                                                                                  tmp_path):
+    """``--source request-log,consumer-offsets``: the members' assignments (with KIP-1251 epochs)
+    from ``__consumer_offsets`` records, the commits and their answers from the request log; the
+    same verdicts as the request log alone gives for this scenario."""
+    import uuid
+
+    from bridge_encoder import encode_record
+
+    lines_t, coord_t, alerts_t, dlq_t, verdicts_t = (
+        topic_factory(1, "reqlog"), topic_factory(1, "coord"), topic_factory(1, "alerts"), topic_factory(1, "dlq"),
+        topic_factory(1, "verdicts"))
+    orders = uuid.UUID(int=0xA1).bytes
+    base = 1795165200000  # 2026-11-20 09:00:00 UTC, the scenario's minute
+
+    def assignment(member, epoch, prev, state, assigned, epochs, pending=(), pending_epochs=()):
+        return encode_record(8, {"groupId": "g", "memberId": member}, 0, {
+            "memberEpoch": epoch, "previousMemberEpoch": prev, "state": state,
+            "assignedPartitions": [{"topicId": orders, "partitions": list(assigned), "assignmentEpochs": list(epochs)}]
+            if assigned else [],
+            "partitionsPendingRevocation": [{"topicId": orders, "partitions": list(pending),
+                                             "assignmentEpochs": list(pending_epochs)}] if pending else []})
+
+    records = [(10, assignment("m-1", 1, 0, 0, [0, 1, 2, 3], [1, 1, 1, 1])),
+               (13, assignment("m-2", 2, 0, 0, [], [])),
+               (14, assignment("m-1", 1, 1, 1, [0, 1], [1, 1], [2, 3], [1, 1])),
+               (15, assignment("m-1", 2, 1, 0, [0, 1], [1, 1])),
+               (16, assignment("m-2", 2, 2, 0, [2, 3], [2, 2])),
+               (20, assignment("m-1", 3, 2, 0, [0, 1], [1, 1]))]
+    p = Producer({"bootstrap.servers": broker, "batch.num.messages": 1})
+    for sec, (k, v) in records:
+        p.produce(coord_t, key=k, value=v, timestamp=base + sec * 1000, partition=0)
+        p.flush(10)
+    for line in scenario():
+        p.produce(lines_t, value=line.encode(), partition=0)
+        p.flush(10)
+    ids = tmp_path / "topic-ids.json"
+    ids.write_text(json.dumps({ORDERS: "orders"}))
+    cfg = cfgmod.load_config(environ={}, overrides={
+        "streaming": {"bootstrap_servers": broker, "source": "request-log,consumer-offsets",
+                      "request_log_topic": lines_t, "consumer_offsets_topic": coord_t, "topic_ids_file": str(ids),
+                      "starting_offsets": "earliest", "checkpoint_location": str(tmp_path / "cp")},
+        "sinks": {"alerts_topic": alerts_t, "dlq_topic": dlq_t, "alerts_format": "json", "verdicts_topic": verdicts_t}})
+    kafka = KafkaOutputs({"bootstrap.servers": broker}, verdicts_topic=verdicts_t, alerts_topic=alerts_t,
+                         dlq_topic=dlq_t, alerts_format="json")
+    writer = BatchWriter(cfg, kafka=kafka, stats=JobStats())
+    query = start_query(spark, cfg, writer, trigger="200 milliseconds")
+    assert drain(query, cfg, timeout_s=300)
+    kafka.close()
+    assert query.exception() is None
+    verdicts = [json.loads(line) for m in read_all(broker, verdicts_t) for line in m.value().decode().splitlines()]
+    assert len(verdicts) == 10 and all(v["model_agrees"] for v in verdicts)
+    (fenced,) = [v for v in verdicts if v["broker_error"] == "STALE_MEMBER_EPOCH"]
+    assert (fenced["class"], fenced["assignment_epoch"], fenced["revocation_epoch"]) == ("avoidable", 1, 1)
+    assert [json.loads(m.value())["kind"] for m in read_all(broker, alerts_t)] == ["AVOIDABLE_FENCING"]
+    assert read_all(broker, dlq_t) == []
