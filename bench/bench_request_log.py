@@ -138,8 +138,8 @@ def main(argv: list[str] | None = None) -> int:
     gc.freeze()  # the prebuilt input is not the decoder's garbage
     tune_gc()
     full = [bench_map(lines, names) for _ in range(args.repeat)]
-    kinds = {"heartbeats": [x for x in lines if "CONSUMER_GROUP_HEARTBEAT" in x[:200]],
-             "commits < 5 KB": [x for x in lines if "CONSUMER_GROUP_HEARTBEAT" not in x[:200] and len(x) < 5000],
+    kinds = {"heartbeats": [x for x in lines if "\"requestApiKey\":68," in x[:200]],
+             "commits < 5 KB": [x for x in lines if "\"requestApiKey\":68," not in x[:200] and len(x) < 5000],
              "commits >= 5 KB (10-200 partitions)": [x for x in lines if len(x) >= 5000]}
     by_kind = {k: [bench_map(v, names) for _ in range(args.repeat)] for k, v in kinds.items()}
     parse = {how: [bench_parse(bodies, how) for _ in range(args.repeat)]

@@ -369,30 +369,42 @@ class RequestLogBridge:
     def _commit(self, line: _CommitLine, transactional: bool, ts: int, eid: str) -> list[dict[str, Any]]:
         req = line.request
         resp_topics = line.response.topics if line.response is not None else []
-        for i, t in enumerate(req.topics):
-            if t.name is None and t.topic_id is None:
-                raise _Broken("MISSING_FIELD", f"request.topics[{i}]: neither name nor topicId")
-        if _aligned(req.topics, resp_topics):  # codes by position, as the coordinator answers
-            codes_by_topic: list[list[int | None]] = [list(map(_ERROR_CODE, r.partitions)) for r in resp_topics]
-        else:
-            codes = {(r.name if r.name is not None else r.topic_id, p.partition_index): p.error_code
-                     for r in resp_topics for p in r.partitions}
-            codes_by_topic = [[codes.get((t.name if t.name is not None else t.topic_id, p.partition_index))
-                               for p in t.partitions] for t in req.topics]
+        n_resp = len(resp_topics)
+        lookup: dict[tuple[str | None, int], int] | None = None
         by_code: dict[int | None, list[dict[str, Any]]] = {}
-        for t, codes_of in zip(req.topics, codes_by_topic):
-            topic = t.name if t.name is not None else self._resolve(t.topic_id)
-            parts = t.partitions
+        for i, t in enumerate(req.topics):
+            name, topic_id, parts = t.name, t.topic_id, t.partitions
+            if not parts:
+                continue
+            if name is not None:
+                topic = name
+            elif topic_id is not None:
+                topic = self._resolve(topic_id)
+            else:
+                raise _Broken("MISSING_FIELD", f"request.topics[{i}]: neither name nor topicId")
+            r = resp_topics[i] if i < n_resp else None
+            if (r is not None and r.name == name and r.topic_id == topic_id
+                    and list(map(_PARTITION_INDEX, r.partitions)) == list(map(_PARTITION_INDEX, parts))):
+                codes_of: list[int | None] = list(map(_ERROR_CODE, r.partitions))  # by position, as answered
+            else:
+                if lookup is None:
+                    lookup = {(a.name if a.name is not None else a.topic_id, p.partition_index): p.error_code
+                              for a in resp_topics for p in a.partitions}
+                key = name if name is not None else topic_id
+                codes_of = [lookup.get((key, p.partition_index)) for p in parts]
             rows = [{"topic": topic, "partition": p.partition_index, "offset": p.committed_offset,
                      "leader_epoch": p.committed_leader_epoch} for p in parts]
-            metadata = list(map(_METADATA, parts))
-            if any(metadata):
-                for o, m in zip(rows, metadata):
-                    if m:
-                        o["metadata"] = m
+            if any(map(_METADATA, parts)):
+                for o, p in zip(rows, parts):
+                    if p.committed_metadata:
+                        o["metadata"] = p.committed_metadata
             first = codes_of[0] if codes_of else None
             if codes_of.count(first) == len(codes_of):  # one answer for the whole topic: the usual case
-                by_code.setdefault(first, []).extend(rows)
+                group = by_code.get(first)
+                if group is None:
+                    by_code[first] = rows
+                else:
+                    group.extend(rows)
             else:
                 for o, c in zip(rows, codes_of):
                     by_code.setdefault(c, []).append(o)
@@ -402,18 +414,22 @@ class RequestLogBridge:
         epoch = req.generation_id_or_member_epoch
         if epoch is None:
             epoch = req.generation_id if req.generation_id is not None else -1
+        kind = "txn_offset_commit" if transactional else "offset_commit"
+        member_id = req.member_id or ""
+        instance_id = req.group_instance_id
         out = []
         for code, offsets in by_code.items():
-            e = {"type": "txn_offset_commit" if transactional else "offset_commit", "ts": ts}
-            if self.cluster is not None:
-                e["cluster"] = self.cluster
-            e["group_id"] = req.group_id
-            e["event_id"] = eid
-            e["member_id"] = req.member_id or ""
-            e["member_epoch"] = epoch
-            if req.group_instance_id is not None:
-                e["instance_id"] = req.group_instance_id
-            e["offsets"] = offsets
+            if self.cluster is None and instance_id is None:
+                e = {"type": kind, "ts": ts, "group_id": req.group_id, "event_id": eid, "member_id": member_id,
+                     "member_epoch": epoch, "offsets": offsets}
+            else:
+                e = {"type": kind, "ts": ts}
+                if self.cluster is not None:
+                    e["cluster"] = self.cluster
+                e.update(group_id=req.group_id, event_id=eid, member_id=member_id, member_epoch=epoch)
+                if instance_id is not None:
+                    e["instance_id"] = instance_id
+                e["offsets"] = offsets
             if code is not None:
                 e["error_code"] = code
             if transactional:
@@ -539,18 +555,6 @@ class RequestLogBridge:
         for tp in items:
             merged.setdefault(self._resolve(tp.topic_id), set()).update(tp.partitions)
         return [{"topic": t, "partitions": sorted(merged[t])} for t in sorted(merged)]
-
-
-def _aligned(request: list[_CommitTopic], response: list[_ResponseTopic]) -> bool:
-    """Whether the response lists the request's topics and partitions in the same order, as
-    Kafka's coordinator writes it: then codes join by position, with no lookup table."""
-    if len(request) != len(response):
-        return False
-    for q, r in zip(request, response):
-        if q.name != r.name or q.topic_id != r.topic_id or len(q.partitions) != len(r.partitions) \
-                or list(map(_PARTITION_INDEX, q.partitions)) != list(map(_PARTITION_INDEX, r.partitions)):
-            return False
-    return True
 
 
 _PARTITION_INDEX = attrgetter("partition_index")

@@ -356,3 +356,11 @@ def test_lone_surrogates_are_a_bad_encoding():
     b = bridge()
     body = json.dumps(COMMIT, ensure_ascii=False).replace('"g"', '"\udcff"')
     assert b.map_line(body, "0", ts=1) == [] and b.counts["broken.BAD_ENCODING"] == 1
+
+
+def test_topics_without_partitions_give_no_event():
+    b = bridge()
+    assert b.map_line(log_line(offset_commit(9, "g", 1, "m", [("orders", [])])), "0") == []
+    assert b.counts["skipped.EMPTY_COMMIT"] == 1
+    events = b.map_line(log_line(offset_commit(9, "g", 1, "m", [("pay", []), ("orders", [(0, 1, 1)])])), "1")
+    assert [o["topic"] for e in events for o in e["offsets"]] == ["orders"]
