@@ -323,7 +323,7 @@ class RequestLogBridge:
                 return None, None
             raise _Broken("BAD_JSON", f"text after the JSON object: {tail[:40]!r}")
         ts = None
-        j = line.find("[", 0, i)
+        j = line.rfind("[", 0, i)  # the last bracket before the message: a shipper may prefix its own
         if j >= 0:
             k = line.find("]", j, i)
             if k < 0:

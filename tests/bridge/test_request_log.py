@@ -364,3 +364,8 @@ def test_topics_without_partitions_give_no_event():
     assert b.counts["skipped.EMPTY_COMMIT"] == 1
     events = b.map_line(log_line(offset_commit(9, "g", 1, "m", [("pay", []), ("orders", [(0, 1, 1)])])), "1")
     assert [o["topic"] for e in events for o in e["offsets"]] == ["orders"]
+
+
+def test_a_shippers_prefix_before_the_line_is_ignored():
+    line = "<15>1 2026-11-20T09:00:00Z broker-1 kafka[42]: " + log_line(COMMIT)
+    assert bridge().map_line(line, "0")[0]["ts"] == TS
