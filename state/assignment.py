@@ -115,6 +115,37 @@ def apply_member_assignment(member: Member | None, event: MemberAssignment) -> M
                                pending, revocation_epoch, instance_id, subscribed))
 
 
+def resolve_unchanged_assignment(member: Member | None, event: MemberAssignment) -> MemberAssignment | None:
+    """A request-log ``member_assignment`` made whole from ``member`` as modelled.
+
+    ``assigned`` None ("unchanged"): the heartbeat answer omits an unchanged assignment
+    (Kafka's ``GroupMetadataManager`` sends it only on a change), so a new epoch without
+    one means "the partitions you hold, at this epoch", with nothing pending (the epoch
+    cannot move before a revocation completes). None when there is nothing to apply: the
+    member is unknown (it joined before we looked) or already at that epoch.
+
+    ``pending_revocation`` None ("derive it": the request did not repeat the owned
+    partitions): as Kafka's ``CurrentAssignmentBuilder``, an assignment that shrinks at the
+    same epoch leaves the removed partitions pending revocation (UNREVOKED_PARTITIONS);
+    at a new epoch the member held none of them, so nothing is pending.
+    """
+    if event.assigned is None:
+        if member is None or member.member_epoch == event.member_epoch:
+            return None
+        return event._replace(
+            assigned=tuple(sorted(member.assigned_partitions)), assigned_epochs=None, pending_revocation=(),
+            pending_epochs=None, previous_member_epoch=member.member_epoch,
+            subscribed_topics=(event.subscribed_topics if event.subscribed_topics is not None else
+                               None if member.subscribed_topics is None else tuple(sorted(member.subscribed_topics))),
+            instance_id=event.instance_id if event.instance_id is not None else member.instance_id)
+    pending: tuple = ()
+    if member is not None and member.member_epoch == event.member_epoch:
+        kept = set(event.assigned)
+        pending = tuple(sorted(tp for tp in (*member.assigned_partitions, *member.partitions_pending_revocation)
+                               if tp not in kept))
+    return event._replace(pending_revocation=pending, pending_epochs=None)
+
+
 def apply_static_leave(member: Member) -> Member:
     """A static member leaving (epoch -2) keeps its partitions, every epoch reset to 0 (Kafka)."""
     return member._replace(

@@ -72,8 +72,8 @@ class MemberAssignment(NamedTuple):
     member_id: str
     protocol: Protocol
     member_epoch: int
-    assigned: tuple[TopicPartition, ...]
-    pending_revocation: tuple[TopicPartition, ...]
+    assigned: tuple[TopicPartition, ...] | None  # None: "unchanged" (request log), see group._member_assignment
+    pending_revocation: tuple[TopicPartition, ...] | None  # None: derive it (request log), as ``assigned``
     # KIP-1251 AssignmentEpochs, parallel to the lists above, when the broker has them.
     assigned_epochs: tuple[int, ...] | None = None
     pending_epochs: tuple[int, ...] | None = None

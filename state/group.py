@@ -23,7 +23,8 @@ from . import spike as spk
 from . import folding
 from .memo import Memo
 from .alerts import make_alert
-from .assignment import Member, apply_classic_generation, apply_member_assignment, apply_static_leave
+from .assignment import (Member, apply_classic_generation, apply_member_assignment, apply_static_leave,
+                         resolve_unchanged_assignment)
 from .config import RulesConfig
 from .events import (ClassicJoin, ClassicSync, GroupStateChange, Heartbeat, MemberAssignment, MemberLeft,
                      OffsetCommit, OffsetCommitted, OffsetDeleted)
@@ -311,6 +312,11 @@ _GROUP_TYPE_OF = {p: p.value if p is not Protocol.CLASSIC else "consumer" for p 
 
 
 def _member_assignment(g: GroupState, ev: MemberAssignment, cfg: RulesConfig, out: Outputs) -> GroupState:
+    if ev.assigned is None or ev.pending_revocation is None:  # request log (docs/request-log.md): from the model
+        whole = resolve_unchanged_assignment(g.members.get(ev.member_id), ev)
+        if whole is None:
+            return _touch(g, ev.ts)
+        ev = whole
     g = _touch(g, ev.ts, exists=True, group_type=_GROUP_TYPE_OF[ev.protocol])
     prev = g.members.get(ev.member_id)
     takeover = None

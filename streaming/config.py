@@ -33,8 +33,11 @@ class StreamingConfig:
     bootstrap_servers: str = "127.0.0.1:9092"
     heartbeats_topic: str = "fencewatch.heartbeats"
     offsets_topic: str = "fencewatch.offsets"
-    source: str = "events"  # events | consumer-offsets
+    source: str = "events"  # events | consumer-offsets | request-log, or a comma list of them
     consumer_offsets_topic: str = "__consumer_offsets"
+    request_log_topic: str = "fencewatch.request-log"  # record values are broker request-log lines
+    topic_ids_file: str | None = None  # JSON {topic id: name}, on top of cluster metadata
+    log_timezone: str | None = None  # request-log time stamps without an offset: this zone (default UTC)
     input_format: str = "json"  # json | avro
     starting_offsets: str = "latest"  # earliest | latest | JSON
     max_offsets_per_trigger: int | None = None
@@ -78,7 +81,15 @@ class Config:
     def validate(self) -> list[str]:
         problems = list(self.state.validate())
         s = self.streaming
-        _one_of(problems, "streaming.source", s.source, ("events", "consumer-offsets"))
+        for one in source_list(s.source) or ("",):
+            _one_of(problems, "streaming.source", one, SOURCES)
+        if s.log_timezone:
+            try:
+                from zoneinfo import ZoneInfo
+
+                ZoneInfo(s.log_timezone)
+            except (ValueError, KeyError, OSError):  # ZoneInfoNotFoundError is a KeyError
+                problems.append(f"unknown streaming.log_timezone {s.log_timezone!r}; valid: an IANA zone, e.g. UTC")
         _one_of(problems, "streaming.input_format", s.input_format, ("json", "avro"))
         _one_of(problems, "streaming.state_store", s.state_store, ("rocksdb", "hdfs"))
         _one_of(problems, "sinks.alerts_format", self.sinks.alerts_format, ("avro", "json"))
@@ -88,6 +99,14 @@ class Config:
         if s.shuffle_partitions <= 0:
             problems.append(f"streaming.shuffle_partitions must be > 0, got {s.shuffle_partitions}")
         return problems
+
+
+SOURCES = ("events", "consumer-offsets", "request-log")
+
+
+def source_list(text: str) -> tuple[str, ...]:
+    """``streaming.source`` as its parts: ``request-log,consumer-offsets`` -> both."""
+    return tuple(dict.fromkeys(p.strip() for p in str(text).split(",") if p.strip()))
 
 
 def _one_of(problems: list, name: str, value: str, valid: tuple[str, ...]) -> None:

@@ -178,8 +178,14 @@ def _protocol(v: str | None) -> Protocol:
 
 
 def _member_assignment(d, ts, cluster, eid, seq):
-    assigned, assigned_epochs = _topic_partitions(d, "assigned")
-    pending, pending_epochs = _topic_partitions(d, "pending_revocation", required=False)
+    if "assigned" in d and d["assigned"] is None:  # "unchanged" (request log): resolved by the group state
+        assigned, assigned_epochs = None, None
+    else:
+        assigned, assigned_epochs = _topic_partitions(d, "assigned")
+    if "pending_revocation" in d and d["pending_revocation"] is None:  # "derive it" (request log): group state
+        pending, pending_epochs = None, None
+    else:
+        pending, pending_epochs = _topic_partitions(d, "pending_revocation", required=False)
     subscribed = d.get("subscribed_topics")
     if subscribed is not None:
         subscribed = tuple(str(t) for t in _list(subscribed, "subscribed_topics"))
@@ -368,7 +374,8 @@ class _AssignmentLine(msgspec.Struct, tag_field="type", tag="member_assignment",
     member_id: str
     member_epoch: _Long
     assigned: list[_PartitionsRow]
-    pending_revocation: list[_PartitionsRow] | None = None
+    # Absent: nothing pending. An explicit null ("derive it", request log) takes the general path.
+    pending_revocation: list[_PartitionsRow] | msgspec.UnsetType = msgspec.UNSET
     cluster: str = DEFAULT_CLUSTER
     event_id: str | None = None
     protocol: str | None = None
@@ -402,7 +409,7 @@ def _typed_event(line: str | bytes, seq: int, default_event_id: str | None):
 
 def _typed_assignment(c: _AssignmentLine, eid: str, seq: int) -> MemberAssignment | None:
     assigned = _typed_partitions(c.assigned)
-    pending = _typed_partitions(c.pending_revocation) if c.pending_revocation is not None else _NO_PARTITIONS
+    pending = _typed_partitions(c.pending_revocation) if c.pending_revocation is not msgspec.UNSET else _NO_PARTITIONS
     protocol = _PROTOCOLS.get(c.protocol, _INVALID) if c.protocol is not None else Protocol.CONSUMER
     if assigned is None or pending is None or protocol is _INVALID:
         return None  # the general path names the bad value

@@ -33,19 +33,39 @@ DEFAULT_WARMUP_MS = 45_000  # one session timeout: members seen before we starte
 # --------------------------------------------------------------------------- query assembly
 
 def build_inputs(spark, cfg: cfgmod.Config):
-    """The Kafka stream as the router's input columns (value, seq, event_id, coords, source, record_ts)."""
-    from pyspark.sql import functions as F
-
-    from .sources import read_kafka_stream
-
+    """The Kafka stream(s) as the router's input columns (value, seq, event_id, coords, source, record_ts,
+    bad_reason): one per configured source, unioned (``--source request-log,consumer-offsets``)."""
     s = cfg.streaming
     options = {"startingOffsets": s.starting_offsets, "failOnDataLoss": str(s.fail_on_data_loss).lower()}
     if s.max_offsets_per_trigger:
         options["maxOffsetsPerTrigger"] = str(s.max_offsets_per_trigger)
     for k, v in s.kafka.items():
         options[f"kafka.{k}"] = v
-    if s.source == "consumer-offsets":
-        return _consumer_offsets_inputs(spark, cfg, options)
+    sources = cfgmod.source_list(s.source)
+    frames = []
+    if "events" in sources:
+        frames.append(_event_inputs(spark, cfg, options))
+    if "consumer-offsets" in sources:
+        frames.append(_consumer_offsets_inputs(spark, cfg, options))
+    if "request-log" in sources:
+        from .request_log_source import request_log_inputs
+
+        # With __consumer_offsets, membership comes from the coordinator's records (exact epochs).
+        frames.append(request_log_inputs(spark, cfg, options, _topic_ids(cfg),
+                                         membership="consumer-offsets" not in sources))
+    out = frames[0]
+    for f in frames[1:]:
+        out = out.unionByName(f)
+    return out
+
+
+def _event_inputs(spark, cfg: cfgmod.Config, options: dict):
+    """``--source events``: the heartbeats and offsets topics of SPEC events."""
+    from pyspark.sql import functions as F
+
+    from .sources import read_kafka_stream
+
+    s = cfg.streaming
     topics = [s.heartbeats_topic, s.offsets_topic]
     src = _few_partitions(spark, read_kafka_stream(spark, bootstrap=s.bootstrap_servers, topics=topics,
                                                    options=options))
@@ -80,6 +100,10 @@ def _topic_ids(cfg: cfgmod.Config) -> dict[str, str]:
     admin = AdminClient({"bootstrap.servers": cfg.streaming.bootstrap_servers, **cfg.streaming.kafka})
     names = list(admin.list_topics(timeout=10).topics)
     out = {}
+    if cfg.streaming.topic_ids_file:
+        from .bridge.command import load_topic_ids
+
+        out.update(load_topic_ids(cfg.streaming.topic_ids_file))
     for name, fut in admin.describe_topics(TopicCollection(names), request_timeout=10).items():
         try:
             out[str(fut.result().topic_id)] = name
@@ -334,9 +358,13 @@ def _streaming_flags(p: argparse.ArgumentParser) -> None:
     g.add_argument("--heartbeats-topic")
     g.add_argument("--offsets-topic")
     g.add_argument("--input-format", choices=("json", "avro"))
-    g.add_argument("--source", choices=("events", "consumer-offsets"),
-                   help="events (the heartbeats/offsets topics) or consumer-offsets (decode __consumer_offsets)")
+    g.add_argument("--source", help="events (the heartbeats/offsets topics), consumer-offsets (decode "
+                   "__consumer_offsets), request-log (broker request-log lines), or a comma list, e.g. "
+                   "request-log,consumer-offsets")
     g.add_argument("--consumer-offsets-topic", help="default __consumer_offsets")
+    g.add_argument("--request-log-topic", help="topic of broker request-log lines (default fencewatch.request-log)")
+    g.add_argument("--topic-ids", help="JSON file {topic id: name}, on top of cluster metadata")
+    g.add_argument("--log-timezone", help="zone of request-log time stamps without an offset (default UTC)")
     g.add_argument("--starting-offsets", help="earliest | latest | JSON (Spark's Kafka syntax)")
     g.add_argument("--max-offsets-per-trigger", type=int)
     g.add_argument("--max-skew", help="cross-topic skew tolerated, e.g. 2s (also the watermark delay)")
@@ -363,6 +391,8 @@ def _streaming_overrides(args: argparse.Namespace) -> dict:
     streaming = {"bootstrap_servers": args.bootstrap_servers, "heartbeats_topic": args.heartbeats_topic,
                  "offsets_topic": args.offsets_topic, "input_format": args.input_format, "source": args.source,
                  "consumer_offsets_topic": args.consumer_offsets_topic,
+                 "request_log_topic": args.request_log_topic, "topic_ids_file": args.topic_ids,
+                 "log_timezone": args.log_timezone,
                  "starting_offsets": args.starting_offsets, "max_offsets_per_trigger": args.max_offsets_per_trigger,
                  "max_skew_ms": args.max_skew, "trigger_interval": args.trigger,
                  "checkpoint_location": args.checkpoint, "spark_master": args.spark_master,

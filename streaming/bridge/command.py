@@ -13,6 +13,11 @@ Two modes:
 - offline (``--from-file RECORDS``): JSON lines ``{"key": base64, "value":
   base64 or null, "timestamp": ms}`` -> SPEC events as JSON lines on stdout or
   ``--out``; a bad line is reported on stderr with its reason and skipped.
+
+And the same two for the broker request log (SPEC §10, ``request_log.py``):
+``--from-request-log FILE`` (offline, ``-`` = stdin) and, live,
+``--request-log-topic T`` (a topic whose record values are request-log lines,
+as a log shipper writes them) -> the heartbeats / offsets topics.
 """
 
 from __future__ import annotations
@@ -27,12 +32,14 @@ import struct
 import sys
 import time
 import uuid
-from typing import IO, Any, Callable, Iterator
+from typing import IO, Any, Callable, Iterable, Iterator
 
 from .mapping import ABSENT_EPOCH_MODES, Bridge, TopicNames, event_role
 from .records import RecordDecodeError, decode, kafka_json
+from .request_log import RequestLogBridge
 
-__all__ = ["register", "run_bridge", "run_from_file", "load_topic_ids", "parse_client_config"]
+__all__ = ["register", "run_bridge", "run_from_file", "run_from_request_log", "run_request_log_bridge",
+           "load_topic_ids", "parse_client_config", "parse_timezone"]
 
 log = logging.getLogger(__name__)
 
@@ -51,7 +58,12 @@ def register(subparsers: Any) -> argparse.ArgumentParser:
     src = p.add_argument_group("source")
     src.add_argument("--from-file", metavar="RECORDS",
                      help='offline: JSON lines {"key": base64, "value": base64|null, "timestamp": ms}')
+    src.add_argument("--from-request-log", metavar="FILE",
+                     help="offline: broker request-log lines (kafka.request.logger at DEBUG; - = stdin)")
     src.add_argument("--bootstrap-servers", metavar="HOSTS", help="live: the cluster to read")
+    src.add_argument("--request-log-topic", metavar="TOPIC",
+                     help="live: read request-log lines from this topic (one line per record) instead of "
+                          "__consumer_offsets")
     src.add_argument("--source-topic", default=DEFAULT_SOURCE_TOPIC,
                      help="topic holding coordinator records (default %(default)s)")
     src.add_argument("-X", "--client-config", action="append", default=[], metavar="KEY=VALUE",
@@ -67,6 +79,8 @@ def register(subparsers: Any) -> argparse.ArgumentParser:
     out.add_argument("--offsets-topic", default=DEFAULT_OFFSETS_TOPIC, help="default %(default)s")
     m = p.add_argument_group("mapping")
     m.add_argument("--topic-ids", metavar="FILE", help="JSON object topic id -> name (offline resolution)")
+    m.add_argument("--log-timezone", metavar="TZ",
+                   help="request log: zone of time stamps without an offset (default UTC), e.g. Europe/Paris")
     m.add_argument("--cluster", help="value of the events' cluster field (default: omitted = \"default\")")
     m.add_argument("--absent-assignment-epochs", choices=ABSENT_EPOCH_MODES, default="derive",
                    help="records without KIP-1251 epochs: let the monitor derive them (default), or write "
@@ -86,6 +100,27 @@ def main(args: argparse.Namespace) -> int:
     except (OSError, ValueError) as exc:
         print(f"fencewatch bridge: --topic-ids {args.topic_ids}: {exc}", file=sys.stderr)
         return 2
+    try:
+        tz = parse_timezone(args.log_timezone)
+    except ValueError as exc:
+        print(f"fencewatch bridge: --log-timezone: {exc}", file=sys.stderr)
+        return 2
+    if args.from_request_log:
+        try:
+            out = open(args.out, "w", encoding="utf-8") if args.out else sys.stdout
+            # Bytes: a line that is not UTF-8 is reported (BAD_ENCODING), not fatal.
+            src = sys.stdin.buffer if args.from_request_log == "-" else open(args.from_request_log, "rb")
+        except OSError as exc:
+            print(f"fencewatch bridge: {exc}", file=sys.stderr)
+            return 2
+        try:
+            return run_from_request_log(src, out, sys.stderr, RequestLogBridge(topic_names, tz=tz,
+                                                                               cluster=args.cluster))
+        finally:
+            if args.from_request_log != "-":
+                src.close()
+            if args.out:
+                out.close()
     if args.from_file:
         out = open(args.out, "w", encoding="utf-8") if args.out else sys.stdout
         try:
@@ -100,7 +135,7 @@ def main(args: argparse.Namespace) -> int:
             if args.out:
                 out.close()
     if not args.bootstrap_servers:
-        print("fencewatch bridge: give --from-file RECORDS or --bootstrap-servers HOSTS", file=sys.stderr)
+        print("fencewatch bridge: give --from-file RECORDS, --from-request-log FILE or --bootstrap-servers HOSTS", file=sys.stderr)
         return 2
     try:
         conf = parse_client_config(args.client_config, args.command_config)
@@ -108,6 +143,11 @@ def main(args: argparse.Namespace) -> int:
         print(f"fencewatch bridge: {exc}", file=sys.stderr)
         return 2
     conf["bootstrap.servers"] = args.bootstrap_servers
+    if args.request_log_topic:
+        return run_request_log_bridge(conf, args.request_log_topic, RequestLogBridge(topic_names, tz=tz,
+                                                                                     cluster=args.cluster),
+                                      heartbeats_topic=args.heartbeats_topic, offsets_topic=args.offsets_topic,
+                                      stop_at_end=args.stop_at_end)
     return run_bridge(conf, topic_names=topic_names, source_topic=args.source_topic,
                       heartbeats_topic=args.heartbeats_topic, offsets_topic=args.offsets_topic,
                       cluster=args.cluster, absent_assignment_epochs=args.absent_assignment_epochs,
@@ -126,6 +166,18 @@ def load_topic_ids(path: str) -> dict[str, str]:
         raise ValueError("expected a JSON object of topic id -> topic name")
     TopicNames(data)  # validates every id
     return data
+
+
+def parse_timezone(name: str | None):
+    """``--log-timezone``: an IANA zone name (or UTC); None when not given."""
+    if not name:
+        return None
+    from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
+
+    try:
+        return ZoneInfo(name)
+    except (ZoneInfoNotFoundError, ValueError) as exc:
+        raise ValueError(f"unknown time zone {name!r} ({exc})") from None
 
 
 def parse_client_config(pairs: list[str], properties_file: str | None) -> dict[str, str]:
@@ -209,6 +261,22 @@ def run_from_file(lines: IO[str], out: IO[str], err: IO[str], *, topic_names: To
     err.write(f"bridge: {s.records} records, {s.events} events, {bad} skipped"
               + (f" {dict(s.skipped) | dict(s.errors)}" if s.skipped or s.errors else "")
               + (f", problems {dict(s.problems)}" if s.problems else "") + "\n")
+    return 0
+
+
+def run_from_request_log(lines: Iterable[str | bytes], out: IO[str], err: IO[str], bridge: RequestLogBridge) -> int:
+    """Request-log lines -> SPEC events as JSON lines (every event of line n has event id
+    ``"n"``); each broken line reported on ``err`` with its reason; a summary last. Exit 0."""
+    problems = bridge.problems
+    dumps = json.JSONEncoder(separators=(",", ":")).encode
+    for n, line in enumerate(lines):
+        events = bridge.map_line(line, str(n))
+        for e in events:
+            out.write(dumps(e) + "\n")
+        while problems:
+            eid, code, detail = problems.popleft()
+            err.write(f"line {eid}: {code}: {detail}\n")
+    err.write(f"bridge --from-request-log: {bridge.summary()}\n")
     return 0
 
 
@@ -408,3 +476,108 @@ def run_bridge(conf: dict[str, Any], *, topic_names: TopicNames | None = None,
                  s.records, s.events, dict(s.skipped), dict(s.errors), dict(s.problems),
                  remaining + delivery_errors["n"])
     return 0 if delivery_errors["n"] == 0 else 1
+
+
+def run_request_log_bridge(conf: dict[str, Any], lines_topic: str, bridge: RequestLogBridge, *,
+                           heartbeats_topic: str = DEFAULT_HEARTBEATS_TOPIC,
+                           offsets_topic: str = DEFAULT_OFFSETS_TOPIC, stop_at_end: bool = False,
+                           should_stop: Callable[[], bool] | None = None, commit_interval_s: float = 5.0) -> int:
+    """Live: a topic of request-log lines -> SPEC events on the input topics, keyed by group.
+
+    A consumer group (``fencewatch-request-log-bridge`` unless ``-X group.id=``) keeps the
+    position: offsets are committed only after the events produced so far are delivered
+    (at least once; a restart resumes there). What a restart loses is the carried member
+    state: members are learnt again from their next assignment (docs/request-log.md).
+    ``event_id`` is ``<topic>/<partition>/<offset>`` of the line's record; a message-only
+    line takes the record's timestamp."""
+    from confluent_kafka import Consumer, KafkaError, Producer, TopicPartition
+    from confluent_kafka.admin import AdminClient
+
+    tune_gc()
+    metadata = MetadataTopicNames(AdminClient(dict(conf)), bridge.topic_names)
+    learned = metadata.refresh()
+    log.info("bridge: request log %s -> %s / %s; %d topic ids from cluster metadata", lines_topic,
+             heartbeats_topic, offsets_topic, learned)
+    consumer = Consumer({"group.id": "fencewatch-request-log-bridge", "auto.offset.reset": "earliest", **conf,
+                         "enable.auto.commit": False, "enable.partition.eof": True})
+    producer = Producer({"linger.ms": 20, "compression.type": "lz4", **conf})
+    failures = {"n": 0}
+
+    def on_delivery(err: Any, msg: Any) -> None:
+        if err is not None:
+            failures["n"] += 1
+            log.error("delivery to %s failed: %s", msg.topic(), err)
+
+    dumps = json.JSONEncoder(separators=(",", ":")).encode
+    stop = {"now": False}
+    previous = None
+    try:
+        previous = signal.signal(signal.SIGTERM, lambda *_: stop.__setitem__("now", True))
+    except ValueError:  # not the main thread
+        pass
+    try:
+        md = consumer.list_topics(lines_topic, timeout=10).topics.get(lines_topic)
+        if md is None or md.error is not None or not md.partitions:
+            log.error("request-log topic %s not found (%s)", lines_topic, md.error if md else "no metadata")
+            return 1
+        partitions = sorted(md.partitions)
+        ends = {}
+        if stop_at_end:
+            for p in partitions:
+                _, hi = consumer.get_watermark_offsets(TopicPartition(lines_topic, p), timeout=10)
+                ends[p] = hi
+        consumer.subscribe([lines_topic])
+        positions: dict[int, int] = {}
+        next_commit = time.monotonic() + commit_interval_s
+        unresolved = bridge.unresolved_ids
+        while not stop["now"] and not (should_stop and should_stop()):
+            for msg in consumer.consume(num_messages=1000, timeout=0.5):
+                err = msg.error()
+                if err is not None:
+                    if err.code() != KafkaError._PARTITION_EOF:
+                        log.warning("consume %s: %s", lines_topic, err)
+                    continue
+                positions[msg.partition()] = msg.offset() + 1
+                value = msg.value()
+                if value is None:
+                    continue
+                ts_type, ts = msg.timestamp()
+                eid = f"{msg.topic()}/{msg.partition()}/{msg.offset()}"
+                for e in bridge.map_line(value, eid, ts=ts if ts_type else None):
+                    topic = offsets_topic if event_role(e["type"]) == "offsets" else heartbeats_topic
+                    while True:
+                        try:
+                            producer.produce(topic, value=dumps(e).encode(), key=e["group_id"].encode(),
+                                             on_delivery=on_delivery)
+                            break
+                        except BufferError:
+                            producer.poll(0.1)
+                while bridge.problems:
+                    _, code, detail = bridge.problems.popleft()
+                    log.warning("%s[%d]@%d: %s: %s", msg.topic(), msg.partition(), msg.offset(), code, detail)
+                if bridge.unresolved_ids != unresolved:
+                    unresolved = bridge.unresolved_ids
+                    metadata.maybe_refresh()  # a topic created since start-up: later lines resolve
+            producer.poll(0)
+            if time.monotonic() >= next_commit:
+                _commit_after_delivery(producer, consumer)
+                next_commit = time.monotonic() + commit_interval_s
+            if stop_at_end and all(positions.get(p, 0) >= end for p, end in ends.items()):
+                break
+        _commit_after_delivery(producer, consumer)
+    finally:
+        remaining = producer.flush(30)
+        consumer.close()
+        if previous is not None:
+            signal.signal(signal.SIGTERM, previous)
+        log.info("bridge: request log: %s; undelivered %d", bridge.summary(), remaining + failures["n"])
+    return 0 if failures["n"] == 0 else 1
+
+
+def _commit_after_delivery(producer: Any, consumer: Any) -> None:
+    """Commit the consumer's position once everything produced from before it is delivered."""
+    if producer.flush(30) == 0:
+        try:
+            consumer.commit(asynchronous=False)
+        except Exception as exc:  # nothing consumed yet, or a rebalance: the next commit covers it
+            log.debug("commit: %s", exc)

@@ -1,0 +1,190 @@
+"""Request-log decoding benchmark: broker request-log lines -> SPEC events on one core.
+
+Builds N lines as a busy cluster's brokers write them (``tests/bridge/request_log_lines.py``,
+field presence as Kafka's message specs): 62% steady ConsumerGroupHeartbeats (no assignment),
+3% heartbeats that join or move an epoch (with an assignment), 27% OffsetCommit v9/v10 of
+1-4 partitions, 6% of 10-50 partitions, 1% of 200 partitions, 1% TxnOffsetCommit; then times
+``RequestLogBridge.map_line`` (split, time stamp, parse, map) on them, and, to choose the JSON
+parser by measurement, the parse step alone with each candidate on the same JSON bodies:
+stdlib ``json.loads``, ``msgspec.json.decode`` to dicts, and ``msgspec`` into typed Structs
+that name only the fields used (what ``request_log.py`` does). Also the cost of skipping a
+line of another API (a broker without the log4j2 filter logs every Fetch and Produce).
+Target: >= 100,000 lines/s on one core.
+
+    python bench/bench_request_log.py [--lines 200000] [--write-docs]
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime as dt
+import gc
+import json
+import os
+import random
+import subprocess
+import sys
+import time
+import uuid
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT / "tests" / "bridge"))
+sys.path.insert(0, str(ROOT / "bench"))
+
+import msgspec  # noqa: E402
+from request_log_lines import envelope, heartbeat, kafka_id, log_line, offset_commit, txn_offset_commit  # noqa: E402
+
+from bench_bridge import bench_feed, machine  # noqa: E402
+from bench_bridge import build as build_records  # noqa: E402
+from fencewatch.streaming.bridge.command import tune_gc  # noqa: E402
+from fencewatch.streaming.bridge.request_log import _DECODERS, RequestLogBridge, _api_key  # noqa: E402
+
+
+def build(n: int, seed: int = 7) -> tuple[list[str], dict[str, str]]:
+    rng = random.Random(seed)
+    ids = [kafka_id(uuid.UUID(int=rng.getrandbits(128))) for _ in range(50)]
+    names = {tid: f"topic-{i}" for i, tid in enumerate(ids)}
+    groups = [f"group-{i}" for i in range(500)]
+    base = dt.datetime(2026, 11, 20, 9, 0, 0)
+    members = {(g, k): f"{g}-{uuid.UUID(int=rng.getrandbits(128))}" for g in groups for k in range(20)}
+    out = []
+    for i in range(n):
+        stamp = (base + dt.timedelta(milliseconds=i * 3)).strftime("%Y-%m-%d %H:%M:%S,%f")[:-3]
+        g = rng.choice(groups)
+        m = members[(g, rng.randrange(20))]  # a steady population: 500 groups x 20 members
+        tid = rng.choice(ids)
+        r = rng.random()
+        if r < 0.62:
+            obj = heartbeat(1, g, m, 10)
+        elif r < 0.65:
+            obj = heartbeat(1, g, m, 10, response_epoch=11, assignment=[(tid, sorted(rng.sample(range(64), 4)))],
+                            owned=[(tid, sorted(rng.sample(range(64), 4)))], subscribed=[names[tid]])
+        elif r < 0.98:
+            k = rng.randint(1, 4) if r < 0.92 else (rng.randint(10, 50) if r < 0.97 else 200)
+            parts = [(p, rng.randrange(10**9), rng.randrange(20)) for p in range(k)]
+            v10 = rng.random() < 0.5
+            obj = offset_commit(10 if v10 else 9, g, 10, m, [(tid if v10 else names[tid], parts)],
+                                codes={} if rng.random() < 0.97 else {(tid if v10 else names[tid], 0): 113})
+        else:
+            obj = txn_offset_commit(5, g, 10, m, [(names[tid], [(0, rng.randrange(10**9), 3)])])
+        out.append(log_line(obj, stamp=stamp))
+    return out, names
+
+
+def other_api_lines(n: int) -> list[str]:
+    fetch = envelope(1, 17, {"replicaId": -1, "maxWaitMs": 500, "minBytes": 1, "topics": [
+        {"topic": "orders", "partitions": [{"partition": p, "fetchOffset": 10**6 + p, "partitionMaxBytes": 1048576}
+                                           for p in range(8)]}]},
+                     {"throttleTimeMs": 0, "errorCode": 0, "sessionId": 0, "responses": [
+                         {"topic": "orders", "partitions": [{"partitionIndex": p, "errorCode": 0,
+                                                             "highWatermark": 10**6 + p, "recordsSizeInBytes": 512}
+                                                            for p in range(8)]}]})
+    return [log_line(fetch)] * n
+
+
+def timed(fn) -> tuple[float, float]:
+    c0, w0 = time.process_time(), time.perf_counter()
+    fn()
+    return time.process_time() - c0, time.perf_counter() - w0
+
+
+def bench_map(lines: list[str], names: dict[str, str]) -> tuple[float, float, int]:
+    bridge = RequestLogBridge(names)
+    map_line = bridge.map_line
+    ids = [str(i) for i in range(len(lines))]
+    count = [0]
+
+    def run():
+        n = 0
+        for line, eid in zip(lines, ids):
+            n += len(map_line(line, eid))
+        count[0] = n
+
+    c, w = timed(run)
+    assert not bridge.counts.get("broken.INTERNAL"), bridge.summary()
+    return c, w, count[0]
+
+
+def bodies_of(lines: list[str]) -> list[str]:
+    return [line[line.index("request:") + 8:line.rindex("}") + 1] for line in lines]
+
+
+def bench_parse(bodies: list[str], how: str) -> tuple[float, float]:
+    if how == "json.loads":
+        loads = json.loads
+        return timed(lambda: [loads(b) for b in bodies])
+    if how == "msgspec dicts":
+        dec = msgspec.json.decode
+        return timed(lambda: [dec(b) for b in bodies])
+    return timed(lambda: [_DECODERS[_api_key(b)](b) for b in bodies])
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--lines", type=int, default=200_000)
+    ap.add_argument("--repeat", type=int, default=3, help="best of N runs")
+    ap.add_argument("--write-docs", action="store_true", help="append a section to docs/benchmarks.md")
+    args = ap.parse_args(argv)
+    try:
+        os.sched_setaffinity(0, {min(os.sched_getaffinity(0))})  # one core
+    except (AttributeError, OSError):
+        pass
+    lines, names = build(args.lines)
+    bodies = bodies_of(lines)
+    others = other_api_lines(args.lines // 4)
+    mean_len = sum(map(len, lines)) / len(lines)
+    gc.collect()
+    gc.freeze()  # the prebuilt input is not the decoder's garbage
+    tune_gc()
+    full = [bench_map(lines, names) for _ in range(args.repeat)]
+    kinds = {"heartbeats": [x for x in lines if "\"requestApiKey\":68," in x[:200]],
+             "commits < 5 KB": [x for x in lines if "\"requestApiKey\":68," not in x[:200] and len(x) < 5000],
+             "commits >= 5 KB (10-200 partitions)": [x for x in lines if len(x) >= 5000]}
+    by_kind = {k: [bench_map(v, names) for _ in range(args.repeat)] for k, v in kinds.items()}
+    parse = {how: [bench_parse(bodies, how) for _ in range(args.repeat)]
+             for how in ("json.loads", "msgspec dicts", "msgspec typed (used)")}
+    skip = [bench_map(others, names) for _ in range(args.repeat)]
+    # The host's speed at this moment: the __consumer_offsets decoder on its own mix, to scale
+    # these numbers against its runs in docs/benchmarks.md (this host is shared and drifts).
+    records, topics = build_records(100_000)
+    reference = [bench_feed(records, topics) for _ in range(args.repeat)]
+
+    def rate(n: int, runs: list, i: int) -> str:
+        return f"{n / min(r[i] for r in runs):>10,.0f}"
+
+    load = os.getloadavg()[0]
+    lines_out = [
+        f"lines: {len(lines)} (mean {mean_len:,.0f} bytes), events: {full[0][2]}",
+        f"{'lines/s':<52}{'per CPU-s':>10}  {'wall':>10}",
+        f"{'map_line, whole mix (split+time+parse+map)':<52}{rate(len(lines), full, 0)}  {rate(len(lines), full, 1)}",
+        *(f"{'map_line, ' + k + f' ({len(kinds[k]) / len(lines):.0%})':<52}{rate(len(kinds[k]), runs, 0)}  "
+          f"{rate(len(kinds[k]), runs, 1)}" for k, runs in by_kind.items()),
+        *(f"{'parse only: ' + how:<52}{rate(len(bodies), runs, 0)}  {rate(len(bodies), runs, 1)}"
+          for how, runs in parse.items()),
+        f"{'map_line, Fetch lines of another API (skipped)':<52}{rate(len(others), skip, 0)}  "
+        f"{rate(len(others), skip, 1)}",
+        f"{'reference, same moment: bench_bridge.py whole mix (records/s)':<52}{rate(len(records), reference, 0)}  "
+        f"{rate(len(records), reference, 1)}",
+        f"load average during the run: {load:.2f} (per CPU-s = process CPU time, robust to other load)",
+        "target: >= 100,000 lines/s on one core",
+    ]
+    print("\n".join(lines_out))
+    if args.write_docs:
+        docs = ROOT / "docs" / "benchmarks.md"
+        try:
+            rev = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True,
+                                 text=True).stdout.strip()
+        except OSError:
+            rev = "?"
+        section = ["", f"## request-log decoder ({dt.date.today().isoformat()}, commit {rev})", "",
+                   f"Command: `python bench/bench_request_log.py --lines {args.lines}` (pinned to one core, best "
+                   f"of {args.repeat})", f"Machine: {machine()}", "", "```", *lines_out, "```", ""]
+        with docs.open("a", encoding="utf-8") as f:
+            f.write("\n".join(section))
+        print(f"appended to {docs}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,599 @@
+"""Broker request-log lines -> SPEC events (SPEC §10), with the little state it takes.
+
+What lives here: ``RequestLogBridge``, which turns one line of a broker's
+``kafka-request.log`` (logger ``kafka.request.logger`` at DEBUG) into the
+SPEC events it means. No I/O, no clock: ``ts`` is the line's own time stamp
+(or, for a message-only line, the ``ts`` the caller passes, e.g. the Kafka
+record's timestamp).
+
+A line (Kafka's ``RequestChannel.updateRequestMetrics``, 2.8+)::
+
+    [2026-11-20 09:00:00,123] DEBUG Completed request:{JSON} (kafka.request.logger)
+
+or its message alone (``Completed request:{JSON}``), or the bare JSON object.
+The JSON is ``RequestConvertToJson.requestDescMetrics``: ``requestHeader``,
+``request`` and ``response`` bodies with the camelCase field names of Kafka's
+message specs (``clients/src/main/resources/common/message/*.json``); a field
+is written only in the versions that have it.
+
+============================  ===============================================
+OffsetCommit (8), v2-v10      ``offset_commit``, one per distinct response
+                              error code (first appearance order), partitions
+                              in request order; v10 names topics by id
+TxnOffsetCommit (28), v0-v6   ``txn_offset_commit``, the same way
+ConsumerGroupHeartbeat (68)   ``heartbeat``; when answered 0 also
+  v0-v1                       ``member_left`` (request epoch -1 / -2) or
+                              ``member_assignment`` (an assignment in the
+                              response, or a new epoch)
+============================  ===============================================
+
+Why state: the coordinator omits an unchanged assignment (``assignment:
+null``) and an unchanged owned set / subscription / instance id in the
+request, so a new epoch without an assignment means "the one you had". The
+bridge remembers, per (group, member), the last epoch, assignment, owned
+partitions, subscription and instance id (``carry=True``, the default). A
+member it never saw an assignment for gets no ``member_assignment`` until one
+arrives (counted ``problem.ASSIGNMENT_NOT_SEEN``). The memory is what the
+coordinator itself holds: a member is forgotten on its leave, and on
+UNKNOWN_MEMBER_ID / FENCED_MEMBER_EPOCH (the coordinator has dropped it).
+
+``carry=False`` (the Spark job's stateless mapper) writes what one line says
+and no more: a successful heartbeat without an assignment gives a
+``member_assignment`` with ``"assigned": null`` ("unchanged"), and one whose
+request does not repeat the owned partitions ``"pending_revocation": null``
+("derive it"); the per-group state resolves both against the member it
+already models (``state.assignment.resolve_unchanged_assignment``,
+``docs/request-log.md``).
+
+Nothing here raises on bad input: a broken line gives ``[]``, is counted in
+``counts`` (``broken.<CODE>``) and its ``(event_id, code, detail)`` is kept in
+``problems`` (the newest ``MAX_PROBLEMS``; callers drain it).
+"""
+
+from __future__ import annotations
+
+import calendar
+import logging
+import re
+from operator import attrgetter
+from collections import Counter, deque
+from dataclasses import dataclass
+from datetime import datetime, timedelta, timezone, tzinfo
+from typing import Annotated, Any, Mapping
+
+import msgspec
+
+from .mapping import TopicNames
+from .records import parse_topic_id, uuid_to_standard_string
+
+__all__ = ["RequestLogBridge", "OFFSET_COMMIT", "TXN_OFFSET_COMMIT", "CONSUMER_GROUP_HEARTBEAT",
+           "COORDINATOR_ERRORS", "DEFAULT_LINES_TOPIC"]
+
+log = logging.getLogger(__name__)
+
+OFFSET_COMMIT, TXN_OFFSET_COMMIT, CONSUMER_GROUP_HEARTBEAT = 8, 28, 68
+API_NAMES = {OFFSET_COMMIT: "OFFSET_COMMIT", TXN_OFFSET_COMMIT: "TXN_OFFSET_COMMIT",
+             CONSUMER_GROUP_HEARTBEAT: "CONSUMER_GROUP_HEARTBEAT"}
+# Answers that say "not me": the exchange never reached a group (dropped, counted).
+COORDINATOR_ERRORS = {14: "COORDINATOR_LOAD_IN_PROGRESS", 15: "COORDINATOR_NOT_AVAILABLE", 16: "NOT_COORDINATOR"}
+UNKNOWN_MEMBER_ID, FENCED_MEMBER_EPOCH = 25, 110
+LEAVE_GROUP_MEMBER_EPOCH, LEAVE_GROUP_STATIC_MEMBER_EPOCH = -1, -2
+DEFAULT_LINES_TOPIC = "fencewatch.request-log"
+MAX_PROBLEMS = 10_000
+_HEAD = ("ts", "cluster", "group_id", "event_id", "member_id")
+
+_MARKER = "Completed request:"
+# The usual line, up to the API key: ``[2026-11-20 09:00:00,123] DEBUG Completed request:{"isForwarded":
+# false,"requestHeader":{"requestApiKey":8,`` (RequestConvertToJson writes the keys in this order).
+_USUAL = re.compile(r'\[(\d{4}-\d\d-\d\d \d\d:\d\d:\d\d),(\d{3})\] [A-Z]+ Completed request:'
+                    r'(\{)"isForwarded":(?:true|false),"requestHeader":\{"requestApiKey":(\d{1,5}),')
+_USUAL_END = "} (kafka.request.logger)"
+_LOGGER = "(kafka.request.logger)"
+_API_KEY = '"requestApiKey"'
+_INT64 = 1 << 63
+
+# -- the wire shapes, as Kafka's JsonConverter writes them (absent = not in this version) --------
+
+_Long = Annotated[int, msgspec.Meta(ge=-_INT64, le=_INT64 - 1)]
+_Int = Annotated[int, msgspec.Meta(ge=-(1 << 31), le=(1 << 31) - 1)]
+
+
+class _Header(msgspec.Struct, rename="camel", gc=False):
+    request_api_key: _Int
+    request_api_version: _Int = -1
+
+
+class _CommitPartition(msgspec.Struct, rename="camel", gc=False):
+    partition_index: _Int
+    committed_offset: _Long
+    committed_leader_epoch: _Int = -1  # v6+ (TxnOffsetCommit v2+)
+    committed_metadata: str | None = None
+
+
+class _CommitTopic(msgspec.Struct, rename="camel", gc=False):
+    partitions: list[_CommitPartition]
+    name: str | None = None  # up to v9 (TxnOffsetCommit v5)
+    topic_id: str | None = None  # v10 (TxnOffsetCommit v6)
+
+
+class _CommitRequest(msgspec.Struct, rename="camel", gc=False):
+    group_id: str
+    topics: list[_CommitTopic]
+    generation_id_or_member_epoch: _Int | None = None  # since 3.6 (TxnOffsetCommit: 4.4)
+    generation_id: _Int | None = None  # the same field before
+    member_id: str | None = None
+    group_instance_id: str | None = None  # v7+ (TxnOffsetCommit v3+)
+    transactional_id: str | None = None  # TxnOffsetCommit only
+    producer_id: _Long | None = None
+    producer_epoch: _Int | None = None
+
+
+class _ResponsePartition(msgspec.Struct, rename="camel", gc=False):
+    partition_index: _Int
+    error_code: _Int
+
+
+class _ResponseTopic(msgspec.Struct, rename="camel", gc=False):
+    partitions: list[_ResponsePartition]
+    name: str | None = None
+    topic_id: str | None = None
+
+
+class _CommitResponse(msgspec.Struct, rename="camel", gc=False):
+    topics: list[_ResponseTopic] = []
+
+
+class _CommitLine(msgspec.Struct, rename="camel", gc=False):
+    request_header: _Header
+    request: _CommitRequest
+    response: _CommitResponse | None = None
+
+
+class _TopicPartitions(msgspec.Struct, rename="camel", gc=False):
+    topic_id: str
+    partitions: list[_Int]
+
+
+class _HeartbeatRequest(msgspec.Struct, rename="camel", gc=False):
+    group_id: str
+    member_epoch: _Int
+    member_id: str | None = None
+    instance_id: str | None = None
+    subscribed_topic_names: list[str] | None = None
+    subscribed_topic_regex: str | None = None  # v1
+    topic_partitions: list[_TopicPartitions] | None = None
+
+
+class _Assignment(msgspec.Struct, rename="camel", gc=False):
+    topic_partitions: list[_TopicPartitions]
+
+
+class _HeartbeatResponse(msgspec.Struct, rename="camel", gc=False):
+    error_code: _Int
+    member_epoch: _Int = -1
+    member_id: str | None = None
+    assignment: _Assignment | None = None
+
+
+class _HeartbeatLine(msgspec.Struct, rename="camel", gc=False):
+    request_header: _Header
+    request: _HeartbeatRequest
+    response: _HeartbeatResponse
+
+
+_DECODERS = {
+    OFFSET_COMMIT: msgspec.json.Decoder(_CommitLine).decode,
+    TXN_OFFSET_COMMIT: msgspec.json.Decoder(_CommitLine).decode,
+    CONSUMER_GROUP_HEARTBEAT: msgspec.json.Decoder(_HeartbeatLine).decode,
+}
+
+
+class _Broken(Exception):
+    """A line that cannot be used: ``code`` (stable) and ``detail``."""
+
+    def __init__(self, code: str, detail: str) -> None:
+        super().__init__(code, detail)
+        self.code, self.detail = code, detail
+
+
+@dataclass(slots=True)
+class _Member:
+    """What the coordinator last told (or was told by) one member."""
+
+    epoch: int
+    assigned: list[dict[str, Any]] | None = None  # resolved [{topic, partitions}], None: never seen
+    owned: list[dict[str, Any]] | None = None  # the request's topicPartitions, last sent
+    subscribed: list[str] | None = None
+    instance_id: str | None = None
+
+
+class RequestLogBridge:
+    """Request-log lines -> SPEC events as dicts (the shape ``fencewatch bridge`` writes).
+
+    ``topic_ids``: topic id -> name (Kafka's base64 form or UUID strings as keys;
+    a ``TopicNames`` is shared as is, so a live caller can teach it names).
+    ``tz``: the zone of time stamps without an offset (default UTC).
+    """
+
+    def __init__(self, topic_ids: Mapping[str, str] | TopicNames | None = None, *, tz: tzinfo | None = None,
+                 cluster: str | None = None, carry: bool = True) -> None:
+        self.topic_names = topic_ids if isinstance(topic_ids, TopicNames) else TopicNames(topic_ids)
+        self.tz = tz or timezone.utc
+        self.cluster = cluster
+        self.carry = carry
+        self.members: dict[tuple[str, str], _Member] = {}
+        self.counts: Counter = Counter()
+        self.problems: deque[tuple[str, str, str]] = deque(maxlen=MAX_PROBLEMS)
+        self.unresolved_ids = 0  # topic ids met that no name is known for (live callers refresh metadata)
+        self._seconds: dict[str, int] = {}
+        self._ids: dict[str, str] = {}
+        self._ids_known = len(self.topic_names)
+
+    # -- entry point ------------------------------------------------------------------------
+
+    def map_line(self, line: str | bytes, event_id: str, *, ts: int | None = None) -> list[dict[str, Any]]:
+        """The SPEC events of one line, in order; ``[]`` for a line of another API or logger
+        (counted ``skipped.*``) or a broken one (counted ``broken.*``, kept in ``problems``).
+        ``ts`` is used when the line has no time stamp of its own."""
+        counts = self.counts
+        counts["lines"] += 1
+        try:
+            if type(line) is not str:
+                try:
+                    line = bytes(line).decode("utf-8")
+                except (UnicodeDecodeError, TypeError) as exc:
+                    raise _Broken("BAD_ENCODING", str(exc)) from None
+            m = _USUAL.match(line)
+            end = line.rfind(_USUAL_END) if m is not None else -1
+            if end > 0 and not line[end + len(_USUAL_END):].strip():
+                # The line as Kafka's default layout writes it: one C-level match reads the time
+                # stamp and the API key, and the JSON is cut out by position.
+                api = int(m.group(4))
+                second = m.group(1)
+                base = self._seconds.get(second)
+                if base is None:
+                    base = self._second_ms(second + ",000", second)
+                line_ts = base + int(m.group(2))
+                body = line[m.start(3):end + 1]
+            else:
+                body, line_ts = self._split(line)
+                if body is None:
+                    return []
+                if line_ts is None:
+                    if ts is None:
+                        raise _Broken("MISSING_TIMESTAMP", "a message-only line and no record timestamp")
+                    line_ts = ts
+                api = _api_key(body)
+            if api not in _DECODERS:
+                counts["skipped.OTHER_API"] += 1
+                return []
+            try:
+                parsed = _DECODERS[api](body)
+            except msgspec.ValidationError as exc:
+                raise _Broken("BAD_FIELD", str(exc)) from None
+            except msgspec.DecodeError as exc:
+                raise _Broken("BAD_JSON", str(exc)) from None
+            except UnicodeEncodeError as exc:  # a lone surrogate (text decoded with surrogateescape)
+                raise _Broken("BAD_ENCODING", str(exc)) from None
+            if parsed.request_header.request_api_key != api:  # the text search met a nested key first
+                raise _Broken("BAD_FIELD", "requestApiKey is not the header's first key")
+            counts[API_NAMES[api]] += 1
+            if api == CONSUMER_GROUP_HEARTBEAT:
+                events = self._heartbeat(parsed, line_ts, event_id)
+            else:
+                events = self._commit(parsed, api == TXN_OFFSET_COMMIT, line_ts, event_id)
+        except _Broken as exc:
+            counts[f"broken.{exc.code}"] += 1
+            self.problems.append((event_id, exc.code, exc.detail[:300]))
+            return []
+        except Exception as exc:  # a bug, never the input's fault: keep going, loudly
+            log.exception("request-log line %s", event_id)
+            counts["broken.INTERNAL"] += 1
+            self.problems.append((event_id, "INTERNAL", f"{type(exc).__name__}: {exc}"[:300]))
+            return []
+        counts["events"] += len(events)
+        return events
+
+    def summary(self) -> str:
+        """One line of counts, for stderr / logs."""
+        c = self.counts
+        rest = {k: v for k, v in sorted(c.items()) if k not in ("lines", "events")}
+        return f"{c['lines']} lines, {c['events']} events" + (f", {rest}" if rest else "")
+
+    # -- the line around the JSON ----------------------------------------------------------
+
+    def _split(self, line: str) -> tuple[str | None, int | None]:
+        """(the JSON text, the line's time stamp in epoch ms or None); (None, None) for a line
+        that is not a completed request (counted)."""
+        i = line.find(_MARKER)
+        if i < 0:
+            stripped = line.strip()
+            if stripped.startswith("{"):
+                return stripped, None  # the bare JSON object
+            self.counts["skipped.EMPTY" if not stripped else "skipped.OTHER_LOGGER"] += 1
+            return None, None
+        start = i + len(_MARKER)
+        end = line.rfind("}")
+        if end < start:
+            raise _Broken("BAD_JSON", "no JSON object after 'Completed request:'")
+        tail = line[end + 1:].strip()
+        if tail and tail != _LOGGER:
+            if tail.startswith("(") and tail.endswith(")") and " " not in tail:
+                self.counts["skipped.OTHER_LOGGER"] += 1  # another logger's "Completed request:"
+                return None, None
+            raise _Broken("BAD_JSON", f"text after the JSON object: {tail[:40]!r}")
+        ts = None
+        j = line.rfind("[", 0, i)  # the last bracket before the message: a shipper may prefix its own
+        if j >= 0:
+            k = line.find("]", j, i)
+            if k < 0:
+                raise _Broken("BAD_TIMESTAMP", "'[' without ']' before the message")
+            ts = self._timestamp(line[j + 1:k])
+        return line[start:end + 1], ts
+
+    def _timestamp(self, text: str) -> int:
+        """``2026-11-20 09:00:00,123`` (log4j's default ``%d``) in ``tz``, or ISO 8601 with
+        ``T`` and an offset (``...,123+01:00`` / ``Z``), which wins over ``tz``. The epoch
+        milliseconds of each second are computed once (lines come many per second)."""
+        key = text[:19] if len(text) == 23 else text[:19] + "|" + text[23:]
+        base = self._seconds.get(key)
+        if base is None:
+            base = self._second_ms(text, key)
+        ms = text[20:23]
+        if text[19:20] not in (",", ".") or not ms.isdigit() or not ms.isascii():
+            raise _Broken("BAD_TIMESTAMP", f"not a log4j time stamp: {text[:40]!r}")
+        return base + int(ms)
+
+    def _second_ms(self, text: str, key: str) -> int:
+        if len(text) < 23 or text[4] != "-" or text[7] != "-" or text[10] not in " T" or text[13] != ":" \
+                or text[16] != ":":
+            raise _Broken("BAD_TIMESTAMP", f"not a log4j time stamp: {text[:40]!r}")
+        digits = text[:4] + text[5:7] + text[8:10] + text[11:13] + text[14:16] + text[17:19]
+        try:
+            if not (digits.isdigit() and digits.isascii()):
+                raise ValueError("not digits")
+            dt = datetime(int(text[:4]), int(text[5:7]), int(text[8:10]), int(text[11:13]), int(text[14:16]),
+                          int(text[17:19]))
+            offset = text[23:]
+            dt = dt.replace(tzinfo=_parse_offset(offset) if offset else self.tz)
+            base = calendar.timegm(dt.utctimetuple()) * 1000
+        except (ValueError, OverflowError) as exc:
+            raise _Broken("BAD_TIMESTAMP", f"{text[:40]!r}: {exc}") from None
+        if len(self._seconds) > 100_000:
+            self._seconds.clear()
+        self._seconds[key] = base
+        return base
+
+    # -- OffsetCommit / TxnOffsetCommit ------------------------------------------------------
+
+    def _commit(self, line: _CommitLine, transactional: bool, ts: int, eid: str) -> list[dict[str, Any]]:
+        req = line.request
+        resp_topics = line.response.topics if line.response is not None else []
+        n_resp = len(resp_topics)
+        lookup: dict[tuple[str | None, int], int] | None = None
+        by_code: dict[int | None, list[dict[str, Any]]] = {}
+        for i, t in enumerate(req.topics):
+            name, topic_id, parts = t.name, t.topic_id, t.partitions
+            if not parts:
+                continue
+            if name is not None:
+                topic = name
+            elif topic_id is not None:
+                topic = self._resolve(topic_id)
+            else:
+                raise _Broken("MISSING_FIELD", f"request.topics[{i}]: neither name nor topicId")
+            r = resp_topics[i] if i < n_resp else None
+            if (r is not None and r.name == name and r.topic_id == topic_id
+                    and list(map(_PARTITION_INDEX, r.partitions)) == list(map(_PARTITION_INDEX, parts))):
+                codes_of: list[int | None] = list(map(_ERROR_CODE, r.partitions))  # by position, as answered
+            else:
+                if lookup is None:
+                    lookup = {(a.name if a.name is not None else a.topic_id, p.partition_index): p.error_code
+                              for a in resp_topics for p in a.partitions}
+                key = name if name is not None else topic_id
+                codes_of = [lookup.get((key, p.partition_index)) for p in parts]
+            rows = [{"topic": topic, "partition": p.partition_index, "offset": p.committed_offset,
+                     "leader_epoch": p.committed_leader_epoch} for p in parts]
+            if any(map(_METADATA, parts)):
+                for o, p in zip(rows, parts):
+                    if p.committed_metadata:
+                        o["metadata"] = p.committed_metadata
+            first = codes_of[0] if codes_of else None
+            if codes_of.count(first) == len(codes_of):  # one answer for the whole topic: the usual case
+                group = by_code.get(first)
+                if group is None:
+                    by_code[first] = rows
+                else:
+                    group.extend(rows)
+            else:
+                for o, c in zip(rows, codes_of):
+                    by_code.setdefault(c, []).append(o)
+        if not by_code:
+            self.counts["skipped.EMPTY_COMMIT"] += 1
+            return []
+        epoch = req.generation_id_or_member_epoch
+        if epoch is None:
+            epoch = req.generation_id if req.generation_id is not None else -1
+        kind = "txn_offset_commit" if transactional else "offset_commit"
+        member_id = req.member_id or ""
+        instance_id = req.group_instance_id
+        out = []
+        for code, offsets in by_code.items():
+            if self.cluster is None and instance_id is None:
+                e = {"type": kind, "ts": ts, "group_id": req.group_id, "event_id": eid, "member_id": member_id,
+                     "member_epoch": epoch, "offsets": offsets}
+            else:
+                e = {"type": kind, "ts": ts}
+                if self.cluster is not None:
+                    e["cluster"] = self.cluster
+                e.update(group_id=req.group_id, event_id=eid, member_id=member_id, member_epoch=epoch)
+                if instance_id is not None:
+                    e["instance_id"] = instance_id
+                e["offsets"] = offsets
+            if code is not None:
+                e["error_code"] = code
+            if transactional:
+                e["transactional_id"] = req.transactional_id if req.transactional_id is not None else ""
+                e["producer_id"] = req.producer_id if req.producer_id is not None else -1
+                e["producer_epoch"] = req.producer_epoch if req.producer_epoch is not None else -1
+            out.append(e)
+        if None in by_code:
+            self.counts["problem.NO_RESPONSE_PARTITION"] += 1
+        return out
+
+    # -- ConsumerGroupHeartbeat --------------------------------------------------------------
+
+    def _heartbeat(self, line: _HeartbeatLine, ts: int, eid: str) -> list[dict[str, Any]]:
+        req, resp = line.request, line.response
+        code = resp.error_code
+        if code in COORDINATOR_ERRORS:
+            self.counts[f"dropped.{COORDINATOR_ERRORS[code]}"] += 1
+            return []
+        group_id = req.group_id
+        member_id = req.member_id or resp.member_id or ""
+        if self.cluster is None:
+            hb = {"type": "heartbeat", "ts": ts, "group_id": group_id, "event_id": eid, "member_id": member_id,
+                  "request_epoch": req.member_epoch, "response_epoch": resp.member_epoch, "error_code": code}
+        else:
+            hb = {"type": "heartbeat", "ts": ts, "cluster": self.cluster, "group_id": group_id, "event_id": eid,
+                  "member_id": member_id, "request_epoch": req.member_epoch, "response_epoch": resp.member_epoch,
+                  "error_code": code}
+        out = [hb]
+        key = (group_id, member_id)
+        if (code == 0 and resp.assignment is None and req.topic_partitions is None and self.carry
+                and req.subscribed_topic_names is None and req.instance_id is None):
+            m = self.members.get(key)
+            if m is not None and m.epoch == resp.member_epoch:
+                return out  # the steady heartbeat, most of them: nothing changed
+        head = {k: hb[k] for k in _HEAD if k in hb}
+        if code != 0:
+            if code in (UNKNOWN_MEMBER_ID, FENCED_MEMBER_EPOCH) and self.carry:
+                self.members.pop(key, None)  # the coordinator no longer has this member
+            return out
+        if req.member_epoch in (LEAVE_GROUP_MEMBER_EPOCH, LEAVE_GROUP_STATIC_MEMBER_EPOCH):
+            reason = "static_leave" if req.member_epoch == LEAVE_GROUP_STATIC_MEMBER_EPOCH else "leave"
+            m = self.members.pop(key, None)
+            left = {"type": "member_left", **head, "reason": reason}
+            instance_id = req.instance_id if req.instance_id is not None else (m.instance_id if m else None)
+            if instance_id is not None:
+                left["instance_id"] = instance_id
+            out.append(left)
+            return out
+        new_epoch = resp.member_epoch
+        assigned = self._tps(resp.assignment.topic_partitions) if resp.assignment is not None else None
+        owned = self._tps(req.topic_partitions) if req.topic_partitions is not None else None
+        subscribed = sorted(set(req.subscribed_topic_names)) if req.subscribed_topic_names is not None else None
+        if not self.carry:
+            e = {"type": "member_assignment", **head, "protocol": "consumer", "member_epoch": new_epoch,
+                 "assigned": assigned,
+                 # null: derived by the group state from the member it models (the owned set not sent)
+                 "pending_revocation": [] if assigned is None else _minus(owned, assigned) if owned is not None
+                 else None}
+            if subscribed is not None:
+                e["subscribed_topics"] = subscribed
+            if req.instance_id is not None:
+                e["instance_id"] = req.instance_id
+            out.append(e)
+            return out
+        m = self.members.get(key)
+        if m is None:
+            m = self.members[key] = _Member(epoch=req.member_epoch)
+            previous = None
+        else:
+            previous = m.epoch
+        if owned is not None:
+            m.owned = owned
+        if subscribed is not None:
+            m.subscribed = subscribed
+        if req.instance_id is not None:
+            m.instance_id = req.instance_id
+        changed = assigned is not None or previous != new_epoch
+        m.epoch = new_epoch
+        if assigned is not None:
+            m.assigned = assigned
+        if not changed:
+            return out
+        if m.assigned is None:
+            self.counts["problem.ASSIGNMENT_NOT_SEEN"] += 1  # joined before we looked; wait for the next one
+            return out
+        e = {"type": "member_assignment", **head, "protocol": "consumer", "member_epoch": new_epoch}
+        if previous is not None:
+            e["previous_member_epoch"] = previous
+        e["assigned"] = m.assigned
+        e["pending_revocation"] = _minus(m.owned, m.assigned) if m.owned else []
+        if m.subscribed is not None:
+            e["subscribed_topics"] = m.subscribed
+        if m.instance_id is not None:
+            e["instance_id"] = m.instance_id
+        out.append(e)
+        return out
+
+    # -- topic ids -------------------------------------------------------------------------
+
+    def _resolve(self, topic_id: str) -> str:
+        """Kafka's base64url id -> the topic's name, or its standard UUID string if unknown."""
+        if self._ids_known != len(self.topic_names):  # names learned since: forget the misses
+            self._ids.clear()
+            self._ids_known = len(self.topic_names)
+        name = self._ids.get(topic_id)
+        if name is None:
+            try:
+                raw = parse_topic_id(topic_id)
+            except (ValueError, TypeError) as exc:
+                raise _Broken("BAD_TOPIC_ID", f"{topic_id[:40]!r}: {exc}") from None
+            name = self.topic_names.get(raw)
+            if name is None:
+                self.unresolved_ids += 1
+                name = uuid_to_standard_string(raw)
+            if len(self._ids) > 100_000:
+                self._ids.clear()
+            self._ids[topic_id] = name
+        return name
+
+    def _tps(self, items: list[_TopicPartitions]) -> list[dict[str, Any]]:
+        merged: dict[str, set[int]] = {}
+        for tp in items:
+            merged.setdefault(self._resolve(tp.topic_id), set()).update(tp.partitions)
+        return [{"topic": t, "partitions": sorted(merged[t])} for t in sorted(merged)]
+
+
+_PARTITION_INDEX = attrgetter("partition_index")
+_ERROR_CODE = attrgetter("error_code")
+_METADATA = attrgetter("committed_metadata")
+
+
+def _minus(owned: list[dict[str, Any]], assigned: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Partitions of ``owned`` not in ``assigned`` (both sorted lists of {topic, partitions})."""
+    keep = {tp["topic"]: set(tp["partitions"]) for tp in assigned}
+    out = []
+    for tp in owned:
+        rest = [p for p in tp["partitions"] if p not in keep.get(tp["topic"], ())]
+        if rest:
+            out.append({"topic": tp["topic"], "partitions": rest})
+    return out
+
+
+def _api_key(body: str) -> int | None:
+    """``requestHeader.requestApiKey`` read from the text, so that lines of other APIs are
+    skipped without parsing their JSON (the decoder re-checks it for the APIs kept)."""
+    i = body.find(_API_KEY)
+    if i < 0:
+        raise _Broken("MISSING_FIELD", "requestHeader.requestApiKey")
+    i += len(_API_KEY)
+    j = body.find(",", i, i + 16)  # Jackson writes the key and the version after it
+    text = body[i:j] if j >= 0 else body[i:i + 16]
+    try:
+        return int(text.lstrip(" \t:").rstrip("} \t"))
+    except ValueError:
+        raise _Broken("BAD_FIELD", f"requestApiKey {text!r}") from None
+
+
+def _parse_offset(text: str) -> tzinfo:
+    if text in ("Z", "z"):
+        return timezone.utc
+    sign = {"+": 1, "-": -1}.get(text[:1])
+    digits = text[1:].replace(":", "")
+    if sign is None or not digits.isdigit() or len(digits) not in (2, 4):
+        raise ValueError(f"bad zone offset {text!r}")
+    minutes = int(digits[:2]) * 60 + (int(digits[2:]) if len(digits) == 4 else 0)
+    return timezone(sign * timedelta(minutes=minutes))

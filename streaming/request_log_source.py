@@ -1,0 +1,98 @@
+"""``run --source request-log``: broker request-log lines from a Kafka topic -> the router's input.
+
+A log shipper writes each line of the brokers' ``kafka-request.log`` as one record's value
+(SPEC §10); this module reads that topic and decodes the lines in a ``mapInPandas`` with the
+bridge's ``RequestLogBridge`` in its stateless mode (``carry=False``): the member tracker
+cannot live in a stateless mapper (micro-batches, restarts), so a heartbeat that leaves the
+assignment unchanged becomes a ``member_assignment`` with ``"assigned": null`` and the
+per-group state, which already models every member, resolves it
+(``state.assignment.resolve_unchanged_assignment``; ``docs/request-log.md``).
+
+Combined with ``consumer-offsets`` (``--source request-log,consumer-offsets``), membership
+comes from the coordinator's own records (exact assignment epochs, session and rebalance
+timeouts, leaves) and the request log gives commits (with the broker's answers) and
+heartbeats only: the same transitions twice, once derived, would only add noise.
+"""
+from __future__ import annotations
+
+import json
+import logging
+from typing import Callable, Iterator, Mapping
+
+import pandas as pd
+
+log = logging.getLogger(__name__)
+
+SOURCE = "request_log"
+MEMBERSHIP = frozenset({"member_assignment", "member_left"})
+COLUMNS = ("value", "seq", "event_id", "coords", "source", "record_ts", "bad_reason")
+SCHEMA = ("value binary, seq long, event_id string, coords string, source string, record_ts long, "
+          "bad_reason string")
+EVENTS_PER_LINE = 64  # seq = offset * 64 + i: a line's events stay in order, lines in offset order
+
+
+def make_request_log_mapper(topic_ids: Mapping[str, str] | None = None, *, cluster: str | None = None,
+                            tz=None, membership: bool = True) -> Callable:
+    """The ``mapInPandas`` function: records (value, topic, partition, offset, record_ts) ->
+    router input rows, one per SPEC event; a broken line -> one row with ``bad_reason`` (the
+    router sends it to the dead-letter topic); lines of other APIs or loggers -> nothing.
+    ``membership`` False drops ``member_assignment`` / ``member_left``."""
+    from .bridge.mapping import TopicNames
+    from .bridge.request_log import RequestLogBridge
+
+    names = TopicNames(topic_ids or {})
+    dumps = json.JSONEncoder(separators=(",", ":")).encode
+
+    def map_lines(batches: Iterator[pd.DataFrame]) -> Iterator[pd.DataFrame]:
+        bridge = RequestLogBridge(names, tz=tz, cluster=cluster, carry=False)
+        problems = bridge.problems
+        for pdf in batches:
+            cols: dict[str, list] = {c: [] for c in COLUMNS}
+            value_c, seq_c, eid_c, coords_c, source_c, ts_c, bad_c = cols.values()
+
+            def add(value, seq, eid, coords, ts, bad):
+                value_c.append(value)
+                seq_c.append(seq)
+                eid_c.append(eid)
+                coords_c.append(coords)
+                source_c.append(SOURCE)
+                ts_c.append(ts)
+                bad_c.append(bad)
+
+            for value, topic, partition, offset, ts in zip(pdf["value"], pdf["topic"], pdf["partition"],
+                                                           pdf["offset"], pdf["record_ts"]):
+                offset, ts = int(offset), int(ts)
+                eid, coords = f"{topic}/{partition}/{offset}", f"{topic}[{partition}]@{offset}"
+                if value is None:
+                    add(None, offset * EVENTS_PER_LINE, eid, coords, ts, "MISSING_VALUE")
+                    continue
+                raw = bytes(value)
+                events = bridge.map_line(raw, eid, ts=ts)
+                if problems:
+                    _, code, detail = problems.pop()
+                    problems.clear()
+                    add(raw, offset * EVENTS_PER_LINE, eid, coords, ts, f"{code}(detail={detail[:200]})")
+                    continue
+                for i, e in enumerate(events):
+                    if membership or e["type"] not in MEMBERSHIP:
+                        add(dumps(e).encode(), offset * EVENTS_PER_LINE + i, eid, coords, ts, None)
+            yield pd.DataFrame(cols, columns=list(COLUMNS))
+        log.debug("request log: %s", bridge.summary())
+
+    return map_lines
+
+
+def request_log_inputs(spark, cfg, options: dict, topic_ids: Mapping[str, str], *, membership: bool = True):
+    """The lines topic as router input (the columns every source gives, ``SCHEMA``)."""
+    from pyspark.sql import functions as F
+
+    from .bridge.command import parse_timezone
+    from .sources import read_kafka_stream
+
+    s = cfg.streaming
+    src = read_kafka_stream(spark, bootstrap=s.bootstrap_servers, topics=[s.request_log_topic], options=options)
+    src = src.coalesce(max(1, spark.sparkContext.defaultParallelism))  # as job._few_partitions, and why
+    records = src.select("value", "topic", "partition", "offset",
+                         (F.unix_micros(F.col("timestamp")) / 1000).cast("long").alias("record_ts"))
+    mapper = make_request_log_mapper(topic_ids, tz=parse_timezone(s.log_timezone), membership=membership)
+    return records.mapInPandas(mapper, SCHEMA)

@@ -1,0 +1,51 @@
+"""The ``mapInPandas`` mapper of ``run --source request-log``, called as Spark calls it (pandas in,
+pandas out) without a Spark session: rows, sequence numbers, dead letters, and membership
+left to ``__consumer_offsets`` when both sources are read."""
+import json
+import sys
+from pathlib import Path
+
+import pandas as pd
+
+from fencewatch.streaming.config import Config, StreamingConfig, source_list
+from fencewatch.streaming.request_log_source import COLUMNS, make_request_log_mapper
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "bridge"))
+from test_request_log_judged import ORDERS, scenario  # noqa: E402
+
+
+def frame(lines):
+    return pd.DataFrame({"value": [None if x is None else x.encode() for x in lines], "topic": "rl",
+                         "partition": 0, "offset": range(len(lines)), "record_ts": 5})
+
+
+def run(lines, **kw):
+    (out,) = list(make_request_log_mapper({ORDERS: "orders"}, **kw)(iter([frame(lines)])))
+    assert list(out.columns) == list(COLUMNS)
+    return out
+
+
+def test_rows_in_line_order_with_dead_letters():
+    lines = scenario()[:2] + ["[2026-11-20 09:00:59,000] DEBUG Completed request:{oops} (kafka.request.logger)",
+                              None, "an INFO line of another logger"]
+    out = run(lines)
+    events = [json.loads(v) if b is None else None for v, b in zip(out["value"], out["bad_reason"])]
+    assert [e["type"] if e else None for e in events] == ["heartbeat", "member_assignment", "heartbeat",
+                                                          "member_assignment", None, None]
+    assert list(out["seq"]) == [0, 1, 64, 65, 128, 192] and set(out["source"]) == {"request_log"}
+    assert list(out["event_id"])[:2] == ["rl/0/0", "rl/0/0"] and out["coords"][4] == "rl[0]@2"
+    assert out["bad_reason"][4] == "MISSING_FIELD(detail=requestHeader.requestApiKey)" and out["bad_reason"][5] == "MISSING_VALUE"
+    assert events[3]["assigned"] is None  # unchanged: the group state resolves it
+
+
+def test_membership_left_to_consumer_offsets_when_combined():
+    out = run(scenario(), membership=False)
+    types = {json.loads(v)["type"] for v in out["value"]}
+    assert types == {"heartbeat", "offset_commit"}
+
+
+def test_source_lists_validate():
+    assert source_list("request-log, consumer-offsets") == ("request-log", "consumer-offsets")
+    bad = Config(streaming=StreamingConfig(source="request-log,bogus", log_timezone="Mars/Olympus")).validate()
+    assert any("'bogus'" in p for p in bad) and any("Mars/Olympus" in p for p in bad)
+    assert Config(streaming=StreamingConfig(source="request-log,consumer-offsets")).validate() == []
