@@ -282,6 +282,9 @@ class RequestLogEncoder:
         self._topic_ids: dict[str, str] = {}
         self._groups: dict[str, _GroupProfile] = {}
         self._classic: set[str] = set()
+        self._seen = {True: 0, False: 0}  # groups given a profile, per "is a KIP-848 group"
+        self._txn: dict[str, int] = {}  # group -> TxnOffsetCommit version (client_versions="all")
+        self._pinned: set[str] = set()
         self._members: dict[tuple[str, str], _Member] = {}
         self._clients_per_group: Counter = Counter()
         self._correlation: dict[str, int] = {}
@@ -350,6 +353,40 @@ class RequestLogEncoder:
         """Skipped events per ``type:reason``."""
         return {k[: -len(":skipped")]: v for k, v in sorted(self.counts.items()) if k.endswith(":skipped")}
 
+    def group_versions(self, group_id: str) -> dict[str, Any] | None:
+        """The broker release and API versions a group's lines use (None before its first line)."""
+        profile = self._groups.get(group_id)
+        if profile is None:
+            return None
+        return {
+            "broker": profile.release.name,
+            "offset_commit": profile.offset_commit,
+            "txn_offset_commit": self._txn_version(group_id, profile),
+            "heartbeat": profile.heartbeat,
+        }
+
+    def pin_group(self, group_id: str, broker: str, *, offset_commit: int | None = None,
+                  txn_offset_commit: int | None = None, heartbeat: int | None = None) -> None:
+        """Fix a group's coordinator release and client versions (golden tests, reproducing a capture).
+
+        Versions default to the release's newest and must be ones it accepts.
+        """
+        release = RELEASES.get(broker)
+        if release is None:
+            raise ValueError(f"unknown broker version {broker!r}; valid: {', '.join(RELEASES)}")
+        oc = release.offset_commit if offset_commit is None else offset_commit
+        txn = release.txn_offset_commit if txn_offset_commit is None else txn_offset_commit
+        hb = (release.heartbeat or 0) if heartbeat is None else heartbeat
+        if not MIN_OFFSET_COMMIT <= oc <= release.offset_commit:
+            raise ValueError(f"OffsetCommit v{oc}: broker {broker} accepts v{MIN_OFFSET_COMMIT}-v{release.offset_commit}")
+        if not 0 <= txn <= release.txn_offset_commit:
+            raise ValueError(f"TxnOffsetCommit v{txn}: broker {broker} accepts v0-v{release.txn_offset_commit}")
+        if heartbeat is not None and (release.heartbeat is None or not 0 <= hb <= release.heartbeat):
+            raise ValueError(f"ConsumerGroupHeartbeat v{hb}: broker {broker} does not accept it")
+        software = "unknown" if oc < 7 else f"{release.name}.0"
+        self._groups[group_id] = _GroupProfile(release, 1 + _crc("group", group_id) % 3, oc, txn, hb, software)
+        self._pinned.add(group_id)
+
     # ------------------------------------------------------------------ what the log cannot carry
 
     def _skip(self, event: dict) -> None:
@@ -385,24 +422,47 @@ class RequestLogEncoder:
     # ------------------------------------------------------------------ wire facts
 
     def _profile(self, group_id: str, consumer: bool) -> _GroupProfile:
+        """A group's coordinator release and client versions, fixed at its first line.
+
+        ``newest``: the release by crc32 of the group id, its newest versions.
+        ``all``: the n-th group (per protocol) asks for the n-th OffsetCommit
+        version of the cycle (v9-v10 for KIP-848 groups, v2-v10 for classic
+        ones), TxnOffsetCommit v0-v5 and heartbeat v0-v1 likewise, on a release
+        that accepts it, so a run with a handful of groups shows every version.
+        """
         profile = self._groups.get(group_id)
         if profile is not None and (profile.release.heartbeat is not None or not consumer):
             return profile
         candidates = [RELEASES[n] for n in self.releases if not consumer or RELEASES[n].heartbeat is not None]
         h = _crc("group", group_id)
-        release = candidates[h % len(candidates)]
-        oc_max, txn_max, hb_max = release.offset_commit, release.txn_offset_commit, release.heartbeat or 0
         if self.client_versions == "all":
+            k = self._seen[consumer]
+            self._seen[consumer] = k + 1
             oc_min = MIN_CONSUMER_OFFSET_COMMIT if consumer else MIN_OFFSET_COMMIT
-            oc = oc_min + _crc("oc", group_id) % (oc_max - oc_min + 1)
-            txn = _crc("txn", group_id) % (txn_max + 1)
-            hb = _crc("hb", group_id) % (hb_max + 1)
+            top = max(r.offset_commit for r in candidates)
+            want = oc_min + k % (top - oc_min + 1)
+            able = [r for r in candidates if r.offset_commit >= want] or candidates
+            release = able[h % len(able)]
+            oc = min(want, release.offset_commit)
+            txn = min(k % 6, release.txn_offset_commit)
+            hb = min(k % 2, release.heartbeat or 0)
             software = "unknown" if oc < 7 else f"{release.name}.0"  # KIP-511 (2.4) clients name themselves
         else:
-            oc, txn, hb, software = oc_max, txn_max, hb_max, f"{release.name}.0"
+            release = candidates[h % len(candidates)]
+            oc, txn, hb = release.offset_commit, release.txn_offset_commit, release.heartbeat or 0
+            software = f"{release.name}.0"
         profile = _GroupProfile(release, 1 + h % 3, oc, txn, hb, software)
         self._groups[group_id] = profile
         return profile
+
+    def _txn_version(self, group_id: str, profile: _GroupProfile) -> int:
+        """``all``: the n-th transactional group takes TxnOffsetCommit v(n mod 6), as far as its broker accepts."""
+        if self.client_versions != "all" or group_id in self._pinned:
+            return profile.txn_offset_commit
+        version = self._txn.get(group_id)
+        if version is None:
+            version = self._txn[group_id] = min(len(self._txn) % 6, profile.release.txn_offset_commit)
+        return version
 
     def _topic_id(self, topic: str) -> str:
         tid = self._topic_ids.get(topic)
@@ -470,7 +530,7 @@ class RequestLogEncoder:
         for o in event.get("offsets") or ():
             by_topic.setdefault(o["topic"], []).append(o)
         if txn:
-            api, version = TXN_OFFSET_COMMIT, profile.txn_offset_commit
+            api, version = TXN_OFFSET_COMMIT, self._txn_version(group_id, profile)
             key, leader_epochs = "name", version >= 2
             head = (
                 f'{{"transactionalId":{_dumps(event.get("transactional_id", ""))},"groupId":{_dumps(group_id)},'
