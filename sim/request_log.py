@@ -61,6 +61,7 @@ __all__ = [
     "RequestLogEncoder",
     "log_line",
     "parse_broker_versions",
+    "simulated_topic_ids",
     "topic_id",
     "topic_id_uuid",
 ]
@@ -206,6 +207,19 @@ def _base64url(value: uuid.UUID) -> str:
 def topic_id(topic: str) -> str:
     """Kafka's text form (``Uuid.toString``: 22-character base64url) of :func:`topic_id_uuid`."""
     return _base64url(topic_id_uuid(topic))
+
+
+def simulated_topic_ids(config: Any) -> dict[str, str]:
+    """``{topic id: name}`` of every topic a simulation (a ``SimConfig``) will use, before it runs.
+
+    For a consumer of the lines that must know the ids up front (the demo's
+    streaming job reads ``--topic-ids`` at start).
+    """
+    from .emit import DictEmitter
+    from .engine import Simulator
+
+    sim = Simulator(config, DictEmitter(lambda kind, key, event: None))
+    return {topic_id(name): name for name in sorted({log.topic for log in sim.logs.values()})}
 
 
 def log_line(ts_ms: int, payload: str) -> str:
