@@ -138,8 +138,8 @@ def register(subparsers: Any) -> argparse.ArgumentParser:
     reqlog = p.add_argument_group("request-log format (--format request-log; docs/simulator.md)")
     reqlog.add_argument(
         "--request-log-topic",
-        default="fencewatch.request-log",
-        help="with --bootstrap-servers: the topic of log lines, one line per record, key = group id",
+        help="with --bootstrap-servers: the topic of log lines, one line per record, key = group id "
+        "(default fencewatch.request-log)",
     )
     reqlog.add_argument("--topic-ids-out", help="write the topic ids of the lines as the bridge's --topic-ids JSON file")
     reqlog.add_argument(
@@ -359,6 +359,10 @@ def _cmd_simulate(args: argparse.Namespace) -> int:
     if args.format != "request-log" and args.topic_ids_out:
         print("fencewatch simulate: --topic-ids-out needs --format request-log", file=sys.stderr)
         return 2
+    if args.request_log_topic and not (args.format == "request-log" and args.bootstrap_servers):
+        print("fencewatch simulate: --request-log-topic needs --format request-log and --bootstrap-servers",
+              file=sys.stderr)
+        return 2
     if args.format == "request-log":
         from .request_log import parse_broker_versions
 
@@ -406,7 +410,7 @@ def _cmd_simulate(args: argparse.Namespace) -> int:
             schema_id=args.schema_id,
             producer_config=producer_config,
             pace=args.rate,
-            request_log_topic=args.request_log_topic,
+            request_log_topic=args.request_log_topic or "fencewatch.request-log",
             topic_ids_out=args.topic_ids_out,
             broker_versions=args.broker_versions,
             client_versions=args.client_versions,
@@ -420,7 +424,7 @@ def _cmd_simulate(args: argparse.Namespace) -> int:
         print(f"fencewatch simulate: {exc}", file=sys.stderr)
         return 1
     if not args.quiet:
-        topics = args.request_log_topic if args.format == "request-log" else f"{args.heartbeats_topic}+{args.offsets_topic}"
+        topics = (args.request_log_topic or "fencewatch.request-log") if args.format == "request-log" else f"{args.heartbeats_topic}+{args.offsets_topic}"
         target = args.bootstrap_servers and f"{topics} @ {args.bootstrap_servers}" or (args.out or "stdout")
         stats = ", ".join(f"{k}={v}" for k, v in sorted(summary["stats"].items()))
         print(

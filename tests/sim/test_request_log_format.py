@@ -19,6 +19,8 @@ import uuid
 from datetime import datetime, timezone
 
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from fencewatch.sim.engine import SimConfig, simulate
 from fencewatch.sim.profiles import profile
@@ -403,6 +405,39 @@ def test_command_rejects_bad_options(tmp_path, capsys):
     assert "--topic-ids-out needs --format request-log" in capsys.readouterr().err
     assert main(["simulate", "--format", "request-log", "--broker-versions", "3.5", "--out", str(tmp_path / "o")]) == 2
     assert "cannot coordinate KIP-848 groups" in capsys.readouterr().err
+    assert main(["simulate", "--format", "request-log", "--request-log-topic", "t", "--out", str(tmp_path / "o")]) == 2
+    assert "--request-log-topic needs --format request-log and --bootstrap-servers" in capsys.readouterr().err
+    assert not (tmp_path / "o").exists()
+
+
+@settings(max_examples=6, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    name=st.sampled_from(["steady", "rolling-restart", "zombie-storm", "eos-heavy", "expiry-hazard", "mixed"]),
+    seed=st.integers(0, 10_000),
+    brokers=st.lists(st.sampled_from(sorted(RELEASES)), min_size=1, max_size=4),
+    clients=st.sampled_from(["newest", "all"]),
+)
+def test_any_run_gives_well_formed_lines_and_accounts_for_every_event(name, seed, brokers, clients):
+    brokers = [*brokers, "4.0"]  # at least one release that hosts KIP-848 groups
+    knobs = dataclasses.replace(profile(name), groups=3, eos_fraction=min(profile(name).eos_fraction, 0.3))
+    events = simulate(SimConfig(knobs=knobs, seed=seed, duration_ms=120_000))
+    enc = RequestLogEncoder(broker_versions=",".join(brokers), client_versions=clients)
+    lines = enc.encode_all(events)
+    accounted = collections.Counter()
+    for key, n in enc.counts.items():
+        if key.endswith((":encoded", ":carried", ":skipped")):
+            accounted[key.split(":")[0]] += n
+    assert accounted == collections.Counter(e["type"] for e in events)
+    by_group = collections.defaultdict(list)
+    for group, line in lines:
+        body = payload(line)
+        assert body["request"]["groupId"] == group
+        assert body["requestHeader"]["requestApiKey"] in (8, 28, 68)
+        release = RELEASES[enc.group_versions(group)["broker"]]
+        assert release.name in brokers
+        by_group[group].append(LINE.match(line).group(1))
+    for stamps in by_group.values():
+        assert stamps == sorted(stamps)  # a group's lines in time order, as one coordinator logs them
 
 
 @pytest.mark.broker
