@@ -142,7 +142,8 @@ def main() -> int:
         body = bench_request_log(args.request_log_events, args.repeat)
         if args.write_docs:
             write_section("simulator, request-log lines (fencewatch simulate --format request-log)",
-                          f"python bench/bench_sim.py --request-log-only --request-log-events {args.request_log_events}",
+                          f"python bench/bench_sim.py --request-log-only --request-log-events {args.request_log_events}"
+                          f" --repeat {args.repeat}",
                           body)
     if args.request_log_only:
         return 0
