@@ -144,14 +144,15 @@ def _timings(remote: bool) -> tuple[str, ...]:
 _TIMINGS = {False: _timings(False), True: _timings(True)}
 _SUFFIX = " (kafka.request.logger)"
 _EMPTY = '""'
+_OFFSET_SLOT = "\x00"
 
 
-def _request_partition(offset: dict, leader_epoch: bool) -> str:
-    """One partition of a commit request, in the spec's field order."""
+def _request_partition(offset: dict, leader_epoch: bool, value: str | None = None) -> str:
+    """One partition of a commit request, in the spec's field order (``value``: the offset's text)."""
     metadata = offset.get("metadata", "")
     epoch = f'"committedLeaderEpoch":{offset.get("leader_epoch", -1)},' if leader_epoch else ""
     return (
-        f'{{"partitionIndex":{offset["partition"]},"committedOffset":{offset["offset"]},{epoch}'
+        f'{{"partitionIndex":{offset["partition"]},"committedOffset":{offset["offset"] if value is None else value},{epoch}'
         f'"committedMetadata":{_EMPTY if metadata == "" else _dumps(metadata)}}}'
     )
 
@@ -304,6 +305,7 @@ class RequestLogEncoder:
         self._correlation: dict[str, int] = {}
         self._held: list[dict] | None = None  # [heartbeat, member_assignment?]
         self._tails: dict[str, tuple[str, str]] = {}
+        self._commit_shapes: dict[tuple, tuple] = {}
         self._stamp_second = -1
         self._stamp_text = ""
 
@@ -534,15 +536,35 @@ class RequestLogEncoder:
     # ------------------------------------------------------------------ commits
 
     def _commit_line(self, event: dict) -> tuple[str, str]:
+        """A commit's line. A client commits the same partitions at the same epoch many times: the
+        bodies are built once per shape as a %-template of the offsets (as the JSON emitter does)."""
         group_id = event["group_id"]
         txn = event["type"] == "txn_offset_commit"
         member_id = event.get("member_id") or ""
         consumer = group_id not in self._classic and (member_id == "" or (group_id, member_id) in self._members)
         profile = self._profile(group_id, consumer)
+        offsets = event.get("offsets") or ()
         error = event.get("error_code") or 0
-        by_topic: dict[str, list[dict]] = {}
-        for o in event.get("offsets") or ():
-            by_topic.setdefault(o["topic"], []).append(o)
+        shape = (group_id, member_id, event.get("member_epoch", -1), event.get("instance_id"), error, txn,
+                 event.get("transactional_id"), event.get("producer_id"), event.get("producer_epoch"),
+                 tuple([(o["topic"], o["partition"], o.get("leader_epoch", -1), o.get("metadata", "")) for o in offsets]))
+        cached = self._commit_shapes.get(shape)
+        if cached is None:
+            if len(self._commit_shapes) >= 50_000:
+                self._commit_shapes.clear()
+            cached = self._commit_shapes[shape] = self._commit_template(event, group_id, member_id, txn, profile, error)
+        api, version, client_id, template, order, response = cached
+        request = template % tuple([offsets[i]["offset"] for i in order])
+        line = self._wrap(event["ts"], api, version, client_id, client_id, profile, request, response, remote=error == 0)
+        return group_id, line
+
+    def _commit_template(self, event: dict, group_id: str, member_id: str, txn: bool, profile: _GroupProfile,
+                         error: int) -> tuple[int, int, str, str, tuple[int, ...], str]:
+        """``(api, version, client id, request %-template of the offsets, offset order, response)``."""
+        by_topic: dict[str, list[int]] = {}
+        offsets = event.get("offsets") or ()
+        for i, o in enumerate(offsets):
+            by_topic.setdefault(o["topic"], []).append(i)
         if txn:
             api, version = TXN_OFFSET_COMMIT, self._txn_version(group_id, profile)
             key, leader_epochs = "name", version >= 2
@@ -576,18 +598,25 @@ class RequestLogEncoder:
                 client_id = "adminclient-1" if member_id == "" else self._member(group_id, member_id).client_id
         request_topics = []
         response_topics = []
-        for topic, parts in by_topic.items():
+        order: list[int] = []
+        for topic, indexes in by_topic.items():
             name = f'"{key}":' + (f'"{self._topic_id(topic)}"' if key == "topicId" else _dumps(topic))
-            request_topics.append(f'{{{name},"partitions":[' + ",".join(_request_partition(o, leader_epochs) for o in parts) + "]}")
-            response_topics.append(
+            request_topics.append(
                 f'{{{name},"partitions":['
-                + ",".join(f'{{"partitionIndex":{o["partition"]},"errorCode":{error}}}' for o in parts)
+                + ",".join(_request_partition(offsets[i], leader_epochs, _OFFSET_SLOT) for i in indexes)
                 + "]}"
             )
+            response_topics.append(
+                f'{{{name},"partitions":['
+                + ",".join(f'{{"partitionIndex":{offsets[i]["partition"]},"errorCode":{error}}}' for i in indexes)
+                + "]}"
+            )
+            order.extend(indexes)
         request = head + '"topics":[' + ",".join(request_topics) + "]}"
+        # JSON text never holds a raw NUL (json escapes it), so the slot marker cannot collide.
+        template = request.replace("%", "%%").replace(_OFFSET_SLOT, "%d")
         response = response_head + '"topics":[' + ",".join(response_topics) + "]}"
-        line = self._wrap(event["ts"], api, version, client_id, client_id, profile, request, response, remote=error == 0)
-        return group_id, line
+        return api, version, client_id, template, tuple(order), response
 
     def _member(self, group_id: str, member_id: str) -> _Member:
         """The member's record, created with the Java default ``client.id`` ``consumer-<group>-<n>``."""
