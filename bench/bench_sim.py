@@ -102,6 +102,30 @@ def bench_broker(events: int) -> list[tuple[str, int, float, float, int]]:
     return rows
 
 
+def bench_request_log(events: int, repeat: int) -> str:
+    """``--format request-log``: SPEC events simulated and written as broker request-log lines."""
+    cases = [
+        ("steady, default versions", "steady", {}),
+        ("eos-heavy, default versions", "eos-heavy", {}),
+        ("mixed, all broker and client versions", "mixed", {"broker_versions": "all", "client_versions": "all"}),
+    ]
+    lines = [f"{'case':<40}{'events':>10}{'lines':>10}{'lines/s wall':>15}{'per CPU-s':>12}{'bytes/line':>12}"]
+    with tempfile.TemporaryDirectory() as tmp:
+        path = os.path.join(tmp, "request.log")
+        for title, name, options in cases:
+            best = None
+            for _ in range(repeat):
+                summary, wall, cpu = timed(lambda: run_simulation(
+                    config(name, events, labels=False, groups=SMALL * 5), fmt="request-log", out=path, **options))
+                if best is None or wall < best[2]:
+                    best = (summary["events"], summary["lines"], wall, cpu, os.path.getsize(path))
+            n, count, wall, cpu, size = best
+            lines.append(f"{title:<40}{n:>10,}{count:>10,}{count / wall:>15,.0f}{count / cpu:>12,.0f}{size / count:>12,.0f}")
+            print(lines[-1], flush=True)
+    lines.append(f"{SMALL * 5} groups, seed 1; load average at the end: {os.getloadavg()[0]:.2f} (2 shared cores)")
+    return "```\n" + "\n".join(lines) + "\n```"
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--events", type=int, default=400_000, help="events per file run (Avro: a quarter)")
@@ -109,7 +133,20 @@ def main() -> int:
     parser.add_argument("--repeat", type=int, default=2, help="file runs per case (best is reported)")
     parser.add_argument("--no-broker", action="store_true", help="skip the broker runs")
     parser.add_argument("--write-docs", action="store_true", help="write the results to docs/benchmarks.md")
+    parser.add_argument("--request-log-events", type=int, default=100_000,
+                        help="events per --format request-log run (0 = skip)")
+    parser.add_argument("--request-log-only", action="store_true", help="only the --format request-log runs")
     args = parser.parse_args()
+
+    if args.request_log_events:
+        body = bench_request_log(args.request_log_events, args.repeat)
+        if args.write_docs:
+            write_section("simulator, request-log lines (fencewatch simulate --format request-log)",
+                          f"python bench/bench_sim.py --request-log-only --request-log-events {args.request_log_events}"
+                          f" --repeat {args.repeat}",
+                          body)
+    if args.request_log_only:
+        return 0
 
     print(f"sizes: {SIZE}; seed 1; load average {os.getloadavg()[0]:.2f}", flush=True)
     rows = bench_file(args.events, args.repeat)

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import json
 import logging
 import os
 import re
@@ -77,6 +78,7 @@ def parse_start_ts(text: str) -> int:
 def register(subparsers: Any) -> argparse.ArgumentParser:
     """Add ``simulate`` to the ``fencewatch`` command line."""
     from .profiles import PROFILES
+    from .request_log import DEFAULT_BROKER_VERSIONS, RELEASES
 
     p = subparsers.add_parser(
         "simulate",
@@ -123,11 +125,35 @@ def register(subparsers: Any) -> argparse.ArgumentParser:
         help="simulated start: epoch ms, ISO 8601, or now (default 2025-01-01T00:00:00Z, reproducible)",
     )
     out = p.add_argument_group("output")
-    out.add_argument("--format", choices=("json", "avro"), default="json", help="event encoding (default json)")
+    out.add_argument(
+        "--format",
+        choices=("json", "avro", "request-log"),
+        default="json",
+        help="event encoding (default json); request-log: the broker's kafka.request.logger lines (SPEC §10)",
+    )
     out.add_argument("--out", help="output file, '-' for stdout (default stdout unless --bootstrap-servers)")
     out.add_argument("--bootstrap-servers", help="write to Kafka topics instead of a file")
     out.add_argument("--heartbeats-topic", default="fencewatch.heartbeats", help="membership events topic")
     out.add_argument("--offsets-topic", default="fencewatch.offsets", help="commit and partition events topic")
+    reqlog = p.add_argument_group("request-log format (--format request-log; docs/simulator.md)")
+    reqlog.add_argument(
+        "--request-log-topic",
+        help="with --bootstrap-servers: the topic of log lines, one line per record, key = group id "
+        "(default fencewatch.request-log)",
+    )
+    reqlog.add_argument("--topic-ids-out", help="write the topic ids of the lines as the bridge's --topic-ids JSON file")
+    reqlog.add_argument(
+        "--broker-versions",
+        default=",".join(DEFAULT_BROKER_VERSIONS),
+        help=f"broker releases coordinating the groups, e.g. 3.7,4.0,4.2 or all (default {','.join(DEFAULT_BROKER_VERSIONS)}; "
+        f"known: {', '.join(RELEASES)})",
+    )
+    reqlog.add_argument(
+        "--client-versions",
+        choices=("newest", "all"),
+        default="newest",
+        help="newest: clients speak their broker's newest versions; all: groups spread over every version the broker accepts",
+    )
     out.add_argument("--topic-partitions", type=int, default=4, help="partitions of topics the command creates (default 4)")
     out.add_argument(
         "--avro-wire",
@@ -197,14 +223,43 @@ def run_simulation(
     schema_id: int = 1,
     producer_config: dict[str, str] | None = None,
     pace: tuple[str, float | None] = ("asap", None),
+    request_log_topic: str = "fencewatch.request-log",
+    topic_ids_out: str | None = None,
+    broker_versions: str = "3.7,4.0,4.2",
+    client_versions: str = "newest",
 ) -> dict[str, Any]:
-    """Run one simulation into a file/stdout or Kafka; return a summary (events, seconds, stats)."""
-    from .emit import DictEmitter, JsonEmitter
+    """Run one simulation into a file/stdout or Kafka; return a summary (events, seconds, stats).
+
+    ``fmt="request-log"`` writes broker request-log lines instead of SPEC
+    events (:mod:`fencewatch.sim.request_log`): to the file, or with
+    ``bootstrap_servers`` to ``request_log_topic``; the summary then also has
+    ``lines``, ``skipped`` and ``versions``.
+    """
+    from .emit import HEARTBEATS, DictEmitter, JsonEmitter
     from .engine import Done, Simulator
     from .writers import AvroFileWriter, JsonLinesWriter, KafkaWriter, Pacer
 
+    encoder = None
+    if fmt == "request-log":
+        from .request_log import RequestLogEncoder
+
+        encoder = RequestLogEncoder(
+            broker_versions=broker_versions,
+            client_versions=client_versions,
+            rebalance_timeout_ms=config.knobs.rebalance_timeout_ms,
+            heartbeat_interval_ms=config.knobs.heartbeat_interval_ms,
+        )
     stream = None
-    if bootstrap_servers:
+    if bootstrap_servers and encoder is not None:
+        # One topic; every line as a heartbeats-kind record, so a partition keeps the lines' order.
+        writer = KafkaWriter(
+            bootstrap_servers,
+            heartbeats_topic=request_log_topic,
+            offsets_topic=request_log_topic,
+            create_partitions=topic_partitions,
+            producer_config=producer_config,
+        )
+    elif bootstrap_servers:
         writer = KafkaWriter(
             bootstrap_servers,
             heartbeats_topic=heartbeats_topic,
@@ -224,6 +279,14 @@ def run_simulation(
         buffer_lines = 8192 if pace[0] == "asap" else 1 if pace[0] == "realtime" else max(1, int(pace[1] / 100))
         writer = JsonLinesWriter(stream, buffer_lines=buffer_lines)
     write = writer.write
+    if encoder is not None:
+        write_line = writer.write
+        encode = encoder.add
+
+        def write(kind: int, key: str, event: Any) -> None:  # noqa: F811 - events in, log lines out
+            for group_id, line in encode(event):
+                write_line(HEARTBEATS, group_id, line)
+
     limit = config.max_events
     if limit is not None:
         inner = write
@@ -233,8 +296,8 @@ def run_simulation(
                 raise Done
             inner(kind, key, payload)
 
-    # Avro needs dicts; JSON (file or Kafka) takes the emitter's string fast path.
-    emitter_class = DictEmitter if fmt == "avro" else JsonEmitter
+    # Avro and the request-log encoder need dicts; JSON (file or Kafka) takes the emitter's string fast path.
+    emitter_class = DictEmitter if fmt in ("avro", "request-log") else JsonEmitter
     emitter = emitter_class(
         write,
         event_id_prefix=config.id_prefix,
@@ -251,6 +314,9 @@ def run_simulation(
     started = time.perf_counter()
     try:
         sim.run(pacer)
+        if encoder is not None:
+            for group_id, line in encoder.close():
+                writer.write(HEARTBEATS, group_id, line)
     finally:
         try:
             writer.close()
@@ -259,13 +325,22 @@ def run_simulation(
                 stream.close()
     elapsed = time.perf_counter() - started
     events = min(emitter.count, limit) if limit is not None else emitter.count
-    return {
+    summary = {
         "events": events,
         "seconds": elapsed,
         "events_per_s": events / elapsed if elapsed > 0 else float("inf"),
         "simulated_ms": sim.now - config.start_ts,
         "stats": sim.stats,
     }
+    if encoder is not None:
+        summary["lines"] = encoder.lines
+        summary["skipped"] = encoder.skipped()
+        summary["versions"] = dict(sorted(encoder.versions.items()))
+        if topic_ids_out:
+            with open(topic_ids_out, "w", encoding="utf-8") as fh:
+                json.dump(encoder.topic_ids(), fh, indent=2, sort_keys=True)
+                fh.write("\n")
+    return summary
 
 
 def _cmd_simulate(args: argparse.Namespace) -> int:
@@ -281,6 +356,21 @@ def _cmd_simulate(args: argparse.Namespace) -> int:
     if args.events is not None and args.events < 0:
         print("fencewatch simulate: --events must be >= 0", file=sys.stderr)
         return 2
+    if args.format != "request-log" and args.topic_ids_out:
+        print("fencewatch simulate: --topic-ids-out needs --format request-log", file=sys.stderr)
+        return 2
+    if args.request_log_topic and not (args.format == "request-log" and args.bootstrap_servers):
+        print("fencewatch simulate: --request-log-topic needs --format request-log and --bootstrap-servers",
+              file=sys.stderr)
+        return 2
+    if args.format == "request-log":
+        from .request_log import parse_broker_versions
+
+        try:
+            parse_broker_versions(args.broker_versions)
+        except ValueError as exc:
+            print(f"fencewatch simulate: --broker-versions: {exc}", file=sys.stderr)
+            return 2
     if args.bootstrap_servers and args.out is not None:
         print("fencewatch simulate: give either --out or --bootstrap-servers, not both", file=sys.stderr)
         return 2
@@ -320,6 +410,10 @@ def _cmd_simulate(args: argparse.Namespace) -> int:
             schema_id=args.schema_id,
             producer_config=producer_config,
             pace=args.rate,
+            request_log_topic=args.request_log_topic or "fencewatch.request-log",
+            topic_ids_out=args.topic_ids_out,
+            broker_versions=args.broker_versions,
+            client_versions=args.client_versions,
         )
     except BrokenPipeError:
         # The reader (e.g. `| head`) went away: not an error. Point stdout at /dev/null so the
@@ -330,7 +424,8 @@ def _cmd_simulate(args: argparse.Namespace) -> int:
         print(f"fencewatch simulate: {exc}", file=sys.stderr)
         return 1
     if not args.quiet:
-        target = args.bootstrap_servers and f"{args.heartbeats_topic}+{args.offsets_topic} @ {args.bootstrap_servers}" or (args.out or "stdout")
+        topics = (args.request_log_topic or "fencewatch.request-log") if args.format == "request-log" else f"{args.heartbeats_topic}+{args.offsets_topic}"
+        target = args.bootstrap_servers and f"{topics} @ {args.bootstrap_servers}" or (args.out or "stdout")
         stats = ", ".join(f"{k}={v}" for k, v in sorted(summary["stats"].items()))
         print(
             f"fencewatch simulate: profile={args.profile} seed={args.seed} events={summary['events']} "
@@ -338,4 +433,12 @@ def _cmd_simulate(args: argparse.Namespace) -> int:
             f"rate={summary['events_per_s']:,.0f}/s -> {target}" + (f" [{stats}]" if stats else ""),
             file=sys.stderr,
         )
+        if "lines" in summary:
+            skipped = ", ".join(f"{k}={v}" for k, v in summary["skipped"].items())
+            versions = ", ".join(f"{k}={v}" for k, v in summary["versions"].items())
+            print(
+                f"fencewatch simulate: request-log lines={summary['lines']} [{versions}]; "
+                f"events the log cannot carry, skipped: {skipped or 'none'}",
+                file=sys.stderr,
+            )
     return 0

@@ -482,13 +482,22 @@ def _cmd_demo(args: argparse.Namespace) -> int:
 
     duration = cfgmod.parse_duration_ms(args.duration, "--duration") / 1000 if args.duration else None
     workdir = Path(tempfile.mkdtemp(prefix="fencewatch-demo-"))
+    # --source request-log: the real-cluster path. The simulator writes broker request-log lines to a
+    # topic (as a log shipper would) and the job decodes them; topic ids come from the file it writes.
+    request_log = getattr(args, "source", "events") == "request-log"
+    streaming = {"bootstrap_servers": None, "starting_offsets": "earliest",
+                 "checkpoint_location": str(workdir / "checkpoint"),
+                 "trigger_interval": args.trigger, "max_skew_ms": args.max_skew}
+    if request_log:
+        streaming.update(source="request-log", topic_ids_file=str(workdir / "topic-ids.json"))
     with EmbeddedBroker() as broker:
-        cfg = build_config(args, {"streaming": {"bootstrap_servers": broker.bootstrap, "starting_offsets": "earliest",
-                                                "checkpoint_location": str(workdir / "checkpoint"),
-                                                "trigger_interval": args.trigger, "max_skew_ms": args.max_skew},
+        streaming["bootstrap_servers"] = broker.bootstrap
+        cfg = build_config(args, {"streaming": streaming,
                                   "sinks": {"metrics_port": args.metrics_port, "verdicts_topic": "fencewatch.verdicts"}})
         topics = [cfg.streaming.heartbeats_topic, cfg.streaming.offsets_topic, cfg.sinks.alerts_topic,
                   cfg.sinks.dlq_topic, cfg.sinks.verdicts_topic]
+        if request_log:
+            topics.append(cfg.streaming.request_log_topic)
         broker.create_topics(topics, partitions=4)
         spark = spark_session(cfg.streaming.spark_master, shuffle_partitions=cfg.streaming.shuffle_partitions)
         kafka, metrics = make_sinks(cfg)
@@ -500,7 +509,6 @@ def _cmd_demo(args: argparse.Namespace) -> int:
               + (f", a malformed record every {args.bad_record_every} (to the DLQ)" if args.bad_record_every else ""),
               flush=True)
         log.info("%s", startup_line(cfg, spark))
-        query = start_query(spark, cfg, writer)
         knobs = profile(args.profile)
         if args.groups:
             knobs = replace(knobs, groups=args.groups)
@@ -508,13 +516,21 @@ def _cmd_demo(args: argparse.Namespace) -> int:
             knobs = parse_knob(knobs, assignment)
         sim_cfg = SimConfig(knobs=knobs, seed=args.seed, start_ts=int(time.time() * 1000), duration_ms=None,
                             labels=False)
+        if request_log:
+            from fencewatch.sim.request_log import simulated_topic_ids
+
+            Path(cfg.streaming.topic_ids_file).write_text(json.dumps(simulated_topic_ids(sim_cfg), indent=2))
+        query = start_query(spark, cfg, writer)
         sim_error: list = []
 
         def simulate():
             try:
                 run_simulation(sim_cfg, bootstrap_servers=broker.bootstrap,
+                               fmt="request-log" if request_log else "json",
                                heartbeats_topic=cfg.streaming.heartbeats_topic,
-                               offsets_topic=cfg.streaming.offsets_topic, pace=("realtime", 1.0))
+                               offsets_topic=cfg.streaming.offsets_topic,
+                               **({"request_log_topic": cfg.streaming.request_log_topic} if request_log else {}),
+                               pace=("realtime", 1.0))
             except Exception as exc:  # reported in the summary; the demo keeps running
                 sim_error.append(exc)
                 log.exception("simulator stopped")
@@ -531,8 +547,13 @@ def _cmd_demo(args: argparse.Namespace) -> int:
                 producer = Producer({"bootstrap.servers": broker.bootstrap})
                 n = 0
                 while not stop.wait(every):
-                    producer.produce(cfg.streaming.offsets_topic,
-                                     value=json.dumps({"type": "offset_commit", "ts": "not-a-time", "n": n}).encode())
+                    if request_log:  # a line cut short, as a shipper with too small a buffer would send it
+                        producer.produce(cfg.streaming.request_log_topic, key=b"group-00000",
+                                         value=b'[2025-01-01 00:00:00,000] DEBUG Completed request:{"isForwarded":false,'
+                                               b'"requestHeader":{"requestApiKey":8,"requestApiVersion":9')
+                    else:
+                        producer.produce(cfg.streaming.offsets_topic,
+                                         value=json.dumps({"type": "offset_commit", "ts": "not-a-time", "n": n}).encode())
                     producer.flush(5)
                     n += 1
 
@@ -552,7 +573,8 @@ def _cmd_demo(args: argparse.Namespace) -> int:
             stop_between_batches(query)
             kafka.close()
             metrics.close()
-        print(summary_table(writer.stats, {"profile": args.profile, "metrics endpoint": f"http://{host}:{port}/metrics",
+        print(summary_table(writer.stats, {"profile": args.profile, "source": "request-log lines" if request_log
+                                           else "SPEC events", "metrics endpoint": f"http://{host}:{port}/metrics",
                                            "simulator": "error: " + str(sim_error[0]) if sim_error else "ok"}))
         if failure is not None:
             print(f"query failed: {failure}")
@@ -575,6 +597,9 @@ def register(subparsers) -> None:
     d.add_argument("--set", dest="knobs", action="append", default=[], metavar="KNOB=VALUE",
                    help="override a simulator knob (see `fencewatch simulate --list-profiles`), repeatable")
     d.add_argument("--seed", type=int, default=1)
+    d.add_argument("--source", choices=("events", "request-log"), default="events",
+                   help="events: the simulator writes SPEC events; request-log: it writes broker request-log lines "
+                        "to a topic and the job decodes them (the real-cluster path)")
     d.add_argument("--trigger", default="1s", help="micro-batch interval (default 1s)")
     d.add_argument("--max-skew", default=None, help="cross-topic skew tolerated (default 2s)")
     d.add_argument("--metrics-port", type=int, default=None, help="metrics port (default 9464; 0 = any free port)")
