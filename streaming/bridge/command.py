@@ -107,7 +107,7 @@ def main(args: argparse.Namespace) -> int:
     except (OSError, ValueError) as exc:
         print(f"fencewatch bridge: {exc}", file=sys.stderr)
         return 2
-    conf["bootstrap.servers"] = args.bootstrap_servers
+    conf = _translated_client_config(args.bootstrap_servers, conf)
     return run_bridge(conf, topic_names=topic_names, source_topic=args.source_topic,
                       heartbeats_topic=args.heartbeats_topic, offsets_topic=args.offsets_topic,
                       cluster=args.cluster, absent_assignment_epochs=args.absent_assignment_epochs,
@@ -126,6 +126,16 @@ def load_topic_ids(path: str) -> dict[str, str]:
         raise ValueError("expected a JSON object of topic id -> topic name")
     TopicNames(data)  # validates every id
     return data
+
+
+def _translated_client_config(bootstrap: str, conf: dict[str, str]) -> dict[str, Any]:
+    """-X and --command-config merged over the environment's ``streaming.kafka`` and translated
+    once, as for every fencewatch client (``config.kafka_client_config``): Java names such as a
+    PLAIN/SCRAM ``sasl.jaas.config`` work, what cannot work is refused with a ConfigError."""
+    from fencewatch.streaming import config as cfgmod
+
+    cfg = cfgmod.load_config(overrides={"streaming": {"bootstrap_servers": bootstrap, "kafka": conf}})
+    return cfgmod.kafka_client_config(cfg, "consumer")
 
 
 def parse_client_config(pairs: list[str], properties_file: str | None) -> dict[str, str]:
