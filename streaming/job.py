@@ -517,7 +517,9 @@ def _cmd_demo(args: argparse.Namespace) -> int:
         print(summary_table(writer.stats, {"profile": args.profile, "metrics endpoint": f"http://{host}:{port}/metrics",
                                            "simulator": "error: " + str(sim_error[0]) if sim_error else "ok"}))
         if failure is not None:
-            print(f"query failed: {failure}")
+            from .logsetup import redact
+
+            print(f"query failed: {redact(str(failure))}")
             return 1
     return 0
 

@@ -20,6 +20,7 @@ log = logging.getLogger(__name__)
 
 ROCKSDB_PROVIDER = "org.apache.spark.sql.execution.streaming.state.RocksDBStateStoreProvider"
 LOCAL_JVM_OPTIONS = "-XX:TieredStopAtLevel=1"  # local masters only: the C1 JIT, no C2
+SPARK_REDACTION_REGEX = r"(?i)secret|password|token|access[.]?key|jaas|user[.]?info|credential"
 LOG4J2_FILES = {"text": Path(__file__).with_name("log4j2.properties"),
                 "json": Path(__file__).with_name("log4j2-json.properties")}
 
@@ -66,7 +67,10 @@ def spark_session(master: str = "local[2]", *, app_name: str = "fencewatch", shu
                .config("spark.sql.execution.arrow.pyspark.enabled", "true")
                .config("spark.sql.catalogImplementation", "in-memory")
                .config("spark.ui.showConsoleProgress", "false")
-               .config("spark.sql.streaming.metricsEnabled", "true"))
+               .config("spark.sql.streaming.metricsEnabled", "true")
+               # Spark's default redaction pattern plus what our Kafka options carry (a JAAS line
+               # holds the password; Schema Registry's basic.auth.user.info is user:password).
+               .config("spark.redaction.regex", SPARK_REDACTION_REGEX))
     # One JVM and the Python workers share the cores: C2 compiling the code each micro-batch
     # generates took 40-60% of a core on local[2] (docs/decisions.md); C1 alone is enough here.
     java_options = driver_java_options(master, extra or {}, log_format)

@@ -217,6 +217,12 @@ def test_spark_at_debug_logs_no_secret_and_spark_conf_sizes_the_driver(tmp_path)
         df = read_kafka_stream(spark, topics=["t"], options=cfgmod.kafka_client_config(cfg, "source"))
         print("MAXHEAP", spark._jvm.java.lang.Runtime.getRuntime().maxMemory())
         print("COLUMNS", df.columns)
+        m = spark._jvm.java.util.HashMap()
+        m.put("kafka.sasl.jaas.config", "opaque-1")  # Spark's default pattern knows neither key
+        m.put("schema.registry.basic.auth.user.info", "opaque-2")
+        m.put("subscribe", "t")
+        scala_map = spark._jvm.org.apache.spark.api.python.PythonUtils.toScalaMap(m)
+        print("SPARKREDACTS", spark._jsparkSession.sessionState().conf().redactOptions(scala_map).toString())
         spark.stop()
     """))
     env = {**os.environ, "PYTHONUNBUFFERED": "1"}
@@ -224,5 +230,8 @@ def test_spark_at_debug_logs_no_secret_and_spark_conf_sizes_the_driver(tmp_path)
     assert res.returncode == 0, res.stderr[-3000:]
     assert "Command to send" in res.stderr  # py4j's DEBUG lines did go through our handler
     assert "sasl.password" in res.stderr and SECRET not in res.stderr and SECRET not in res.stdout
+    # Spark's own redaction (plans, errors, UI) covers the JAAS line the JVM connector gets.
+    spark_redacts = res.stdout.split("SPARKREDACTS ")[1].splitlines()[0]
+    assert "subscribe -> t" in spark_redacts and "opaque" not in spark_redacts, spark_redacts
     heap = int(res.stdout.split("MAXHEAP ")[1].split()[0])
     assert 500 * 2**20 < heap <= 700 * 2**20  # -Xmx700m, not Spark's default 1g
