@@ -332,7 +332,8 @@ def _streaming_flags(p: argparse.ArgumentParser) -> None:
     g.add_argument("--checkpoint", help="checkpoint directory (offsets + state)")
     g.add_argument("--spark-master", help="local[2] or a cluster URL (spark://host:port)")
     g.add_argument("-X", dest="kafka", action="append", default=[], metavar="KEY=VALUE",
-                   help="Kafka client setting (security.protocol, sasl.*, ssl.*), repeatable")
+                   help="Kafka client setting (security.protocol, sasl.*, ssl.*; Java names translated), "
+                        "repeatable; adds to streaming.kafka from the file and environment")
     s = p.add_argument_group("sinks")
     s.add_argument("--verdicts-topic")
     s.add_argument("--alerts-topic")

