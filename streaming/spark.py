@@ -28,8 +28,8 @@ LOG4J2_FILES = {"text": Path(__file__).with_name("log4j2.properties"),
 def spark_session_for(cfg, *, app_name: str = "fencewatch"):
     """The session for a :class:`~fencewatch.streaming.config.Config` (master, state store, ``spark_conf``)."""
     s = cfg.streaming
-    # Spark turns adaptive execution off for stateful streaming queries anyway, with two WARN
-    # lines per start; saying so up front keeps the console quiet (spark_conf may still set it).
+    # Spark turns adaptive execution off for streaming queries anyway, with a WARN line per
+    # start (ResolveWriteToStream); saying so up front keeps the console quiet.
     conf = {"spark.sql.adaptive.enabled": "false", **s.spark_conf}
     return spark_session(s.spark_master, app_name=app_name, shuffle_partitions=s.shuffle_partitions,
                          state_store=s.state_store, extra=conf, log_format=cfg.logging.format)

@@ -72,13 +72,14 @@ def test_every_client_gets_the_three_layers(sasl_cfg):
 
 def test_librdkafka_itself_sees_the_settings_of_producer_and_admin(sasl_cfg, caplog):
     """librdkafka's own configuration dump (``debug=conf``, given with -X) from the clients the job
-    builds: the real producer of the sinks and an admin client, logged through logging."""
+    builds (the sinks' producer as ``job.make_sinks`` makes it, an admin client), through logging."""
     from confluent_kafka.admin import AdminClient
 
-    from fencewatch.streaming.job import make_sinks
+    from fencewatch.sinks.kafka import KafkaOutputs
 
     caplog.set_level(logging.DEBUG, logger="fencewatch.kafka")
-    kafka, metrics = make_sinks(sasl_cfg, metrics_port=0)
+    kafka = KafkaOutputs(cfgmod.kafka_client_config(sasl_cfg, "producer"), verdicts_topic=None,
+                         alerts_topic="fencewatch.alerts", dlq_topic="fencewatch.dlq")
     kafka._producer.poll(0.1)
     admin = AdminClient(cfgmod.kafka_client_config(sasl_cfg, "admin"))
     admin.poll(0.1)
