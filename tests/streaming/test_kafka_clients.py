@@ -126,3 +126,23 @@ def test_pem_keystore_round_trips_to_java():
     assert java == {"ssl.keystore.type": "PEM", "ssl.keystore.location": "/k/client.pem"}
     with pytest.raises(ValueError, match="one file"):
         to_java({"ssl.certificate.location": "/k/cert.pem", "ssl.key.location": "/k/key.pem"})
+
+
+def test_the_bridge_and_the_simulator_get_the_same_translation(tmp_path, monkeypatch, capsys):
+    from fencewatch.streaming.bridge.command import _translated_client_config, parse_client_config
+
+    monkeypatch.setenv("FENCEWATCH_STREAMING__KAFKA__SECURITY_PROTOCOL", "SASL_SSL")
+    props = tmp_path / "client.properties"  # Kafka's --command-config, Java names
+    props.write_text(f'sasl.mechanism=SCRAM-SHA-512\nsasl.jaas.config={SCRAM} required username="br" '
+                     f'password="{PASSWORD}";\n')
+    conf = _translated_client_config("b:9092", parse_client_config(["client.id=bridge-1"], str(props)))
+    assert {k: conf[k] for k in ("bootstrap.servers", "security.protocol", "sasl.mechanisms", "sasl.username",
+                                 "sasl.password", "client.id")} == {
+        "bootstrap.servers": "b:9092", "security.protocol": "SASL_SSL", "sasl.mechanisms": "SCRAM-SHA-512",
+        "sasl.username": "br", "sasl.password": PASSWORD, "client.id": "bridge-1"}
+    from fencewatch.streaming.cli import main
+
+    # The simulator refuses what cannot work, as a one-line error before producing anything.
+    assert main(["simulate", "--events", "1", "--bootstrap-servers", "127.0.0.1:1",
+                 "--producer-config", "ssl.keystore.location=/k.jks"]) == 2
+    assert "librdkafka reads PKCS#12 keystores or PEM files" in capsys.readouterr().err
