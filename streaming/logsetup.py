@@ -61,8 +61,9 @@ class JsonFormatter(logging.Formatter):
 def _handler(stream) -> logging.Handler:
     for h in logging.getLogger().handlers:
         if getattr(h, "_fencewatch", False):
-            if h.stream is not stream:  # e.g. sys.stderr replaced since (tests, a redirected console)
-                h.setStream(stream)
+            if h.stream is not stream:  # sys.stderr replaced since (tests, a redirected console);
+                with h.lock:            # not setStream(): it flushes the old one, perhaps closed
+                    h.stream = stream
             return h
     h = logging.StreamHandler(stream)
     h._fencewatch = True  # type: ignore[attr-defined]
