@@ -16,7 +16,7 @@ BYTECODE := $(PY) -m compileall -q state streaming sinks sim dashboards
 $(STAMP): pyproject.toml
 	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PIP) install -q --upgrade pip setuptools wheel
-	$(PIP) install -q -e '.[test]'
+	$(PIP) install -q -e '.[test,demo]'
 	$(BYTECODE)
 	@touch $(STAMP)
 

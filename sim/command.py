@@ -381,6 +381,15 @@ def _cmd_simulate(args: argparse.Namespace) -> int:
             print(f"fencewatch simulate: --producer-config {item!r} must be KEY=VALUE", file=sys.stderr)
             return 2
         producer_config[key.strip()] = value.strip()
+    if args.bootstrap_servers:
+        # The one translation every fencewatch client gets (streaming.config.kafka_client_config):
+        # merged over FENCEWATCH_STREAMING__KAFKA__*, Java names translated or refused.
+        from fencewatch.streaming import config as cfgmod
+
+        cfg = cfgmod.load_config(overrides={"streaming": {"bootstrap_servers": args.bootstrap_servers,
+                                                          "kafka": producer_config}})
+        producer_config = {k: v for k, v in cfgmod.kafka_client_config(cfg, "producer").items()
+                           if k != "bootstrap.servers"}
     if args.duration is not None:
         duration = args.duration or None
     else:

