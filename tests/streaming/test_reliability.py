@@ -259,3 +259,43 @@ def test_checkpoint_bound_recovers_an_oversized_planned_batch(broker, topic_fact
                alerts=f"{len(set(alerts) & expected_alerts)} of {len(expected_alerts)} commit-time", lost=lost,
                duplicated=duplicated)
     assert lost == 0 and duplicated == 0 and code == 0
+
+
+def logged_verdicts(run: RunProcess) -> int:
+    """The job's own count of verdicts written, from its last progress line."""
+    import re
+
+    found = re.findall(r"verdicts (\d+) \(", run.log())
+    return int(found[-1]) if found else 0
+
+
+@pytest.mark.slow
+def test_300k_backlog_with_run_defaults(broker, topic_factory, tmp_path):
+    """The backlog that once ran the driver out of heap (the whole backlog was batch 0 and was
+    collected at once): with ``run``'s defaults, the job reads it and judges every event."""
+    topics = make_topics(topic_factory)
+    events = sim_events(groups=20, n=300_000, seed=13)
+    produce_events(broker, topics["hb"], topics["off"], events)
+    produce_clock(broker, [topics["hb"], topics["off"]], events[-1]["ts"] + 5_000)
+    expected = expected_verdicts(events)
+    n_events = len(events)
+    del events
+    args = [a for a in run_args(broker, topics, tmp_path / "cp") if a not in ("--trigger", "500ms")]
+    run = RunProcess(args, tmp_path / "run.log")
+    try:
+        wait_for(lambda: logged_verdicts(run) >= len(expected), timeout=1_200, every=5, proc=run)
+        alive = run.alive()
+        run.signal(signal.SIGTERM)
+        code = run.wait(30)
+    finally:
+        run.kill()
+    got = verdict_keys(broker, topics["verdicts"])
+    lost = len(expected - set(got))
+    duplicated = sum(n - 1 for n in got.values() if n > 1)
+    oom = "OutOfMemoryError" in run.log()
+    record_row("backlog_300k_defaults", load=f"{n_events:,}-event backlog, `run` defaults",
+               fault="backlog read from the earliest offsets",
+               outcome=f"{'alive' if alive else 'DIED'}{', OutOfMemoryError' if oom else ''}; exit {code}",
+               verdicts=f"{len(set(got)):,} of {len(expected):,}", alerts="-", lost=lost, duplicated=duplicated)
+    assert alive and not oom and code == 0
+    assert lost == 0 and duplicated == 0
