@@ -148,8 +148,10 @@ def main() -> int:
 
 
 def growth(samples: list, key: str) -> float:
-    """MB per hour over the second half (least squares)."""
-    half = samples[len(samples) // 2:]
+    """MB per hour over the second half of the samples taken once events were judged (the
+    first half is start-up and warm-up: JIT, Python workers, state store), least squares."""
+    judged = [s for s in samples if s.get("events", 0) > 0]
+    half = judged[len(judged) // 2:]
     if len(half) < 2:
         return 0.0
     xs = [s["t"] / 3600 for s in half]
@@ -169,7 +171,7 @@ def report(samples: list, args, alive: bool) -> str:
         lines.append(f"| {s['t']} | {s['driver']:.0f} | {s['jvm']:.0f} | {s['python_workers']:.0f} | "
                      f"{s['state_mb']:.1f} | {s['checkpoint_mb']:.1f} | {s.get('events', 0):,.0f} | "
                      f"{s.get('lag', 0):,.0f} |")
-    lines += ["", "Growth over the second half (MB/hour, least squares): " + ", ".join(
+    lines += ["", "Growth over the second half of the samples with events judged (MB/hour, least squares): " + ", ".join(
         f"{k} {growth(samples, k):+.1f}" for k in ("driver", "jvm", "python_workers", "state_mb", "checkpoint_mb"))]
     return "\n".join(lines)
 

@@ -168,6 +168,8 @@ class BatchWriter:
     def __call__(self, df, batch_id: int) -> None:
         t0 = time.monotonic()
         if self.kafka is not None and not self.kafka.begin(batch_id):
+            for _ in _chunks(df, self.CHUNK_ROWS):
+                pass  # written already; still computed: the batch's state is committed when it runs
             self._finished(batch_id)
             return
         acc = _BatchTotals()
