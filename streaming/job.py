@@ -477,13 +477,24 @@ def _cmd_run(args: argparse.Namespace) -> int:
     for sig in (signal.SIGTERM, signal.SIGINT):
         signal.signal(sig, on_signal)
     failed = False
+    restarts: list[float] = []
     try:
-        while not stop.is_set() and query.isActive:
-            if not stop.wait(10):
-                log.info("%s", progress_line(writer.stats))
-        failed = query.exception() is not None
-        if failed:
-            log.error("query failed: %s", _first_line(query.exception()))
+        while True:
+            _watch(query, stop, writer)
+            if stop.is_set() or query.exception() is None:
+                break
+            # The checkpoint and the sink log make a restart exact: a failure that may pass (a
+            # Python worker too slow to connect back on a loaded host, a broker gone for long)
+            # costs a restart, not the job. One that repeats ends it.
+            now = time.monotonic()
+            restarts = [t for t in restarts if now - t < RESTART_WINDOW_S] + [now]
+            log.error("query failed (%d in %d s): %s", len(restarts), RESTART_WINDOW_S,
+                      _first_line(query.exception()))
+            if len(restarts) > MAX_RESTARTS or stop.wait(min(60.0, 2.0 ** len(restarts))):
+                failed = not stop.is_set()
+                break
+            log.info("restarting the query from its checkpoint")
+            query = start_query(spark, cfg, writer)
     finally:
         # Spark logs the interruption of a batch that had just begun (nothing of it written yet;
         # the next run plans it again) as warnings with stack traces: not news at a requested stop.
@@ -493,6 +504,20 @@ def _cmd_run(args: argparse.Namespace) -> int:
         metrics.close()
         log.info("stopped. %s", progress_line(writer.stats))
     return 1 if failed else 0
+
+
+MAX_RESTARTS = 5  # query failures tolerated within RESTART_WINDOW_S before the command exits 1
+RESTART_WINDOW_S = 600
+
+
+def _watch(query, stop: threading.Event, writer: BatchWriter, every_s: float = 10.0) -> None:
+    """Until a stop is asked or the query ends; a progress line every ``every_s``."""
+    last = time.monotonic()
+    while not stop.is_set() and query.isActive:
+        stop.wait(0.5)
+        if time.monotonic() - last >= every_s:
+            log.info("%s", progress_line(writer.stats))
+            last = time.monotonic()
 
 
 STOP_TIMEOUT_S = 12.0  # a stop waits this long for the running batch (Kubernetes' default grace is 30 s)
