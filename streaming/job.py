@@ -161,11 +161,19 @@ class BatchWriter:
         self.progress = progress  # callable -> (input_lag_records | None)
         self.query = None
         self.last_batch: int | None = None  # the last batch whose outputs were written (or skipped)
+        self.in_batch = False  # inside foreachBatch: its Spark jobs may be running
         self._cond = threading.Condition()
 
     CHUNK_ROWS = 20_000  # output rows brought to the driver at a time (a batch is never collected whole)
 
     def __call__(self, df, batch_id: int) -> None:
+        self.in_batch = True
+        try:
+            self._write_batch(df, batch_id)
+        finally:
+            self.in_batch = False
+
+    def _write_batch(self, df, batch_id: int) -> None:
         t0 = time.monotonic()
         if self.kafka is not None and not self.kafka.begin(batch_id):
             for _ in _chunks(df, self.CHUNK_ROWS):
@@ -330,10 +338,13 @@ def stop_between_batches(query, timeout_s: float = 60.0, *, writer: BatchWriter 
     deadline = time.monotonic() + timeout_s
     if writer is not None:
         seen = writer.last_batch
-        while query.isActive and time.monotonic() < deadline and query.status.get("isTriggerActive"):
-            if writer.last_batch != seen and _reported(query, writer.last_batch):
-                break  # the batch running when asked is written and committed: a boundary
-            time.sleep(0.01)
+        while query.isActive and time.monotonic() < deadline:
+            # A boundary: no batch inside foreachBatch (where its Spark jobs run), and the last
+            # one written is committed; either the trigger is idle or a batch ended since asked.
+            if not writer.in_batch and _reported(query, writer.last_batch) and (
+                    writer.last_batch != seen or not query.status.get("isTriggerActive")):
+                break
+            time.sleep(0.005)
     else:
         while query.isActive and query.status.get("isTriggerActive") and time.monotonic() < deadline:
             time.sleep(0.02)  # the gap between back-to-back batches is short
