@@ -332,9 +332,9 @@ class KafkaOutputs:
 
         c = self._reader()
         out = {}
-        meta = c.list_topics(timeout=10).topics
-        for t in self._topics():
-            parts = meta[t].partitions if t in meta else {}
+        for t in self._topics():  # metadata of our topics only: a cluster may hold thousands
+            meta = c.list_topics(t, timeout=10).topics.get(t)
+            parts = meta.partitions if meta is not None and meta.error is None else {}
             out[t] = {str(p): c.get_watermark_offsets(TopicPartition(t, p), timeout=10, cached=False)[1]
                       for p in sorted(parts)}
         return out
