@@ -143,7 +143,7 @@ def main() -> int:
     if args.write_docs:
         write_section("Soak: fencewatch run at half capacity",
                       f"python bench/bench_soak.py --duration {args.duration:.0f} --rate {args.rate:.0f} "
-                      f"--write-docs", body)
+                      f"--every {args.every:.0f} --groups {args.groups} --write-docs", body)
     return 0 if alive else 1
 
 
