@@ -316,3 +316,64 @@ def test_300k_backlog_with_run_defaults(broker, topic_factory, tmp_path):
                verdicts=f"{len(set(got)):,} of {len(expected):,}", alerts="-", lost=lost, duplicated=duplicated)
     assert alive and not oom and code == 0
     assert lost == 0 and duplicated == 0
+
+
+def _descendants(pid: int) -> list[tuple[int, str]]:
+    """(pid, command line) of every process below ``pid``."""
+    import os
+
+    procs = {}
+    for name in os.listdir("/proc"):
+        if name.isdigit():
+            try:
+                stat = open(f"/proc/{name}/stat").read()
+                cmd = open(f"/proc/{name}/cmdline", "rb").read().replace(b"\0", b" ").decode(errors="replace")
+            except OSError:
+                continue
+            procs[int(name)] = (int(stat[stat.rfind(")") + 2:].split()[1]), cmd)
+    out, todo = [], [pid]
+    while todo:
+        p = todo.pop()
+        for child, (ppid, cmd) in procs.items():
+            if ppid == p:
+                out.append((child, cmd))
+                todo.append(child)
+    return out
+
+
+@pytest.mark.slow
+def test_python_source_runner_killed_query_restarts(broker, topic_factory, tmp_path):
+    """Spark's Python side dies under the job (the streaming source's runner process, SIGKILL):
+    the query fails, ``run`` restarts it from the checkpoint in the same process."""
+    import os
+
+    topics = make_topics(topic_factory)
+    events = sim_events(groups=3, n=6_000, seed=21)
+    produce_events(broker, topics["hb"], topics["off"], events)
+    produce_clock(broker, [topics["hb"], topics["off"]], events[-1]["ts"] + 5_000)
+    expected = expected_verdicts(events)
+    cp = tmp_path / "cp"
+    run = RunProcess(run_args(broker, topics, cp, "--max-offsets-per-trigger", "600"), tmp_path / "run.log")
+    killed = []
+    try:
+        assert wait_for(lambda: (cp / "commits" / "1").exists(), timeout=300, every=0.5, proc=run), run.log()[-3000:]
+        for pid, cmd in _descendants(run.proc.pid):
+            if "python_streaming_source_runner" in cmd:
+                os.kill(pid, signal.SIGKILL)
+                killed.append(pid)
+    finally:
+        if not killed:
+            run.kill()
+    got, alerts, code = finish_and_count(broker, topics, run, expected)
+    expected_alerts = expected_commit_alerts(broker, topics)
+    lost, duplicated = losses(got, expected, alerts, expected_alerts)
+    restarted = "restarting the query from its checkpoint" in run.log()
+    record_row("source_runner_killed", load=f"{len(events):,} sim events, 600 offsets per trigger",
+               fault=f"SIGKILL of Spark's Python source runner ({len(killed)} process) mid-stream",
+               outcome=f"{'query failed and restarted in the same process' if restarted else 'query survived'}; "
+                       f"exit {code}",
+               verdicts=f"{len(set(got)):,} of {len(expected):,}",
+               alerts=f"{len(set(alerts) & expected_alerts)} of {len(expected_alerts)} commit-time", lost=lost,
+               duplicated=duplicated)
+    assert killed
+    assert lost == 0 and duplicated == 0 and code == 0
