@@ -45,11 +45,14 @@ class CheckpointSinkLog:
         self._fm = manager
         self._fm.mkdirs(self._path.getParent())
         self._jvm = jvm
+        # Before this log, the last batch written was a number in this file (read once, on upgrade).
+        self._legacy = jvm.org.apache.hadoop.fs.Path(checkpoint_location.rstrip("/") + "/fencewatch-sink-batch")
 
     def read(self) -> str | None:
-        if not self._fm.exists(self._path):
+        path = self._path if self._fm.exists(self._path) else self._legacy
+        if not self._fm.exists(path):
             return None
-        stream = self._fm.open(self._path)
+        stream = self._fm.open(path)
         try:
             return self._jvm.org.apache.commons.io.IOUtils.toString(stream, "UTF-8")
         finally:

@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import json
 
+import pytest
+
 from fencewatch.streaming.checkpoint import bound_planned_batch, plan
 from fencewatch.streaming.cli import main
 
@@ -58,3 +60,21 @@ def test_odd_inputs_are_clear_errors(tmp_path, capsys):
     assert main(["checkpoint", "bound", "--checkpoint", str(cp), "--max-offsets-per-partition", "0"]) == 1
     err = capsys.readouterr().err
     assert "not a streaming checkpoint" in err and "must be > 0" in err
+
+
+@pytest.mark.spark
+def test_sink_log_through_sparks_checkpoint_file_manager(spark, tmp_path):
+    """The sink log is written and read through Spark's CheckpointFileManager; a checkpoint from
+    before it (the last batch as a number in ``fencewatch-sink-batch``) is read on upgrade."""
+    from fencewatch.sinks.kafka import parse_log
+    from fencewatch.streaming.checkpoint import CheckpointSinkLog
+
+    log = CheckpointSinkLog(spark, str(tmp_path))
+    assert log.read() is None
+    (tmp_path / "fencewatch-sink-batch").write_text("41")
+    assert parse_log(log.read()) == {"batch": 41, "status": "done", "start": {}}
+    log.write('{"batch": 42, "status": "pending", "start": {"t": {"0": 5}}}')
+    assert parse_log(log.read()) == {"batch": 42, "status": "pending", "start": {"t": {"0": 5}}}
+    log.write('{"batch": 42, "status": "done"}')
+    assert parse_log(log.read())["status"] == "done"
+    assert (tmp_path / "fencewatch-sink" / "state.json").exists()
