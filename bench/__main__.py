@@ -7,7 +7,8 @@ from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
 BENCHES = ["bench_replay.py", "bench_bridge.py", "bench_sim.py", "bench_source.py", "bench_pipeline.py",
-           "bench_shipping.py", "bench_request_log.py"]
+           "bench_shipping.py", "bench_request_log.py",
+           "bench_soak.py"]  # the soak last: 30 minutes
 
 
 def main() -> int:

@@ -1,20 +1,31 @@
 """Kafka outputs of the streaming job: verdicts (JSON), alerts (Avro or JSON), dead letters.
 
-``foreachBatch`` is at-least-once, so the writer is idempotent by batch id: it
-remembers the last batch it finished (a small marker file beside the query's
-checkpoint) and skips a batch it already wrote. A crash between the produce and
-the marker replays one batch; alert ids are deterministic, so consumers
-deduplicate on ``alert_id`` (the record key).
+Exactly once on any broker and any checkpoint file system (docs/reliability.md). ``foreachBatch``
+is at-least-once, so each batch is written in two logged steps: before the first record, the sink
+log (a file in the query's checkpoint, written through Spark's checkpoint file manager) says
+"batch N pending, output topics ended at these offsets"; after the last delivery it says "batch N
+done". Every record carries the header ``fencewatch.batch: N``. A batch found done is skipped; a
+batch found pending (the process died between producing and logging) is completed: the records of
+batch N already in the output topics since the logged offsets are read back and only the missing
+ones are produced. Nothing is duplicated, whatever moment the crash hit.
+
+No record can stop the job: an output over ``max_record_bytes`` is cut to fit (alerts: their
+longest fields, flagged ``fencewatch.truncated``), and a record the broker still refuses for good
+(size, policy) becomes a bounded dead letter with the reason ``OUTPUT_REJECTED``; only a failure
+that may pass (broker down, timeout) fails the batch, which Spark then retries.
 """
 from __future__ import annotations
 
+import hashlib
 import io
 import json
 import logging
 import os
 import struct
+import time
+from collections import Counter
 from pathlib import Path
-from typing import Callable, Iterable, Mapping
+from typing import Callable, Iterable, Mapping, Protocol
 
 import fastavro
 
@@ -37,6 +48,17 @@ ALERT_SCHEMA = fastavro.parse_schema({
 ALERT_SCHEMA_ID = 2  # the Confluent wire-format id we stamp (the input event schema is 1)
 _HEADER = struct.Struct(">bI")
 
+# librdkafka's default message.max.bytes; a topic's default max.message.bytes (1 MiB) is above it.
+DEFAULT_MAX_RECORD_BYTES = 1_000_000
+HEADROOM = 4_096  # record overhead and headers, kept free below the limit
+BATCH_HEADER = "fencewatch.batch"
+TRUNCATED = "fencewatch.truncated"
+# Delivery errors that will not pass on a retry: the record goes to the DLQ instead.
+PERMANENT_ERRORS = frozenset({"MSG_SIZE_TOO_LARGE", "_MSG_SIZE_TOO_LARGE", "INVALID_RECORD", "CORRUPT_MESSAGE",
+                              "RECORD_LIST_TOO_LARGE", "POLICY_VIOLATION", "INVALID_REQUIRED_ACKS",
+                              "_INVALID_ARG", "TOPIC_AUTHORIZATION_FAILED", "UNKNOWN_TOPIC_OR_PART",
+                              "_UNKNOWN_TOPIC", "_UNKNOWN_PARTITION"})
+
 
 def encode_alert_avro(alert: Mapping, schema_id: int = ALERT_SCHEMA_ID) -> bytes:
     buf = io.BytesIO()
@@ -51,83 +73,316 @@ def decode_alert_avro(data: bytes) -> dict:
     return fastavro.schemaless_reader(buf, ALERT_SCHEMA)
 
 
+def fit_alert(alert: Mapping, limit: int) -> dict:
+    """The alert, or, when its encoding would pass ``limit`` bytes, the alert with its longest
+    string fields cut (``...(+N)``) and ``details[fencewatch.truncated]`` naming them. The id,
+    kind, severity, group and time are kept: consumers still key and route it."""
+    a = dict(alert)
+    a["details"] = dict(a.get("details") or {})
+    size = len(json.dumps(a, separators=(",", ":")))
+    if size <= limit:
+        return a
+    cut: list[str] = []
+    budget = max(256, (limit - 2_048) // (len(a["details"]) + 1))
+    if len(a.get("summary", "")) > budget:
+        a["summary"] = _cut(a["summary"], budget)
+        cut.append("summary")
+    for k in sorted(a["details"]):
+        if len(k) > 256:  # a key is cut too (the map's keys are ours, never long in practice)
+            a["details"][_cut(k, 256)] = a["details"].pop(k)
+            k = _cut(k, 256)
+        if len(a["details"][k]) > budget:
+            a["details"][k] = _cut(a["details"][k], budget)
+            cut.append(k)
+    a["details"] = dict(list(a["details"].items())[:1_000])
+    a["details"][TRUNCATED] = ",".join(cut)[:1_000] or "details"
+    return a
+
+
+def _cut(text: str, n: int) -> str:
+    return text if len(text) <= n else f"{text[:n]}...(+{len(text) - n})"
+
+
+# --------------------------------------------------------------------------- the sink log
+
+class SinkLog(Protocol):
+    """Where the sink logs its progress: one small document, replaced atomically."""
+
+    def read(self) -> str | None: ...
+
+    def write(self, text: str) -> None: ...
+
+
 class BatchMarker:
-    """The last batch id whose outputs were fully written, persisted next to the checkpoint."""
+    """A :class:`SinkLog` in a local file (tests, single-machine runs). The job uses the same
+    document through Spark's checkpoint file manager, which also works on HDFS and object stores."""
 
     def __init__(self, path: str | os.PathLike):
         self.path = Path(path)
 
-    def last(self) -> int:
+    def read(self) -> str | None:
         try:
-            return int(self.path.read_text().strip())
-        except (OSError, ValueError):
-            return -1
+            return self.path.read_text()
+        except OSError:
+            return None
 
-    def done(self, batch_id: int) -> None:
+    def write(self, text: str) -> None:
         self.path.parent.mkdir(parents=True, exist_ok=True)
         tmp = self.path.with_suffix(".tmp")
-        tmp.write_text(str(batch_id))
+        tmp.write_text(text)
         os.replace(tmp, self.path)
 
+
+def parse_log(text: str | None) -> dict:
+    """The sink log's document: ``{"batch": N, "status": "pending" | "done", "start": offsets}``
+    (older markers held just the number of the last batch done)."""
+    if not text:
+        return {"batch": -1, "status": "done", "start": {}}
+    try:
+        doc = json.loads(text)
+    except ValueError:
+        doc = None
+    if isinstance(doc, int):
+        return {"batch": doc, "status": "done", "start": {}}
+    if not isinstance(doc, dict) or not isinstance(doc.get("batch"), int):
+        raise ValueError(f"unreadable sink log: {text[:200]!r}")
+    return {"batch": doc["batch"], "status": doc.get("status", "done"), "start": doc.get("start") or {}}
+
+
+# --------------------------------------------------------------------------- the writer
 
 class KafkaOutputs:
     """Writes one micro-batch's records; ``write_batch`` returns False for a batch already written."""
 
     def __init__(self, client_config: Mapping[str, str], *, verdicts_topic: str | None, alerts_topic: str | None,
-                 dlq_topic: str | None, alerts_format: str = "avro", marker: BatchMarker | None = None,
+                 dlq_topic: str | None, alerts_format: str = "avro", marker: SinkLog | None = None,
+                 max_record_bytes: int = DEFAULT_MAX_RECORD_BYTES,
                  alert_serializer: Callable[[Mapping, str], bytes] | None = None):
         """``alert_serializer(alert, topic)`` replaces the fixed-id Avro encoding (a Schema Registry's)."""
         from confluent_kafka import Producer
 
+        self._client = dict(client_config)
         cfg = {"linger.ms": "20", "batch.num.messages": "10000", "compression.type": "lz4",
-               "enable.idempotence": "true", **dict(client_config)}
+               "enable.idempotence": "true", "message.max.bytes": str(max_record_bytes + HEADROOM),
+               **self._client}
         self._producer = Producer(cfg)
+        self._consumer = None  # offsets and read-back, made when first needed
         self.verdicts_topic = verdicts_topic
         self.alerts_topic = alerts_topic
         self.dlq_topic = dlq_topic
         self.alerts_format = alerts_format
         self.marker = marker
+        self.max_record_bytes = max_record_bytes
         self._alert_serializer = alert_serializer
-        self._errors: list[str] = []
+        self._retry: list[str] = []  # delivery failures that may pass: the batch fails, Spark retries it
+        self._rejected: list[tuple] = []  # (topic, value, error, headers): to the DLQ
+        self._already: Counter = Counter()  # records of a pending batch found in the topics
+        self._headers: list = []
+        self._batch = -1
+        self.stats = Counter()  # records produced, rerouted, skipped as already written, cut
+
+    # -- producing
 
     def _on_delivery(self, err, msg) -> None:
-        if err is not None:
-            self._errors.append(f"{msg.topic()}: {err}")
+        if err is None:
+            return
+        if err.name() in PERMANENT_ERRORS and not err.fatal():
+            self._rejected.append((msg.topic(), msg.value() or b"", err.name(), msg.headers()))
+        else:
+            self._retry.append(f"{msg.topic()}: {err}")
 
     def _produce(self, topic: str, value: bytes, key: bytes | None = None, headers=None) -> None:
+        headers = self._headers + list(headers or ())
+        if self._already and self._already[(topic, _digest(key, value))] > 0:
+            self._already[(topic, _digest(key, value))] -= 1
+            self.stats["skipped"] += 1
+            return
         while True:
             try:
                 self._producer.produce(topic, value=value, key=key, headers=headers, on_delivery=self._on_delivery)
+                self.stats["produced"] += 1
                 return
             except BufferError:
                 self._producer.poll(0.05)  # local queue full: let deliveries drain
+            except Exception as exc:  # KafkaException: refused before sending (e.g. _MSG_SIZE_TOO_LARGE)
+                name = getattr(exc.args[0], "name", lambda: type(exc).__name__)() if exc.args else type(exc).__name__
+                self._rejected.append((topic, value, str(name), headers))
+                return
+
+    def _dead_letter(self, raw: bytes, reason: str, coords: str, extra=()) -> None:
+        """A dead letter, bounded: the record cut to fit, the original length in a header."""
+        headers = [("fencewatch.reason", _cut(reason, 2_000).encode()), ("fencewatch.source", _cut(coords, 1_000).encode()),
+                   *extra]
+        limit = self.max_record_bytes - HEADROOM
+        if len(raw) > limit:
+            headers.append((TRUNCATED, str(len(raw)).encode()))
+            raw = raw[:limit]
+        self._produce(self.dlq_topic, raw, headers=headers)
+
+    def _fits(self, value: bytes) -> bool:
+        return len(value) <= self.max_record_bytes - HEADROOM
 
     def write_batch(self, batch_id: int, *, verdict_lines: Iterable[str] = (), alerts: Iterable[Mapping] = (),
                     dead_letters: Iterable[tuple[bytes | None, str, str]] = ()) -> bool:
-        if self.marker is not None and batch_id <= self.marker.last():
+        """A whole batch at once: :meth:`begin`, :meth:`write`, :meth:`commit`."""
+        if not self.begin(batch_id):
+            return False
+        self.write(verdict_lines=verdict_lines, alerts=alerts, dead_letters=dead_letters)
+        self.commit(batch_id)
+        return True
+
+    def begin(self, batch_id: int) -> bool:
+        """Start batch ``batch_id``; False: it was written already (skip it)."""
+        state = parse_log(self.marker.read()) if self.marker is not None else None
+        if state is not None and (batch_id < state["batch"] or (batch_id == state["batch"]
+                                                                  and state["status"] == "done")):
             log.info("batch %d already written to Kafka, skipped (foreachBatch retry)", batch_id)
             return False
+        self._batch = batch_id
+        self._headers = [(BATCH_HEADER, str(batch_id).encode())]
+        self._already = Counter()
+        self._retry.clear()
+        self._rejected.clear()
+        if state is not None:
+            if batch_id == state["batch"]:  # pending: the last attempt died between producing and logging
+                self._already = self._written(batch_id, state["start"])
+                log.warning("batch %d was being written when the job stopped: %d of its records are in Kafka, "
+                            "the rest follow", batch_id, sum(self._already.values()))
+            else:
+                self.marker.write(json.dumps({"batch": batch_id, "status": "pending", "start": self._ends()}))
+        return True
+
+    def write(self, *, verdict_lines: Iterable[str] = (), alerts: Iterable[Mapping] = (),
+              dead_letters: Iterable[tuple[bytes | None, str, str]] = ()) -> None:
+        """Produce some of the current batch's records (call as often as needed)."""
+        self._write(self._batch, verdict_lines, alerts, dead_letters)
+
+    def commit(self, batch_id: int) -> None:
+        """Wait for every delivery of the batch, then log it done."""
+        self._flush(batch_id)
+        if self.marker is not None:
+            self.marker.write(json.dumps({"batch": batch_id, "status": "done"}))
+
+    def _write(self, batch_id, verdict_lines, alerts, dead_letters) -> None:
         if self.verdicts_topic:
             for line in verdict_lines:
-                self._produce(self.verdicts_topic, line.encode())
+                value = line.encode()
+                if self._fits(value):
+                    self._produce(self.verdicts_topic, value)
+                else:
+                    self._rejected.append((self.verdicts_topic, value, "OUTPUT_TOO_LARGE", None))
         if self.alerts_topic:
+            limit = self.max_record_bytes - HEADROOM
             for a in alerts:
+                a = fit_alert(a, limit // 2)  # Avro and JSON encodings are both below the JSON text's size
+                if TRUNCATED in a["details"]:
+                    self.stats["cut"] += 1
                 value = (json.dumps(a, separators=(",", ":")).encode() if self.alerts_format != "avro"
                          else self._alert_serializer(a, self.alerts_topic) if self._alert_serializer
                          else encode_alert_avro(a))
-                self._produce(self.alerts_topic, value, key=a["alert_id"].encode())
+                self._produce(self.alerts_topic, value, key=a["alert_id"].encode()[:1_000])
         if self.dlq_topic:
             for raw, reason, coords in dead_letters:
-                self._produce(self.dlq_topic, raw or b"", headers=[("fencewatch.reason", reason.encode()),
-                                                                   ("fencewatch.source", coords.encode())])
-        remaining = self._producer.flush(60)
-        if remaining or self._errors:
-            problems = self._errors[:5]
-            self._errors.clear()
-            raise RuntimeError(f"Kafka outputs of batch {batch_id} not delivered: {remaining} pending, {problems}")
-        if self.marker is not None:
-            self.marker.done(batch_id)
-        return True
+                self._dead_letter(raw or b"", reason, coords)
+        self._producer.poll(0)
+
+    def _flush(self, batch_id: int) -> None:
+        """Wait for every delivery; refused records become dead letters (twice at most: a dead
+        letter refused in turn is written as its reason alone)."""
+        for attempt in range(3):
+            remaining = self._producer.flush(60)
+            if remaining or self._retry:
+                problems = self._retry[:5]
+                self._retry.clear()
+                self._rejected.clear()
+                raise RuntimeError(f"Kafka outputs of batch {batch_id} not delivered: {remaining} pending, {problems}")
+            rejected, self._rejected = self._rejected, []
+            if not rejected:
+                return
+            for topic, value, error, headers in rejected:
+                self.stats["rerouted"] += 1
+                log.warning("batch %d: a %d-byte record for %s was refused (%s): sent to the dead-letter topic",
+                            batch_id, len(value), topic, error)
+                if self.dlq_topic is None or (topic == self.dlq_topic and not value):
+                    log.error("batch %d: a dead letter for %s was refused (%s); dropped", batch_id, topic, error)
+                    self.stats["dropped"] += 1
+                    continue
+                if topic == self.dlq_topic:  # a refused dead letter: sent again as its headers alone
+                    kept = [(k, v) for k, v in headers or () if k not in (BATCH_HEADER, TRUNCATED)]
+                    self._produce(self.dlq_topic, b"", headers=kept + [(TRUNCATED, str(len(value)).encode())])
+                    continue
+                self._dead_letter(value, f"OUTPUT_REJECTED(topic={topic}, error={error}, bytes={len(value)})",
+                                  f"output {topic}")
+        raise RuntimeError(f"batch {batch_id}: dead letters refused repeatedly")
+
+    # -- what is already there
+
+    def _reader(self):
+        if self._consumer is None:
+            from confluent_kafka import Consumer
+
+            self._consumer = Consumer({**self._client, "group.id": "fencewatch-sink-readback",
+                                       "enable.auto.commit": "false", "enable.partition.eof": "true",
+                                       "fetch.max.bytes": str(4 * self.max_record_bytes),
+                                       "max.partition.fetch.bytes": str(2 * self.max_record_bytes)})
+        return self._consumer
+
+    def _topics(self) -> list[str]:
+        return sorted({t for t in (self.verdicts_topic, self.alerts_topic, self.dlq_topic) if t})
+
+    def _ends(self) -> dict:
+        """End offsets of every partition of the output topics (where this batch's records start)."""
+        from confluent_kafka import TopicPartition
+
+        c = self._reader()
+        out = {}
+        for t in self._topics():  # metadata of our topics only: a cluster may hold thousands
+            meta = c.list_topics(t, timeout=10).topics.get(t)
+            parts = meta.partitions if meta is not None and meta.error is None else {}
+            out[t] = {str(p): c.get_watermark_offsets(TopicPartition(t, p), timeout=10, cached=False)[1]
+                      for p in sorted(parts)}
+        return out
+
+    def _written(self, batch_id: int, start: Mapping, idle_s: float = 1.0) -> Counter:
+        """(topic, digest) of the records of ``batch_id`` in the output topics since ``start``.
+        Read to the end of each partition and then ``idle_s`` more (a broker's high watermark may
+        lag the last produce: NOTES.md)."""
+        from confluent_kafka import KafkaError, TopicPartition
+
+        c = self._reader()
+        tps = [TopicPartition(t, int(p), int(off)) for t, parts in start.items() for p, off in parts.items()]
+        found: Counter = Counter()
+        if not tps:
+            return found
+        c.assign(tps)
+        want = str(batch_id).encode()
+        eof, last = set(), time.monotonic()
+        while len(eof) < len(tps) or time.monotonic() - last < idle_s:
+            msg = c.poll(0.1)
+            if msg is None:
+                if time.monotonic() - last > 60:
+                    raise RuntimeError(f"batch {batch_id}: reading back the outputs stalled")
+                continue
+            last = time.monotonic()
+            if msg.error() is not None:
+                if msg.error().code() == KafkaError._PARTITION_EOF:
+                    eof.add((msg.topic(), msg.partition()))
+                    continue
+                raise RuntimeError(f"batch {batch_id}: reading back {msg.topic()}: {msg.error()}")
+            if dict(msg.headers() or ()).get(BATCH_HEADER) == want:
+                found[(msg.topic(), _digest(msg.key(), msg.value()))] += 1
+        c.unassign()
+        return found
 
     def close(self) -> None:
         self._producer.flush(30)
+        if self._consumer is not None:
+            self._consumer.close()
+
+
+def _digest(key: bytes | None, value: bytes | None) -> bytes:
+    h = hashlib.blake2b(digest_size=16)
+    h.update(len(key or b"").to_bytes(4, "big"))
+    h.update(key or b"")
+    h.update(value or b"")
+    return h.digest()

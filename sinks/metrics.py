@@ -117,6 +117,9 @@ DLQ_REASONS = (
     "MISSING_FIELD",
     "WRONG_TYPE",
     "INVALID_VALUE",
+    "RECORD_TOO_LARGE",
+    "FIELD_TOO_LONG",
+    "TOO_MANY_ENTRIES",
     OTHER,
 )
 """Dead-letter reason codes (`streaming.decoding.DecodeError.code`, the part of `reason` before any parameters)."""

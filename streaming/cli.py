@@ -21,6 +21,7 @@ _COMMAND_MODULES = {
     "grafana": "fencewatch.sinks.grafana_command",
     "run": "fencewatch.streaming.job",
     "demo": "fencewatch.streaming.job",
+    "checkpoint": "fencewatch.streaming.checkpoint",
 }
 
 

@@ -8,6 +8,7 @@ Unknown ``type`` values are not errors: they are counted and skipped
 """
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
 from itertools import chain, repeat
 from operator import itemgetter
@@ -30,6 +31,16 @@ OFFSET_TYPES = frozenset({"offset_commit", "txn_offset_commit", "offset_committe
 KNOWN_TYPES = MEMBERSHIP_TYPES | OFFSET_TYPES
 LEAVE_REASONS = frozenset({"leave", "static_leave", "fenced", "session_timeout", "rebalance_timeout"})
 
+# Bounds (docs/reliability.md, "Bounds"): a record over one is a dead letter with its reason, never
+# judged with a cut field (a cut id would merge two members). None of them drops a real request:
+# Kafka's protocol strings carry an int16 length, so no group, member, instance or transactional
+# id, topic or commit metadata is longer than 32,767 characters; a record is bounded as a topic's
+# default ``max.message.bytes`` (1 MiB) bounds it; a request naming more partitions than a large
+# cluster holds is not one.
+MAX_RECORD_BYTES = 1 << 20
+MAX_STRING_CHARS = 32_767
+MAX_PARTITIONS = 200_000
+
 
 @dataclass(frozen=True, slots=True)
 class DecodeError:
@@ -41,7 +52,8 @@ class DecodeError:
 
     @property
     def reason(self) -> str:
-        detail = ", ".join(f"{k}={v}" for k, v in self.params.items())
+        """``CODE(k=v, ...)``; bounded: a parameter quoting the input is cut at 200 characters."""
+        detail = ", ".join(f"{k}={v if len(v) <= 200 else v[:200] + '...'}" for k, v in self.params.items())
         return f"{self.code}({detail})" if detail else self.code
 
     def __str__(self) -> str:
@@ -520,11 +532,59 @@ def event_from_dict(d: Any, *, seq: int, default_event_id: str, coords: str):
         return DecodeError("INVALID_VALUE", {"problem": f"{type(exc).__name__}: {exc}"}, coords)
 
 
+def oversized(size: int, coords: str) -> DecodeError | None:
+    """The whole-record bound."""
+    if size > MAX_RECORD_BYTES:
+        return DecodeError("RECORD_TOO_LARGE", {"bytes": str(size), "limit": str(MAX_RECORD_BYTES)}, coords)
+    return None
+
+
+def bounded(res, size: int, coords: str):
+    """``res`` itself, or a :class:`DecodeError` when a field of the event is over its bound.
+    A record shorter than the string bound cannot hold a string or a partition list over it,
+    so the common record costs one comparison."""
+    if size <= MAX_STRING_CHARS or isinstance(res, (DecodeError, UnknownType)):
+        return res
+    names = res._fields if isinstance(res, tuple) else [f.name for f in dataclasses.fields(res)]
+    for name in names:
+        problem = _over(getattr(res, name))
+        if problem is not None:
+            code, params = problem
+            return DecodeError(code, {"type": event_type(res), "field": name, **params}, coords)
+    return res
+
+
+def _over(value) -> tuple[str, dict] | None:
+    """Why ``value`` (a string, or nested tuples of strings and numbers) is over a bound, or None."""
+    if type(value) is str:
+        if len(value) > MAX_STRING_CHARS:
+            return "FIELD_TOO_LONG", {"length": str(len(value)), "limit": str(MAX_STRING_CHARS)}
+        return None
+    if isinstance(value, tuple):
+        if len(value) > MAX_PARTITIONS:
+            return "TOO_MANY_ENTRIES", {"entries": str(len(value)), "limit": str(MAX_PARTITIONS)}
+        for item in value:
+            if type(item) is str or isinstance(item, tuple):
+                problem = _over(item)
+                if problem is not None:
+                    return problem
+    return None
+
+
 def decode_avro_record(data: bytes, *, seq: int, default_event_id: str, coords: str,
                        schema_ids: frozenset[int] = frozenset({1}), registry=None):
     """Confluent wire format (magic 0 + schema id + body) or a plain Avro body; the same fields as JSON.
     With ``registry`` (a ``schema_registry.RegistryEventDecoder``) Confluent records take their
     schema from the Schema Registry instead of the fixed ``schema_ids``."""
+    too_large = oversized(len(data), coords)
+    if too_large is not None:
+        return too_large
+    return bounded(_decode_avro_record(data, seq=seq, default_event_id=default_event_id, coords=coords,
+                                       schema_ids=schema_ids, registry=registry), len(data), coords)
+
+
+def _decode_avro_record(data: bytes, *, seq: int, default_event_id: str, coords: str, schema_ids: frozenset[int],
+                        registry=None):
     from .event_schema import AvroWireError, decode_avro  # fastavro only when Avro is read
 
     if not data:
@@ -564,6 +624,10 @@ def decode_json_lines(lines, errors: list, unknown: dict) -> list:
     append = events.append
     typed_event = _typed_event
     for n, line in enumerate(lines):
+        if len(line) > MAX_STRING_CHARS:  # rare: the bounds apply (decode_json_line)
+            sort_result(decode_json_line(line, seq=n, default_event_id=str(n), coords=f"line {n + 1}"),
+                        events, errors, unknown)
+            continue
         ev = typed_event(line, n, None)
         if ev is not None:
             append(ev)
@@ -590,6 +654,14 @@ def sort_result(res, events: list, errors: list, unknown: dict) -> None:
 
 
 def decode_json_line(line: str | bytes, *, seq: int, default_event_id: str, coords: str):
+    """One JSON record -> event, :class:`UnknownType` or :class:`DecodeError` (bounds included)."""
+    size = len(line)
+    if size > MAX_STRING_CHARS:
+        return oversized(size, coords) or bounded(_decode_json_line(line, seq, default_event_id, coords), size, coords)
+    return _decode_json_line(line, seq, default_event_id, coords)
+
+
+def _decode_json_line(line: str | bytes, seq: int, default_event_id: str, coords: str):
     ev = _typed_event(line, seq, default_event_id)
     if ev is not None:
         return ev

@@ -193,10 +193,71 @@ class BatchWriter:
         self.stats = stats or JobStats()
         self.progress = progress  # callable -> (input_lag_records | None)
         self.query = None
+        self.last_batch: int | None = None  # the last batch whose outputs were written (or skipped)
+        self.in_batch = False  # inside foreachBatch: its Spark jobs may be running
+        self._cond = threading.Condition()
+
+    CHUNK_ROWS = 20_000  # output rows brought to the driver at a time (a batch is never collected whole)
 
     def __call__(self, df, batch_id: int) -> None:
+        self.in_batch = True
+        try:
+            self._write_batch(df, batch_id)
+        finally:
+            self.in_batch = False
+
+    def _write_batch(self, df, batch_id: int) -> None:
         t0 = time.monotonic()
-        pdf = df.toPandas()
+        if self.kafka is not None and not self.kafka.begin(batch_id):
+            for _ in _chunks(df, self.CHUNK_ROWS):
+                pass  # written already; still computed: the batch's state is committed when it runs
+            self._finished(batch_id)
+            return
+        acc = _BatchTotals()
+        for pdf in _chunks(df, self.CHUNK_ROWS):
+            self._chunk(pdf, acc)
+        if self.kafka is not None:
+            self.kafka.commit(batch_id)
+        elapsed = time.monotonic() - t0
+        if self.metrics is not None:
+            self.metrics.add_batch(
+                batch_id=batch_id, verdict_summaries=acc.summaries, alerts=acc.alerts, group_status=acc.status,
+                events=dict(acc.events), heartbeat_errors=dict(acc.hb_errors), dlq=dict(acc.dlq_counts),
+                batch_duration_s=elapsed, decision_latencies_s=acc.latencies,
+                input_lag_records=self.progress() if self.progress else None, last_event_ts_ms=acc.last_ts)
+        s = self.stats
+        with s.lock:
+            s.batches += 1
+            s.events += sum(acc.events.values())
+            for shapes, _ in acc.summaries:
+                for shape, n in shapes.items():
+                    s.verdicts += n
+                    s.by_class[shape[7]] += n
+            s.alerts_by_kind.update(a["kind"] for a in acc.alerts)
+            s.dead_letters += acc.dead
+            s.batch_seconds.append(elapsed)
+            if len(s.latencies_ms) < self.MAX_LATENCY_SAMPLES:
+                s.latencies_ms.extend(x * 1000 for x in acc.latencies)
+        self._finished(batch_id)
+
+    def _finished(self, batch_id: int) -> None:
+        with self._cond:
+            self.last_batch = batch_id
+            self._cond.notify_all()
+
+    def wait_batch_end(self, after: int | None, timeout_s: float) -> bool:
+        """Block until a batch later than ``after`` has been written (True), or the timeout."""
+        deadline = time.monotonic() + timeout_s
+        with self._cond:
+            while self.last_batch is None or (after is not None and self.last_batch <= after):
+                remaining = deadline - time.monotonic()
+                if remaining <= 0:
+                    return False
+                self._cond.wait(min(remaining, 0.2))
+        return True
+
+    def _chunk(self, pdf, acc: "_BatchTotals") -> None:
+        """One chunk of a batch's output rows: produced to Kafka, added to the batch's totals."""
         now_ms = int(time.time() * 1000)
         records = pdf["record"]
         vmask, amask = records == "verdict", records == "alert"
@@ -207,52 +268,66 @@ class BatchWriter:
         dead = [(r.raw, r.reason, r.json) for r in dlq.itertuples() if r.record == "dlq"]
         status_rows = pdf.loc[records == "status"]
         status = [json.loads(x) for x in status_rows["json"]]
-        summaries = [pickle.loads(r) for r in status_rows["raw"] if r is not None]
+        acc.summaries += [pickle.loads(r) for r in status_rows["raw"] if r is not None]
         if self.kafka is not None:
-            self.kafka.write_batch(batch_id, verdict_lines=verdict_lines, alerts=alert_dicts, dead_letters=dead)
+            self.kafka.write(verdict_lines=verdict_lines, alerts=alert_dicts, dead_letters=dead)
         # One sample per decision: a commit's verdict row counts once per line (``ord``).
-        latencies = [(now_ms - int(t)) / 1000.0 for t, n in zip(pdf.loc[vmask, "ts"], pdf.loc[vmask, "ord"])
-                     for _ in range(int(n))]
-        latencies += [(now_ms - int(t)) / 1000.0 for t in pdf.loc[amask, "ts"]]
-        events: Counter = Counter()
-        hb_errors: Counter = Counter()
-        last_ts = None
+        acc.latencies += [(now_ms - int(t)) / 1000.0 for t, n in zip(pdf.loc[vmask, "ts"], pdf.loc[vmask, "ord"])
+                          for _ in range(int(n))]
+        acc.latencies += [(now_ms - int(t)) / 1000.0 for t in pdf.loc[amask, "ts"]]
         for st in status:
             for key, n in st.pop("events", {}).items():
                 etype, _, source = key.partition("/")
-                events[(st["cluster"], st["group_id"], etype, source)] += n
+                acc.events[(st["cluster"], st["group_id"], etype, source)] += n
             for err, n in st.pop("heartbeat_errors", {}).items():
                 if n:
-                    hb_errors[(st["cluster"], st["group_id"], err)] += n
+                    acc.hb_errors[(st["cluster"], st["group_id"], err)] += n
             st.setdefault("rebalances_total", 0)
+        acc.status += status
+        acc.alerts += alert_dicts
         if len(pdf["ts"]):
             ts_values = [int(t) for t in pdf.loc[vmask | amask | (records == "status"), "ts"] if t is not None]
-            last_ts = max(ts_values) if ts_values else None
-        dlq_counts = Counter(r.split("(")[0] for r in dlq.loc[dlq["record"] == "dlq", "reason"])
-        elapsed = time.monotonic() - t0
-        if self.metrics is not None:
-            self.metrics.add_batch(
-                batch_id=batch_id, verdict_summaries=summaries, alerts=alert_dicts, group_status=status, events=dict(events),
-                heartbeat_errors=dict(hb_errors), dlq=dict(dlq_counts), batch_duration_s=elapsed,
-                decision_latencies_s=latencies, input_lag_records=self.progress() if self.progress else None,
-                last_event_ts_ms=last_ts)
+            if ts_values:
+                acc.last_ts = max(ts_values + ([acc.last_ts] if acc.last_ts is not None else []))
+        acc.dlq_counts.update(r.split("(")[0] for r in dlq.loc[dlq["record"] == "dlq", "reason"])
+        acc.dead += len(dead)
         s = self.stats
-        with s.lock:
-            s.batches += 1
-            s.events += sum(events.values())
-            for shapes, _ in summaries:
-                for shape, n in shapes.items():
-                    s.verdicts += n
-                    s.by_class[shape[7]] += n
-            s.alerts_by_kind.update(a["kind"] for a in alert_dicts)
-            s.dead_letters += len(dead)
-            s.batch_seconds.append(elapsed)
-            if len(s.latencies_ms) < self.MAX_LATENCY_SAMPLES:
-                s.latencies_ms.extend(x * 1000 for x in latencies)
-            if s.track_ids:
+        if s.track_ids:
+            with s.lock:
                 for line in verdict_lines:
                     v = json.loads(line)
                     s.event_ids[f"{v['event_id']}|{v['topic']}|{v['partition']}"] += 1
+
+
+@dataclass
+class _BatchTotals:
+    """What a batch's chunks add up to (per key or per alert: bounded by groups, not by records)."""
+
+    summaries: list = field(default_factory=list)
+    alerts: list = field(default_factory=list)
+    status: list = field(default_factory=list)
+    events: Counter = field(default_factory=Counter)
+    hb_errors: Counter = field(default_factory=Counter)
+    dlq_counts: Counter = field(default_factory=Counter)
+    latencies: list = field(default_factory=list)
+    last_ts: int | None = None
+    dead: int = 0
+
+
+def _chunks(df, rows: int):
+    """The batch's rows as pandas frames of at most ``rows`` rows, one partition at a time
+    (``toLocalIterator``): the driver never holds a whole batch."""
+    import pandas as pd
+
+    columns = df.columns
+    buf = []
+    for row in df.toLocalIterator(prefetchPartitions=True):
+        buf.append(tuple(row))
+        if len(buf) >= rows:
+            yield pd.DataFrame.from_records(buf, columns=columns)
+            buf = []
+    if buf:
+        yield pd.DataFrame.from_records(buf, columns=columns)
 
 
 def start_query(spark, cfg: cfgmod.Config, writer: BatchWriter, *, trigger: str | None = None):
@@ -289,12 +364,30 @@ def drain(query, cfg: cfgmod.Config, *, timeout_s: float = 600.0) -> bool:
     return done
 
 
-def stop_between_batches(query, timeout_s: float = 60.0) -> None:
-    """Stop after the running micro-batch, not in the middle of it (its sinks finish cleanly)."""
+def stop_between_batches(query, timeout_s: float = 60.0, *, writer: BatchWriter | None = None) -> None:
+    """Stop after the running micro-batch, not in the middle of it (its sinks finish cleanly).
+    With the ``writer``, the boundary is exact: the batch that is running when asked has written
+    its outputs and Spark has logged it done (its progress reported)."""
     deadline = time.monotonic() + timeout_s
-    while query.isActive and query.status.get("isTriggerActive") and time.monotonic() < deadline:
-        time.sleep(0.02)  # the gap between back-to-back batches is short
+    if writer is not None:
+        seen = writer.last_batch
+        while query.isActive and time.monotonic() < deadline:
+            # A boundary: no batch inside foreachBatch (where its Spark jobs run), and the last
+            # one written is committed; either the trigger is idle or a batch ended since asked.
+            if not writer.in_batch and _reported(query, writer.last_batch) and (
+                    writer.last_batch != seen or not query.status.get("isTriggerActive")):
+                break
+            time.sleep(0.005)
+    else:
+        while query.isActive and query.status.get("isTriggerActive") and time.monotonic() < deadline:
+            time.sleep(0.02)  # the gap between back-to-back batches is short
     query.stop()
+
+
+def _reported(query, batch_id: int | None) -> bool:
+    """Spark reported ``batch_id``'s progress: its offsets are in the commit log."""
+    progress = query.lastProgress
+    return batch_id is None or (progress is not None and progress["batchId"] >= batch_id)
 
 
 def _spark_interval(text: str) -> str:
@@ -320,15 +413,17 @@ def input_lag(query) -> int | None:
     return lag
 
 
-def make_sinks(cfg: cfgmod.Config, *, metrics_port: int | None = None):
-    """Kafka outputs and the metrics exporter as configured."""
-    from fencewatch.sinks.kafka import BatchMarker, KafkaOutputs
+def make_sinks(cfg: cfgmod.Config, spark, *, metrics_port: int | None = None):
+    """Kafka outputs (their log in the query's checkpoint) and the metrics exporter as configured."""
+    from fencewatch.sinks.kafka import KafkaOutputs
     from fencewatch.sinks.metrics import MetricsConfig
     from fencewatch.sinks.prometheus import MetricsSink
 
+    from .checkpoint import CheckpointSinkLog
+
     k = cfg.sinks
     client = cfgmod.kafka_client_config(cfg, "producer")
-    marker = BatchMarker(Path(cfg.streaming.checkpoint_location) / "fencewatch-sink-batch")
+    marker = CheckpointSinkLog(spark, cfg.streaming.checkpoint_location)
     kafka = KafkaOutputs(client, verdicts_topic=k.verdicts_topic, alerts_topic=k.alerts_topic,
                          dlq_topic=k.dlq_topic, alerts_format=k.alerts_format, marker=marker,
                          alert_serializer=_registry(cfg, "encoder"))
@@ -418,7 +513,7 @@ def _cmd_run(args: argparse.Namespace) -> int:
         return 0
     s = cfg.streaming
     spark = spark_session_for(cfg)
-    kafka, metrics = make_sinks(cfg)
+    kafka, metrics = make_sinks(cfg, spark)
     host, port = metrics.start()
     writer = BatchWriter(cfg, kafka=kafka, metrics=metrics)
     writer.progress = lambda: input_lag(writer.query)
@@ -426,21 +521,64 @@ def _cmd_run(args: argparse.Namespace) -> int:
     log.info("metrics on http://%s:%d/metrics", host, port)
     query = start_query(spark, cfg, writer)
     stop = threading.Event()
+
+    def on_signal(signum, _frame):
+        log.info("%s: stopping at the end of the running micro-batch", signal.Signals(signum).name)
+        stop.set()
+
     for sig in (signal.SIGTERM, signal.SIGINT):
-        signal.signal(sig, lambda *_: stop.set())
+        signal.signal(sig, on_signal)
+    failed = False
+    restarts: list[float] = []
     try:
-        while not stop.is_set() and query.isActive:
-            stop.wait(10)
-            log.info("%s", progress_line(writer.stats))
-        if query.exception() is not None:
-            log.error("query failed: %s", query.exception())
-            return 1
+        while True:
+            _watch(query, stop, writer)
+            if stop.is_set() or query.exception() is None:
+                break
+            # The checkpoint and the sink log make a restart exact: a failure that may pass (a
+            # Python worker too slow to connect back on a loaded host, a broker gone for long)
+            # costs a restart, not the job. One that repeats ends it.
+            now = time.monotonic()
+            restarts = [t for t in restarts if now - t < RESTART_WINDOW_S] + [now]
+            log.error("query failed (%d in %d s): %s", len(restarts), RESTART_WINDOW_S,
+                      _first_line(query.exception()))
+            if len(restarts) > MAX_RESTARTS or stop.wait(min(60.0, 2.0 ** len(restarts))):
+                failed = not stop.is_set()
+                break
+            log.info("restarting the query from its checkpoint")
+            query = start_query(spark, cfg, writer)
     finally:
-        stop_between_batches(query)
+        # Spark logs the interruption of a batch that had just begun (nothing of it written yet;
+        # the next run plans it again) as warnings with stack traces: not news at a requested stop.
+        spark.sparkContext.setLogLevel("ERROR")
+        stop_between_batches(query, STOP_TIMEOUT_S, writer=writer)
         kafka.close()
         metrics.close()
         log.info("stopped. %s", progress_line(writer.stats))
-    return 0
+    return 1 if failed else 0
+
+
+MAX_RESTARTS = 5  # query failures tolerated within RESTART_WINDOW_S before the command exits 1
+RESTART_WINDOW_S = 600
+
+
+def _watch(query, stop: threading.Event, writer: BatchWriter, every_s: float = 10.0) -> None:
+    """Until a stop is asked or the query ends; a progress line every ``every_s``."""
+    last = time.monotonic()
+    while not stop.is_set() and query.isActive:
+        stop.wait(0.5)
+        if time.monotonic() - last >= every_s:
+            log.info("%s", progress_line(writer.stats))
+            last = time.monotonic()
+
+
+STOP_TIMEOUT_S = 12.0  # a stop waits this long for the running batch (Kubernetes' default grace is 30 s)
+
+
+def _first_line(exc) -> str:
+    """A query's failure without the JVM stack trace (the log says what failed, once)."""
+    text = str(getattr(exc, "desc", None) or exc)
+    return text.strip().split("\n")[0][:2_000]
 
 
 def progress_line(s: JobStats) -> str:
@@ -502,7 +640,7 @@ def _cmd_demo(args: argparse.Namespace) -> int:
             topics.append(cfg.streaming.request_log_topic)
         broker.create_topics(topics, partitions=4)
         spark = spark_session_for(cfg)
-        kafka, metrics = make_sinks(cfg)
+        kafka, metrics = make_sinks(cfg, spark)
         host, port = metrics.start()
         writer = BatchWriter(cfg, kafka=kafka, metrics=metrics)
         writer.progress = lambda: input_lag(writer.query)
@@ -573,7 +711,7 @@ def _cmd_demo(args: argparse.Namespace) -> int:
                 print(progress_line(writer.stats), flush=True)
         finally:
             failure = query.exception()
-            stop_between_batches(query)
+            stop_between_batches(query, writer=writer)
             kafka.close()
             metrics.close()
         print(summary_table(writer.stats, {"profile": args.profile, "source": "request-log lines" if request_log

@@ -178,14 +178,15 @@ def test_driver_java_options_keep_the_users_and_add_our_log4j_file():
     assert all(p.is_file() for p in LOG4J2_FILES.values())
 
 
-def test_metrics_never_carry_secrets(tmp_path, monkeypatch):
+@pytest.mark.spark
+def test_metrics_never_carry_secrets(spark, tmp_path, monkeypatch):
     from fencewatch.streaming.job import make_sinks
 
     cfg = cfgmod.load_config(environ={"FENCEWATCH_STREAMING__KAFKA__SASL_PASSWORD": SECRET + "-m",
                                       "FENCEWATCH_SINKS__GRAFANA_TOKEN": SECRET + "-t"},
                              overrides={"streaming": {"bootstrap_servers": "127.0.0.1:1",
                                                       "checkpoint_location": str(tmp_path)}})
-    kafka, metrics = make_sinks(cfg, metrics_port=0)
+    kafka, metrics = make_sinks(cfg, spark, metrics_port=0)  # the sink log lives in the checkpoint (Spark's)
     host, port = metrics.start()
     try:
         body = urllib.request.urlopen(f"http://{host}:{port}/metrics", timeout=10).read().decode()

@@ -1,0 +1,80 @@
+"""``fencewatch checkpoint``: the offsets log as Spark writes it (``v1``, the batch metadata, one
+line of offsets per source). The slow test in test_reliability.py runs it on a real query's
+checkpoint; these check the arithmetic and the odd inputs."""
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from fencewatch.streaming.checkpoint import bound_planned_batch, plan
+from fencewatch.streaming.cli import main
+
+META = '{"batchWatermarkMs":0,"batchTimestampMs":1795446000000,"conf":{"spark.sql.shuffle.partitions":"8"}}'
+
+
+def write_batch(cp, n, offsets, committed):
+    (cp / "offsets").mkdir(parents=True, exist_ok=True)
+    (cp / "commits").mkdir(parents=True, exist_ok=True)
+    (cp / "offsets" / str(n)).write_text("v1\n" + META + "\n" + json.dumps(offsets))
+    (cp / "offsets" / f".{n}.crc").write_bytes(b"stale")
+    if committed:
+        (cp / "commits" / str(n)).write_text('v1\n{"nextBatchWatermarkMs":0}')
+
+
+def test_bound_rewrites_only_the_uncommitted_batch(tmp_path):
+    cp = tmp_path / "cp"
+    write_batch(cp, 0, {"hb": {"0": 100, "1": 100}, "off": {"0": 50}}, True)
+    write_batch(cp, 1, {"hb": {"0": 900_100, "1": 150}, "off": {"0": 400_050}}, False)
+    assert plan(cp)["records"] == 900_000 + 50 + 400_000
+    done = bound_planned_batch(cp, 1_000)
+    assert done == {"batch": 1, "before": 1_300_050, "after": 1_000 + 50 + 1_000}
+    lines = (cp / "offsets" / "1").read_text().split("\n")
+    assert lines[:2] == ["v1", META]
+    assert json.loads(lines[2]) == {"hb": {"0": 1_100, "1": 150}, "off": {"0": 1_050}}
+    assert not (cp / "offsets" / ".1.crc").exists() and (cp / "offsets" / ".0.crc").exists()
+    assert json.loads((cp / "offsets" / "1.unbounded").read_text().split("\n")[2])["hb"]["0"] == 900_100
+    assert bound_planned_batch(cp, 1_000)["after"] == 2_050  # idempotent
+
+
+def test_first_batch_counts_from_the_start_of_the_log(tmp_path):
+    cp = tmp_path / "cp"
+    write_batch(cp, 0, {"hb": {"0": 300_000}}, False)
+    assert bound_planned_batch(cp, 5_000) == {"batch": 0, "before": 300_000, "after": 5_000}
+
+
+def test_nothing_to_do_when_the_last_batch_committed(tmp_path, capsys):
+    cp = tmp_path / "cp"
+    write_batch(cp, 0, {"hb": {"0": 10}}, True)
+    assert bound_planned_batch(cp, 5) is None
+    assert main(["checkpoint", "bound", "--checkpoint", str(cp)]) == 0
+    assert "nothing to bound" in capsys.readouterr().out
+
+
+def test_odd_inputs_are_clear_errors(tmp_path, capsys):
+    assert main(["checkpoint", "show", "--checkpoint", str(tmp_path / "none")]) == 1
+    cp = tmp_path / "cp"
+    (cp / "offsets").mkdir(parents=True)
+    (cp / "offsets" / "0").write_text("v1\n{}\n{not json")
+    assert main(["checkpoint", "bound", "--checkpoint", str(cp)]) == 1
+    assert main(["checkpoint", "bound", "--checkpoint", str(cp), "--max-offsets-per-partition", "0"]) == 1
+    err = capsys.readouterr().err
+    assert "not a streaming checkpoint" in err and "must be > 0" in err
+
+
+@pytest.mark.spark
+def test_sink_log_through_sparks_checkpoint_file_manager(spark, tmp_path):
+    """The sink log is written and read through Spark's CheckpointFileManager; a checkpoint from
+    before it (the last batch as a number in ``fencewatch-sink-batch``) is read on upgrade."""
+    from fencewatch.sinks.kafka import parse_log
+    from fencewatch.streaming.checkpoint import CheckpointSinkLog
+
+    log = CheckpointSinkLog(spark, str(tmp_path))
+    assert log.read() is None
+    (tmp_path / "fencewatch-sink-batch").write_text("41")
+    assert parse_log(log.read()) == {"batch": 41, "status": "done", "start": {}}
+    log.write('{"batch": 42, "status": "pending", "start": {"t": {"0": 5}}}')
+    assert parse_log(log.read()) == {"batch": 42, "status": "pending", "start": {"t": {"0": 5}}}
+    log.write('{"batch": 42, "status": "done"}')
+    assert parse_log(log.read())["status"] == "done"
+    assert (tmp_path / "fencewatch-sink" / "state.json").exists()
