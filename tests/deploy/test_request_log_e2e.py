@@ -39,6 +39,8 @@ pytestmark = [pytest.mark.spark, pytest.mark.broker, pytest.mark.slow]
 SIMULATION = ["--profile", "zombie-storm", "--groups", "4", "--duration", "240s", "--seed", "0",
               "--set", "pause_per_hour=60", "--set", "eos_fraction=0.6"]
 RULES = {"fencing_spike_floor": 3}
+OTHER_LOGGER = ("[2026-11-23 10:15:02,480] INFO [SocketServer listenerType=BROKER, nodeId=3] "
+                "Created data-plane acceptor (kafka.network.SocketServer)")
 FENCEWATCH = str(Path(sys.executable).with_name("fencewatch"))  # the console script of this venv
 
 
@@ -81,6 +83,12 @@ def test_simulated_cluster_through_rsyslog_to_the_job(spark, broker, topic_facto
             f.write(line + "\n")
     shipped = read_lines(broker, lines_topic, len(lines))
     assert [r.value().decode("utf-8") for r in shipped] == lines  # every line once, in order
+    # The embedded broker (Tansu) reports a topic's end as the start of its last produced batch + 1
+    # (NOTES.md), so the shipper's last batch would stay invisible to the job; a line of another
+    # logger, shipped alone afterwards, ends the topic with a one-record batch (the job skips it).
+    with open(request_log, "a", encoding="utf-8") as f:
+        f.write(OTHER_LOGGER + "\n")
+    assert len(read_lines(broker, lines_topic, len(lines) + 1)) == len(lines) + 1
 
     alerts_t, dlq_t, verdicts_t = topic_factory(1, "alerts"), topic_factory(1, "dlq"), topic_factory(1, "verdicts")
     cfg = cfgmod.load_config(environ={}, overrides={
@@ -107,8 +115,10 @@ def test_simulated_cluster_through_rsyslog_to_the_job(spark, broker, topic_facto
     job = collections.Counter(_judgement(v, lambda e: int(e.removeprefix(prefix))) for v in verdicts)
     ref = collections.Counter(_judgement(v, int) for v in offline_verdicts)
     assert job == ref, (sum((job - ref).values()), sum((ref - job).values()))
-    # Per-commit alerts depend only on the commits; spikes on windows closed by event time, which
-    # the job closes by its clock and replay at the trace's end: the same kinds must fire.
+    # Per-commit alerts depend only on the commits: the same counts. A spike fires when its window
+    # closes; replay's clock stops at the trace's last event, the job's keeps moving after it, so
+    # the job may also close (and fire on) the last window: at least replay's spikes.
     offline_kinds = collections.Counter(a["kind"] for a in offline_alerts)
-    for kind in ("ZOMBIE_COMMIT", "AVOIDABLE_FENCING", "UNSAFE_ACCEPT", "FENCING_SPIKE"):
+    for kind in ("ZOMBIE_COMMIT", "AVOIDABLE_FENCING", "UNSAFE_ACCEPT", "DUPLICATE_ASSIGNMENT"):
         assert kinds[kind] == offline_kinds[kind], (kind, kinds, offline_kinds)
+    assert kinds["FENCING_SPIKE"] >= offline_kinds["FENCING_SPIKE"] >= 1, (kinds, offline_kinds)
