@@ -20,7 +20,6 @@ from __future__ import annotations
 import json
 import pickle
 import time
-from dataclasses import dataclass, field
 from typing import Callable, Iterable, Iterator
 
 import pandas as pd
@@ -33,6 +32,7 @@ from fencewatch.state import group as grp
 from fencewatch.state.config import RulesConfig
 from fencewatch.state.engine import route, run_key
 
+from .hold import Hold  # noqa: F401  (older checkpoints pickled it as state_fn.Hold)
 from .decoding import DecodeError, UnknownType, decode_avro_record, decode_json_line, event_type
 from .schemas import DLQ_KEY, OUTPUT, ROUTED
 
@@ -153,27 +153,6 @@ def _add_status(rows: _Rows, st, cfg: RulesConfig, counts: dict, hb_before: tupl
              pickle.dumps(summary, _PICKLE) if summary else None, None)
 
 
-@dataclass
-class Hold:
-    """What a key remembers between micro-batches besides its rules state.
-
-    ``pending`` are events not applied yet: (ts, seq, payload, arrival wall ms).
-    ``seen`` is the newest ts read from each source topic for this key. A group's
-    events come from one partition of each topic and those are in coordinator order,
-    so every event at or before ``min(seen)`` has arrived: applying up to there keeps
-    (ts, input order) exactly, however unevenly the topics are read (a restart
-    catching up a backlog reads one topic ahead of the other). A source that goes
-    quiet would hold events forever, so an event also goes after ``max_skew`` of
-    wall time. ``last_ts``/``last_wall`` map wall time to event time for decisions
-    made without input (expiry), so an idle group's clock keeps moving.
-    """
-
-    pending: list = field(default_factory=list)
-    seen: dict = field(default_factory=dict)
-    last_ts: int = 0
-    last_wall: int = 0
-
-
 def make_stream_fn(cfg: RulesConfig, *, max_skew_ms: int = 2_000, emit_verdicts: bool = True,
                    wall_clock: Callable[[], float] = time.time) -> Callable:
     """The ``applyInPandasWithState`` function (processing-time timeouts; see :class:`Hold`).
@@ -198,29 +177,12 @@ def make_stream_fn(cfg: RulesConfig, *, max_skew_ms: int = 2_000, emit_verdicts:
         if not state.hasTimedOut:
             for pdf in pdfs:
                 ts_l, src_l = pdf["ts"].tolist(), pdf["source"].tolist()
-                hold.pending.extend(zip(ts_l, pdf["seq"].tolist(), pdf["payload"].tolist(), [now] * len(ts_l)))
-                for t, src in zip(ts_l, src_l):
-                    if t > hold.seen.get(src, -1):
-                        hold.seen[src] = t
+                hold.admit(zip(ts_l, pdf["seq"].tolist(), src_l, pdf["payload"].tolist()), now)
                 counts.update(zip(pdf["etype"].tolist(), src_l))
             for c in [c for c in counts if c[0] == "commit_fact"]:
                 del counts[c]  # a commit's routed copies to topic keys are not events
-        newest = max(hold.seen.values(), default=0)
-        if newest > hold.last_ts:
-            hold.last_ts, hold.last_wall = newest, now
-        safe = min(hold.seen.values(), default=0) if is_group else newest
-        hold.pending.sort(key=lambda item: (item[0], item[1]))
-        cut = 0
-        for item in hold.pending:
-            if item[0] <= safe or item[3] <= now - max_skew_ms:
-                cut += 1
-            else:
-                break
-        ready, hold.pending = hold.pending[:cut], hold.pending[cut:]
-        # The event-time clock: wall time since the newest event, never past a held event.
-        clock = hold.last_ts + max(0, now - hold.last_wall)
-        if hold.pending:
-            clock = min(clock, hold.pending[0][0] - 1)
+        ready = hold.release(now, max_skew_ms, all_sources=is_group)
+        clock = hold.clock(now)
         out = grp.Outputs()
         hb_before = (st.counters.heartbeat_fenced, st.counters.heartbeat_unknown_member) if (
             is_group and st is not None) else (0, 0)
@@ -233,7 +195,7 @@ def make_stream_fn(cfg: RulesConfig, *, max_skew_ms: int = 2_000, emit_verdicts:
         state.update((pickle.dumps(st, _PICKLE), pickle.dumps(hold, _PICKLE)))
         waits = []
         if hold.pending:
-            waits.append(hold.pending[0][3] + max_skew_ms - now)
+            waits.append(hold.wait_ms(now, max_skew_ms))
         if is_group:
             due = grp.next_wakeup(st, cfg)
             if due is not None:
