@@ -4,7 +4,8 @@ Three functions, no business logic of their own (that is ``state.engine.run_key`
 
 - ``route_batches`` (``mapInPandas``): decode each record (JSON or Avro) into a
   typed event, route it to its keys (``state.engine.route``) and emit one row
-  per (key, event) with the event pickled; bad records become dead-letter rows
+  per key per input batch with that key's events pickled together (per-event rows
+  and pickles cost more than the rules); bad records become dead-letter rows
   under ``DLQ_KEY`` with their reason, unknown types are counted the same way.
 - ``stream_fn`` (``applyInPandasWithState``): per key, hold events back until every
   source topic has been read past them (see :class:`Hold`), apply them in (ts, seq)
@@ -19,6 +20,7 @@ from __future__ import annotations
 
 import json
 import pickle
+from operator import itemgetter
 import time
 from typing import Callable, Iterable, Iterator
 
@@ -30,13 +32,16 @@ from fencewatch.sinks.jsonl import alert_json, commit_verdicts_block
 from fencewatch.sinks.prometheus import summarize_commit_verdicts
 from fencewatch.state import group as grp
 from fencewatch.state.config import RulesConfig
-from fencewatch.state.engine import route, run_key
+from fencewatch.state.engine import _by_topic, group_key, route, run_key, topic_key
+from fencewatch.state.events import OffsetCommit
+from fencewatch.state.partition import CommitFact
 
 from .hold import Hold  # noqa: F401  (older checkpoints pickled it as state_fn.Hold)
 from .decoding import DecodeError, UnknownType, decode_avro_record, decode_json_line, event_type
 from .schemas import DLQ_KEY, OUTPUT, ROUTED
 
 _SEP = "\x1f"
+_TS_SEQ = itemgetter(0, 1)
 _PICKLE = pickle.HIGHEST_PROTOCOL
 OUTPUT_COLUMNS = OUTPUT.fieldNames()
 ROUTED_COLUMNS = ROUTED.fieldNames()
@@ -65,6 +70,46 @@ def parse_key(text: str) -> tuple:
     return (kind, cluster, name)
 
 
+def _route_into(keyed: dict[str, list], ev, source: str) -> None:
+    """Append one event's routed items, (ts, seq, etype, source, payload), to its keys' lists.
+
+    A stored commit's facts for a topic key travel as plain columns (group id, event id,
+    partitions, offsets, leader epochs), not as ``CommitFact`` tuples: pickling and unpickling
+    a plain tuple of ints costs a third as much, and :func:`_unpack` rebuilds the facts."""
+    ts, seq, etype = ev.ts, ev.seq, event_type(ev)
+    if type(ev) is OffsetCommit:
+        _append(keyed, key_string(group_key(ev.cluster, ev.group_id)), (ts, seq, etype, source, ev))
+        if ev.error_code in (None, 0) and ev.offsets.tps:
+            for topic, partitions, offsets, epochs in _by_topic(ev.offsets):
+                _append(keyed, key_string(topic_key(ev.cluster, topic)),
+                        (ts, seq, "commit_fact", source, (ev.group_id, ev.event_id, partitions, offsets, epochs)))
+        return
+    first = True
+    for key, kev in route(ev):
+        _append(keyed, key_string(key), (ts, seq, etype if first else "commit_fact", source, kev))
+        first = False
+
+
+def _append(keyed: dict[str, list], key: str, item: tuple) -> None:
+    items = keyed.get(key)
+    if items is None:
+        keyed[key] = [item]
+    else:
+        items.append(item)
+
+
+def _unpack(pkey: tuple, ready: Iterable[tuple]) -> Iterator:
+    """Held items -> the keyed events ``run_key`` takes (commit columns -> ``CommitFact`` tuples)."""
+    cluster, name = pkey[1], pkey[2]
+    for ts, seq, payload, _ in ready:
+        if type(payload) is tuple and payload and type(payload[0]) is str:
+            gid, eid, partitions, offsets, epochs = payload
+            yield tuple(CommitFact(ts, cluster, gid, eid, seq, name, p, o, e)
+                        for p, o, e in zip(partitions, offsets, epochs))
+        else:
+            yield payload
+
+
 def make_router(input_format: str = "json", schema_ids: Iterable[int] = (1,)) -> Callable:
     """The ``mapInPandas`` function: columns value, seq, event_id, coords, source, record_ts, bad_reason
     -> ROUTED rows (``bad_reason`` set: an upstream decoder already rejected the record)."""
@@ -79,30 +124,29 @@ def make_router(input_format: str = "json", schema_ids: Iterable[int] = (1,)) ->
         for pdf in batches:
             rows = _Rows(ROUTED_COLUMNS)
             add = rows.add
+            keyed: dict[str, list] = {}
             bad_reasons = pdf["bad_reason"] if "bad_reason" in pdf else [None] * len(pdf)
             for value, seq, eid, coords, source, record_ts, bad in zip(
                     pdf["value"], pdf["seq"], pdf["event_id"], pdf["coords"], pdf["source"], pdf["record_ts"],
                     bad_reasons):
                 if bad is not None:
                     add(DLQ_KEY, int(record_ts), int(seq), "dlq", source, None if value is None else bytes(value),
-                        bad, coords)
+                        bad, coords, 0)
                     continue
                 if value is None:
-                    add(DLQ_KEY, int(record_ts), int(seq), "dlq", source, None, "MISSING_VALUE", coords)
+                    add(DLQ_KEY, int(record_ts), int(seq), "dlq", source, None, "MISSING_VALUE", coords, 0)
                     continue
                 res = decode(value, int(seq), eid, coords)
                 if isinstance(res, DecodeError):
                     raw = value if isinstance(value, (bytes, bytearray)) else str(value).encode()
-                    add(DLQ_KEY, int(record_ts), int(seq), "dlq", source, bytes(raw), res.reason, coords)
+                    add(DLQ_KEY, int(record_ts), int(seq), "dlq", source, bytes(raw), res.reason, coords, 0)
                 elif isinstance(res, UnknownType):
-                    add(DLQ_KEY, int(record_ts), int(seq), "unknown", source, None, res.type, coords)
+                    add(DLQ_KEY, int(record_ts), int(seq), "unknown", source, None, res.type, coords, 0)
                 else:
-                    etype = event_type(res)
-                    first = True
-                    for key, kev in route(res):
-                        add(key_string(key), res.ts, res.seq, etype if first else "commit_fact", source,
-                            pickle.dumps(kev, _PICKLE), None, None)
-                        first = False
+                    _route_into(keyed, res, source)
+            for key, items in keyed.items():
+                add(key, max(it[0] for it in items), min(it[1] for it in items), "events", None,
+                    pickle.dumps(items, _PICKLE), None, None, sum(1 for it in items if it[2] != "commit_fact"))
             yield pd.DataFrame(rows.cols, columns=ROUTED_COLUMNS)
 
     return route_batches
@@ -176,9 +220,10 @@ def make_stream_fn(cfg: RulesConfig, *, max_skew_ms: int = 2_000, emit_verdicts:
         counts: Counter = Counter()
         if not state.hasTimedOut:
             for pdf in pdfs:
-                ts_l, src_l = pdf["ts"].tolist(), pdf["source"].tolist()
-                hold.admit(zip(ts_l, pdf["seq"].tolist(), src_l, pdf["payload"].tolist()), now)
-                counts.update(zip(pdf["etype"].tolist(), src_l))
+                for blob in pdf["payload"].tolist():
+                    items = pickle.loads(blob)
+                    hold.admit([(it[0], it[1], it[3], it[4]) for it in items], now)
+                    counts.update((it[2], it[3]) for it in items)
             for c in [c for c in counts if c[0] == "commit_fact"]:
                 del counts[c]  # a commit's routed copies to topic keys are not events
         ready = hold.release(now, max_skew_ms, all_sources=is_group)
@@ -186,7 +231,7 @@ def make_stream_fn(cfg: RulesConfig, *, max_skew_ms: int = 2_000, emit_verdicts:
         out = grp.Outputs()
         hb_before = (st.counters.heartbeat_fenced, st.counters.heartbeat_unknown_member) if (
             is_group and st is not None) else (0, 0)
-        st = run_key(pkey, st, (pickle.loads(p) for _, _, p, _ in ready), cfg, out,
+        st = run_key(pkey, st, _unpack(pkey, ready), cfg, out,
                      clock=clock if is_group and hold.last_ts else None)
         rows = _render(out, verdicts=emit_verdicts)
         if is_group:
@@ -217,9 +262,10 @@ def make_batch_fn(cfg: RulesConfig, clock: int | None) -> Callable:
             frames = list(_dead_letters([pdf]))
             return frames[0] if frames else _frame({c: [] for c in OUTPUT_COLUMNS})
         pkey = parse_key(k)
-        pdf = pdf.sort_values(["ts", "seq"], kind="stable")
+        items = [it for blob in pdf["payload"].tolist() for it in pickle.loads(blob)]
+        items.sort(key=_TS_SEQ)
         out = grp.Outputs()
-        run_key(pkey, None, (pickle.loads(p) for p in pdf["payload"]), cfg, out,
+        run_key(pkey, None, _unpack(pkey, [(it[0], it[1], it[4], None) for it in items]), cfg, out,
                 clock=clock if pkey[0] == "g" else None)
         return _frame(_render(out).cols)
 
