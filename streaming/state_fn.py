@@ -32,9 +32,9 @@ from fencewatch.sinks.jsonl import alert_json, commit_verdicts_block
 from fencewatch.sinks.prometheus import summarize_commit_verdicts
 from fencewatch.state import group as grp
 from fencewatch.state.config import RulesConfig
-from fencewatch.state.engine import _by_topic, group_key, route, run_key, topic_key
+from fencewatch.state import partition as part
+from fencewatch.state.engine import _by_topic, apply, group_key, new_state, route, run_key, topic_key
 from fencewatch.state.events import OffsetCommit
-from fencewatch.state.partition import CommitFact
 
 from .hold import Hold  # noqa: F401  (older checkpoints pickled it as state_fn.Hold)
 from .decoding import DecodeError, UnknownType, decode_avro_record, decode_json_line, event_type
@@ -73,16 +73,16 @@ def parse_key(text: str) -> tuple:
 def _route_into(keyed: dict[str, list], ev, source: str) -> None:
     """Append one event's routed items, (ts, seq, etype, source, payload), to its keys' lists.
 
-    A stored commit's facts for a topic key travel as plain columns (group id, event id,
-    partitions, offsets, leader epochs), not as ``CommitFact`` tuples: pickling and unpickling
-    a plain tuple of ints costs a third as much, and :func:`_unpack` rebuilds the facts."""
+    A stored commit's facts for a topic key travel as plain columns (group id, partitions,
+    offsets, leader epochs), not as ``CommitFact`` tuples: pickling and unpickling a plain tuple
+    of ints costs a third as much, and :func:`_run` hands them to the rules as they are."""
     ts, seq, etype = ev.ts, ev.seq, event_type(ev)
     if type(ev) is OffsetCommit:
         _append(keyed, key_string(group_key(ev.cluster, ev.group_id)), (ts, seq, etype, source, ev))
         if ev.error_code in (None, 0) and ev.offsets.tps:
             for topic, partitions, offsets, epochs in _by_topic(ev.offsets):
                 _append(keyed, key_string(topic_key(ev.cluster, topic)),
-                        (ts, seq, "commit_fact", source, (ev.group_id, ev.event_id, partitions, offsets, epochs)))
+                        (ts, seq, "commit_fact", source, (ev.group_id, partitions, offsets, epochs)))
         return
     first = True
     for key, kev in route(ev):
@@ -98,16 +98,20 @@ def _append(keyed: dict[str, list], key: str, item: tuple) -> None:
         items.append(item)
 
 
-def _unpack(pkey: tuple, ready: Iterable[tuple]) -> Iterator:
-    """Held items -> the keyed events ``run_key`` takes (commit columns -> ``CommitFact`` tuples)."""
-    cluster, name = pkey[1], pkey[2]
-    for ts, seq, payload, _ in ready:
-        if type(payload) is tuple and payload and type(payload[0]) is str:
-            gid, eid, partitions, offsets, epochs = payload
-            yield tuple(CommitFact(ts, cluster, gid, eid, seq, name, p, o, e)
-                        for p, o, e in zip(partitions, offsets, epochs))
+def _run(pkey: tuple, st, ready: list, cfg: RulesConfig, out: grp.Outputs, clock: int | None):
+    """Apply a key's released items, (ts, seq, payload, _), in order. A group key's are typed
+    events (``run_key``); a topic key's stored-commit columns go straight to
+    ``partition.note_commits``, as the local engine does, without a ``CommitFact`` per partition."""
+    if pkey[0] == "g":
+        return run_key(pkey, st, [p for _, _, p, _ in ready], cfg, out, clock=clock)
+    tw = new_state(pkey) if st is None else st
+    for ts, _, payload, _ in ready:
+        if type(payload) is tuple and type(payload[0]) is str:
+            group_id, partitions, offsets, epochs = payload
+            tw = part.note_commits(tw, group_id, partitions, offsets, epochs, ts, out)
         else:
-            yield payload
+            tw = apply(tw, payload, cfg, out)
+    return tw
 
 
 def make_router(input_format: str = "json", schema_ids: Iterable[int] = (1,)) -> Callable:
@@ -231,8 +235,7 @@ def make_stream_fn(cfg: RulesConfig, *, max_skew_ms: int = 2_000, emit_verdicts:
         out = grp.Outputs()
         hb_before = (st.counters.heartbeat_fenced, st.counters.heartbeat_unknown_member) if (
             is_group and st is not None) else (0, 0)
-        st = run_key(pkey, st, _unpack(pkey, ready), cfg, out,
-                     clock=clock if is_group and hold.last_ts else None)
+        st = _run(pkey, st, ready, cfg, out, clock if is_group and hold.last_ts else None)
         rows = _render(out, verdicts=emit_verdicts)
         if is_group:
             st.judged.clear()  # a cache, rebuilt on demand: keep the stored state small
@@ -265,8 +268,8 @@ def make_batch_fn(cfg: RulesConfig, clock: int | None) -> Callable:
         items = [it for blob in pdf["payload"].tolist() for it in pickle.loads(blob)]
         items.sort(key=_TS_SEQ)
         out = grp.Outputs()
-        run_key(pkey, None, _unpack(pkey, [(it[0], it[1], it[4], None) for it in items]), cfg, out,
-                clock=clock if pkey[0] == "g" else None)
+        _run(pkey, None, [(it[0], it[1], it[4], None) for it in items], cfg, out,
+             clock if pkey[0] == "g" else None)
         return _frame(_render(out).cols)
 
     return batch_fn
