@@ -144,7 +144,7 @@ def skeleton(spark, rate: int, seconds: int, keys: int) -> dict:
     time.sleep(seconds)
     stop_q = q.recentProgress
     q.stop()
-    progress = [p for p in stop_q if p["numInputRows"]][3:]
+    progress = [p for p in stop_q if p["numInputRows"]][2:]  # after start-up
     if not progress:
         return {"error": "too few micro-batches"}
     durations = sorted(p["durationMs"]["triggerExecution"] / 1000 for p in progress)
@@ -239,8 +239,8 @@ def main(argv=None) -> int:
     ap.add_argument("--profiles", default=",".join(PROFILES))
     ap.add_argument("--max-offsets-per-trigger", type=int, default=None, help="default: the job's own")
     ap.add_argument("--shuffle-partitions", type=int, default=2)
-    ap.add_argument("--skeleton-rate", type=int, default=100_000)
-    ap.add_argument("--skeleton-seconds", type=int, default=25)
+    ap.add_argument("--skeleton-rate", type=int, default=20_000)
+    ap.add_argument("--skeleton-seconds", type=int, default=40)
     ap.add_argument("--latency-groups", default="40,200", help="real-time loads for the latency runs (local[2])")
     ap.add_argument("--latency-seconds", type=int, default=40)
     ap.add_argument("--no-verdicts", action="store_true", help="no verdicts topic (alerts and metrics only)")
