@@ -75,6 +75,8 @@ def _follow(query, until, poll_s: float = 0.02) -> list:
     """(batchId, input rows, wall time, CPU by kind, trigger ms) at the end of each micro-batch."""
     marks, seen = [], None
     while True:
+        if not query.isActive:
+            raise RuntimeError(f"query stopped: {query.exception()}")
         p = query.lastProgress
         if p and p["batchId"] != seen:
             seen = p["batchId"]

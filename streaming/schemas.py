@@ -1,8 +1,8 @@
 """Spark schemas of the job, declared once.
 
-Rows between the stages are deliberately few and flat: the router emits one row
-per (key, event) with the event pickled (the typed event or a partition's commit
-fact), and the state function emits one row per output record (one per commit request for
+Rows between the stages are deliberately few: the router emits one row per key per
+input batch with that key's events pickled together (one Arrow row, one pickle call per
+key instead of per event), and the state function emits one row per output record (one per commit request for
 its verdicts) already rendered by ``sinks.jsonl`` (so both engines write identical bytes) plus
 the few columns the driver aggregates for metrics.
 """
@@ -12,16 +12,20 @@ from pyspark.sql.types import BinaryType, IntegerType, LongType, StringType, Str
 
 DLQ_KEY = "\x00dlq"  # key of dead letters and skipped unknown types: passed through, no state
 
-# Router output: one row per (key, event).
+# Router output: one row per key per input batch (its events' items pickled together), and one
+# row per dead letter or unknown type under DLQ_KEY.
 ROUTED = StructType([
     StructField("key", StringType(), False),
-    StructField("ts", LongType(), False),
-    StructField("seq", LongType(), False),
-    StructField("etype", StringType(), True),  # SPEC event type (for counts), or "dlq" / "unknown"
-    StructField("source", StringType(), True),  # heartbeats | offsets | file | other
-    StructField("payload", BinaryType(), True),  # pickled keyed event, or the raw record for the DLQ
+    StructField("ts", LongType(), False),  # the newest event's ts (dead letter: the record's)
+    StructField("seq", LongType(), False),  # the first event's seq
+    StructField("etype", StringType(), True),  # "events", or "dlq" / "unknown"
+    StructField("source", StringType(), True),  # dead letter: heartbeats | offsets | file | other
+    # events: pickled list of (ts, seq, SPEC type or "commit_fact", source, keyed event);
+    # dead letter: the raw record
+    StructField("payload", BinaryType(), True),
     StructField("reason", StringType(), True),  # DLQ reason, or the unknown type name
     StructField("coords", StringType(), True),
+    StructField("events", LongType(), True),  # input events in ``payload`` (commit facts not counted)
 ])
 
 # State function output: one row per verdict / alert / dead letter / group status.

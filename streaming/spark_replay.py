@@ -44,7 +44,7 @@ def replay_file_spark(path: str, cfg: RulesConfig, *, master: str | None = None,
     routed = inputs.mapInPandas(make_router("json"), ROUTED).cache()
     try:
         stats = routed.where(F.col("key") != DLQ_KEY).agg(
-            F.max("ts").alias("clock"), F.sum(F.when(F.col("etype") != "commit_fact", 1).otherwise(0)).alias("n")
+            F.max("ts").alias("clock"), F.sum("events").alias("n")
         ).collect()[0]
         clock, events = stats["clock"], int(stats["n"] or 0)
         outputs = routed.groupBy("key").applyInPandas(make_batch_fn(cfg, clock), OUTPUT)

@@ -4,7 +4,8 @@ Three functions, no business logic of their own (that is ``state.engine.run_key`
 
 - ``route_batches`` (``mapInPandas``): decode each record (JSON or Avro) into a
   typed event, route it to its keys (``state.engine.route``) and emit one row
-  per (key, event) with the event pickled; bad records become dead-letter rows
+  per key per input batch with that key's events pickled together (per-event rows
+  and pickles cost more than the rules); bad records become dead-letter rows
   under ``DLQ_KEY`` with their reason, unknown types are counted the same way.
 - ``stream_fn`` (``applyInPandasWithState``): per key, hold events back until every
   source topic has been read past them (see :class:`Hold`), apply them in (ts, seq)
@@ -19,8 +20,8 @@ from __future__ import annotations
 
 import json
 import pickle
+from operator import itemgetter
 import time
-from dataclasses import dataclass, field
 from typing import Callable, Iterable, Iterator
 
 import pandas as pd
@@ -31,12 +32,16 @@ from fencewatch.sinks.jsonl import alert_json, commit_verdicts_block
 from fencewatch.sinks.prometheus import summarize_commit_verdicts
 from fencewatch.state import group as grp
 from fencewatch.state.config import RulesConfig
-from fencewatch.state.engine import route, run_key
+from fencewatch.state import partition as part
+from fencewatch.state.engine import _by_topic, apply, group_key, new_state, route, run_key, topic_key
+from fencewatch.state.events import OffsetCommit
 
+from .hold import Hold  # noqa: F401  (older checkpoints pickled it as state_fn.Hold)
 from .decoding import DecodeError, UnknownType, decode_avro_record, decode_json_line, event_type
 from .schemas import DLQ_KEY, OUTPUT, ROUTED
 
 _SEP = "\x1f"
+_TS_SEQ = itemgetter(0, 1)
 _PICKLE = pickle.HIGHEST_PROTOCOL
 OUTPUT_COLUMNS = OUTPUT.fieldNames()
 ROUTED_COLUMNS = ROUTED.fieldNames()
@@ -65,6 +70,50 @@ def parse_key(text: str) -> tuple:
     return (kind, cluster, name)
 
 
+def _route_into(keyed: dict[str, list], ev, source: str) -> None:
+    """Append one event's routed items, (ts, seq, etype, source, payload), to its keys' lists.
+
+    A stored commit's facts for a topic key travel as plain columns (group id, partitions,
+    offsets, leader epochs), not as ``CommitFact`` tuples: pickling and unpickling a plain tuple
+    of ints costs a third as much, and :func:`_run` hands them to the rules as they are."""
+    ts, seq, etype = ev.ts, ev.seq, event_type(ev)
+    if type(ev) is OffsetCommit:
+        _append(keyed, key_string(group_key(ev.cluster, ev.group_id)), (ts, seq, etype, source, ev))
+        if ev.error_code in (None, 0) and ev.offsets.tps:
+            for topic, partitions, offsets, epochs in _by_topic(ev.offsets):
+                _append(keyed, key_string(topic_key(ev.cluster, topic)),
+                        (ts, seq, "commit_fact", source, (ev.group_id, partitions, offsets, epochs)))
+        return
+    first = True
+    for key, kev in route(ev):
+        _append(keyed, key_string(key), (ts, seq, etype if first else "commit_fact", source, kev))
+        first = False
+
+
+def _append(keyed: dict[str, list], key: str, item: tuple) -> None:
+    items = keyed.get(key)
+    if items is None:
+        keyed[key] = [item]
+    else:
+        items.append(item)
+
+
+def _run(pkey: tuple, st, ready: list, cfg: RulesConfig, out: grp.Outputs, clock: int | None):
+    """Apply a key's released items, (ts, seq, payload, _), in order. A group key's are typed
+    events (``run_key``); a topic key's stored-commit columns go straight to
+    ``partition.note_commits``, as the local engine does, without a ``CommitFact`` per partition."""
+    if pkey[0] == "g":
+        return run_key(pkey, st, [p for _, _, p, _ in ready], cfg, out, clock=clock)
+    tw = new_state(pkey) if st is None else st
+    for ts, _, payload, _ in ready:
+        if type(payload) is tuple and type(payload[0]) is str:
+            group_id, partitions, offsets, epochs = payload
+            tw = part.note_commits(tw, group_id, partitions, offsets, epochs, ts, out)
+        else:
+            tw = apply(tw, payload, cfg, out)
+    return tw
+
+
 def make_router(input_format: str = "json", schema_ids: Iterable[int] = (1,), registry=None) -> Callable:
     """The ``mapInPandas`` function: columns value, seq, event_id, coords, source, record_ts, bad_reason
     -> ROUTED rows (``bad_reason`` set: an upstream decoder already rejected the record).
@@ -81,30 +130,29 @@ def make_router(input_format: str = "json", schema_ids: Iterable[int] = (1,), re
         for pdf in batches:
             rows = _Rows(ROUTED_COLUMNS)
             add = rows.add
+            keyed: dict[str, list] = {}
             bad_reasons = pdf["bad_reason"] if "bad_reason" in pdf else [None] * len(pdf)
             for value, seq, eid, coords, source, record_ts, bad in zip(
                     pdf["value"], pdf["seq"], pdf["event_id"], pdf["coords"], pdf["source"], pdf["record_ts"],
                     bad_reasons):
                 if bad is not None:
                     add(DLQ_KEY, int(record_ts), int(seq), "dlq", source, None if value is None else bytes(value),
-                        bad, coords)
+                        bad, coords, 0)
                     continue
                 if value is None:
-                    add(DLQ_KEY, int(record_ts), int(seq), "dlq", source, None, "MISSING_VALUE", coords)
+                    add(DLQ_KEY, int(record_ts), int(seq), "dlq", source, None, "MISSING_VALUE", coords, 0)
                     continue
                 res = decode(value, int(seq), eid, coords)
                 if isinstance(res, DecodeError):
                     raw = value if isinstance(value, (bytes, bytearray)) else str(value).encode()
-                    add(DLQ_KEY, int(record_ts), int(seq), "dlq", source, bytes(raw), res.reason, coords)
+                    add(DLQ_KEY, int(record_ts), int(seq), "dlq", source, bytes(raw), res.reason, coords, 0)
                 elif isinstance(res, UnknownType):
-                    add(DLQ_KEY, int(record_ts), int(seq), "unknown", source, None, res.type, coords)
+                    add(DLQ_KEY, int(record_ts), int(seq), "unknown", source, None, res.type, coords, 0)
                 else:
-                    etype = event_type(res)
-                    first = True
-                    for key, kev in route(res):
-                        add(key_string(key), res.ts, res.seq, etype if first else "commit_fact", source,
-                            pickle.dumps(kev, _PICKLE), None, None)
-                        first = False
+                    _route_into(keyed, res, source)
+            for key, items in keyed.items():
+                add(key, max(it[0] for it in items), min(it[1] for it in items), "events", None,
+                    pickle.dumps(items, _PICKLE), None, None, sum(1 for it in items if it[2] != "commit_fact"))
             yield pd.DataFrame(rows.cols, columns=ROUTED_COLUMNS)
 
     return route_batches
@@ -155,27 +203,6 @@ def _add_status(rows: _Rows, st, cfg: RulesConfig, counts: dict, hb_before: tupl
              pickle.dumps(summary, _PICKLE) if summary else None, None)
 
 
-@dataclass
-class Hold:
-    """What a key remembers between micro-batches besides its rules state.
-
-    ``pending`` are events not applied yet: (ts, seq, payload, arrival wall ms).
-    ``seen`` is the newest ts read from each source topic for this key. A group's
-    events come from one partition of each topic and those are in coordinator order,
-    so every event at or before ``min(seen)`` has arrived: applying up to there keeps
-    (ts, input order) exactly, however unevenly the topics are read (a restart
-    catching up a backlog reads one topic ahead of the other). A source that goes
-    quiet would hold events forever, so an event also goes after ``max_skew`` of
-    wall time. ``last_ts``/``last_wall`` map wall time to event time for decisions
-    made without input (expiry), so an idle group's clock keeps moving.
-    """
-
-    pending: list = field(default_factory=list)
-    seen: dict = field(default_factory=dict)
-    last_ts: int = 0
-    last_wall: int = 0
-
-
 def make_stream_fn(cfg: RulesConfig, *, max_skew_ms: int = 2_000, emit_verdicts: bool = True,
                    wall_clock: Callable[[], float] = time.time) -> Callable:
     """The ``applyInPandasWithState`` function (processing-time timeouts; see :class:`Hold`).
@@ -199,35 +226,18 @@ def make_stream_fn(cfg: RulesConfig, *, max_skew_ms: int = 2_000, emit_verdicts:
         counts: Counter = Counter()
         if not state.hasTimedOut:
             for pdf in pdfs:
-                ts_l, src_l = pdf["ts"].tolist(), pdf["source"].tolist()
-                hold.pending.extend(zip(ts_l, pdf["seq"].tolist(), pdf["payload"].tolist(), [now] * len(ts_l)))
-                for t, src in zip(ts_l, src_l):
-                    if t > hold.seen.get(src, -1):
-                        hold.seen[src] = t
-                counts.update(zip(pdf["etype"].tolist(), src_l))
+                for blob in pdf["payload"].tolist():
+                    items = pickle.loads(blob)
+                    hold.admit([(it[0], it[1], it[3], it[4]) for it in items], now)
+                    counts.update((it[2], it[3]) for it in items)
             for c in [c for c in counts if c[0] == "commit_fact"]:
                 del counts[c]  # a commit's routed copies to topic keys are not events
-        newest = max(hold.seen.values(), default=0)
-        if newest > hold.last_ts:
-            hold.last_ts, hold.last_wall = newest, now
-        safe = min(hold.seen.values(), default=0) if is_group else newest
-        hold.pending.sort(key=lambda item: (item[0], item[1]))
-        cut = 0
-        for item in hold.pending:
-            if item[0] <= safe or item[3] <= now - max_skew_ms:
-                cut += 1
-            else:
-                break
-        ready, hold.pending = hold.pending[:cut], hold.pending[cut:]
-        # The event-time clock: wall time since the newest event, never past a held event.
-        clock = hold.last_ts + max(0, now - hold.last_wall)
-        if hold.pending:
-            clock = min(clock, hold.pending[0][0] - 1)
+        ready = hold.release(now, max_skew_ms, all_sources=is_group)
+        clock = hold.clock(now)
         out = grp.Outputs()
         hb_before = (st.counters.heartbeat_fenced, st.counters.heartbeat_unknown_member) if (
             is_group and st is not None) else (0, 0)
-        st = run_key(pkey, st, (pickle.loads(p) for _, _, p, _ in ready), cfg, out,
-                     clock=clock if is_group and hold.last_ts else None)
+        st = _run(pkey, st, ready, cfg, out, clock if is_group and hold.last_ts else None)
         rows = _render(out, verdicts=emit_verdicts)
         if is_group:
             st.judged.clear()  # a cache, rebuilt on demand: keep the stored state small
@@ -235,7 +245,7 @@ def make_stream_fn(cfg: RulesConfig, *, max_skew_ms: int = 2_000, emit_verdicts:
         state.update((pickle.dumps(st, _PICKLE), pickle.dumps(hold, _PICKLE)))
         waits = []
         if hold.pending:
-            waits.append(hold.pending[0][3] + max_skew_ms - now)
+            waits.append(hold.wait_ms(now, max_skew_ms))
         if is_group:
             due = grp.next_wakeup(st, cfg)
             if due is not None:
@@ -257,10 +267,11 @@ def make_batch_fn(cfg: RulesConfig, clock: int | None) -> Callable:
             frames = list(_dead_letters([pdf]))
             return frames[0] if frames else _frame({c: [] for c in OUTPUT_COLUMNS})
         pkey = parse_key(k)
-        pdf = pdf.sort_values(["ts", "seq"], kind="stable")
+        items = [it for blob in pdf["payload"].tolist() for it in pickle.loads(blob)]
+        items.sort(key=_TS_SEQ)
         out = grp.Outputs()
-        run_key(pkey, None, (pickle.loads(p) for p in pdf["payload"]), cfg, out,
-                clock=clock if pkey[0] == "g" else None)
+        _run(pkey, None, [(it[0], it[1], it[4], None) for it in items], cfg, out,
+             clock if pkey[0] == "g" else None)
         return _frame(_render(out).cols)
 
     return batch_fn

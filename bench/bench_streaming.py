@@ -1,0 +1,290 @@
+"""Benchmark: the streaming job beside ``replay --engine local`` and Spark's own skeleton, one run.
+
+For each simulator profile (``mixed``, and the commit-heavy ``steady``) the same events are
+produced to the embedded broker and judged three ways, back to back, so the host's noise
+(a shared 2-core machine) cancels in the ratios:
+
+- ``replay --engine local`` on those events (decode + judge + write, one core, in this process);
+- the job (``start_query``: Kafka source -> router -> ``applyInPandasWithState`` -> the
+  ``foreachBatch`` writer with its Kafka outputs) reading them as a backlog in micro-batches
+  of the default ``maxOffsetsPerTrigger``, on ``local[2]`` and on ``local[1]``;
+- the skeleton of the same query shape with no work in it (a streaming source -> pass-through
+  ``mapInPandas`` -> ``groupBy(key).applyInPandasWithState`` counting rows, RocksDB, Arrow ->
+  ``foreachBatch`` collect), same session, same keys: what Spark itself costs here.
+
+Then the decision latency with a 1 s trigger at real-time loads (the simulator paced by the
+wall clock), on ``local[2]``. Each Spark master runs in its own process (one JVM per master).
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import replace
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from bench.bench_pipeline import _follow, cpu_seconds, latency  # noqa: E402
+from bench.report import write_section  # noqa: E402
+
+logging.basicConfig(level=logging.WARNING)
+PROFILES = ("mixed", "steady")
+
+
+def simulate_lines(profile_name: str, n_events: int, groups: int) -> list[bytes]:
+    from fencewatch.sim.engine import SimConfig, simulate
+    from fencewatch.sim.profiles import profile
+
+    sim = SimConfig(knobs=replace(profile(profile_name), groups=groups), seed=5, duration_ms=None,
+                    max_events=n_events, labels=False)
+    return [json.dumps(e).encode() for e in simulate(sim)]
+
+
+def produce(bootstrap: str, lines: list[bytes], hb: str, off: str) -> None:
+    """As ``fencewatch simulate --bootstrap-servers`` does: membership to heartbeats, the rest to
+    offsets, keyed by group; then one single-record produce per partition so that Tansu's high
+    watermark covers every record (NOTES.md)."""
+    from confluent_kafka import Producer
+
+    from fencewatch.streaming.decoding import MEMBERSHIP_TYPES
+
+    p = Producer({"bootstrap.servers": bootstrap, "linger.ms": 20, "batch.num.messages": 10_000})
+    for line in lines:
+        e = json.loads(line)
+        p.produce(hb if e.get("type") in MEMBERSHIP_TYPES else off, key=(e.get("group_id") or "").encode(),
+                  value=line)
+        p.poll(0)
+    p.flush(60)
+    tail = Producer({"bootstrap.servers": bootstrap, "batch.num.messages": 1, "linger.ms": 0})
+    for topic in (hb, off):
+        for part in range(4):
+            tail.produce(topic, value=b'{"type": "bench_tail", "ts": 0}', partition=part)
+            tail.flush(10)
+
+
+def replay_rate(lines: list[bytes]) -> dict:
+    """``replay --engine local``'s work on the same events, one core: events per wall and per CPU second."""
+    from fencewatch.state.config import RulesConfig
+    from fencewatch.streaming.replay import decode_lines, judge, write_verdicts
+
+    best = None
+    for _ in range(3):
+        c0, w0 = time.process_time(), time.perf_counter()
+        events = decode_lines(lines, [], {})
+        commits, _, _ = judge(events, RulesConfig())
+        with open(os.devnull, "wb") as out:
+            write_verdicts(commits, out)
+        cpu, wall = time.process_time() - c0, time.perf_counter() - w0
+        if best is None or wall < best["wall_s"]:
+            best = {"events_per_s": len(lines) / wall, "events_per_cpu_s": len(lines) / cpu, "wall_s": wall}
+    return best
+
+
+# --------------------------------------------------------------------------- in a worker process
+
+def job_backlog(spark, bootstrap: str, hb: str, off: str, n_events: int, max_per_trigger: int | None,
+                warmup_batches: int = 2, verdicts: bool = True) -> dict:
+    """The job reading a backlog: events/s over the micro-batches after the first ``warmup_batches``."""
+    from fencewatch.sinks.kafka import KafkaOutputs
+    from fencewatch.streaming import config as cfgmod
+    from fencewatch.streaming.job import BatchWriter, JobStats, start_query, stop_between_batches
+
+    streaming = {"bootstrap_servers": bootstrap, "starting_offsets": "earliest", "heartbeats_topic": hb,
+                 "offsets_topic": off, "checkpoint_location": tempfile.mkdtemp() + "/cp"}
+    if max_per_trigger:
+        streaming["max_offsets_per_trigger"] = max_per_trigger
+    cfg = cfgmod.load_config(environ={}, overrides={"streaming": streaming, "sinks": {
+        "verdicts_topic": "fencewatch.verdicts" if verdicts else ""}})
+    kafka = KafkaOutputs({"bootstrap.servers": bootstrap}, verdicts_topic="fencewatch.verdicts",
+                         alerts_topic="fencewatch.alerts", dlq_topic="fencewatch.dlq")
+    writer = BatchWriter(cfg, kafka=kafka, stats=JobStats())
+    query = start_query(spark, cfg, writer, trigger="1 second")
+    marks = _follow(query, lambda m: sum(x[1] for x in m) >= n_events)
+    stop_between_batches(query, timeout_s=30)
+    kafka.close()
+    data = [m for m in marks if m[1]]
+    steady = data[warmup_batches:] if len(data) > warmup_batches + 1 else data[1:]
+    first, last = data[data.index(steady[0]) - 1], steady[-1]
+    rows, wall = sum(m[1] for m in steady), last[2] - first[2]
+    busy = sum(m[4].get("triggerExecution", 0) for m in steady) / 1000
+    cpu = {k: last[3][k] - first[3][k] for k in last[3]}
+    return {"events": sum(m[1] for m in data), "batches": len(data), "steady_batches": len(steady),
+            "events_per_s": rows / wall, "events_per_busy_s": rows / busy if busy else None,
+            "batch_rows_p50": sorted(m[1] for m in steady)[len(steady) // 2],
+            "batch_s_p50": sorted(m[4].get("triggerExecution", 0) for m in steady)[len(steady) // 2] / 1000,
+            "cpu_us_per_event": {k: v / rows * 1e6 for k, v in cpu.items()}, "verdicts": writer.stats.verdicts}
+
+
+def skeleton(spark, rate: int, seconds: int, keys: int) -> dict:
+    """Spark's machinery for the job's shape, no work: rows per busy second at an offered rate."""
+    import pandas as pd
+    from pyspark.sql import functions as F
+    from pyspark.sql.streaming.state import GroupStateTimeout
+
+    src = spark.readStream.format("rate").option("rowsPerSecond", rate).load()
+    df = src.select((F.col("value") % keys).cast("string").alias("key"), F.col("value"), F.col("timestamp"))
+    df = df.mapInPandas(lambda batches: (b for b in batches), df.schema)
+
+    def count(key, pdfs, state):
+        n = sum(len(p) for p in pdfs)
+        total = (state.get[0] if state.exists else 0) + n
+        state.update((total,))
+        yield pd.DataFrame({"key": [key[0]], "n": [total]})
+
+    out = df.groupBy("key").applyInPandasWithState(count, "key string, n long", "n long", "append",
+                                                   GroupStateTimeout.NoTimeout)
+    q = (out.writeStream.foreachBatch(lambda bdf, bid: bdf.collect())
+         .option("checkpointLocation", tempfile.mkdtemp()).trigger(processingTime="1 second").start())
+    time.sleep(seconds)
+    stop_q = q.recentProgress
+    q.stop()
+    progress = [p for p in stop_q if p["numInputRows"]][2:]  # after start-up
+    if not progress:
+        return {"error": "too few micro-batches"}
+    durations = sorted(p["durationMs"]["triggerExecution"] / 1000 for p in progress)
+    rows = sum(p["numInputRows"] for p in progress)
+    return {"offered": rate, "batches": len(progress), "batch_s_p50": durations[len(durations) // 2],
+            "rows_per_busy_s": rows / sum(durations)}
+
+
+def worker(spec: dict) -> dict:
+    from fencewatch.streaming.spark import spark_session
+
+    spark = spark_session(spec["master"], shuffle_partitions=spec["shuffle_partitions"])
+    out = {"master": spec["master"], "jobs": {}}
+    for name, (hb, off, n) in spec["topics"].items():
+        out["jobs"][name] = job_backlog(spark, spec["bootstrap"], hb, off, n, spec.get("max_per_trigger"),
+                                        verdicts=not spec.get("no_verdicts"))
+    if spec["skeleton_seconds"]:
+        out["skeleton"] = skeleton(spark, spec["skeleton_rate"], spec["skeleton_seconds"], spec["groups"])
+    out["load"] = os.getloadavg()[0]
+    if spec.get("latency"):
+        class _Broker:  # the parent's broker, as ``latency`` expects it
+            bootstrap = spec["bootstrap"]
+
+            @staticmethod
+            def create_topics(names, partitions, exist_ok):
+                from confluent_kafka.admin import AdminClient, NewTopic
+
+                admin = AdminClient({"bootstrap.servers": spec["bootstrap"]})
+                for f in admin.create_topics([NewTopic(t, partitions, 1) for t in names]).values():
+                    f.result()
+
+        out["latency"] = [latency(spark, _Broker, spec["latency_seconds"], g) for g in spec["latency"]]
+    spark.stop()
+    return out
+
+
+def run_worker(spec: dict) -> dict:
+    res = subprocess.run([sys.executable, __file__, "--worker", json.dumps(spec)], capture_output=True, text=True)
+    if res.returncode != 0:
+        raise RuntimeError(f"worker {spec['master']} failed:\n{res.stderr[-4000:]}")
+    return json.loads(res.stdout.strip().splitlines()[-1])
+
+
+# --------------------------------------------------------------------------- report
+
+def report(args, n_events: dict, replay: dict, runs: list[dict]) -> str:
+    profiles = args.profiles.split(",")
+    lines = [f"backlog: {args.events:,} simulated events per profile, {args.groups} groups, 4 partitions per topic; "
+             f"job micro-batches of the default maxOffsetsPerTrigger"
+             + (f" ({args.max_offsets_per_trigger:,})" if args.max_offsets_per_trigger else "")
+             + f", trigger 1 s; rates over the batches after the first 2",
+             f"{'':34}{'events/s':>10}  {'x replay':>8}  {'batch p50':>10}  {'CPU us/event (JVM + Python)':>28}"]
+    for name in profiles:
+        r = replay[name]
+        lines.append(f"{name}: replay --engine local, 1 core  {r['events_per_s']:>10,.0f}  {1:>8.2f}  "
+                     f"{'':>10}  ({r['events_per_cpu_s']:,.0f} per CPU-s)")
+        for run in runs:
+            j = run["jobs"][name]
+            us = j["cpu_us_per_event"]
+            lines.append(f"  job {run['master']:<29}{j['events_per_s']:>10,.0f}  "
+                         f"{j['events_per_s'] / r['events_per_s']:>8.2f}  {j['batch_s_p50']:>8.2f} s  "
+                         f"{sum(us.values()):>10,.0f} ({us['jvm']:,.0f} + {us['python_workers']:,.0f} + "
+                         f"driver {us['driver']:,.0f})   [{j['batches']} batches, p50 {j['batch_rows_p50']:,} rows]")
+    lines.append(f"skeleton (same shape, no work; offered {args.skeleton_rate:,} rows/s, {args.groups} keys):")
+    for run in runs:
+        s = run.get("skeleton", {"error": "not run"})
+        if "error" in s:
+            lines.append(f"  {run['master']}: {s['error']}")
+            continue
+        lines.append(f"  {run['master']:<31}{s['rows_per_busy_s']:>10,.0f} rows per busy second, "
+                     f"micro-batch p50 {s['batch_s_p50']:.2f} s (load {run['load']:.1f})")
+    if len(runs) > 1:
+        a, b = runs[0], runs[1]
+        for name in profiles:
+            lines.append(f"scaling {name}: {b['master']} -> {a['master']}: "
+                         f"x{a['jobs'][name]['events_per_s'] / b['jobs'][name]['events_per_s']:.2f}")
+    for run in runs:
+        for lat in run.get("latency", []):
+            fmt = lambda v: "n/a" if v is None else f"{v / 1000:.2f} s"  # noqa: E731
+            lines.append(f"latency {run['master']}, trigger 1 s, {lat['rate']:,.0f} events/s real time: "
+                         f"p50 {fmt(lat['p50'])}, p99 {fmt(lat['p99'])} ({lat['samples']:,} decisions), "
+                         f"foreachBatch p50 {lat['batch_p50'] or float('nan'):.2f} s, load "
+                         f"{lat['load'][0]:.1f} -> {lat['load'][1]:.1f}")
+    return "\n".join(lines)
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__)
+    ap.add_argument("--events", type=int, default=80_000)
+    ap.add_argument("--groups", type=int, default=50)
+    ap.add_argument("--masters", default="local[2],local[1]")
+    ap.add_argument("--profiles", default=",".join(PROFILES))
+    ap.add_argument("--max-offsets-per-trigger", type=int, default=None, help="default: the job's own")
+    ap.add_argument("--shuffle-partitions", type=int, default=2)
+    ap.add_argument("--skeleton-rate", type=int, default=20_000)
+    ap.add_argument("--skeleton-seconds", type=int, default=40)
+    ap.add_argument("--latency-groups", default="40,200", help="real-time loads for the latency runs (local[2])")
+    ap.add_argument("--latency-seconds", type=int, default=40)
+    ap.add_argument("--no-verdicts", action="store_true", help="no verdicts topic (alerts and metrics only)")
+    ap.add_argument("--worker", help=argparse.SUPPRESS)
+    ap.add_argument("--write-docs", action="store_true")
+    args = ap.parse_args(argv)
+    if args.worker:
+        print(json.dumps(worker(json.loads(args.worker))))
+        return 0
+    profiles = args.profiles.split(",")
+    from fencewatch.streaming.broker import EmbeddedBroker
+
+    replay, topics, counts, traces = {}, {}, {}, {}
+    with EmbeddedBroker() as broker:
+        for name in profiles:
+            lines = simulate_lines(name, args.events, args.groups)
+            hb, off = f"hb-{name}-{time.time_ns()}", f"off-{name}-{time.time_ns()}"
+            broker.create_topics([hb, off], partitions=4)
+            produce(broker.bootstrap, lines, hb, off)
+            topics[name], traces[name] = (hb, off, len(lines)), lines
+            counts[name] = len(lines)
+        broker.create_topics(["fencewatch.verdicts", "fencewatch.alerts", "fencewatch.dlq"], partitions=4,
+                             exist_ok=True)
+        runs = []
+        for i, master in enumerate(args.masters.split(",")):
+            for name in profiles:  # beside each job run, so the ratio sees the same host
+                r = replay_rate(traces[name])
+                replay.setdefault(name, r)
+                if r["events_per_s"] > replay[name]["events_per_s"]:
+                    replay[name] = r
+            spec = {"master": master, "bootstrap": broker.bootstrap, "topics": topics, "groups": args.groups,
+                    "shuffle_partitions": args.shuffle_partitions, "max_per_trigger": args.max_offsets_per_trigger,
+                    "skeleton_rate": args.skeleton_rate, "skeleton_seconds": args.skeleton_seconds,
+                    "latency": [int(g) for g in args.latency_groups.split(",") if g] if i == 0 else [],
+                    "latency_seconds": args.latency_seconds, "no_verdicts": args.no_verdicts}
+            runs.append(run_worker(spec))
+            print(json.dumps(runs[-1]), file=sys.stderr)
+    text = report(args, counts, replay, runs)
+    print(text)
+    if args.write_docs:
+        write_section("streaming job beside replay and Spark's skeleton",
+                      "make bench  (python bench/bench_streaming.py --write-docs)", "```\n" + text + "\n```")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
