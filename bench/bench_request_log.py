@@ -22,7 +22,6 @@ import gc
 import json
 import os
 import random
-import subprocess
 import sys
 import time
 import uuid
@@ -35,7 +34,7 @@ sys.path.insert(0, str(ROOT / "bench"))
 import msgspec  # noqa: E402
 from request_log_lines import envelope, heartbeat, kafka_id, log_line, offset_commit, txn_offset_commit  # noqa: E402
 
-from bench_bridge import bench_feed, machine  # noqa: E402
+from bench_bridge import bench_feed  # noqa: E402
 from bench_bridge import build as build_records  # noqa: E402
 from fencewatch.streaming.bridge.command import tune_gc  # noqa: E402
 from fencewatch.streaming.bridge.request_log import _DECODERS, RequestLogBridge, _api_key  # noqa: E402
@@ -171,18 +170,12 @@ def main(argv: list[str] | None = None) -> int:
     ]
     print("\n".join(lines_out))
     if args.write_docs:
-        docs = ROOT / "docs" / "benchmarks.md"
-        try:
-            rev = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True,
-                                 text=True).stdout.strip()
-        except OSError:
-            rev = "?"
-        section = ["", f"## request-log decoder ({dt.date.today().isoformat()}, commit {rev})", "",
-                   f"Command: `python bench/bench_request_log.py --lines {args.lines}` (pinned to one core, best "
-                   f"of {args.repeat})", f"Machine: {machine()}", "", "```", *lines_out, "```", ""]
-        with docs.open("a", encoding="utf-8") as f:
-            f.write("\n".join(section))
-        print(f"appended to {docs}")
+        from report import write_section
+
+        write_section("request-log decoder",
+                      f"python bench/bench_request_log.py --lines {args.lines} (pinned to one core, best of "
+                      f"{args.repeat})", "```\n" + "\n".join(lines_out) + "\n```")
+        print("docs/benchmarks.md updated")
     return 0
 
 
