@@ -284,12 +284,10 @@ def logged_verdicts(run: RunProcess) -> int:
 
 
 @pytest.mark.slow
-@pytest.mark.xfail(strict=False, reason="needs run's default maxOffsetsPerTrigger (the query assembly sizes it): "
-                   "without it the whole backlog is batch 0 and one output partition's task result exceeds the "
-                   "local JVM's 1 GB heap (measured 2026-11-23)")
 def test_300k_backlog_with_run_defaults(broker, topic_factory, tmp_path):
     """The backlog that once ran the driver out of heap (the whole backlog was batch 0 and was
-    collected at once): with ``run``'s defaults, the job reads it and judges every event."""
+    collected at once): with ``run``'s defaults (a default ``maxOffsetsPerTrigger``, batches read
+    in chunks), the job reads it and judges every event."""
     topics = make_topics(topic_factory)
     events = sim_events(groups=20, n=300_000, seed=13)
     produce_events(broker, topics["hb"], topics["off"], events)
