@@ -33,7 +33,7 @@ system-deps:
 	  || echo "warning: could not install rsyslog-kafka; tests/deploy will fail"; }
 
 test: $(STAMP) system-deps
-	$(PY) -m pytest -q
+	$(PY) -m pytest -q --durations=25
 
 test-fast: $(STAMP)
 	$(PY) -m pytest -q -m "not slow"
