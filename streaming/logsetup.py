@@ -58,17 +58,36 @@ class JsonFormatter(logging.Formatter):
         return json.dumps(out, ensure_ascii=False)
 
 
+class _StderrHandler(logging.StreamHandler):
+    """Writes to ``sys.stderr`` as it is when a record is written, not as it was when logging was
+    set up: tests and redirected consoles replace it, and a handler holding the old, closed stream
+    would print "--- Logging error ---" tracebacks instead of the record."""
+
+    def __init__(self) -> None:
+        super().__init__(sys.stderr)
+
+    @property
+    def stream(self):
+        return sys.stderr
+
+    @stream.setter
+    def stream(self, value) -> None:  # StreamHandler.__init__ assigns it; the property decides
+        pass
+
+
 def _handler(stream) -> logging.Handler:
-    for h in logging.getLogger().handlers:
+    """The one fencewatch root handler: on ``sys.stderr`` (followed) unless a stream is given."""
+    root = logging.getLogger()
+    for h in list(root.handlers):
         if getattr(h, "_fencewatch", False):
-            if h.stream is not stream:  # sys.stderr replaced since (tests, a redirected console);
-                with h.lock:            # not setStream(): it flushes the old one, perhaps closed
-                    h.stream = stream
-            return h
-    h = logging.StreamHandler(stream)
+            if (stream is None and isinstance(h, _StderrHandler)) or (
+                    stream is not None and not isinstance(h, _StderrHandler) and h.stream is stream):
+                return h
+            root.removeHandler(h)
+    h = _StderrHandler() if stream is None else logging.StreamHandler(stream)
     h._fencewatch = True  # type: ignore[attr-defined]
     h.addFilter(RedactFilter())
-    logging.getLogger().addHandler(h)
+    root.addHandler(h)
     return h
 
 
@@ -77,7 +96,7 @@ def configure(level: str = "INFO", fmt: str = "text", stream=None) -> None:
     lvl = logging.getLevelName(str(level).upper())
     if not isinstance(lvl, int):
         lvl = logging.INFO
-    h = _handler(stream or sys.stderr)
+    h = _handler(stream)
     h.setFormatter(JsonFormatter() if fmt == "json" else logging.Formatter(TEXT_FORMAT))
     logging.getLogger().setLevel(lvl)
     for name in THIRD_PARTY:
