@@ -129,10 +129,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--repeat", type=int, default=3, help="best of N runs")
     ap.add_argument("--write-docs", action="store_true", help="append a section to docs/benchmarks.md")
     args = ap.parse_args(argv)
-    try:
-        os.sched_setaffinity(0, {min(os.sched_getaffinity(0))})  # one core
-    except (AttributeError, OSError):
-        pass
+    from report import pin_one_core
+
+    pin_one_core()
     records, topics = build(args.records)
     # A live reader holds one record at a time; keep the prebuilt input out of the
     # cyclic GC's way so the numbers measure decoding, not scanning this list.

@@ -123,12 +123,11 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--lines", type=int, default=200_000)
     ap.add_argument("--repeat", type=int, default=3, help="best of N runs")
-    ap.add_argument("--write-docs", action="store_true", help="append a section to docs/benchmarks.md")
+    ap.add_argument("--write-docs", action="store_true", help="write (replace) its section of docs/benchmarks.md")
     args = ap.parse_args(argv)
-    try:
-        os.sched_setaffinity(0, {min(os.sched_getaffinity(0))})  # one core
-    except (AttributeError, OSError):
-        pass
+    from report import pin_one_core
+
+    pin_one_core()
     lines, names = build(args.lines)
     bodies = bodies_of(lines)
     others = other_api_lines(args.lines // 4)

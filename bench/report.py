@@ -45,3 +45,11 @@ def write_section(name: str, command: str, body: str) -> None:
         text = text.rstrip() + "\n\n" + section
     DOC.parent.mkdir(parents=True, exist_ok=True)
     DOC.write_text(text)
+
+
+def pin_one_core() -> None:
+    """Run this process on one core, as the single-core targets are stated (no-op where unsupported)."""
+    try:
+        os.sched_setaffinity(0, {min(os.sched_getaffinity(0))})
+    except (AttributeError, OSError):
+        pass
