@@ -34,7 +34,9 @@ import itertools
 import json
 import logging
 import math
+import os
 import re
+import sys
 import time
 import uuid
 from collections.abc import Iterable, Iterator, Mapping, Sequence
@@ -1048,6 +1050,19 @@ class KafkaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
 
     def stop(self) -> None:
         self._planner.close()
+        if isinstance(sys.exc_info()[1], (EOFError, ConnectionError)):
+            _quiet_after_channel_closed()
+
+
+def _quiet_after_channel_closed() -> None:
+    """Spark's source runner calls ``stop`` when the JVM has closed its channel (the query is
+    stopping): its handler then reports the EOF on the closed socket, fails, and prints two
+    tracebacks for a normal stop (seen on a SIGTERM under load). Nothing can reach the JVM any
+    more and the process is about to exit, so its stderr goes to /dev/null from here on."""
+    log.debug("%s: the JVM closed the source runner's channel; exiting quietly", SHORT_NAME)
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    os.dup2(devnull, 2)
+    os.close(devnull)
 
 
 class KafkaBatchReader(DataSourceReader):

@@ -24,6 +24,25 @@ from test_request_log_judged import ORDERS, scenario  # noqa: E402
 pytestmark = [pytest.mark.spark, pytest.mark.broker, pytest.mark.slow]
 
 
+def _judge_lines(spark, broker, tmp_path, streaming, topics):
+    """Runs the job over the topics already filled, to the end of its input; returns the verdicts."""
+    lines_t, alerts_t, dlq_t, verdicts_t = topics
+    ids = tmp_path / "topic-ids.json"
+    ids.write_text(json.dumps({ORDERS: "orders"}))
+    cfg = cfgmod.load_config(environ={}, overrides={
+        "streaming": {"bootstrap_servers": broker, "request_log_topic": lines_t, "topic_ids_file": str(ids),
+                      "starting_offsets": "earliest", "checkpoint_location": str(tmp_path / "cp"), **streaming},
+        "sinks": {"alerts_topic": alerts_t, "dlq_topic": dlq_t, "alerts_format": "json", "verdicts_topic": verdicts_t}})
+    kafka = KafkaOutputs({"bootstrap.servers": broker}, verdicts_topic=verdicts_t, alerts_topic=alerts_t,
+                         dlq_topic=dlq_t, alerts_format="json")
+    writer = BatchWriter(cfg, kafka=kafka, stats=JobStats())
+    query = start_query(spark, cfg, writer, trigger="200 milliseconds")
+    assert drain(query, cfg, timeout_s=300)
+    kafka.close()
+    assert query.exception() is None
+    return [json.loads(line) for m in read_all(broker, verdicts_t) for line in m.value().decode().splitlines()]
+
+
 def test_request_log_source_judges_fenced_commit(spark, broker, topic_factory, tmp_path):
     lines_t, alerts_t, dlq_t, verdicts_t = (topic_factory(1, "reqlog"), topic_factory(1, "alerts"),
                                             topic_factory(1, "dlq"), topic_factory(1, "verdicts"))
@@ -33,21 +52,8 @@ def test_request_log_source_judges_fenced_commit(spark, broker, topic_factory, t
     for line in lines:
         p.produce(lines_t, value=line.encode(), partition=0)
         p.flush(10)
-    ids = tmp_path / "topic-ids.json"
-    ids.write_text(json.dumps({ORDERS: "orders"}))
-    cfg = cfgmod.load_config(environ={}, overrides={
-        "streaming": {"bootstrap_servers": broker, "source": "request-log", "request_log_topic": lines_t,
-                      "topic_ids_file": str(ids), "starting_offsets": "earliest",
-                      "checkpoint_location": str(tmp_path / "cp")},
-        "sinks": {"alerts_topic": alerts_t, "dlq_topic": dlq_t, "alerts_format": "json", "verdicts_topic": verdicts_t}})
-    kafka = KafkaOutputs({"bootstrap.servers": broker}, verdicts_topic=verdicts_t, alerts_topic=alerts_t,
-                         dlq_topic=dlq_t, alerts_format="json")
-    writer = BatchWriter(cfg, kafka=kafka, stats=JobStats())
-    query = start_query(spark, cfg, writer, trigger="200 milliseconds")
-    assert drain(query, cfg, timeout_s=300)
-    kafka.close()
-    assert query.exception() is None
-    verdicts = [json.loads(line) for m in read_all(broker, verdicts_t) for line in m.value().decode().splitlines()]
+    verdicts = _judge_lines(spark, broker, tmp_path, {"source": "request-log"},
+                            (lines_t, alerts_t, dlq_t, verdicts_t))
     fenced = [v for v in verdicts if v["broker_error"] == "STALE_MEMBER_EPOCH"]
     assert len(fenced) == 1
     assert (fenced[0]["member_id"], fenced[0]["client_epoch"], fenced[0]["broker_epoch"], fenced[0]["class"],
@@ -98,21 +104,9 @@ def test_request_log_with_consumer_offsets_takes_membership_from_the_coordinator
     for line in scenario():
         p.produce(lines_t, value=line.encode(), partition=0)
         p.flush(10)
-    ids = tmp_path / "topic-ids.json"
-    ids.write_text(json.dumps({ORDERS: "orders"}))
-    cfg = cfgmod.load_config(environ={}, overrides={
-        "streaming": {"bootstrap_servers": broker, "source": "request-log,consumer-offsets",
-                      "request_log_topic": lines_t, "consumer_offsets_topic": coord_t, "topic_ids_file": str(ids),
-                      "starting_offsets": "earliest", "checkpoint_location": str(tmp_path / "cp")},
-        "sinks": {"alerts_topic": alerts_t, "dlq_topic": dlq_t, "alerts_format": "json", "verdicts_topic": verdicts_t}})
-    kafka = KafkaOutputs({"bootstrap.servers": broker}, verdicts_topic=verdicts_t, alerts_topic=alerts_t,
-                         dlq_topic=dlq_t, alerts_format="json")
-    writer = BatchWriter(cfg, kafka=kafka, stats=JobStats())
-    query = start_query(spark, cfg, writer, trigger="200 milliseconds")
-    assert drain(query, cfg, timeout_s=300)
-    kafka.close()
-    assert query.exception() is None
-    verdicts = [json.loads(line) for m in read_all(broker, verdicts_t) for line in m.value().decode().splitlines()]
+    verdicts = _judge_lines(spark, broker, tmp_path, {"source": "request-log,consumer-offsets",
+                                                      "consumer_offsets_topic": coord_t},
+                            (lines_t, alerts_t, dlq_t, verdicts_t))
     assert len(verdicts) == 10 and all(v["model_agrees"] for v in verdicts)
     (fenced,) = [v for v in verdicts if v["broker_error"] == "STALE_MEMBER_EPOCH"]
     assert (fenced["class"], fenced["assignment_epoch"], fenced["revocation_epoch"]) == ("avoidable", 1, 1)

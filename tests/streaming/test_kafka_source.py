@@ -525,3 +525,36 @@ def test_bad_option_through_spark_names_the_option(spark):
                      "maxOffsetsPerTrigger": "lots"}).load())
     with pytest.raises(KafkaSourceError, match="not on the classpath"):
         read_kafka_stream(spark, bootstrap="127.0.0.1:9", topics="t", implementation="spark")
+
+
+# Spark's python_streaming_source_runner: the reader's calls in a loop, ``stop`` in its ``finally``,
+# and a handler that reports the exception on the socket and dies printing it when that fails.
+_RUNNER = """
+import sys, traceback
+from fencewatch.streaming.sources.kafka import KafkaStreamReader, parse_options
+reader = KafkaStreamReader(parse_options({"kafka.bootstrap.servers": "127.0.0.1:9", "subscribe": "t"}))
+try:
+    try:
+        raise {error}("the channel")
+    finally:
+        reader.stop()
+except BaseException:
+    traceback.print_exc()
+    print("PySpark worker failed", file=sys.stderr)
+"""
+
+
+@pytest.mark.parametrize("error, quiet", [("EOFError", True), ("ConnectionResetError", True), ("ValueError", False)])
+def test_the_source_runner_ends_quietly_only_when_the_jvm_closed_its_channel(error, quiet):
+    """A query stopping closes the runner's socket: Spark's runner then printed two tracebacks
+    into the job's log on SIGTERM. A real failure of the reader still prints its traceback."""
+    import subprocess
+    import sys
+
+    run = subprocess.run([sys.executable, "-c", _RUNNER.replace("{error}", error)], capture_output=True, text=True,
+                         timeout=60)
+    assert run.returncode == 0, run.stderr
+    if quiet:
+        assert run.stderr == ""
+    else:
+        assert f"{error}: the channel" in run.stderr and "PySpark worker failed" in run.stderr
