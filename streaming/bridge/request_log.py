@@ -143,7 +143,9 @@ class _ResponsePartition(msgspec.Struct, rename="camel", gc=False):
 
 
 class _ResponseTopic(msgspec.Struct, rename="camel", gc=False):
-    partitions: list[_ResponsePartition]
+    # The answers' text, parsed by RequestLogBridge._answers once per distinct text: it holds no
+    # offsets, so a member's commits are answered with the same text while its partitions hold.
+    partitions: msgspec.Raw
     name: str | None = None
     topic_id: str | None = None
 
@@ -206,6 +208,8 @@ _DECODERS = {
     TXN_OFFSET_COMMIT: msgspec.json.Decoder(_CommitLine).decode,
     CONSUMER_GROUP_HEARTBEAT: msgspec.json.Decoder(_HeartbeatLine).decode,
 }
+_DECODE_ANSWERS = msgspec.json.Decoder(list[_ResponsePartition]).decode
+MAX_ANSWERS = 20_000  # distinct response texts remembered (a few per member)
 # The header skipped unparsed (~5% of a heartbeat's parse): the key was read at its fixed place.
 _BODY_DECODERS = {
     OFFSET_COMMIT: msgspec.json.Decoder(_CommitBody).decode,
@@ -253,6 +257,7 @@ class RequestLogBridge:
         self.problems: deque[tuple[str, str, str]] = deque(maxlen=MAX_PROBLEMS)
         self.unresolved_ids = 0  # topic ids met that no name is known for (live callers refresh metadata)
         self._seconds: dict[str, int] = {}
+        self._answer_memo: dict[bytes, tuple[tuple[int, ...], tuple[int, ...], int | None]] = {}
         self._fast_seconds: dict[str, int] = {}  # "[2026-11-20 09:00:00," -> epoch ms, of lines the regex read
         self._ids: dict[str, str] = {}
         self._ids_known = len(self.topic_names)
@@ -302,12 +307,8 @@ class RequestLogBridge:
             if api == CONSUMER_GROUP_HEARTBEAT:
                 self._heartbeats += 1
                 events = self._heartbeat(parsed, line_ts, event_id)
-            elif api == OFFSET_COMMIT:
-                self._commits += 1
-                events = self._commit(parsed, False, line_ts, event_id)
             else:
-                self._counts["TXN_OFFSET_COMMIT"] += 1
-                events = self._commit(parsed, True, line_ts, event_id)
+                events = self._commit(parsed, api == TXN_OFFSET_COMMIT, line_ts, event_id)
         except _Broken as exc:
             self._counts[f"broken.{exc.code}"] += 1
             self.problems.append((event_id, exc.code, exc.detail[:300]))
@@ -433,24 +434,32 @@ class RequestLogBridge:
     def _commit(self, line: _CommitLine, transactional: bool, ts: int, eid: str) -> list[dict[str, Any]]:
         req = line.request
         resp = line.response
+        resp_topics = resp.topics if resp is not None else []
+        # The answers first: the line counts as decoded once all of it is read, as when the
+        # response was parsed with the rest.
+        answers = [self._answers(i, r.partitions) for i, r in enumerate(resp_topics)]
+        if transactional:
+            self._counts["TXN_OFFSET_COMMIT"] += 1
+        else:
+            self._commits += 1
         topics = req.topics
         by_code = None
-        if len(topics) == 1 and resp is not None and len(resp.topics) == 1:
+        if len(topics) == 1 and len(resp_topics) == 1:
             # The usual request: one topic, answered in the same order with one code for all of
             # its partitions; the same result as _offsets_by_code's loop, in fewer steps.
-            t, r = topics[0], resp.topics[0]
-            parts, answered = t.partitions, r.partitions
-            codes = set(map(_ERROR_CODE, answered))
-            if (len(codes) == 1 and parts and r.name == t.name and r.topic_id == t.topic_id
-                    and list(map(_PARTITION_INDEX, answered)) == list(map(_PARTITION_INDEX, parts))):
+            t, r = topics[0], resp_topics[0]
+            parts = t.partitions
+            indices, _, code = answers[0]
+            if (code is not None and parts and r.name == t.name and r.topic_id == t.topic_id
+                    and tuple(map(_PARTITION_INDEX, parts)) == indices):
                 topic = t.name
                 if topic is None:
                     if t.topic_id is None:
                         raise _Broken("MISSING_FIELD", "request.topics[0]: neither name nor topicId")
                     topic = self._resolve(t.topic_id)
-                by_code = {codes.pop(): self._rows(topic, parts)}
+                by_code = {code: self._rows(topic, parts)}
         if by_code is None:
-            by_code = self._offsets_by_code(topics, resp.topics if resp is not None else [])
+            by_code = self._offsets_by_code(topics, resp_topics, answers)
         if not by_code:
             self._counts["skipped.EMPTY_COMMIT"] += 1
             return []
@@ -484,7 +493,8 @@ class RequestLogBridge:
             self._counts["problem.NO_RESPONSE_PARTITION"] += 1
         return out
 
-    def _offsets_by_code(self, topics: list[_CommitTopic], resp_topics: list[_ResponseTopic]
+    def _offsets_by_code(self, topics: list[_CommitTopic], resp_topics: list[_ResponseTopic],
+                         answers: list[tuple[tuple[int, ...], tuple[int, ...], int | None]]
                          ) -> dict[int | None, list[dict[str, Any]]]:
         """A commit's offsets grouped by the response's error code (first appearance order),
         partitions in request order; None: a partition the response does not list."""
@@ -503,12 +513,12 @@ class RequestLogBridge:
                 raise _Broken("MISSING_FIELD", f"request.topics[{i}]: neither name nor topicId")
             r = resp_topics[i] if i < n_resp else None
             if (r is not None and r.name == name and r.topic_id == topic_id
-                    and list(map(_PARTITION_INDEX, r.partitions)) == list(map(_PARTITION_INDEX, parts))):
-                codes_of: list[int | None] = list(map(_ERROR_CODE, r.partitions))  # by position, as answered
+                    and answers[i][0] == tuple(map(_PARTITION_INDEX, parts))):
+                codes_of: list[int | None] = list(answers[i][1])  # by position, as answered
             else:
                 if lookup is None:
-                    lookup = {(a.name if a.name is not None else a.topic_id, p.partition_index): p.error_code
-                              for a in resp_topics for p in a.partitions}
+                    lookup = {(a.name if a.name is not None else a.topic_id, p): c
+                              for a, (indices, codes, _) in zip(resp_topics, answers) for p, c in zip(indices, codes)}
                 key = name if name is not None else topic_id
                 codes_of = [lookup.get((key, p.partition_index)) for p in parts]
             rows = self._rows(topic, parts)
@@ -523,6 +533,25 @@ class RequestLogBridge:
                 for o, c in zip(rows, codes_of):
                     by_code.setdefault(c, []).append(o)
         return by_code
+
+    def _answers(self, i: int, raw: msgspec.Raw) -> tuple[tuple[int, ...], tuple[int, ...], int | None]:
+        """(partition indices, error codes, the one code of all or None) of response topic ``i``."""
+        key = bytes(raw)
+        answers = self._answer_memo.get(key)
+        if answers is None:
+            try:
+                parts = _DECODE_ANSWERS(key)
+            except msgspec.ValidationError as exc:  # msgspec's path, from the document's root as before
+                raise _Broken("BAD_FIELD", str(exc).replace("`$", f"`$.response.topics[{i}].partitions", 1)) from None
+            except msgspec.DecodeError as exc:  # not reached: the line's parse checked the syntax
+                raise _Broken("BAD_JSON", str(exc)) from None
+            codes = tuple(map(_ERROR_CODE, parts))
+            one = codes[0] if codes and codes.count(codes[0]) == len(codes) else None
+            answers = (tuple(map(_PARTITION_INDEX, parts)), codes, one)
+            if len(self._answer_memo) >= MAX_ANSWERS:
+                self._answer_memo.clear()
+            self._answer_memo[key] = answers
+        return answers
 
     @staticmethod
     def _rows(topic: str, parts: list[_CommitPartition]) -> list[dict[str, Any]]:
@@ -663,7 +692,7 @@ class RequestLogBridge:
 
 
 _FAST_COUNTS = (("lines", "_lines"), ("events", "_events"), ("CONSUMER_GROUP_HEARTBEAT", "_heartbeats"),
-                ("OFFSET_COMMIT", "_commits"))
+                ("OFFSET_COMMIT", "_commits"))  # counts kept as attributes on the hot path
 _PARTITION_INDEX = attrgetter("partition_index")
 _ERROR_CODE = attrgetter("error_code")
 _METADATA = attrgetter("committed_metadata")
