@@ -569,7 +569,7 @@ class RequestLogBridge:
     def _heartbeat(self, line: _HeartbeatLine, ts: int, eid: str) -> list[dict[str, Any]]:
         req, resp = line.request, line.response
         code = resp.error_code
-        if code in COORDINATOR_ERRORS:
+        if code and code in COORDINATOR_ERRORS:
             self._counts[f"dropped.{COORDINATOR_ERRORS[code]}"] += 1
             return []
         group_id = req.group_id
@@ -599,15 +599,10 @@ class RequestLogBridge:
             if code in (UNKNOWN_MEMBER_ID, FENCED_MEMBER_EPOCH) and self.carry:
                 self.members.pop(key, None)  # the coordinator no longer has this member
             return out
-        group_id, member_id = key
-        if self.cluster is None:
-            head = {"ts": ts, "group_id": group_id, "event_id": eid, "member_id": member_id}
-        else:
-            head = {"ts": ts, "cluster": self.cluster, "group_id": group_id, "event_id": eid, "member_id": member_id}
         if req.member_epoch in (LEAVE_GROUP_MEMBER_EPOCH, LEAVE_GROUP_STATIC_MEMBER_EPOCH):
             reason = "static_leave" if req.member_epoch == LEAVE_GROUP_STATIC_MEMBER_EPOCH else "leave"
             m = self.members.pop(key, None)
-            left = {"type": "member_left", **head, "reason": reason}
+            left = {"type": "member_left", **self._head(ts, eid, key), "reason": reason}
             instance_id = req.instance_id if req.instance_id is not None else (m.instance_id if m else None)
             if instance_id is not None:
                 left["instance_id"] = instance_id
@@ -618,8 +613,8 @@ class RequestLogBridge:
         owned = self._tps(req.topic_partitions) if req.topic_partitions is not None else None
         subscribed = sorted(set(req.subscribed_topic_names)) if req.subscribed_topic_names is not None else None
         if not self.carry:
-            e = {"type": "member_assignment", **head, "protocol": "consumer", "member_epoch": new_epoch,
-                 "assigned": assigned,
+            e = {"type": "member_assignment", **self._head(ts, eid, key), "protocol": "consumer",
+                 "member_epoch": new_epoch, "assigned": assigned,
                  # null: derived by the group state from the member it models (the owned set not sent)
                  "pending_revocation": [] if assigned is None else _minus(owned, assigned) if owned is not None
                  else None}
@@ -650,7 +645,7 @@ class RequestLogBridge:
         if m.assigned is None:
             self._counts["problem.ASSIGNMENT_NOT_SEEN"] += 1  # joined before we looked; wait for the next one
             return out
-        e = {"type": "member_assignment", **head, "protocol": "consumer", "member_epoch": new_epoch}
+        e = {"type": "member_assignment", **self._head(ts, eid, key), "protocol": "consumer", "member_epoch": new_epoch}
         if previous is not None:
             e["previous_member_epoch"] = previous
         e["assigned"] = m.assigned
@@ -661,6 +656,12 @@ class RequestLogBridge:
             e["instance_id"] = m.instance_id
         out.append(e)
         return out
+
+    def _head(self, ts: int, eid: str, key: tuple[str, str]) -> dict[str, Any]:
+        """The fields every event of a heartbeat starts with, in SPEC order."""
+        if self.cluster is None:
+            return {"ts": ts, "group_id": key[0], "event_id": eid, "member_id": key[1]}
+        return {"ts": ts, "cluster": self.cluster, "group_id": key[0], "event_id": eid, "member_id": key[1]}
 
     # -- topic ids -------------------------------------------------------------------------
 
