@@ -437,14 +437,17 @@ class RequestLogBridge:
         resp_topics = resp.topics if resp is not None else []
         # The answers first: the line counts as decoded once all of it is read, as when the
         # response was parsed with the rest.
-        answers = [self._answers(i, r.partitions) for i, r in enumerate(resp_topics)]
+        if len(resp_topics) == 1:
+            answers = [self._answers(0, resp_topics[0].partitions)]
+        else:
+            answers = [self._answers(i, r.partitions) for i, r in enumerate(resp_topics)]
         if transactional:
             self._counts["TXN_OFFSET_COMMIT"] += 1
         else:
             self._commits += 1
         topics = req.topics
         by_code = None
-        if len(topics) == 1 and len(resp_topics) == 1:
+        if len(topics) == 1 and len(answers) == 1:
             # The usual request: one topic, answered in the same order with one code for all of
             # its partitions; the same result as _offsets_by_code's loop, in fewer steps.
             t, r = topics[0], resp_topics[0]
@@ -457,7 +460,18 @@ class RequestLogBridge:
                     if t.topic_id is None:
                         raise _Broken("MISSING_FIELD", "request.topics[0]: neither name nor topicId")
                     topic = self._resolve(t.topic_id)
-                by_code = {code: self._rows(topic, parts)}
+                rows = [{"topic": topic, "partition": p.partition_index, "offset": p.committed_offset,
+                         "leader_epoch": p.committed_leader_epoch} for p in parts]
+                if any(map(_METADATA, parts)):
+                    _add_metadata(rows, parts)
+                if self.cluster is None and req.group_instance_id is None and not transactional:
+                    epoch = req.generation_id_or_member_epoch
+                    if epoch is None:
+                        epoch = req.generation_id if req.generation_id is not None else -1
+                    return [{"type": "offset_commit", "ts": ts, "group_id": req.group_id, "event_id": eid,
+                             "member_id": req.member_id or "", "member_epoch": epoch, "offsets": rows,
+                             "error_code": code}]
+                by_code = {code: rows}
         if by_code is None:
             by_code = self._offsets_by_code(topics, resp_topics, answers)
         if not by_code:
@@ -559,9 +573,7 @@ class RequestLogBridge:
         rows = [{"topic": topic, "partition": p.partition_index, "offset": p.committed_offset,
                  "leader_epoch": p.committed_leader_epoch} for p in parts]
         if any(map(_METADATA, parts)):
-            for o, p in zip(rows, parts):
-                if p.committed_metadata:
-                    o["metadata"] = p.committed_metadata
+            _add_metadata(rows, parts)
         return rows
 
     # -- ConsumerGroupHeartbeat --------------------------------------------------------------
@@ -697,6 +709,12 @@ _FAST_COUNTS = (("lines", "_lines"), ("events", "_events"), ("CONSUMER_GROUP_HEA
 _PARTITION_INDEX = attrgetter("partition_index")
 _ERROR_CODE = attrgetter("error_code")
 _METADATA = attrgetter("committed_metadata")
+
+
+def _add_metadata(rows: list[dict[str, Any]], parts: list[_CommitPartition]) -> None:
+    for o, p in zip(rows, parts):
+        if p.committed_metadata:
+            o["metadata"] = p.committed_metadata
 
 
 def _minus(owned: list[dict[str, Any]], assigned: list[dict[str, Any]]) -> list[dict[str, Any]]:
