@@ -48,6 +48,13 @@ already models (``state.assignment.resolve_unchanged_assignment``,
 Nothing here raises on bad input: a broken line gives ``[]``, is counted in
 ``counts`` (``broken.<CODE>``) and its ``(event_id, code, detail)`` is kept in
 ``problems`` (the newest ``MAX_PROBLEMS``; callers drain it).
+
+Speed (``bench/bench_request_log.py``, ``docs/decisions.md``): a line in Kafka's default
+layout, at a second already read once, is cut by position (no regex) and parsed without its
+header (the API key sits at a fixed place); a commit's per-partition answers stay
+``msgspec.Raw`` and are parsed once per distinct text (``_answers``); the usual one-topic
+commit is written as one dict. ``tests/bridge/test_request_log_golden.py`` holds the outputs
+to those of the decoder before these paths, byte for byte.
 """
 
 from __future__ import annotations
@@ -72,8 +79,6 @@ __all__ = ["RequestLogBridge", "OFFSET_COMMIT", "TXN_OFFSET_COMMIT", "CONSUMER_G
 log = logging.getLogger(__name__)
 
 OFFSET_COMMIT, TXN_OFFSET_COMMIT, CONSUMER_GROUP_HEARTBEAT = 8, 28, 68
-API_NAMES = {OFFSET_COMMIT: "OFFSET_COMMIT", TXN_OFFSET_COMMIT: "TXN_OFFSET_COMMIT",
-             CONSUMER_GROUP_HEARTBEAT: "CONSUMER_GROUP_HEARTBEAT"}
 # Answers that say "not me": the exchange never reached a group (dropped, counted).
 COORDINATOR_ERRORS = {14: "COORDINATOR_LOAD_IN_PROGRESS", 15: "COORDINATOR_NOT_AVAILABLE", 16: "NOT_COORDINATOR"}
 UNKNOWN_MEMBER_ID, FENCED_MEMBER_EPOCH = 25, 110
@@ -88,7 +93,7 @@ _USUAL = re.compile(r'\[(\d{4}-\d\d-\d\d \d\d:\d\d:\d\d),(\d{3})\] [A-Z]+ Comple
                     r'(\{)"isForwarded":(?:true|false),"requestHeader":\{"requestApiKey":(\d{1,5}),')
 _USUAL_END = "} (kafka.request.logger)"
 # The same line read at fixed positions, without the regex: log4j's default ``%d`` is 23
-# characters, so ``]`` is at 24, the JSON at 51 and the API key's digits at 104..106 (three
+# characters, so ``]`` is at 24, the JSON at 50 and the API key's digits at 104..106 (three
 # characters cover ``8,"``, ``28,`` and ``68,``); a line of any other shape takes the regex's way.
 _FAST_HEAD = '] DEBUG Completed request:{"isForwarded":false,"requestHeader":{"requestApiKey":'
 _FAST_BODY = 24 + len("] DEBUG Completed request:")
