@@ -290,6 +290,15 @@ class RequestLogBridge:
                 decode = _BODY_DECODERS[api]
                 header = False
             else:
+                if (line.startswith(_FAST_HEAD, 24) and line[:21] in self._fast_seconds and line[21:24] in _MILLIS
+                        and line.endswith(_USUAL_END)):
+                    # Another API in the default layout (a broker without the log4j2 filter logs
+                    # every Fetch): skipped on its key's digits, as the regex would read them.
+                    j = line.find(",", _FAST_API - 3, _FAST_API + 3)
+                    key = line[_FAST_API - 3:j]
+                    if j > 0 and key.isdigit() and key.isascii() and int(key) not in _DECODERS:
+                        self._counts["skipped.OTHER_API"] += 1
+                        return []
                 where = self._locate(line, ts)
                 if where is None:
                     return []
