@@ -7,8 +7,10 @@ field presence as Kafka's message specs): 62% steady ConsumerGroupHeartbeats (no
 ``RequestLogBridge.map_line`` (split, time stamp, parse, map) on them, and, to choose the JSON
 parser by measurement, the parse step alone with each candidate on the same JSON bodies:
 stdlib ``json.loads``, ``msgspec.json.decode`` to dicts, and ``msgspec`` into typed Structs
-that name only the fields used (what ``request_log.py`` does). Also the cost of skipping a
-line of another API (a broker without the log4j2 filter logs every Fetch and Produce).
+that name only the fields used (what ``request_log.py`` does: header skipped, a commit's
+answers kept raw). Also the cost of skipping a line of another API (a broker without the
+log4j2 filter logs every Fetch and Produce), and the floor: the same lines with no decoding
+logic at all (JSON found by position, typed parse, and then also the output dicts).
 Target: >= 100,000 lines/s on one core.
 
     python bench/bench_request_log.py [--lines 200000] [--write-docs]
@@ -37,7 +39,8 @@ from request_log_lines import envelope, heartbeat, kafka_id, log_line, offset_co
 from bench_bridge import bench_feed  # noqa: E402
 from bench_bridge import build as build_records  # noqa: E402
 from fencewatch.streaming.bridge.command import tune_gc  # noqa: E402
-from fencewatch.streaming.bridge.request_log import _DECODERS, RequestLogBridge, _api_key  # noqa: E402
+from fencewatch.streaming.bridge.request_log import (  # noqa: E402
+    _BODY_DECODERS, _FAST_API, _FAST_APIS, _FAST_BODY, _FAST_END, RequestLogBridge, _api_key)
 
 
 def build(n: int, seed: int = 7) -> tuple[list[str], dict[str, str]]:
@@ -116,7 +119,36 @@ def bench_parse(bodies: list[str], how: str) -> tuple[float, float]:
     if how == "msgspec dicts":
         dec = msgspec.json.decode
         return timed(lambda: [dec(b) for b in bodies])
-    return timed(lambda: [_DECODERS[_api_key(b)](b) for b in bodies])
+    return timed(lambda: [_BODY_DECODERS[_api_key(b)](b) for b in bodies])
+
+
+def bench_floor(lines: list[str], build_output: bool) -> tuple[float, float]:
+    """What any decoder of these lines into SPEC dicts pays, without its logic: the API key
+    and the JSON by position, the typed parse the decoder uses, and (``build_output``) one
+    output dict per heartbeat and per committed partition. No tracker, no checks, no
+    counters, no error handling, commit answers not read: a floor, not a decoder."""
+    decoders, apis = _BODY_DECODERS, _FAST_APIS
+
+    def run():
+        for line in lines:
+            api = apis[line[24:_FAST_API]]
+            p = decoders[api](line[_FAST_BODY:-_FAST_END])
+            if not build_output:
+                continue
+            req, resp = p.request, p.response
+            if api == 68:
+                [{"type": "heartbeat", "ts": 1, "group_id": req.group_id, "event_id": "1",
+                  "member_id": req.member_id, "request_epoch": req.member_epoch,
+                  "response_epoch": resp.member_epoch, "error_code": resp.error_code}]
+            else:
+                t = req.topics[0]
+                topic = t.name or t.topic_id
+                [{"type": "offset_commit", "ts": 1, "group_id": req.group_id, "event_id": "1",
+                  "member_id": req.member_id, "member_epoch": req.generation_id_or_member_epoch,
+                  "offsets": [{"topic": topic, "partition": q.partition_index, "offset": q.committed_offset,
+                               "leader_epoch": q.committed_leader_epoch} for q in t.partitions]}]
+
+    return timed(run)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -142,6 +174,8 @@ def main(argv: list[str] | None = None) -> int:
     by_kind = {k: [bench_map(v, names) for _ in range(args.repeat)] for k, v in kinds.items()}
     parse = {how: [bench_parse(bodies, how) for _ in range(args.repeat)]
              for how in ("json.loads", "msgspec dicts", "msgspec typed (used)")}
+    floor = {how: [bench_floor(lines, how == "+ output dicts") for _ in range(args.repeat)]
+             for how in ("position + typed parse", "+ output dicts")}
     skip = [bench_map(others, names) for _ in range(args.repeat)]
     # The host's speed at this moment: the __consumer_offsets decoder on its own mix, to scale
     # these numbers against its runs in docs/benchmarks.md (this host is shared and drifts).
@@ -160,6 +194,8 @@ def main(argv: list[str] | None = None) -> int:
           f"{rate(len(kinds[k]), runs, 1)}" for k, runs in by_kind.items()),
         *(f"{'parse only: ' + how:<52}{rate(len(bodies), runs, 0)}  {rate(len(bodies), runs, 1)}"
           for how, runs in parse.items()),
+        *(f"{'floor, no logic: ' + how:<52}{rate(len(lines), runs, 0)}  {rate(len(lines), runs, 1)}"
+          for how, runs in floor.items()),
         f"{'map_line, Fetch lines of another API (skipped)':<52}{rate(len(others), skip, 0)}  "
         f"{rate(len(others), skip, 1)}",
         f"{'reference, same moment: bench_bridge.py whole mix (records/s)':<52}{rate(len(records), reference, 0)}  "

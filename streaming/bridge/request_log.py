@@ -48,6 +48,13 @@ already models (``state.assignment.resolve_unchanged_assignment``,
 Nothing here raises on bad input: a broken line gives ``[]``, is counted in
 ``counts`` (``broken.<CODE>``) and its ``(event_id, code, detail)`` is kept in
 ``problems`` (the newest ``MAX_PROBLEMS``; callers drain it).
+
+Speed (``bench/bench_request_log.py``, ``docs/decisions.md``): a line in Kafka's default
+layout, at a second already read once, is cut by position (no regex) and parsed without its
+header (the API key sits at a fixed place); a commit's per-partition answers stay
+``msgspec.Raw`` and are parsed once per distinct text (``_answers``); the usual one-topic
+commit is written as one dict. ``tests/bridge/test_request_log_golden.py`` holds the outputs
+to those of the decoder before these paths, byte for byte.
 """
 
 from __future__ import annotations
@@ -72,15 +79,12 @@ __all__ = ["RequestLogBridge", "OFFSET_COMMIT", "TXN_OFFSET_COMMIT", "CONSUMER_G
 log = logging.getLogger(__name__)
 
 OFFSET_COMMIT, TXN_OFFSET_COMMIT, CONSUMER_GROUP_HEARTBEAT = 8, 28, 68
-API_NAMES = {OFFSET_COMMIT: "OFFSET_COMMIT", TXN_OFFSET_COMMIT: "TXN_OFFSET_COMMIT",
-             CONSUMER_GROUP_HEARTBEAT: "CONSUMER_GROUP_HEARTBEAT"}
 # Answers that say "not me": the exchange never reached a group (dropped, counted).
 COORDINATOR_ERRORS = {14: "COORDINATOR_LOAD_IN_PROGRESS", 15: "COORDINATOR_NOT_AVAILABLE", 16: "NOT_COORDINATOR"}
 UNKNOWN_MEMBER_ID, FENCED_MEMBER_EPOCH = 25, 110
 LEAVE_GROUP_MEMBER_EPOCH, LEAVE_GROUP_STATIC_MEMBER_EPOCH = -1, -2
 DEFAULT_LINES_TOPIC = "fencewatch.request-log"
 MAX_PROBLEMS = 10_000
-_HEAD = ("ts", "cluster", "group_id", "event_id", "member_id")
 
 _MARKER = "Completed request:"
 # The usual line, up to the API key: ``[2026-11-20 09:00:00,123] DEBUG Completed request:{"isForwarded":
@@ -88,6 +92,16 @@ _MARKER = "Completed request:"
 _USUAL = re.compile(r'\[(\d{4}-\d\d-\d\d \d\d:\d\d:\d\d),(\d{3})\] [A-Z]+ Completed request:'
                     r'(\{)"isForwarded":(?:true|false),"requestHeader":\{"requestApiKey":(\d{1,5}),')
 _USUAL_END = "} (kafka.request.logger)"
+# The same line read at fixed positions, without the regex: log4j's default ``%d`` is 23
+# characters, so ``]`` is at 24, the JSON at 50 and the API key's digits at 104..106 (three
+# characters cover ``8,"``, ``28,`` and ``68,``); a line of any other shape takes the regex's way.
+_FAST_HEAD = '] DEBUG Completed request:{"isForwarded":false,"requestHeader":{"requestApiKey":'
+_FAST_BODY = 24 + len("] DEBUG Completed request:")
+_FAST_API = 24 + len(_FAST_HEAD) + 3
+_FAST_APIS = {_FAST_HEAD + '8,"': OFFSET_COMMIT, _FAST_HEAD + "28,": TXN_OFFSET_COMMIT,
+              _FAST_HEAD + "68,": CONSUMER_GROUP_HEARTBEAT}
+_FAST_END = len(_USUAL_END) - 1
+_MILLIS = {f"{i:03d}": i for i in range(1000)}
 _LOGGER = "(kafka.request.logger)"
 _API_KEY = '"requestApiKey"'
 _INT64 = 1 << 63
@@ -134,7 +148,9 @@ class _ResponsePartition(msgspec.Struct, rename="camel", gc=False):
 
 
 class _ResponseTopic(msgspec.Struct, rename="camel", gc=False):
-    partitions: list[_ResponsePartition]
+    # The answers' text, parsed by RequestLogBridge._answers once per distinct text: it holds no
+    # offsets, so a member's commits are answered with the same text while its partitions hold.
+    partitions: msgspec.Raw
     name: str | None = None
     topic_id: str | None = None
 
@@ -181,10 +197,29 @@ class _HeartbeatLine(msgspec.Struct, rename="camel", gc=False):
     response: _HeartbeatResponse
 
 
+class _CommitBody(msgspec.Struct, rename="camel", gc=False):
+    """``_CommitLine`` without the header, for lines whose API key was read by position."""
+    request: _CommitRequest
+    response: _CommitResponse | None = None
+
+
+class _HeartbeatBody(msgspec.Struct, rename="camel", gc=False):
+    request: _HeartbeatRequest
+    response: _HeartbeatResponse
+
+
 _DECODERS = {
     OFFSET_COMMIT: msgspec.json.Decoder(_CommitLine).decode,
     TXN_OFFSET_COMMIT: msgspec.json.Decoder(_CommitLine).decode,
     CONSUMER_GROUP_HEARTBEAT: msgspec.json.Decoder(_HeartbeatLine).decode,
+}
+_DECODE_ANSWERS = msgspec.json.Decoder(list[_ResponsePartition]).decode
+MAX_ANSWERS = 20_000  # distinct response texts remembered (a few per member)
+# The header skipped unparsed (~5% of a heartbeat's parse): the key was read at its fixed place.
+_BODY_DECODERS = {
+    OFFSET_COMMIT: msgspec.json.Decoder(_CommitBody).decode,
+    TXN_OFFSET_COMMIT: msgspec.json.Decoder(_CommitBody).decode,
+    CONSUMER_GROUP_HEARTBEAT: msgspec.json.Decoder(_HeartbeatBody).decode,
 }
 
 
@@ -222,10 +257,13 @@ class RequestLogBridge:
         self.cluster = cluster
         self.carry = carry
         self.members: dict[tuple[str, str], _Member] = {}
-        self.counts: Counter = Counter()
+        self._counts: Counter = Counter()
+        self._lines = self._events = self._heartbeats = self._commits = 0  # folded into counts
         self.problems: deque[tuple[str, str, str]] = deque(maxlen=MAX_PROBLEMS)
         self.unresolved_ids = 0  # topic ids met that no name is known for (live callers refresh metadata)
         self._seconds: dict[str, int] = {}
+        self._answer_memo: dict[bytes, tuple[tuple[int, ...], tuple[int, ...], int | None]] = {}
+        self._fast_seconds: dict[str, int] = {}  # "[2026-11-20 09:00:00," -> epoch ms, of lines the regex read
         self._ids: dict[str, str] = {}
         self._ids_known = len(self.topic_names)
 
@@ -235,64 +273,80 @@ class RequestLogBridge:
         """The SPEC events of one line, in order; ``[]`` for a line of another API or logger
         (counted ``skipped.*``) or a broken one (counted ``broken.*``, kept in ``problems``).
         ``ts`` is used when the line has no time stamp of its own."""
-        counts = self.counts
-        counts["lines"] += 1
+        self._lines += 1
         try:
             if type(line) is not str:
                 try:
                     line = bytes(line).decode("utf-8")
                 except (UnicodeDecodeError, TypeError) as exc:
                     raise _Broken("BAD_ENCODING", str(exc)) from None
-            m = _USUAL.match(line)
-            end = line.rfind(_USUAL_END) if m is not None else -1
-            if end > 0 and not line[end + len(_USUAL_END):].strip():
-                # The line as Kafka's default layout writes it: one C-level match reads the time
-                # stamp and the API key, and the JSON is cut out by position.
-                api = int(m.group(4))
-                second = m.group(1)
-                base = self._seconds.get(second)
-                if base is None:
-                    base = self._second_ms(second + ",000", second)
-                line_ts = base + int(m.group(2))
-                body = line[m.start(3):end + 1]
+            if ((api := _FAST_APIS.get(line[24:_FAST_API])) is not None
+                    and (base := self._fast_seconds.get(line[:21])) is not None
+                    and (ms := _MILLIS.get(line[21:24])) is not None and line.endswith(_USUAL_END)):
+                # Kafka's default layout, at a second the regex's way has already read (``[`` and
+                # the ``,`` are in the key): time stamp, API key and JSON by position.
+                line_ts = base + ms
+                body = line[_FAST_BODY:-_FAST_END]
+                decode = _BODY_DECODERS[api]
+                header = False
             else:
-                body, line_ts = self._split(line)
-                if body is None:
+                if (line.startswith(_FAST_HEAD, 24) and line[:21] in self._fast_seconds and line[21:24] in _MILLIS
+                        and line.endswith(_USUAL_END)):
+                    # Another API in the default layout (a broker without the log4j2 filter logs
+                    # every Fetch): skipped on its key's digits, as the regex would read them.
+                    j = line.find(",", _FAST_API - 3, _FAST_API + 3)
+                    key = line[_FAST_API - 3:j]
+                    if j > 0 and key.isdigit() and key.isascii() and int(key) not in _DECODERS:
+                        self._counts["skipped.OTHER_API"] += 1
+                        return []
+                where = self._locate(line, ts)
+                if where is None:
                     return []
-                if line_ts is None:
-                    if ts is None:
-                        raise _Broken("MISSING_TIMESTAMP", "a message-only line and no record timestamp")
-                    line_ts = ts
-                api = _api_key(body)
-            if api not in _DECODERS:
-                counts["skipped.OTHER_API"] += 1
-                return []
+                api, body, line_ts = where
+                decode = _DECODERS.get(api)
+                if decode is None:
+                    self._counts["skipped.OTHER_API"] += 1
+                    return []
+                header = True
             try:
-                parsed = _DECODERS[api](body)
+                parsed = decode(body)
             except msgspec.ValidationError as exc:
                 raise _Broken("BAD_FIELD", str(exc)) from None
             except msgspec.DecodeError as exc:
                 raise _Broken("BAD_JSON", str(exc)) from None
             except UnicodeEncodeError as exc:  # a lone surrogate (text decoded with surrogateescape)
                 raise _Broken("BAD_ENCODING", str(exc)) from None
-            if parsed.request_header.request_api_key != api:  # the text search met a nested key first
+            if header and parsed.request_header.request_api_key != api:  # the text search met a nested key first
                 raise _Broken("BAD_FIELD", "requestApiKey is not the header's first key")
-            counts[API_NAMES[api]] += 1
             if api == CONSUMER_GROUP_HEARTBEAT:
+                self._heartbeats += 1
                 events = self._heartbeat(parsed, line_ts, event_id)
             else:
                 events = self._commit(parsed, api == TXN_OFFSET_COMMIT, line_ts, event_id)
         except _Broken as exc:
-            counts[f"broken.{exc.code}"] += 1
+            self._counts[f"broken.{exc.code}"] += 1
             self.problems.append((event_id, exc.code, exc.detail[:300]))
             return []
         except Exception as exc:  # a bug, never the input's fault: keep going, loudly
             log.exception("request-log line %s", event_id)
-            counts["broken.INTERNAL"] += 1
+            self._counts["broken.INTERNAL"] += 1
             self.problems.append((event_id, "INTERNAL", f"{type(exc).__name__}: {exc}"[:300]))
             return []
-        counts["events"] += len(events)
+        self._events += len(events)
         return events
+
+    @property
+    def counts(self) -> Counter:
+        """Lines, events, lines per API, and every ``skipped.*`` / ``broken.*`` / ``dropped.*`` /
+        ``problem.*`` count. The per-line counts are plain integers on the hot path, folded in
+        here (a ``Counter`` update per line cost 3-4% of a line's time)."""
+        c = self._counts
+        for key, attr in _FAST_COUNTS:
+            n = getattr(self, attr)
+            if n:
+                c[key] += n
+                setattr(self, attr, 0)
+        return c
 
     def summary(self) -> str:
         """One line of counts, for stderr / logs."""
@@ -302,6 +356,31 @@ class RequestLogBridge:
 
     # -- the line around the JSON ----------------------------------------------------------
 
+    def _locate(self, line: str, ts: int | None) -> tuple[int | None, str, int] | None:
+        """(API key, JSON text, time stamp in epoch ms) of any accepted line form, or None for
+        a line that is not a completed request (counted)."""
+        m = _USUAL.match(line)
+        end = line.rfind(_USUAL_END) if m is not None else -1
+        if end > 0 and not line[end + len(_USUAL_END):].strip():
+            # The default layout: one C-level match reads the time stamp and the API key, and
+            # the JSON is cut out by position.
+            second = m.group(1)
+            base = self._seconds.get(second)
+            if base is None:
+                base = self._second_ms(second + ",000", second)
+            if len(self._fast_seconds) > 100_000:
+                self._fast_seconds.clear()
+            self._fast_seconds[line[:21]] = base
+            return int(m.group(4)), line[m.start(3):end + 1], base + int(m.group(2))
+        body, line_ts = self._split(line)
+        if body is None:
+            return None
+        if line_ts is None:
+            if ts is None:
+                raise _Broken("MISSING_TIMESTAMP", "a message-only line and no record timestamp")
+            line_ts = ts
+        return _api_key(body), body, line_ts
+
     def _split(self, line: str) -> tuple[str | None, int | None]:
         """(the JSON text, the line's time stamp in epoch ms or None); (None, None) for a line
         that is not a completed request (counted)."""
@@ -310,7 +389,7 @@ class RequestLogBridge:
             stripped = line.strip()
             if stripped.startswith("{"):
                 return stripped, None  # the bare JSON object
-            self.counts["skipped.EMPTY" if not stripped else "skipped.OTHER_LOGGER"] += 1
+            self._counts["skipped.EMPTY" if not stripped else "skipped.OTHER_LOGGER"] += 1
             return None, None
         start = i + len(_MARKER)
         end = line.rfind("}")
@@ -319,7 +398,7 @@ class RequestLogBridge:
         tail = line[end + 1:].strip()
         if tail and tail != _LOGGER:
             if tail.startswith("(") and tail.endswith(")") and " " not in tail:
-                self.counts["skipped.OTHER_LOGGER"] += 1  # another logger's "Completed request:"
+                self._counts["skipped.OTHER_LOGGER"] += 1  # another logger's "Completed request:"
                 return None, None
             raise _Broken("BAD_JSON", f"text after the JSON object: {tail[:40]!r}")
         ts = None
@@ -368,48 +447,49 @@ class RequestLogBridge:
 
     def _commit(self, line: _CommitLine, transactional: bool, ts: int, eid: str) -> list[dict[str, Any]]:
         req = line.request
-        resp_topics = line.response.topics if line.response is not None else []
-        n_resp = len(resp_topics)
-        lookup: dict[tuple[str | None, int], int] | None = None
-        by_code: dict[int | None, list[dict[str, Any]]] = {}
-        for i, t in enumerate(req.topics):
-            name, topic_id, parts = t.name, t.topic_id, t.partitions
-            if not parts:
-                continue
-            if name is not None:
-                topic = name
-            elif topic_id is not None:
-                topic = self._resolve(topic_id)
-            else:
-                raise _Broken("MISSING_FIELD", f"request.topics[{i}]: neither name nor topicId")
-            r = resp_topics[i] if i < n_resp else None
-            if (r is not None and r.name == name and r.topic_id == topic_id
-                    and list(map(_PARTITION_INDEX, r.partitions)) == list(map(_PARTITION_INDEX, parts))):
-                codes_of: list[int | None] = list(map(_ERROR_CODE, r.partitions))  # by position, as answered
-            else:
-                if lookup is None:
-                    lookup = {(a.name if a.name is not None else a.topic_id, p.partition_index): p.error_code
-                              for a in resp_topics for p in a.partitions}
-                key = name if name is not None else topic_id
-                codes_of = [lookup.get((key, p.partition_index)) for p in parts]
-            rows = [{"topic": topic, "partition": p.partition_index, "offset": p.committed_offset,
-                     "leader_epoch": p.committed_leader_epoch} for p in parts]
-            if any(map(_METADATA, parts)):
-                for o, p in zip(rows, parts):
-                    if p.committed_metadata:
-                        o["metadata"] = p.committed_metadata
-            first = codes_of[0] if codes_of else None
-            if codes_of.count(first) == len(codes_of):  # one answer for the whole topic: the usual case
-                group = by_code.get(first)
-                if group is None:
-                    by_code[first] = rows
-                else:
-                    group.extend(rows)
-            else:
-                for o, c in zip(rows, codes_of):
-                    by_code.setdefault(c, []).append(o)
+        resp = line.response
+        resp_topics = resp.topics if resp is not None else []
+        # The answers first: the line counts as decoded once all of it is read, as when the
+        # response was parsed with the rest.
+        if len(resp_topics) == 1:
+            answers = [self._answers(0, resp_topics[0].partitions)]
+        else:
+            answers = [self._answers(i, r.partitions) for i, r in enumerate(resp_topics)]
+        if transactional:
+            self._counts["TXN_OFFSET_COMMIT"] += 1
+        else:
+            self._commits += 1
+        topics = req.topics
+        by_code = None
+        if len(topics) == 1 and len(answers) == 1:
+            # The usual request: one topic, answered in the same order with one code for all of
+            # its partitions; the same result as _offsets_by_code's loop, in fewer steps.
+            t, r = topics[0], resp_topics[0]
+            parts = t.partitions
+            indices, _, code = answers[0]
+            if (code is not None and parts and r.name == t.name and r.topic_id == t.topic_id
+                    and tuple(map(_PARTITION_INDEX, parts)) == indices):
+                topic = t.name
+                if topic is None:
+                    if t.topic_id is None:
+                        raise _Broken("MISSING_FIELD", "request.topics[0]: neither name nor topicId")
+                    topic = self._resolve(t.topic_id)
+                rows = [{"topic": topic, "partition": p.partition_index, "offset": p.committed_offset,
+                         "leader_epoch": p.committed_leader_epoch} for p in parts]
+                if any(map(_METADATA, parts)):
+                    _add_metadata(rows, parts)
+                if self.cluster is None and req.group_instance_id is None and not transactional:
+                    epoch = req.generation_id_or_member_epoch
+                    if epoch is None:
+                        epoch = req.generation_id if req.generation_id is not None else -1
+                    return [{"type": "offset_commit", "ts": ts, "group_id": req.group_id, "event_id": eid,
+                             "member_id": req.member_id or "", "member_epoch": epoch, "offsets": rows,
+                             "error_code": code}]
+                by_code = {code: rows}
+        if by_code is None:
+            by_code = self._offsets_by_code(topics, resp_topics, answers)
         if not by_code:
-            self.counts["skipped.EMPTY_COMMIT"] += 1
+            self._counts["skipped.EMPTY_COMMIT"] += 1
             return []
         epoch = req.generation_id_or_member_epoch
         if epoch is None:
@@ -438,34 +518,109 @@ class RequestLogBridge:
                 e["producer_epoch"] = req.producer_epoch if req.producer_epoch is not None else -1
             out.append(e)
         if None in by_code:
-            self.counts["problem.NO_RESPONSE_PARTITION"] += 1
+            self._counts["problem.NO_RESPONSE_PARTITION"] += 1
         return out
+
+    def _offsets_by_code(self, topics: list[_CommitTopic], resp_topics: list[_ResponseTopic],
+                         answers: list[tuple[tuple[int, ...], tuple[int, ...], int | None]]
+                         ) -> dict[int | None, list[dict[str, Any]]]:
+        """A commit's offsets grouped by the response's error code (first appearance order),
+        partitions in request order; None: a partition the response does not list."""
+        n_resp = len(resp_topics)
+        lookup: dict[tuple[str | None, int], int] | None = None
+        by_code: dict[int | None, list[dict[str, Any]]] = {}
+        for i, t in enumerate(topics):
+            name, topic_id, parts = t.name, t.topic_id, t.partitions
+            if not parts:
+                continue
+            if name is not None:
+                topic = name
+            elif topic_id is not None:
+                topic = self._resolve(topic_id)
+            else:
+                raise _Broken("MISSING_FIELD", f"request.topics[{i}]: neither name nor topicId")
+            r = resp_topics[i] if i < n_resp else None
+            if (r is not None and r.name == name and r.topic_id == topic_id
+                    and answers[i][0] == tuple(map(_PARTITION_INDEX, parts))):
+                codes_of: list[int | None] = list(answers[i][1])  # by position, as answered
+            else:
+                if lookup is None:
+                    lookup = {(a.name if a.name is not None else a.topic_id, p): c
+                              for a, (indices, codes, _) in zip(resp_topics, answers) for p, c in zip(indices, codes)}
+                key = name if name is not None else topic_id
+                codes_of = [lookup.get((key, p.partition_index)) for p in parts]
+            rows = self._rows(topic, parts)
+            first = codes_of[0] if codes_of else None
+            if codes_of.count(first) == len(codes_of):  # one answer for the whole topic: the usual case
+                group = by_code.get(first)
+                if group is None:
+                    by_code[first] = rows
+                else:
+                    group.extend(rows)
+            else:
+                for o, c in zip(rows, codes_of):
+                    by_code.setdefault(c, []).append(o)
+        return by_code
+
+    def _answers(self, i: int, raw: msgspec.Raw) -> tuple[tuple[int, ...], tuple[int, ...], int | None]:
+        """(partition indices, error codes, the one code of all or None) of response topic ``i``."""
+        key = bytes(raw)
+        answers = self._answer_memo.get(key)
+        if answers is None:
+            try:
+                parts = _DECODE_ANSWERS(key)
+            except msgspec.ValidationError as exc:  # msgspec's path, from the document's root as before
+                raise _Broken("BAD_FIELD", str(exc).replace("`$", f"`$.response.topics[{i}].partitions", 1)) from None
+            except msgspec.DecodeError as exc:  # not reached: the line's parse checked the syntax
+                raise _Broken("BAD_JSON", str(exc)) from None
+            codes = tuple(map(_ERROR_CODE, parts))
+            one = codes[0] if codes and codes.count(codes[0]) == len(codes) else None
+            answers = (tuple(map(_PARTITION_INDEX, parts)), codes, one)
+            if len(self._answer_memo) >= MAX_ANSWERS:
+                self._answer_memo.clear()
+            self._answer_memo[key] = answers
+        return answers
+
+    @staticmethod
+    def _rows(topic: str, parts: list[_CommitPartition]) -> list[dict[str, Any]]:
+        """SPEC ``offsets`` entries; ``metadata`` only when not empty."""
+        rows = [{"topic": topic, "partition": p.partition_index, "offset": p.committed_offset,
+                 "leader_epoch": p.committed_leader_epoch} for p in parts]
+        if any(map(_METADATA, parts)):
+            _add_metadata(rows, parts)
+        return rows
 
     # -- ConsumerGroupHeartbeat --------------------------------------------------------------
 
     def _heartbeat(self, line: _HeartbeatLine, ts: int, eid: str) -> list[dict[str, Any]]:
         req, resp = line.request, line.response
         code = resp.error_code
-        if code in COORDINATOR_ERRORS:
-            self.counts[f"dropped.{COORDINATOR_ERRORS[code]}"] += 1
+        if code and code in COORDINATOR_ERRORS:
+            self._counts[f"dropped.{COORDINATOR_ERRORS[code]}"] += 1
             return []
         group_id = req.group_id
         member_id = req.member_id or resp.member_id or ""
-        if self.cluster is None:
+        cluster = self.cluster
+        if cluster is None:
             hb = {"type": "heartbeat", "ts": ts, "group_id": group_id, "event_id": eid, "member_id": member_id,
                   "request_epoch": req.member_epoch, "response_epoch": resp.member_epoch, "error_code": code}
         else:
-            hb = {"type": "heartbeat", "ts": ts, "cluster": self.cluster, "group_id": group_id, "event_id": eid,
+            hb = {"type": "heartbeat", "ts": ts, "cluster": cluster, "group_id": group_id, "event_id": eid,
                   "member_id": member_id, "request_epoch": req.member_epoch, "response_epoch": resp.member_epoch,
                   "error_code": code}
-        out = [hb]
         key = (group_id, member_id)
         if (code == 0 and resp.assignment is None and req.topic_partitions is None and self.carry
                 and req.subscribed_topic_names is None and req.instance_id is None):
             m = self.members.get(key)
             if m is not None and m.epoch == resp.member_epoch:
-                return out  # the steady heartbeat, most of them: nothing changed
-        head = {k: hb[k] for k in _HEAD if k in hb}
+                return [hb]  # the steady heartbeat, most of them: nothing changed
+        return self._membership(req, resp, hb, key, ts, eid)
+
+    def _membership(self, req: _HeartbeatRequest, resp: _HeartbeatResponse, hb: dict[str, Any],
+                    key: tuple[str, str], ts: int, eid: str) -> list[dict[str, Any]]:
+        """``[hb]`` and the membership event a heartbeat implies, if any (SPEC §10)."""
+        out = [hb]
+        code = resp.error_code
         if code != 0:
             if code in (UNKNOWN_MEMBER_ID, FENCED_MEMBER_EPOCH) and self.carry:
                 self.members.pop(key, None)  # the coordinator no longer has this member
@@ -473,7 +628,7 @@ class RequestLogBridge:
         if req.member_epoch in (LEAVE_GROUP_MEMBER_EPOCH, LEAVE_GROUP_STATIC_MEMBER_EPOCH):
             reason = "static_leave" if req.member_epoch == LEAVE_GROUP_STATIC_MEMBER_EPOCH else "leave"
             m = self.members.pop(key, None)
-            left = {"type": "member_left", **head, "reason": reason}
+            left = {"type": "member_left", **self._head(ts, eid, key), "reason": reason}
             instance_id = req.instance_id if req.instance_id is not None else (m.instance_id if m else None)
             if instance_id is not None:
                 left["instance_id"] = instance_id
@@ -484,8 +639,8 @@ class RequestLogBridge:
         owned = self._tps(req.topic_partitions) if req.topic_partitions is not None else None
         subscribed = sorted(set(req.subscribed_topic_names)) if req.subscribed_topic_names is not None else None
         if not self.carry:
-            e = {"type": "member_assignment", **head, "protocol": "consumer", "member_epoch": new_epoch,
-                 "assigned": assigned,
+            e = {"type": "member_assignment", **self._head(ts, eid, key), "protocol": "consumer",
+                 "member_epoch": new_epoch, "assigned": assigned,
                  # null: derived by the group state from the member it models (the owned set not sent)
                  "pending_revocation": [] if assigned is None else _minus(owned, assigned) if owned is not None
                  else None}
@@ -514,9 +669,9 @@ class RequestLogBridge:
         if not changed:
             return out
         if m.assigned is None:
-            self.counts["problem.ASSIGNMENT_NOT_SEEN"] += 1  # joined before we looked; wait for the next one
+            self._counts["problem.ASSIGNMENT_NOT_SEEN"] += 1  # joined before we looked; wait for the next one
             return out
-        e = {"type": "member_assignment", **head, "protocol": "consumer", "member_epoch": new_epoch}
+        e = {"type": "member_assignment", **self._head(ts, eid, key), "protocol": "consumer", "member_epoch": new_epoch}
         if previous is not None:
             e["previous_member_epoch"] = previous
         e["assigned"] = m.assigned
@@ -527,6 +682,12 @@ class RequestLogBridge:
             e["instance_id"] = m.instance_id
         out.append(e)
         return out
+
+    def _head(self, ts: int, eid: str, key: tuple[str, str]) -> dict[str, Any]:
+        """The fields every event of a heartbeat starts with, in SPEC order."""
+        if self.cluster is None:
+            return {"ts": ts, "group_id": key[0], "event_id": eid, "member_id": key[1]}
+        return {"ts": ts, "cluster": self.cluster, "group_id": key[0], "event_id": eid, "member_id": key[1]}
 
     # -- topic ids -------------------------------------------------------------------------
 
@@ -557,9 +718,17 @@ class RequestLogBridge:
         return [{"topic": t, "partitions": sorted(merged[t])} for t in sorted(merged)]
 
 
+_FAST_COUNTS = (("lines", "_lines"), ("events", "_events"), ("CONSUMER_GROUP_HEARTBEAT", "_heartbeats"),
+                ("OFFSET_COMMIT", "_commits"))  # counts kept as attributes on the hot path
 _PARTITION_INDEX = attrgetter("partition_index")
 _ERROR_CODE = attrgetter("error_code")
 _METADATA = attrgetter("committed_metadata")
+
+
+def _add_metadata(rows: list[dict[str, Any]], parts: list[_CommitPartition]) -> None:
+    for o, p in zip(rows, parts):
+        if p.committed_metadata:
+            o["metadata"] = p.committed_metadata
 
 
 def _minus(owned: list[dict[str, Any]], assigned: list[dict[str, Any]]) -> list[dict[str, Any]]:
