@@ -19,6 +19,7 @@ from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, 
 from fencewatch.sinks.jsonl import alert_json, commit_verdicts_json, verdict_json
 from fencewatch.state import expiry as exp
 from fencewatch.state import group as grp
+from fencewatch.state import membership as ms
 from fencewatch.state.config import RulesConfig
 from fencewatch.state.events import CommitOffset, CommitOffsets, OffsetCommit
 from fencewatch.state.model import UniformParts
@@ -284,7 +285,7 @@ def test_local_engine_hot_path_equals_keyed_processing(seed):
 @settings(max_examples=30, deadline=None)
 @given(st.integers(min_value=0, max_value=2**32))
 def test_subscribed_fast_check_implies_the_rule(seed):
-    """``group._subscribed_to_all`` skips the expiry rule's state for a group with members; the
+    """``offsets.subscribed_to_all`` skips the expiry rule's state for a group with members; the
     rule must agree for every group state a history passes through."""
     from fencewatch.state.engine import LocalEngine
     from fencewatch.streaming.replay import decode_dicts
@@ -297,6 +298,6 @@ def test_subscribed_fast_check_implies_the_rule(seed):
             for topic in (g.subscribed or ()):
                 if g.members:
                     checked += 1
-                    assert exp.subscribed_to_all(g.group_type or "simple", grp._derived_state(g), g.subscribed,
+                    assert exp.subscribed_to_all(g.group_type or "simple", ms.derived_state(g), g.subscribed,
                                                  (topic,))
     assert checked
