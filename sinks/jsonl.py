@@ -1,4 +1,4 @@
-"""JSON-lines encodings of verdicts and alerts (SPEC 8), one place for both engines.
+"""JSON-lines encodings of verdicts and alerts (contract §8), one place for both engines.
 
 Byte-for-byte stable: fixed field order, compact separators, ASCII escapes, so
 ``replay --engine local`` and ``--engine spark`` can be compared with ``cmp``.

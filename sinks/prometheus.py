@@ -64,8 +64,8 @@ _ZERO_SERIES: tuple[tuple[str, tuple[str, ...]], ...] = (
 class MetricsBatch:
     """One micro-batch as the driver sees it; every field is optional.
 
-    - verdicts: SPEC 8 verdict records (dicts, or `state.model.Verdict` tuples)
-    - alerts: SPEC 8 alert records (dicts or `Alert` dataclasses)
+    - verdicts: contract §8 verdict records (dicts, or `state.model.Verdict` tuples)
+    - alerts: contract §8 alert records (dicts or `Alert` dataclasses)
     - group_status: dicts with cluster, group_id, protocol, members,
       partitions_held, group_epoch, max_member_epoch, expiry_deadline_ms
       (None: nothing expires), rebalances_total (monotone), state

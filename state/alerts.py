@@ -1,4 +1,4 @@
-"""Alerts (contract §6.2): their texts, their deterministic ids, and a group's cool-downs.
+"""Alerts (contract §8.2): their texts, their deterministic ids, and a group's cool-downs.
 
 Owns: every alert text a group emits (one builder per kind, returning a :class:`Draft`),
 :func:`emit` folding per-commit kinds into a count within ``alert_cooldown_ms``, and

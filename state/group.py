@@ -336,7 +336,7 @@ def _record_commit(g: GroupState, ev: OffsetCommit, cfg: RulesConfig, stored: bo
 
 
 def _abort_transaction(g: GroupState, ev: OffsetCommit, avoidable: bool) -> None:
-    """A rejected TxnOffsetCommit aborts its transaction (contract §3.5)."""
+    """A rejected TxnOffsetCommit aborts its transaction (contract §6)."""
     tid = ev.transactional_id or ""
     aborted, saved = g.txn_aborts_by_id.get(tid, (0, 0))
     g.counters.txn_aborts += 1

@@ -222,7 +222,7 @@ def rejection_for(transactional: bool, member: Member, group_type: str | None) -
 
 def commit_stored(broker_error: str | None, predicted: str) -> bool:
     """Whether the broker stored the commit: its answer when we have one, else the prediction
-    of the broker's policy. A rejected TxnOffsetCommit aborts its transaction (contract §3.5)."""
+    of the broker's policy. A rejected TxnOffsetCommit aborts its transaction (contract §6)."""
     return (broker_error if broker_error is not None else predicted) == "NONE"
 
 

@@ -204,7 +204,7 @@ class UniformParts(tuple):
 class CommitVerdicts(NamedTuple):
     """All verdicts of one commit request: request fields once, one judgement per partition.
 
-    Verdict records (contract §6.1) are this expanded per partition (:meth:`expand`):
+    Verdict records (contract §8.1) are this expanded per partition (:meth:`expand`):
     the request fields before ``broker_error``, the judgement, then the broker's answer
     fields. Encoders may render the shared parts once per request instead.
     """
@@ -244,7 +244,7 @@ def _annotated(cls, names) -> list[tuple[str, object]]:
 Verdict = NamedTuple("Verdict", _annotated(CommitVerdicts, REQUEST_HEAD_FIELDS)
                      + _annotated(PartitionJudgement, PartitionJudgement._fields)
                      + _annotated(CommitVerdicts, REQUEST_TAIL_FIELDS))
-Verdict.__doc__ = """One (commit event, partition) verdict record (contract §6.1): the request's
+Verdict.__doc__ = """One (commit event, partition) verdict record (contract §8.1): the request's
 head fields, its ``PartitionJudgement``, the request's tail fields; composed from those two
 declarations, never spelled out again."""
 
@@ -256,7 +256,7 @@ VERDICT_OUTPUT_FIELDS: tuple[str, ...] = tuple(OUTPUT_NAMES.get(f, f) for f in V
 
 @dataclass(frozen=True, slots=True)
 class Alert:
-    """An alert record of SPEC 8; ``alert_id`` is deterministic (see :mod:`.alerts`)."""
+    """An alert record of contract §8; ``alert_id`` is deterministic (see :mod:`.alerts`)."""
 
     alert_id: str
     ts: int

@@ -1,4 +1,4 @@
-"""Per-partition truncation watch (SPEC 5): a partition's log facts and the groups' commits to it.
+"""Per-partition truncation watch (contract §5): a partition's log facts and the groups' commits to it.
 
 Keyed by (cluster, topic), not by group, so a ``partition_epochs`` fact reaches
 exactly the groups that committed to that partition, without broadcasting every

@@ -1,5 +1,5 @@
 """What a group looks like from outside: its status snapshot and the summary of its verdicts
-that metrics count (contract §6.3). Pure: no Prometheus here (the exporter, ``sinks/``,
+that metrics count (contract §8.3). Pure: no Prometheus here (the exporter, ``sinks/``,
 turns these into series), so the Spark state function imports nothing of it.
 
 Owns: :func:`status` (a group's gauges and counters), :class:`VerdictShape` and

@@ -1,4 +1,4 @@
-"""Bytes and dicts in, typed events (``state.events``) or a dead letter out (SPEC 1).
+"""Bytes and dicts in, typed events (``state.events``) or a dead letter out (contract §1).
 
 Bad input never raises out of here: it becomes a :class:`DecodeError` with a
 stable ``code`` (MISSING_FIELD, WRONG_TYPE, ...), its parameters and the
