@@ -10,7 +10,7 @@ deduplicates downstream.
 from __future__ import annotations
 
 import hashlib
-from typing import Mapping, NamedTuple, Protocol
+from typing import Callable, Mapping, NamedTuple, Protocol
 
 from .model import Alert, AlertKind, Severity
 
@@ -64,20 +64,24 @@ class Cooldowns(Protocol):
     alert_suppressed: dict[str, int]  # kind -> alerts folded into a count since
 
 
-def emit(g: Cooldowns, alerts: list[Alert], cooldown_ms: int, ts: int, draft: Draft) -> None:
-    """Append the alert, or fold it into a count while its kind is cooling down for this group."""
-    k = draft.kind.value
-    details = draft.details
+def emit(g: Cooldowns, alerts: list[Alert], cooldown_ms: int, ts: int, kind: AlertKind,
+         build: Callable[..., Draft], *args) -> None:
+    """Append the alert ``build(*args)`` makes, or fold it into a count while ``kind`` is
+    cooling down for this group (then nothing is built: a zombie storm costs no texts)."""
+    k = kind.value
+    more = None
     if k in COOLDOWN_KINDS and cooldown_ms > 0:
         last = g.alert_last.get(k)
         if last is not None and ts - last < cooldown_ms:
             g.alert_suppressed[k] = g.alert_suppressed.get(k, 0) + 1
             return
-        details = {**details, "suppressed_before": g.alert_suppressed.pop(k, 0)}
+        more = g.alert_suppressed.pop(k, 0)
         g.alert_last[k] = ts
-    alerts.append(make_alert(ts=ts, cluster=g.cluster, group_id=g.group_id, kind=draft.kind,
-                             severity=draft.severity, summary=draft.summary, details=details,
-                             occurrence=draft.occurrence))
+    draft = build(*args)
+    assert draft.kind is kind, (draft.kind, kind)
+    details = draft.details if more is None else {**draft.details, "suppressed_before": more}
+    alerts.append(make_alert(ts=ts, cluster=g.cluster, group_id=g.group_id, kind=kind, severity=draft.severity,
+                             summary=draft.summary, details=details, occurrence=draft.occurrence))
 
 
 def listed(tps) -> str:

@@ -36,8 +36,9 @@ from .events import (ClassicJoin, ClassicSync, GroupStateChange, Heartbeat, Memb
                      OffsetCommit, OffsetCommitted, OffsetDeleted)
 from .fencing import pre_check
 from .judgement_cache import JudgementCache
-from .model import Alert, CommitClass, CommitVerdicts, KafkaError, Protocol, TopicPartition, Verdict
-from .offsets import ExpiryTrack, committed_offsets
+from .judging import POLICY_ANSWER, commit_stored, model_agrees
+from .model import Alert, AlertKind, CommitClass, CommitVerdicts, KafkaError, Protocol, TopicPartition, Verdict
+from .offsets import ExpiryTrack, committed_offsets, note_commit, store_request
 from .status import status  # noqa: F401  (the group's snapshot, for callers of this module)
 from .sticky import add_claims
 
@@ -143,8 +144,8 @@ def _settle(g: GroupState, ts: int, cfg: RulesConfig, state: str | None = None) 
     return g
 
 
-def _emit(g: GroupState, out: Outputs, cfg: RulesConfig, ts: int, draft: alerts.Draft) -> None:
-    alerts.emit(g, out.alerts, cfg.alert_cooldown_ms, ts, draft)
+def _emit(g: GroupState, out: Outputs, cfg: RulesConfig, ts: int, kind: AlertKind, build, *args) -> None:
+    alerts.emit(g, out.alerts, cfg.alert_cooldown_ms, ts, kind, build, *args)
 
 
 # --------------------------------------------------------------------------- membership events
@@ -171,8 +172,8 @@ def _member_assignment(g: GroupState, ev: MemberAssignment, cfg: RulesConfig, ou
         ms.replace_member(g, prev, new, also_remove=takeover)
         clashes = contested and ms.new_clashes(g.owners, new, base.assigned_partitions if base is not None else {})
         if clashes:
-            _emit(g, out, cfg, ev.ts, alerts.duplicate_assignment(ev.member_id, ev.member_epoch, clashes,
-                                                                  ev.event_id))
+            _emit(g, out, cfg, ev.ts, AlertKind.DUPLICATE_ASSIGNMENT, alerts.duplicate_assignment, ev.member_id,
+                  ev.member_epoch, clashes, ev.event_id)
     new_epoch = ev.group_epoch if ev.group_epoch is not None else ev.member_epoch
     if new_epoch > g.group_epoch:
         g.group_epoch = new_epoch
@@ -204,7 +205,8 @@ def _classic_join(g: GroupState, ev: ClassicJoin, cfg: RulesConfig, out: Outputs
     if g.state not in ("PreparingRebalance",) and g.group_type == "classic":
         ms.set_state(g, ev.ts, "PreparingRebalance")
     if conflicts:
-        _emit(g, out, cfg, ev.ts, alerts.stale_owned_claim(ev.member_id, ev.generation, conflicts, ev.event_id))
+        _emit(g, out, cfg, ev.ts, AlertKind.STALE_OWNED_CLAIM, alerts.stale_owned_claim, ev.member_id, ev.generation,
+              conflicts, ev.event_id)
     return g
 
 
@@ -219,7 +221,8 @@ def _classic_sync(g: GroupState, ev: ClassicSync, cfg: RulesConfig, out: Outputs
         ms.replace_member(g, prev, apply_classic_generation(prev, mid, ev.generation, tps, Protocol.CLASSIC))
     dupes = ms.given_twice(ev.assignments)
     if dupes:
-        _emit(g, out, cfg, ev.ts, alerts.duplicate_generation(ev.generation, dupes, ev.event_id))
+        _emit(g, out, cfg, ev.ts, AlertKind.DUPLICATE_ASSIGNMENT, alerts.duplicate_generation, ev.generation, dupes,
+              ev.event_id)
     if ev.generation > g.group_epoch:
         g.counters.rebalances += 1
     g.claims = {}
@@ -256,28 +259,43 @@ _FENCING_ANSWERS = (KafkaError.STALE_MEMBER_EPOCH, KafkaError.ILLEGAL_GENERATION
 
 def _commit(g: GroupState, ev: OffsetCommit, cfg: RulesConfig, out: Outputs) -> GroupState:
     """An OffsetCommit / TxnOffsetCommit: judge it, record what the broker stored, then the
-    spike detectors, the transaction and the per-commit alerts."""
-    ts, mid, c, code = ev.ts, ev.member_id, ev.member_epoch, ev.error_code
-    if ts > g.last_ts:  # _touch(g, ts), inline: once per commit
+    spike detectors, the transaction and the per-commit alerts. The hot path: what runs for
+    every commit is inline here, the rest in the helpers below."""
+    ts, mid, c, txn, offsets, code = ev.ts, ev.member_id, ev.member_epoch, ev.transactional, ev.offsets, ev.error_code
+    if ts > g.last_ts:  # _touch(g, ts), inline
         g.last_ts = ts
     if g.first_seen_ts is None:
         g.first_seen_ts = ts
     member = g.members.get(mid) if mid else None
     broker_error, be = _NO_ANSWER if code is None else _ANSWER_BY_CODE.get(code) or _UNKNOWN_ANSWER
     if member is not None and g.exists:  # every guard before the policies passes (``pre_check``)
-        judged = _judge_known(g, member, ev)
+        mine = g.judged.get((mid, c, txn))  # the judgement cache's lookup, inline
+        judged = mine.requests.get(offsets.tps) if mine is not None else None
+        if judged is None:
+            judged = _judge_known(g, member, ev)
         warming, b = False, member.member_epoch
     else:
         judged, warming = _judge_unknown(g, ev, cfg, member is not None)
         b = None
-    predicted = judging.POLICY_ANSWER[cfg.broker_policy](judged.answers)
-    agrees = judging.model_agrees(broker_error, predicted, warming)
+    predicted = POLICY_ANSWER[cfg.broker_policy](judged.answers)
+    agrees = None if broker_error is None else model_agrees(broker_error, predicted, warming)
     out.commits.append(_new_tuple(CommitVerdicts, (ev.event_id, ts, g.cluster, g.group_id, mid,
-                                                   "txn_commit" if ev.transactional else "commit", c, b, be, agrees,
-                                                   warming, judged.parts, ev.seq)))
-    stored = judging.commit_stored(broker_error, predicted)
-    _record_commit(g, ev, cfg, stored, broker_error in _FENCING_ANSWERS, agrees is False, out)
-    if ev.transactional and not stored:
+                                                   "txn_commit" if txn else "commit", c, b, be, agrees, warming,
+                                                   judged.parts, ev.seq)))
+    stored = commit_stored(broker_error, predicted)
+    fenced = broker_error in _FENCING_ANSWERS
+    counters = g.counters
+    counters.commits += 1
+    if txn or fenced or agrees is False:
+        counters.txn_commits += txn
+        counters.broker_fencing_errors += fenced
+        counters.divergences += agrees is False
+    if stored and offsets.tps:
+        _store_commit(g, offsets, ts, txn, cfg)
+    aborted = txn and not stored
+    if fenced or aborted:
+        _observe_spikes(g, ts, fenced, aborted, cfg, out)
+    if aborted:
         _abort_transaction(g, ev, judged.answers.kip1251 is KafkaError.NONE and not warming)
     if not warming and (judged.zombies or judged.avoidable or judged.unsafe or agrees is False):
         _commit_alerts(g, ev, cfg, out, judged, b, stored, broker_error, predicted, agrees)
@@ -285,14 +303,12 @@ def _commit(g: GroupState, ev: OffsetCommit, cfg: RulesConfig, out: Outputs) -> 
 
 
 def _judge_known(g: GroupState, member: Member, ev: OffsetCommit) -> judging.RequestJudgement:
-    """A known member's request, from the judgement cache when membership has not changed."""
+    """A known member's request the judgement cache does not hold: judged, then kept."""
     tps = ev.offsets.tps
     mine = g.judged.of(ev.member_id, ev.member_epoch, ev.transactional)
-    judged = mine.requests.get(tps)
-    if judged is None:
-        rej = judging.rejection_for(ev.transactional, member, g.group_type)
-        judged = judging.judge_request(g, member, ev.member_epoch, tps, ev.offsets.topic, rej, mine.partitions)
-        mine.remember(tps, judged)
+    rej = judging.rejection_for(ev.transactional, member, g.group_type)
+    judged = judging.judge_request(g, member, ev.member_epoch, tps, ev.offsets.topic, rej, mine.partitions)
+    mine.remember(tps, judged)
     return judged
 
 
@@ -308,31 +324,23 @@ def _judge_unknown(g: GroupState, ev: OffsetCommit, cfg: RulesConfig,
     return judging.judge_before_policies(g, mid, ev.offsets.tps, pre, warming), warming
 
 
-def _record_commit(g: GroupState, ev: OffsetCommit, cfg: RulesConfig, stored: bool, fenced: bool,
-                   diverged: bool, out: Outputs) -> None:
-    """Counters, the stored offsets, and the spike detectors' view of the broker's answer."""
-    txn = ev.transactional
-    counters = g.counters
-    counters.commits += 1
-    if txn or fenced or diverged:
-        counters.txn_commits += txn
-        counters.broker_fencing_errors += fenced
-        counters.divergences += diverged
-    tps = ev.offsets.tps
-    if stored and tps:
-        offs.store_request(g, tps, ev.ts, ev.offsets.topic)
-        if not g.exists and g.group_type is None:
-            g.group_type = "simple"
-        g.exists = True
-        if txn:
-            g.pending_txn.update(zip(tps, repeat(ev.ts)))
-        offs.note_commit(g, ev.ts, cfg.offsets_retention_ms, tps, ev.offsets.topic)
-    # Spike detectors: the broker's fencing answers and aborted transactions, per window.
-    aborted_txn = txn and not stored
-    if fenced or aborted_txn:
-        g.spike, spike_alerts = spk.observe(g.spike or spk.INITIAL, ev.ts, int(fenced), int(aborted_txn), cfg.spike,
-                                            cluster=g.cluster, group_id=g.group_id)
-        out.alerts.extend(spike_alerts)
+def _store_commit(g: GroupState, offsets, ts: int, txn: bool, cfg: RulesConfig) -> None:
+    """The broker stored the request: its offsets, the group it may create, the deadline."""
+    tps = offsets.tps
+    store_request(g, tps, ts, offsets.topic)
+    if not g.exists and g.group_type is None:
+        g.group_type = "simple"
+    g.exists = True
+    if txn:
+        g.pending_txn.update(zip(tps, repeat(ts)))
+    note_commit(g, ts, cfg.offsets_retention_ms, tps, offsets.topic)
+
+
+def _observe_spikes(g: GroupState, ts: int, fenced: bool, aborted: bool, cfg: RulesConfig, out: Outputs) -> None:
+    """Spike detectors: the broker's fencing answers and aborted transactions, per window."""
+    g.spike, spike_alerts = spk.observe(g.spike or spk.INITIAL, ts, int(fenced), int(aborted), cfg.spike,
+                                        cluster=g.cluster, group_id=g.group_id)
+    out.alerts.extend(spike_alerts)
 
 
 def _abort_transaction(g: GroupState, ev: OffsetCommit, avoidable: bool) -> None:
@@ -348,14 +356,14 @@ def _commit_alerts(g: GroupState, ev: OffsetCommit, cfg: RulesConfig, out: Outpu
                    stored: bool, broker_error: KafkaError | None, predicted: KafkaError, agrees: bool | None) -> None:
     facts = alerts.CommitFacts(ev.member_id, ev.member_epoch, b, ev.transactional, ev.transactional_id, ev.event_id)
     if judged.avoidable and not stored and judged.answers.kip1251 is KafkaError.NONE:
-        _emit(g, out, cfg, ev.ts, alerts.avoidable_fencing(facts, judged.avoidable))
+        _emit(g, out, cfg, ev.ts, AlertKind.AVOIDABLE_FENCING, alerts.avoidable_fencing, facts, judged.avoidable)
     if judged.zombies:
-        _emit(g, out, cfg, ev.ts, alerts.zombie_commit(facts, judged.zombies))
+        _emit(g, out, cfg, ev.ts, AlertKind.ZOMBIE_COMMIT, alerts.zombie_commit, facts, judged.zombies)
     if judged.unsafe:
-        _emit(g, out, cfg, ev.ts, alerts.unsafe_accept(facts, judged.unsafe))
+        _emit(g, out, cfg, ev.ts, AlertKind.UNSAFE_ACCEPT, alerts.unsafe_accept, facts, judged.unsafe)
     if agrees is False:
-        _emit(g, out, cfg, ev.ts, alerts.model_divergence(facts, broker_error.value, predicted.value,
-                                                          cfg.broker_policy.value))
+        _emit(g, out, cfg, ev.ts, AlertKind.MODEL_DIVERGENCE, alerts.model_divergence, facts, broker_error.value,
+              predicted.value, cfg.broker_policy.value)
 
 
 # --------------------------------------------------------------------------- stored offsets

@@ -34,28 +34,26 @@ class MemberJudgements:
         self.partitions.update(zip(tps, judged.parts))
 
 
-class JudgementCache:
-    """Per group: (member id, client epoch, transactional) -> :class:`MemberJudgements`."""
+class JudgementCache(dict):
+    """Per group: (member id, client epoch, transactional) -> :class:`MemberJudgements`.
+    A dict, so the per-commit lookup is one C-level ``get``."""
 
-    __slots__ = ("_by_key",)
-
-    def __init__(self) -> None:
-        self._by_key: dict[tuple[str, int, bool], MemberJudgements] = {}
+    __slots__ = ()
 
     def of(self, member_id: str, client_epoch: int, transactional: bool) -> MemberJudgements:
         key = (member_id, client_epoch, transactional)
-        found = self._by_key.get(key)
+        found = self.get(key)
         if found is None:
-            if len(self._by_key) > MAX_KEYS:
-                self._by_key.clear()
-            found = self._by_key[key] = MemberJudgements()
+            if len(self) > MAX_KEYS:
+                self.clear()
+            found = self[key] = MemberJudgements()
         return found
 
     def forget(self, changed: Iterable) -> None:
         """Drop what a membership change can alter: the changed members' own judgements, and
         other members' for partitions the changed members held before or hold now (with the
         requests made of them). ``changed``: members (or None) before and after the change."""
-        if not self._by_key:
+        if not self:
             return
         changed = [m for m in changed if m is not None]
         ids = {m.member_id for m in changed}
@@ -63,22 +61,16 @@ class JudgementCache:
         for m in changed:
             tps.update(m.assigned_partitions)
             tps.update(m.partitions_pending_revocation)
-        for key in list(self._by_key):
+        for key in list(self):
             if key[0] in ids:
-                del self._by_key[key]
+                del self[key]
                 continue
-            entry = self._by_key[key]
+            entry = self[key]
             dropped = entry.partitions.keys() & tps
             if dropped:
                 for tp in dropped:
                     del entry.partitions[tp]
                 entry.requests.clear()
-
-    def clear(self) -> None:
-        self._by_key.clear()
-
-    def __len__(self) -> int:
-        return len(self._by_key)
 
     def __reduce__(self):
         return (JudgementCache, ())  # a cache: stored state carries none of it

@@ -18,7 +18,7 @@ from . import alerts
 from . import expiry as exp
 from . import folding
 from .membership import Roster, derived_state
-from .model import Alert, TopicPartition
+from .model import Alert, AlertKind, TopicPartition
 
 _TOPIC = itemgetter(0)
 _TPS = itemgetter(0)  # a logged request's (topic, partition) keys: its shape, by identity
@@ -184,14 +184,14 @@ def _decide_deadline(g: OffsetStore, cfg, out: list[Alert]) -> int:
     dl = deadlines(g, cfg.offsets_retention_ms)
     if g.expiry.warned != d:
         warn_ts = max(d - cfg.expiry_warning_ms, g.expiry.set_ts)
-        alerts.emit(g, out, cfg.alert_cooldown_ms, warn_ts,
-                    alerts.offsets_expiring(d, dl.shipped_partitions, warn_ts, _expiry_details(g, dl, cfg)))
+        alerts.emit(g, out, cfg.alert_cooldown_ms, warn_ts, AlertKind.OFFSETS_EXPIRING, alerts.offsets_expiring,
+                    d, dl.shipped_partitions, warn_ts, _expiry_details(g, dl, cfg))
         g.expiry = replace(g.expiry, warned=d)
         return 0
     gone = exp.expired_at(expiry_view(g), committed_offsets(g), d, cfg.offsets_retention_ms)
     if gone:
-        alerts.emit(g, out, cfg.alert_cooldown_ms, d,
-                    alerts.offsets_expired(d, gone, bool(g.members), _expiry_details(g, dl, cfg)))
+        alerts.emit(g, out, cfg.alert_cooldown_ms, d, AlertKind.OFFSETS_EXPIRED, alerts.offsets_expired,
+                    d, gone, bool(g.members), _expiry_details(g, dl, cfg))
         remove(g, gone)
     g.expiry = ExpiryTrack(deadline=None, set_ts=d, stale=True)
     recompute_expiry(g, d, cfg.offsets_retention_ms)
