@@ -272,7 +272,7 @@ def _commit(g: GroupState, ev: OffsetCommit, cfg: RulesConfig, out: Outputs) -> 
         mine = g.judged.get((mid, c, txn))  # the judgement cache's lookup, inline
         judged = mine.requests.get(offsets.tps) if mine is not None else None
         if judged is None:
-            judged = _judge_known(g, member, ev)
+            judged = _judge_known(g, member, ev, mine)
         warming, b = False, member.member_epoch
     else:
         judged, warming = _judge_unknown(g, ev, cfg, member is not None)
@@ -290,8 +290,15 @@ def _commit(g: GroupState, ev: OffsetCommit, cfg: RulesConfig, out: Outputs) -> 
         counters.txn_commits += txn
         counters.broker_fencing_errors += fenced
         counters.divergences += agrees is False
-    if stored and offsets.tps:
-        _store_commit(g, offsets, ts, txn, cfg)
+    tps = offsets.tps
+    if stored and tps:  # the broker stored it: its offsets, the group it may create, the deadline
+        store_request(g, tps, ts, offsets.topic)
+        if not g.exists and g.group_type is None:
+            g.group_type = "simple"
+        g.exists = True
+        if txn:
+            g.pending_txn.update(zip(tps, repeat(ts)))
+        note_commit(g, ts, cfg.offsets_retention_ms, tps, offsets.topic)
     aborted = txn and not stored
     if fenced or aborted:
         _observe_spikes(g, ts, fenced, aborted, cfg, out)
@@ -302,12 +309,14 @@ def _commit(g: GroupState, ev: OffsetCommit, cfg: RulesConfig, out: Outputs) -> 
     return g
 
 
-def _judge_known(g: GroupState, member: Member, ev: OffsetCommit) -> judging.RequestJudgement:
-    """A known member's request the judgement cache does not hold: judged, then kept."""
+def _judge_known(g: GroupState, member: Member, ev: OffsetCommit, mine) -> judging.RequestJudgement:
+    """A known member's request the judgement cache does not hold: judged, then kept in
+    ``mine`` (the cache's entry for this member, epoch and kind; None: none yet)."""
+    if mine is None:
+        mine = g.judged.of(ev.member_id, ev.member_epoch, ev.transactional)
     tps = ev.offsets.tps
-    mine = g.judged.of(ev.member_id, ev.member_epoch, ev.transactional)
-    rej = judging.rejection_for(ev.transactional, member, g.group_type)
-    judged = judging.judge_request(g, member, ev.member_epoch, tps, ev.offsets.topic, rej, mine.partitions)
+    judged = judging.judge_request(g, member, ev.member_epoch, tps, ev.offsets.topic, ev.transactional, g.group_type,
+                                   mine.partitions)
     mine.remember(tps, judged)
     return judged
 
@@ -322,18 +331,6 @@ def _judge_unknown(g: GroupState, ev: OffsetCommit, cfg: RulesConfig,
     warming = (pre.commit_class in (CommitClass.UNKNOWN_MEMBER, CommitClass.OTHER) and mid != ""
                and cfg.warmup_ms > 0 and ev.ts < g.first_seen_ts + cfg.warmup_ms)
     return judging.judge_before_policies(g, mid, ev.offsets.tps, pre, warming), warming
-
-
-def _store_commit(g: GroupState, offsets, ts: int, txn: bool, cfg: RulesConfig) -> None:
-    """The broker stored the request: its offsets, the group it may create, the deadline."""
-    tps = offsets.tps
-    store_request(g, tps, ts, offsets.topic)
-    if not g.exists and g.group_type is None:
-        g.group_type = "simple"
-    g.exists = True
-    if txn:
-        g.pending_txn.update(zip(tps, repeat(ts)))
-    note_commit(g, ts, cfg.offsets_retention_ms, tps, offsets.topic)
 
 
 def _observe_spikes(g: GroupState, ts: int, fenced: bool, aborted: bool, cfg: RulesConfig, out: Outputs) -> None:

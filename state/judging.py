@@ -146,16 +146,24 @@ class RequestJudgement(NamedTuple):
 
 
 def judge_request(own: Ownership, member: Member, c: int, tps: tuple[TopicPartition, ...], topic: str | None,
-                  rej: str, known: Mapping[TopicPartition, PartitionJudgement]) -> RequestJudgement:
+                  transactional: bool, group_type: str | None,
+                  known: Mapping[TopicPartition, PartitionJudgement]) -> RequestJudgement:
     """Judge the commit of ``tps`` by a known member at client epoch ``c`` (contract §3.2).
 
-    ``topic``: the request's one topic (None: several, or not known); ``rej``: the error name
-    a rejecting policy answers (:func:`rejection_for`); ``known``: judgements of these
-    partitions made since membership last changed, reused as they are."""
-    if None not in map(member.assigned_partitions.get, tps) and held_by_member_alone(own, member, tps):
+    ``topic``: the request's one topic (None: several, or not known); ``known``: judgements
+    of these partitions made since membership last changed, reused as they are."""
+    # The error a rejecting policy answers (``fencing.rejection_error``), by name.
+    rej = _REJECTION_NAME[transactional or member.protocol is Protocol.CLASSIC or group_type == "classic"]
+    aes = tuple(map(member.assigned_partitions.get, tps))
+    if None not in aes and held_by_member_alone(own, member, tps):
         # The common request: each partition's answer depends only on its assignment epoch.
-        parts, all_accept = _judge_held_alone(member, c, tps, topic, rej)
-        if all_accept:
+        b, rev = member.member_epoch, member.revocation_epoch
+        outcomes = {ae: outcome(c, b, rev, ae, rej, False, None) for ae in set(aes)}
+        # A judgement is (topic, partition) + what its assignment epoch decides: joined in C.
+        rests = {ae: (ae, rev, *o, None) for ae, o in outcomes.items()}
+        make_parts = UniformParts if len(rests) == 1 and topic is not None else tuple
+        parts = make_parts(map(_new_tuple, repeat(PartitionJudgement), map(add, tps, map(rests.__getitem__, aes))))
+        if set(outcomes.values()) == {_ALL_ACCEPT}:
             return _new_tuple(RequestJudgement, (parts, _NO_ERRORS, (), (), ()))
         return _summarise(parts, tps)
     parts = []
@@ -165,19 +173,6 @@ def judge_request(own: Ownership, member: Member, c: int, tps: tuple[TopicPartit
             pj = judge_partition(own, member, c, tp, rej)
         parts.append(pj)
     return _summarise(tuple(parts), tps)
-
-
-def _judge_held_alone(member: Member, c: int, tps, topic: str | None, rej: str) -> tuple[tuple, bool]:
-    """(judgements, whether every policy accepts every one) for the request of a member holding
-    every partition alone: judged per distinct assignment epoch, not per partition."""
-    aes = tuple(map(member.assigned_partitions.get, tps))
-    b, rev = member.member_epoch, member.revocation_epoch
-    outcomes = {ae: outcome(c, b, rev, ae, rej, False, None) for ae in set(aes)}
-    # A judgement is (topic, partition) + what its assignment epoch decides: joined in C.
-    rests = {ae: (ae, rev, *o, None) for ae, o in outcomes.items()}
-    make_parts = UniformParts if len(rests) == 1 and topic is not None else tuple
-    parts = make_parts(map(_new_tuple, repeat(PartitionJudgement), map(add, tps, map(rests.__getitem__, aes))))
-    return parts, set(outcomes.values()) == {_ALL_ACCEPT}
 
 
 def _summarise(parts: tuple[PartitionJudgement, ...], tps) -> RequestJudgement:
@@ -211,11 +206,6 @@ def judge_before_policies(own: Ownership, member_id: str, tps: tuple[TopicPartit
     parts = tuple(PartitionJudgement(tp[0], tp[1], None, None, name, name, name, name, cls, False,
                                      other_holders(own, tp, member_id)[0]) for tp in tps)
     return RequestJudgement(parts, PolicyAnswers(*(pre.error,) * 4), (), (), ())
-
-
-def rejection_for(transactional: bool, member: Member, group_type: str | None) -> str:
-    """The error name a rejecting policy answers this member's request (``fencing.rejection_error``)."""
-    return _REJECTION_NAME[transactional or member.protocol is Protocol.CLASSIC or group_type == "classic"]
 
 
 # --------------------------------------------------------------------------- the broker's side
