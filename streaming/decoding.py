@@ -77,7 +77,6 @@ class _Bad(Exception):
 
 _loads = msgspec.json.decode  # strict JSON: NaN and Infinity are not numbers here
 _INT64 = 2 ** 63  # a Kafka long: larger integers (or floats) are never one
-_TYPE_NAMES = {int: "long", str: "string", list: "array", dict: "object", bool: "boolean"}
 
 
 def _req(d: Mapping, name: str) -> Any:
