@@ -360,10 +360,10 @@ class MetricsSink:
                 outcome = "agree" if shape.model_agrees else "diverge"
                 agg.inc(m.PREFIX + "model_comparisons_total", (cluster, group, kind, outcome), n)
         for facts, n in requests.items():
-            cluster, group, kind = facts[:3]
+            facts = RequestFacts._make(facts)
+            cluster, group, kind = facts.cluster, facts.group_id, facts.kind
             if (cluster, group, kind) in invalid or not group or kind not in m.COMMIT_KINDS:
                 continue
-            facts = RequestFacts._make(facts)
             error = m.error_name(facts.broker_error)
             if error is not None:
                 agg.inc(m.PREFIX + "broker_errors_total", (cluster, group, _API_BY_KIND[kind], error), n)

@@ -1,4 +1,5 @@
-"""Judging an offset commit (contract §3): shared pre-checks, four policies, one class.
+"""The commit rules (contract §3.1-3.3): the guards before any policy, the four policies,
+the class of a (commit, partition), ``unsafe``. :mod:`.judging` applies them to a request.
 
 Shaped like Kafka's ``ConsumerGroup.validateOffsetCommit`` (4.3, KIP-1251):
 guards in the coordinator's order, then the per-partition epoch check. Each

@@ -36,3 +36,19 @@ def test_cached_request_forgets_a_holder_that_left():
     eng.feed(left("B", ts=4))
     (p,) = verdicts_of(eng, commit("A", 1, tp("t", 0), ts=5))
     assert p.owner_member_id is None and not p.unsafe
+
+
+def test_a_partition_another_member_still_revokes_is_held_by_another_member():
+    """Observed out of order (B's assignment before A's revocation completes), t-0 is in B's
+    ``assigned`` and in A's ``partitions_pending_revocation``: B's commit of it names A, and the
+    request-wide fast check agrees with the partition-by-partition definition."""
+    from fencewatch.state import judging
+
+    eng = LocalEngine(RulesConfig(alert_cooldown_ms=0))
+    eng.feed(assignment("A", 2, tp("t", 1), pending=tp("t", 0), ts=1))
+    eng.feed(assignment("B", 2, tp("t", 0), ts=2))
+    (g,) = eng.groups()
+    assert judging.other_holders(g, ("t", 0), "B") == ("A", None)
+    assert not judging.held_by_member_alone(g, g.members["B"], tp("t", 0))
+    (p,) = verdicts_of(eng, commit("B", 2, tp("t", 0), ts=3))
+    assert p.owner_member_id == "A"

@@ -301,3 +301,33 @@ def test_subscribed_fast_check_implies_the_rule(seed):
                     assert exp.subscribed_to_all(g.group_type or "simple", ms.derived_state(g), g.subscribed,
                                                  (topic,))
     assert checked
+
+
+@settings(max_examples=30, deadline=None)
+@given(st.integers(min_value=0, max_value=2**32))
+def test_request_fast_check_is_the_held_by_another_member_definition(seed):
+    """``judging.held_by_member_alone`` (a whole request, set operations) says what
+    ``judging.other_holders`` (THE definition, one partition) says for each partition of it,
+    for every member and group state a legal KIP-848 history passes through."""
+    from fencewatch.state import judging
+    from fencewatch.state.engine import LocalEngine
+    from fencewatch.streaming.replay import decode_dicts
+
+    rnd = random.Random(seed)
+    engine = LocalEngine(RulesConfig())
+    checked = 0
+    for ev in decode_dicts(random_history(seed, steps=80), [], {}):
+        engine.feed(ev)
+        for g in engine.groups():
+            held = sorted({tp for m in g.members.values() for tp in (*m.assigned_partitions,
+                                                                      *m.partitions_pending_revocation)})
+            for m in g.members.values():
+                for _ in range(3):
+                    tps = tuple(rnd.sample(held, rnd.randint(1, len(held)))) if held else ()
+                    if not tps:
+                        continue
+                    alone = [tp in m.assigned_partitions and judging.other_holders(g, tp, m.member_id) == (None, None)
+                             for tp in tps]
+                    assert judging.held_by_member_alone(g, m, tps) == all(alone), (m.member_id, tps)
+                    checked += 1
+    assert checked
