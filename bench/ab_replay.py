@@ -121,7 +121,8 @@ def main(argv=None) -> int:
         make = TRACES[args.trace]
         info = make(trace, groups=args.groups, rounds=5)
         cp = info["commit_partitions"]
-        lines = [f"trace: {args.trace}, {args.groups} groups, {cp:,} commit-partitions; best of 2 replays per run, CPU seconds, "
+        lines = [f"load average at start: {os.getloadavg()[0]:.2f}",
+                 f"trace: {args.trace}, {args.groups} groups, {cp:,} commit-partitions; best of 2 replays per run, CPU seconds, "
                  f"one core", f"{'run':<5}{'code':<22}{'decode':>8}{'judge':>8}{'write':>8}{'total':>8}"
                  f"{'commit-partitions/s':>22}"]
         for i in range(1, args.rounds + 1):
@@ -142,6 +143,7 @@ def main(argv=None) -> int:
         subprocess.run(["git", "-C", str(ROOT), "worktree", "remove", "--force", str(tmp / "old")],
                        capture_output=True)
         shutil.rmtree(tmp, ignore_errors=True)
+    lines.append(f"load average at end: {os.getloadavg()[0]:.2f}")
     text = "\n".join(lines)
     print(text)
     if args.write_docs:
