@@ -72,7 +72,7 @@ def verdict_json(v: Verdict) -> str:
 
 # How a request's partitions render, keyed by the id of its judgements tuple: groups reuse
 # one tuple for every commit of a member with the same partitions at an epoch
-# (``state.group.RequestJudgement``), so most requests hit and cost one join.
+# (``state.judging.RequestJudgement``, cached per request shape), so most requests hit and cost one join.
 _LAYOUTS = Memo(1 << 15)  # bounds memory: requests x partitions x ~300 bytes
 
 
