@@ -52,3 +52,14 @@ def test_a_partition_another_member_still_revokes_is_held_by_another_member():
     assert not judging.held_by_member_alone(g, g.members["B"], tp("t", 0))
     (p,) = verdicts_of(eng, commit("B", 2, tp("t", 0), ts=3))
     assert p.owner_member_id == "A"
+
+
+def test_the_first_member_still_revoking_a_partition_is_named():
+    """Two members still revoking t-0 (a model break): the verdict names the first one the
+    group recorded, whatever comes after (the owner field must not depend on more than that)."""
+    eng = LocalEngine(RulesConfig(alert_cooldown_ms=0))
+    eng.feed(assignment("A", 2, tp("t", 1), pending=tp("t", 0), ts=1))
+    eng.feed(assignment("C", 2, tp("t", 2), pending=tp("t", 0), ts=2))
+    eng.feed(assignment("B", 2, tp("t", 3), ts=3))
+    (p,) = verdicts_of(eng, commit("B", 2, tp("t", 0), ts=4))
+    assert p.owner_member_id == "A"
