@@ -19,7 +19,7 @@ updated in place: copying it per event cost more than judging the commit
 """
 from __future__ import annotations
 
-from dataclasses import dataclass, field, fields
+from dataclasses import dataclass, field
 from itertools import repeat
 from typing import Callable
 
@@ -109,14 +109,12 @@ class GroupState:
     judged: JudgementCache = field(default_factory=JudgementCache)
 
     def __setstate__(self, state) -> None:
-        """Unpickle, also states stored before the judgement cache had its own type."""
-        for f, value in zip(fields(self), state):
-            object.__setattr__(self, f.name, value)
+        """Unpickle (``(None, slots)``, pickle's form for a slotted object), also a state stored
+        before the judgement cache had its own type: the cache then starts empty."""
+        for name, value in (state[1] if isinstance(state, tuple) else state).items():
+            object.__setattr__(self, name, value)
         if not isinstance(self.judged, JudgementCache):
             self.judged = JudgementCache()
-
-    def __getstate__(self):
-        return [getattr(self, f.name) for f in fields(self)]
 
 
 def new_group(cluster: str, group_id: str) -> GroupState:
