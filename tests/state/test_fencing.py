@@ -7,7 +7,7 @@ from fencewatch.state.config import RulesConfig
 from fencewatch.state.fencing import POLICIES, POLICY_ORDER, classify, evaluate
 from fencewatch.state.model import CommitClass, MemberState, Policy, Protocol
 
-from .helpers import assignment, commit, left, tp
+from .helpers import assignment, commit, group_state, left, tp
 
 CFG = RulesConfig(alert_cooldown_ms=0)
 
@@ -288,3 +288,12 @@ def test_known_member_committing_at_epoch_minus_one_is_judged_by_epoch():
     epoch for the policies, not an unknown member."""
     v = verdict([assignment("A", 2, tp("t", 0)), commit("A", -1, tp("t", 0))])
     assert (v.strict, v.kip1251, v.cls) == ("STALE_MEMBER_EPOCH", "STALE_MEMBER_EPOCH", "stale")
+
+
+def test_member_of_a_classic_group_is_fenced_with_illegal_generation():
+    """A group the coordinator reported as classic keeps that type when a member's record comes
+    with the consumer protocol; its rejections are ILLEGAL_GENERATION, as for classic members
+    (``ConsumerGroup.validateOffsetCommit`` vs ``ClassicGroup.validateOffsetCommit``)."""
+    v = verdict([group_state("PreparingRebalance", ts=10, protocol="classic"), assignment("A", 5, tp("t", 0), ts=20),
+                 commit("A", 4, tp("t", 0), ts=30)])
+    assert (v.strict, v.kip1251) == ("ILLEGAL_GENERATION", "ILLEGAL_GENERATION")
