@@ -318,3 +318,11 @@ def test_unsafe_accepted_commit_raises_unsafe_accept():
     v = out.verdicts[-1]
     assert (v.cls, v.unsafe) == ("accepted", True)
     assert "UNSAFE_ACCEPT" in [a.kind for a in out.alerts]
+
+
+def test_unknown_member_verdict_names_the_partition_and_its_holder():
+    """Decided before any policy, the verdict still says which partition it is, who holds it now,
+    and is never unsafe (no policy accepted it)."""
+    v = verdict([assignment("B", 3, tp("t", 0), ts=1), commit("gone", 2, tp("t", 0), ts=2)])
+    assert (v.topic, v.partition, v.cls, v.strict) == ("t", 0, "unknown_member", "UNKNOWN_MEMBER_ID")
+    assert (v.owner_member_id, v.unsafe, v.assignment_epoch) == ("B", False, None)
