@@ -122,8 +122,8 @@ def main(argv=None) -> int:
         info = make(trace, groups=args.groups, rounds=5)
         cp = info["commit_partitions"]
         lines = [f"load average at start: {os.getloadavg()[0]:.2f}",
-                 f"trace: {args.trace}, {args.groups} groups, {cp:,} commit-partitions; best of 2 replays per run, CPU seconds, "
-                 f"one core", f"{'run':<5}{'code':<22}{'decode':>8}{'judge':>8}{'write':>8}{'total':>8}"
+                 f"trace: {args.trace}, {args.groups} groups, {cp:,} commit-partitions; best of 2 replays per run, "
+                 f"CPU seconds, one core", f"{'run':<5}{'code':<22}{'decode':>8}{'judge':>8}{'write':>8}{'total':>8}"
                  f"{'commit-partitions/s':>22}"]
         for i in range(1, args.rounds + 1):
             for label, pp in ((f"{args.old} (before)", old_pp), (f"{head}+ (after)", None)):
