@@ -7,7 +7,10 @@ tree alternately, seconds apart, on the same trace (decode, judge, write: the ca
 which do not drift at all: the old code is a ``git worktree`` reached through a directory
 of symlinks named ``fencewatch`` put first on ``PYTHONPATH``.
 
-    python bench/ab_replay.py caf9570 [--groups 200] [--rounds 3] [--instructions] [--write-docs]
+    python bench/ab_replay.py caf9570 [--trace benchmark|churn] [--groups 200] [--rounds 3] [--instructions]
+        [--write-docs]
+
+``--trace churn``: members reassigned every few commits, stale epochs common (``bench/traces.py``).
 """
 from __future__ import annotations
 
@@ -23,7 +26,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from bench.report import write_section  # noqa: E402
-from bench.traces import write_trace  # noqa: E402
+from bench.traces import TRACES  # noqa: E402
 
 PACKAGES = ("state", "streaming", "sinks", "sim", "dashboards")
 
@@ -103,6 +106,7 @@ def instructions(pythonpath: Path | None, trace: Path) -> dict[str, int]:
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("old", help="the commit to compare against")
+    ap.add_argument("--trace", choices=sorted(TRACES), default="benchmark", help="which trace (bench/traces.py)")
     ap.add_argument("--groups", type=int, default=200)
     ap.add_argument("--rounds", type=int, default=3, help="old/new pairs, each the best of 2 replays")
     ap.add_argument("--instructions", action="store_true", help="also count instructions (valgrind, 100 groups)")
@@ -114,10 +118,12 @@ def main(argv=None) -> int:
     try:
         old_pp = old_tree(args.old, tmp)
         trace = tmp / "trace.jsonl"
-        info = write_trace(trace, groups=args.groups, rounds=5)
+        make = TRACES[args.trace]
+        info = make(trace, groups=args.groups, rounds=5)
         cp = info["commit_partitions"]
-        lines = [f"trace: {args.groups} groups, {cp:,} commit-partitions; best of 2 replays per run, CPU seconds, "
-                 f"one core", f"{'run':<5}{'code':<22}{'decode':>8}{'judge':>8}{'write':>8}{'total':>8}"
+        lines = [f"load average at start: {os.getloadavg()[0]:.2f}",
+                 f"trace: {args.trace}, {args.groups} groups, {cp:,} commit-partitions; best of 2 replays per run, "
+                 f"CPU seconds, one core", f"{'run':<5}{'code':<22}{'decode':>8}{'judge':>8}{'write':>8}{'total':>8}"
                  f"{'commit-partitions/s':>22}"]
         for i in range(1, args.rounds + 1):
             for label, pp in ((f"{args.old} (before)", old_pp), (f"{head}+ (after)", None)):
@@ -126,7 +132,7 @@ def main(argv=None) -> int:
                 print(lines[-1], file=sys.stderr)
         if args.instructions and shutil.which("valgrind"):
             small = tmp / "small.jsonl"
-            sinfo = write_trace(small, groups=100, rounds=5)
+            sinfo = make(small, groups=100, rounds=5)
             lines += ["", f"instructions (millions, valgrind cachegrind; {sinfo['commit_partitions']:,} "
                           f"commit-partitions, 100 groups):", f"{'code':<22}{'decode':>8}{'judge':>8}{'write':>8}"]
             for label, pp in ((f"{args.old} (before)", old_pp), (f"{head}+ (after)", None)):
@@ -137,10 +143,12 @@ def main(argv=None) -> int:
         subprocess.run(["git", "-C", str(ROOT), "worktree", "remove", "--force", str(tmp / "old")],
                        capture_output=True)
         shutil.rmtree(tmp, ignore_errors=True)
+    lines.append(f"load average at end: {os.getloadavg()[0]:.2f}")
     text = "\n".join(lines)
     print(text)
     if args.write_docs:
-        write_section(f"replay A/B against {args.old}", f"python bench/ab_replay.py {args.old} --groups "
+        write_section(f"replay A/B against {args.old} ({args.trace} trace)",
+                      f"python bench/ab_replay.py {args.old} --trace {args.trace} --groups "
                       f"{args.groups} --rounds {args.rounds}" + (" --instructions" if args.instructions else ""),
                       "Old and new code run alternately, seconds apart (this host's speed drifts).\n\n"
                       "```\n" + text + "\n```")

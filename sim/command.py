@@ -129,7 +129,7 @@ def register(subparsers: Any) -> argparse.ArgumentParser:
         "--format",
         choices=("json", "avro", "request-log"),
         default="json",
-        help="event encoding (default json); request-log: the broker's kafka.request.logger lines (SPEC §10)",
+        help="event encoding (default json); request-log: the broker's kafka.request.logger lines (contract §10)",
     )
     out.add_argument("--out", help="output file, '-' for stdout (default stdout unless --bootstrap-servers)")
     out.add_argument("--bootstrap-servers", help="write to Kafka topics instead of a file")

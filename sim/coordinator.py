@@ -12,7 +12,7 @@ client epoch must equal the member epoch).
 
 It also knows the ground truth a monitor can only infer: which member holds a
 partition right now. :meth:`ConsumerGroup.commit_truth` turns that into the
-class SPEC §3 should give each committed partition.
+class contract §3 should give each committed partition.
 
 Partitions are ints (indexes into the group's :class:`~fencewatch.sim.topology.GroupTopology`).
 Members are mutable slotted objects rather than frozen dataclasses because
@@ -90,7 +90,7 @@ HB_BUMPED = 4  # the group epoch was bumped
 HB_UNREVOKED = 8  # the member entered UNREVOKED_PARTITIONS in this heartbeat
 HB_LEFT = 16  # the member left (epoch -1 / -2) or was fenced
 
-# SPEC §3 classes the simulator predicts.
+# contract §3 classes the simulator predicts.
 ACCEPTED = "accepted"
 AVOIDABLE = "avoidable"
 ZOMBIE = "zombie"
@@ -489,7 +489,7 @@ class ConsumerGroup:
         """Ground truth of a commit: ``(scenario, current_owner, owners, expected classes)``.
 
         ``owners`` lists who really holds each partition now (assigned or
-        pending revocation); the expected class is SPEC §3 evaluated on the
+        pending revocation); the expected class is contract §3 evaluated on the
         coordinator's true state, which a monitor has to reconstruct from events.
         """
         owner = self.owner

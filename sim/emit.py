@@ -1,4 +1,4 @@
-"""Build SPEC §1 events from simulator state, as dicts or as JSON lines.
+"""Build contract §1 events from simulator state, as dicts or as JSON lines.
 
 What lives here: :class:`DictEmitter` (one ``dict`` per event: the reference
 form, used for Avro and for judging events in-process) and

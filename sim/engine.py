@@ -354,7 +354,7 @@ class Simulator:
         """Label of a group going Empty with committed offsets: when they will expire.
 
         KIP-848 groups count retention from each commit; classic groups from
-        the moment they became Empty (SPEC §4). The actual deletion happens at
+        the moment they became Empty (contract §4). The actual deletion happens at
         the coordinator's next cleanup run after that deadline.
         """
         committed = group.coord.committed

@@ -1,8 +1,8 @@
 """Broker request-log lines from the simulator's SPEC events (``simulate --format request-log``).
 
-What lives here: :class:`RequestLogEncoder`, which turns the SPEC §1 event
+What lives here: :class:`RequestLogEncoder`, which turns the contract §1 event
 stream of a simulation into the lines an Apache Kafka broker's
-``kafka.request.logger`` writes at DEBUG (SPEC §10,
+``kafka.request.logger`` writes at DEBUG (contract §10,
 research/real-cluster-feed.md §1), so the real-cluster path (request-log
 lines -> ``RequestLogBridge`` -> the monitor) can be fed and tested without a
 cluster; plus the pieces it is made of: the broker :data:`RELEASES` and the
@@ -71,7 +71,7 @@ TXN_OFFSET_COMMIT = 28
 CONSUMER_GROUP_HEARTBEAT = 68
 API_NAMES = {OFFSET_COMMIT: "OFFSET_COMMIT", TXN_OFFSET_COMMIT: "TXN_OFFSET_COMMIT", CONSUMER_GROUP_HEARTBEAT: "CONSUMER_GROUP_HEARTBEAT"}
 
-# Lowest versions the request-log decoder reads (SPEC §10); Kafka 4.0 removed OffsetCommit v0-v1.
+# Lowest versions the request-log decoder reads (contract §10); Kafka 4.0 removed OffsetCommit v0-v1.
 MIN_OFFSET_COMMIT = 2
 # A KIP-848 member commits with its member epoch: OffsetCommit v9+ (KIP-848).
 MIN_CONSUMER_OFFSET_COMMIT = 9

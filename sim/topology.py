@@ -112,7 +112,7 @@ class GroupTopology:
         return self.topics[index // self.partitions_per_topic], index % self.partitions_per_topic
 
     def topic_partitions(self, indexes, epochs=None) -> list[dict]:
-        """SPEC §1 list form ``[{"topic", "partitions", ["assignment_epochs"]}]`` of sorted indexes."""
+        """contract §1 list form ``[{"topic", "partitions", ["assignment_epochs"]}]`` of sorted indexes."""
         out: list[dict] = []
         ppt = self.partitions_per_topic
         current = None

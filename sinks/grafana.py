@@ -1,7 +1,7 @@
 """Push fencewatch's dashboards, and optionally its alerts as annotations, to a live Grafana.
 
 What lives here: thin functions over `grafana-client` (`GrafanaApi`), no CLI. Dashboards are
-upserted by uid (`overwrite: true`) into one folder, created when missing. Alerts (SPEC 8
+upserted by uid (`overwrite: true`) into one folder, created when missing. Alerts (contract §8
 alert records) become Grafana annotations tagged `fencewatch`, the kind, `cluster:<c>`,
 `group:<g>`, `severity:<s>` and `alert_id:<id>`; an alert whose id is already annotated is
 not posted again, so re-running a push is harmless (alert ids are deterministic).
@@ -99,7 +99,7 @@ def push_dashboards(api: GrafanaApi, dashboards: Iterable[Mapping[str, Any]], fo
 
 
 def annotation_for(alert: Mapping[str, Any]) -> dict[str, Any]:
-    """The Grafana annotation of one alert record (SPEC 8)."""
+    """The Grafana annotation of one alert record (contract §8)."""
     details = alert.get("details") or {}
     tags = [
         TAG,

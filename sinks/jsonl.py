@@ -1,4 +1,4 @@
-"""JSON-lines encodings of verdicts and alerts (SPEC 8), one place for both engines.
+"""JSON-lines encodings of verdicts and alerts (contract §8), one place for both engines.
 
 Byte-for-byte stable: fixed field order, compact separators, ASCII escapes, so
 ``replay --engine local`` and ``--engine spark`` can be compared with ``cmp``.
@@ -13,7 +13,8 @@ from operator import itemgetter
 from typing import Mapping
 
 from fencewatch.state.memo import Memo
-from fencewatch.state.model import Alert, CommitVerdicts, PartitionJudgement, UniformParts, Verdict
+from fencewatch.state.model import (OUTPUT_NAMES, REQUEST_HEAD_FIELDS, REQUEST_TAIL_FIELDS, VERDICT_OUTPUT_FIELDS,
+                                    Alert, CommitVerdicts, PartitionJudgement, UniformParts, Verdict)
 
 _dumps = json.dumps
 
@@ -31,23 +32,39 @@ def _jb(v: bool | None) -> str:
     return "null" if v is None else ("true" if v else "false")
 
 
-_VERDICT = ('{"event_id":%s,"ts":%d,"cluster":%s,"group_id":%s,"member_id":%s,"kind":"%s","client_epoch":%d,'
-            '"broker_epoch":%s,"topic":%s,"partition":%d,"assignment_epoch":%s,"revocation_epoch":%s,'
-            '"strict":"%s","member_revocation":"%s","assignment_epoch_check":"%s","kip1251":"%s","class":"%s",'
-            '"unsafe":%s,"owner_member_id":%s,"broker_error":%s,"model_agrees":%s,"warming_up":%s}')
+def _raw(s: str) -> str:
+    return s
 
-VERDICT_FIELDS = ("event_id", "ts", "cluster", "group_id", "member_id", "kind", "client_epoch", "broker_epoch",
-                  "topic", "partition", "assignment_epoch", "revocation_epoch", "strict", "member_revocation",
-                  "assignment_epoch_check", "kip1251", "class", "unsafe", "owner_member_id", "broker_error",
-                  "model_agrees", "warming_up")
+
+# How each declared verdict field renders: (placeholder, converter). The templates below are
+# assembled from the declaration (``state.model``) at import, so a field added there and not
+# here fails at import, and the field order is the declaration's.
+_FORMATS = {
+    "event_id": ("%s", _js), "ts": ("%d", int), "cluster": ("%s", _js), "group_id": ("%s", _js),
+    "member_id": ("%s", _js), "kind": ('"%s"', _raw), "client_epoch": ("%d", int), "broker_epoch": ("%s", _ji),
+    "topic": ("%s", _js), "partition": ("%d", int), "assignment_epoch": ("%s", _ji), "revocation_epoch": ("%s", _ji),
+    "strict": ('"%s"', _raw), "member_revocation": ('"%s"', _raw), "assignment_epoch_check": ('"%s"', _raw),
+    "kip1251": ('"%s"', _raw), "cls": ('"%s"', _raw), "unsafe": ("%s", _jb), "owner_member_id": ("%s", _js),
+    "broker_error": ("%s", _js), "model_agrees": ("%s", _jb), "warming_up": ("%s", _jb),
+}
+
+
+def _template(names) -> str:
+    """``"name":placeholder`` for each field, comma-separated, in declaration order."""
+    return ",".join('"%s":%s' % (OUTPUT_NAMES.get(n, n), _FORMATS[n][0]) for n in names)
+
+
+def _converters(names) -> tuple:
+    return tuple(_FORMATS[n][1] for n in names)
+
+
+_VERDICT = "{" + _template(Verdict._fields) + "}"
+_VERDICT_CONVERTERS = _converters(Verdict._fields)
+VERDICT_FIELDS = VERDICT_OUTPUT_FIELDS  # the keys of a verdict line, in order
 
 
 def verdict_json(v: Verdict) -> str:
-    return _VERDICT % (
-        _js(v.event_id), v.ts, _js(v.cluster), _js(v.group_id), _js(v.member_id), v.kind, v.client_epoch,
-        _ji(v.broker_epoch), _js(v.topic), v.partition, _ji(v.assignment_epoch), _ji(v.revocation_epoch),
-        v.strict, v.member_revocation, v.assignment_epoch_check, v.kip1251, v.cls, _jb(v.unsafe),
-        _js(v.owner_member_id), _js(v.broker_error), _jb(v.model_agrees), _jb(v.warming_up))
+    return _VERDICT % tuple(conv(x) for conv, x in zip(_VERDICT_CONVERTERS, v))
 
 
 # A request's lines are rendered as bytes: replay writes them to a binary file as they are
@@ -55,7 +72,7 @@ def verdict_json(v: Verdict) -> str:
 
 # How a request's partitions render, keyed by the id of its judgements tuple: groups reuse
 # one tuple for every commit of a member with the same partitions at an epoch
-# (``state.group.RequestJudgement``), so most requests hit and cost one join.
+# (``state.judging.RequestJudgement``, cached per request shape), so most requests hit and cost one join.
 _LAYOUTS = Memo(1 << 15)  # bounds memory: requests x partitions x ~300 bytes
 
 
@@ -64,15 +81,18 @@ _RESTS = Memo(1 << 16)
 _PARTITION = itemgetter(1)
 
 
+# A judgement renders as topic, partition (written per partition), then the rest (shared).
+assert PartitionJudgement._fields[:2] == ("topic", "partition")
+_REST_FIELDS = PartitionJudgement._fields[2:]
+_REST = _template(_REST_FIELDS) + ","
+_REST_CONVERTERS = _converters(_REST_FIELDS)
+
+
 def _rest(p: PartitionJudgement) -> bytes:
     key = p[2:]
     rest = _RESTS.get(key)
     if rest is None:
-        rest = _RESTS.put(key, (
-            '"assignment_epoch":%s,"revocation_epoch":%s,"strict":"%s","member_revocation":"%s",'
-            '"assignment_epoch_check":"%s","kip1251":"%s","class":"%s","unsafe":%s,"owner_member_id":%s,' % (
-                _ji(p.assignment_epoch), _ji(p.revocation_epoch), p.strict, p.member_revocation,
-                p.assignment_epoch_check, p.kip1251, p.cls, _jb(p.unsafe), _js(p.owner_member_id))).encode())
+        rest = _RESTS.put(key, (_REST % tuple(conv(x) for conv, x in zip(_REST_CONVERTERS, key))).encode())
     return rest
 
 
@@ -135,12 +155,22 @@ def _jsb_once(s: str) -> bytes:
 _REQUEST_TEXTS = Memo(1 << 16)
 
 
+# A line: event id and ts (written per request), the middle of the head (shared), the
+# partition's fields, the tail (shared).
+assert REQUEST_HEAD_FIELDS[:2] == ("event_id", "ts")
+_MIDDLE = _template(REQUEST_HEAD_FIELDS[2:]) + ","
+_MIDDLE_CONVERTERS = _converters(REQUEST_HEAD_FIELDS[2:])
+_TAIL = _template(REQUEST_TAIL_FIELDS) + "}\n"
+_TAIL_CONVERTERS = _converters(REQUEST_TAIL_FIELDS)
+
+
 def _request_texts(cv: CommitVerdicts) -> tuple[bytes, bytes]:
-    middle = ('"cluster":%s,"group_id":%s,"member_id":%s,"kind":"%s","client_epoch":%d,"broker_epoch":%s,' % (
-        _js(cv.cluster), _js(cv.group_id), _js(cv.member_id), cv.kind, cv.client_epoch, _ji(cv.broker_epoch)))
-    tail = '"broker_error":%s,"model_agrees":%s,"warming_up":%s}\n' % (
-        _js(cv.broker_error), _jb(cv.model_agrees), _jb(cv.warming_up))
+    middle = _MIDDLE % tuple(conv(x) for conv, x in zip(_MIDDLE_CONVERTERS, cv[2:len(REQUEST_HEAD_FIELDS)]))
+    tail = _TAIL % tuple(conv(x) for conv, x in zip(_TAIL_CONVERTERS, cv[len(REQUEST_HEAD_FIELDS):_TAIL_END]))
     return middle.encode(), tail.encode()
+
+
+_TAIL_END = len(REQUEST_HEAD_FIELDS) + len(REQUEST_TAIL_FIELDS)
 
 
 def commit_verdicts_pieces(cv: CommitVerdicts) -> tuple[bytes, bytes, bytes]:
@@ -149,7 +179,7 @@ def commit_verdicts_pieces(cv: CommitVerdicts) -> tuple[bytes, bytes, bytes]:
     three to its one join rather than copying each ~4 KB request twice more to glue them."""
     if not cv.parts:
         return _NO_PIECES
-    key = cv[2:11]  # cluster, group, member, kind, client and broker epochs, broker error, agrees, warming up
+    key = cv[2:_TAIL_END]  # the request's fields after event id and ts: head and tail
     texts = _REQUEST_TEXTS.get(key)
     if texts is None:
         texts = _REQUEST_TEXTS.put(key, _request_texts(cv))
@@ -184,9 +214,7 @@ def commit_verdicts_block(cv: CommitVerdicts) -> str:
 
 
 def verdict_dict(v: Verdict) -> dict:
-    d = v._asdict()
-    d["class"] = d.pop("cls")
-    return {k: d[k] for k in VERDICT_FIELDS}
+    return dict(zip(VERDICT_FIELDS, v))
 
 
 def alert_dict(a: Alert) -> dict:

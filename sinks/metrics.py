@@ -6,7 +6,7 @@ closed set of values of every enum label -- used by the exporter
 tests that check dashboards and alert rules only use metrics defined here.
 No prometheus_client import: the dashboard generator needs the names only.
 
-Label rules (SPEC 8): `cluster`, `group` and closed enums only, never member
+Label rules (contract §8): `cluster`, `group` and closed enums only, never member
 ids, offsets or partitions. `group` is bounded by :class:`GroupLimiter`: the
 `max_groups` most active groups keep their own series, every other group is
 folded into `group="other"` of its cluster. A value outside an enum's closed
@@ -44,7 +44,7 @@ EVENT_TYPES = (
     "partition_epochs",
     "unknown",
 )
-"""SPEC 1 event types; any other `type` is counted as `unknown` (and skipped by the rules)."""
+"""contract §1 event types; any other `type` is counted as `unknown` (and skipped by the rules)."""
 
 SOURCES = ("heartbeats", "offsets", "file", OTHER)
 """Role of the input an event came from: the two input topics (whatever their

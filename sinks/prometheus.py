@@ -33,21 +33,16 @@ from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Histo
 
 from fencewatch.sinks import metrics as m
 from fencewatch.sinks.metrics import OTHER, GroupKey, GroupLimiter, MetricsConfig
+from fencewatch.state.model import OUTPUT_NAMES, POLICY_ANSWER_FIELD, Policy
+from fencewatch.state.status import (DEFAULT_CLUSTER, RequestFacts, VerdictShape, first_rejection, request_facts,
+                                     summarize_commit_verdicts)  # noqa: F401  (callers import it from here)
 
 log = logging.getLogger(__name__)
 
-_POLICY_FIELDS = (
-    ("strict", "strict"),
-    ("member_revocation", "member_revocation"),
-    ("assignment_epoch", "assignment_epoch_check"),
-    ("kip1251", "kip1251"),
-)
+# (policy label, verdict field of its answer), from the verdict's declaration.
+_POLICY_FIELDS = tuple((p.value, POLICY_ANSWER_FIELD[p]) for p in Policy)
 _API_BY_KIND = {"commit": "OffsetCommit", "txn_commit": "TxnOffsetCommit"}
-_DEFAULT_CLUSTER = "default"
-_SHAPE_FIELDS = (
-    "cluster", "group_id", "kind", "strict", "member_revocation", "assignment_epoch_check", "kip1251",
-    "class", "unsafe", "model_agrees",
-)
+_DEFAULT_CLUSTER = DEFAULT_CLUSTER
 
 # Per-group counters created at zero when a group gets its series, so rate(),
 # increase() and alert rules see 0 instead of nothing for groups that never
@@ -69,8 +64,8 @@ _ZERO_SERIES: tuple[tuple[str, tuple[str, ...]], ...] = (
 class MetricsBatch:
     """One micro-batch as the driver sees it; every field is optional.
 
-    - verdicts: SPEC 8 verdict records (dicts, or `state.model.Verdict` tuples)
-    - alerts: SPEC 8 alert records (dicts or `Alert` dataclasses)
+    - verdicts: contract §8 verdict records (dicts, or `state.model.Verdict` tuples)
+    - alerts: contract §8 alert records (dicts or `Alert` dataclasses)
     - group_status: dicts with cluster, group_id, protocol, members,
       partitions_held, group_epoch, max_member_epoch, expiry_deadline_ms
       (None: nothing expires), rebalances_total (monotone), state
@@ -339,7 +334,9 @@ class MetricsSink:
         invalid: set[tuple] = set()
         judged = m.PREFIX + "commits_judged_total"
         for shape, n in shapes.items():
-            cluster, group, kind, *results, cls, unsafe, agrees = shape
+            shape = VerdictShape._make(shape)
+            cluster, group, kind, cls = shape.cluster, shape.group_id, shape.kind, shape.cls
+            results = [getattr(shape, field) for _, field in _POLICY_FIELDS]
             problem = (
                 "verdict without group_id" if not group
                 else f"verdict kind {kind!r}; valid: {', '.join(m.COMMIT_KINDS)}" if kind not in m.COMMIT_KINDS
@@ -348,7 +345,8 @@ class MetricsSink:
             )
             if problem:
                 invalid.add((cluster, group, kind))
-                self._reject(agg, "verdict", dict(zip(_SHAPE_FIELDS, shape)), ValueError(problem), n)
+                self._reject(agg, "verdict", {OUTPUT_NAMES.get(f, f): v for f, v in shape._asdict().items()},
+                             ValueError(problem), n)
                 continue
             cls = self._closed("class", cls, m.CLASSES)
             agg.activity[(cluster, group)] += n
@@ -356,24 +354,24 @@ class MetricsSink:
                 agg.inc(judged, (cluster, group, kind, policy, self._closed("result", result, m.RESULTS), cls), n)
             if cls == "zombie":
                 agg.inc(m.PREFIX + "zombie_commits_total", (cluster, group, kind), n)
-            if unsafe:
+            if shape.unsafe:
                 agg.inc(m.PREFIX + "unsafe_accepts_total", (cluster, group, kind), n)
-            if agrees is not None:
-                agg.inc(m.PREFIX + "model_comparisons_total", (cluster, group, kind, "agree" if agrees else "diverge"), n)
-        for (cluster, group, kind, broker_error, modeled_reject, kip1251_accepts), n in requests.items():
+            if shape.model_agrees is not None:
+                outcome = "agree" if shape.model_agrees else "diverge"
+                agg.inc(m.PREFIX + "model_comparisons_total", (cluster, group, kind, outcome), n)
+        for facts, n in requests.items():
+            facts = RequestFacts._make(facts)
+            cluster, group, kind = facts.cluster, facts.group_id, facts.kind
             if (cluster, group, kind) in invalid or not group or kind not in m.COMMIT_KINDS:
                 continue
-            error = m.error_name(broker_error)
+            error = m.error_name(facts.broker_error)
             if error is not None:
                 agg.inc(m.PREFIX + "broker_errors_total", (cluster, group, _API_BY_KIND[kind], error), n)
-            if kind != "txn_commit":
-                continue
-            # aborted: what the broker answered if known, else what the brokers' policy decides
-            aborted = error is not None if broker_error is not None else modeled_reject
-            if aborted:
+            # aborted / avoidable: decided in state (``judging.commit_stored``), counted here
+            if facts.aborted:
                 agg.inc(m.PREFIX + "aborted_transactions_total", (cluster, group), n)
-                if kip1251_accepts:
-                    agg.inc(m.PREFIX + "avoidable_aborts_total", (cluster, group), n)
+            if facts.avoidable:
+                agg.inc(m.PREFIX + "avoidable_aborts_total", (cluster, group), n)
 
     def _count_alerts(self, agg: _Aggregate, alerts: Iterable[Any]) -> None:
         for a in alerts:
@@ -667,25 +665,17 @@ def running_versions() -> dict[str, str]:
 
 
 def summarize_verdicts(verdicts: Iterable[Any], broker_policy: str = "strict") -> tuple[Counter, Counter, list]:
-    """Verdicts -> (shape counts, request counts, malformed records).
-
-    Split from the exporter so executors can pre-aggregate a batch's verdicts where
-    they are made (``streaming.state_fn``) and ship a few counts instead of every
-    verdict; the exporter applies the same summary either way. Request facts are
-    (cluster, group, kind, broker_error, modeled_reject, kip1251_accepts) -> count,
-    one per commit request that carries a broker answer or is transactional.
-    """
-    policy_index = 3 + [p for p, _ in _POLICY_FIELDS].index(broker_policy)
+    """Verdict records -> (VerdictShape counts, RequestFacts counts, malformed records): what
+    ``state.status.summarize_commit_verdicts`` makes of ``CommitVerdicts``, for records that come
+    one per partition (dicts from a topic or a file, or ``state.model.Verdict`` tuples). Request
+    facts are one per commit request (by event id) that carries a broker answer or is
+    transactional; the rules deciding them are ``state.status.request_facts``'."""
+    answer_field = POLICY_ANSWER_FIELD[Policy(broker_policy)]
     bad: list = []
     shapes: Counter = Counter()
-    # request-level facts, keyed by event_id (Kafka answers a whole request); only
-    # requests that carry a broker answer or are transactional matter
-    requests: dict[tuple, list] = {}
+    requests: dict[tuple, list] = {}  # (cluster, group, kind, event id) -> [broker error, answers, kip accepts]
     for i, v in enumerate(verdicts):
-        if isinstance(v, dict):
-            get = v.get
-            cls = get("class") or get("cls")
-        elif isinstance(v, tuple) and hasattr(v, "_fields"):  # state.model.Verdict: `class` is `cls`
+        if isinstance(v, tuple) and hasattr(v, "_fields"):  # state.model.Verdict: `class` is `cls`
             get = _attr_getter(v)
             cls = getattr(v, "cls", None)
         elif isinstance(v, Mapping):
@@ -694,49 +684,26 @@ def summarize_verdicts(verdicts: Iterable[Any], broker_policy: str = "strict") -
         else:
             bad.append((v, TypeError(f"not a verdict record: {type(v).__name__}")))
             continue
-        shape = (
-            get("cluster") or _DEFAULT_CLUSTER, get("group_id"), get("kind"),
-            get("strict"), get("member_revocation"), get("assignment_epoch_check"), get("kip1251"),
-            cls, bool(get("unsafe")), get("model_agrees"),
-        )
+        shape = VerdictShape(get("cluster") or DEFAULT_CLUSTER, get("group_id"), get("kind"), get("strict"),
+                             get("member_revocation"), get("assignment_epoch_check"), get("kip1251"), cls,
+                             bool(get("unsafe")), get("model_agrees"))
         shapes[shape] += 1
         broker_error = get("broker_error")
-        if broker_error is None and shape[2] != "txn_commit":
+        if broker_error is None and shape.kind != "txn_commit":
             continue
+        if broker_error == 0 and isinstance(broker_error, int):
+            broker_error = "NONE"  # a code rather than a name: no error
         event_id = get("event_id")
-        request_key = (shape[0], shape[1], shape[2], event_id if event_id is not None else ("#", i))
+        request_key = (shape.cluster, shape.group_id, shape.kind, event_id if event_id is not None else ("#", i))
         request = requests.get(request_key)
-        rejected, kip_accepts = shape[policy_index] != "NONE", shape[6] == "NONE"
         if request is None:
-            requests[request_key] = [broker_error, rejected, kip_accepts]
+            requests[request_key] = [broker_error, [getattr(shape, answer_field)], shape.kip1251 == "NONE"]
         else:
             if request[0] is None:
                 request[0] = broker_error
-            request[1] = request[1] or rejected
-            request[2] = request[2] and kip_accepts
+            request[1].append(getattr(shape, answer_field))
+            request[2] = request[2] and shape.kip1251 == "NONE"
     counts: Counter = Counter()
-    for (cluster, group, kind, _), (broker_error, rejected, kip_accepts) in requests.items():
-        counts[(cluster, group, kind, broker_error, rejected, kip_accepts)] += 1
+    for (cluster, group, kind, _), (broker_error, answers, kip_accepts) in requests.items():
+        counts[request_facts(cluster, group, kind, broker_error, first_rejection(answers), kip_accepts)] += 1
     return shapes, counts, bad
-
-
-_JUDGEMENT_INDEX = {"strict": 4, "member_revocation": 5, "assignment_epoch": 6, "kip1251": 7}
-
-
-def summarize_commit_verdicts(commits: Iterable[Any], broker_policy: str = "strict") -> tuple[Counter, Counter]:
-    """:func:`summarize_verdicts` for ``state.model.CommitVerdicts`` (one per request), without
-    expanding them into per-partition records: same shapes, same request facts."""
-    idx = _JUDGEMENT_INDEX[broker_policy]
-    shapes: Counter = Counter()
-    requests: Counter = Counter()
-    for cv in commits:
-        cluster = cv.cluster or _DEFAULT_CLUSTER
-        for p in cv.parts:
-            shapes[(cluster, cv.group_id, cv.kind, p.strict, p.member_revocation, p.assignment_epoch_check,
-                    p.kip1251, p.cls, bool(p.unsafe), cv.model_agrees)] += 1
-        if cv.broker_error is None and cv.kind != "txn_commit":
-            continue
-        rejected = any(p[idx] != "NONE" for p in cv.parts)
-        kip_accepts = all(p.kip1251 == "NONE" for p in cv.parts)
-        requests[(cluster, cv.group_id, cv.kind, cv.broker_error, rejected, kip_accepts)] += 1
-    return shapes, requests

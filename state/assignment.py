@@ -1,4 +1,4 @@
-"""The assignment model (SPEC 2): a member's partitions and their assignment epochs.
+"""The assignment model (contract §2): a member's partitions and their assignment epochs.
 
 Mirrors Kafka's ``CurrentAssignmentBuilder`` as observed from the coordinator's
 records: we do not recompute the target assignment, we follow the member's

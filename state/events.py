@@ -1,4 +1,4 @@
-"""Typed input events (SPEC 1): what the coordinator saw, one class per ``type``.
+"""Typed input events (contract §1): what the coordinator saw, one class per ``type``.
 
 ``streaming.decoding`` builds these from JSON/Avro; the rules only ever see
 these classes. ``seq`` is the input order, the tie-breaker after ``ts``.

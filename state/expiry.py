@@ -1,4 +1,4 @@
-"""When committed offsets expire (SPEC 4): Kafka as shipped, the KIP-211 text, pre-2.1.
+"""When committed offsets expire (contract §4): Kafka as shipped, the KIP-211 text, pre-2.1.
 
 Kafka as shipped (``OffsetExpirationConditionImpl`` + ``cleanupExpiredOffsets``):
 an offset expires when its topic is not subscribed by the group, no

@@ -1,4 +1,5 @@
-"""Judging an offset commit (SPEC 3): shared pre-checks, four policies, one class.
+"""The commit rules (contract §3.1-3.3): the guards before any policy, the four policies,
+the class of a (commit, partition), ``unsafe``. :mod:`.judging` applies them to a request.
 
 Shaped like Kafka's ``ConsumerGroup.validateOffsetCommit`` (4.3, KIP-1251):
 guards in the coordinator's order, then the per-partition epoch check. Each
@@ -92,7 +93,7 @@ def pre_check(*, group_exists: bool, group_has_members: bool, member_known: bool
 
 def classify(accepted: tuple[bool, bool, bool, bool], client_epoch: int, broker_epoch: int,
              held_by_other: bool) -> CommitClass:
-    """One class per (commit, partition) from the policy outcomes (SPEC 3), in ``POLICY_ORDER``."""
+    """One class per (commit, partition) from the policy outcomes (contract §3), in ``POLICY_ORDER``."""
     strict_ok, kip_ok = accepted[0], accepted[3]
     if strict_ok:
         return CommitClass.ACCEPTED

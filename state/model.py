@@ -1,4 +1,10 @@
-"""Vocabulary shared by every rule: Kafka's errors, member states, events, outputs.
+"""Vocabulary shared by every rule: Kafka's errors, member states, policies, and the
+declaration of the outputs (a verdict's fields, an alert's).
+
+Owns: the one declaration of a verdict record (``PartitionJudgement`` for what the
+policies decide per partition, ``CommitVerdicts`` for what a request shares,
+``Verdict`` composed of the two, ``POLICY_ANSWER_FIELD`` for which field holds which
+policy's answer); every writer and counter of verdicts derives from it.
 
 Names follow Kafka's group coordinator (``member_epoch``, ``assigned_partitions``,
 ``partitions_pending_revocation``, ``MemberState.UNREVOKED_PARTITIONS``,
@@ -15,10 +21,6 @@ TopicPartition = tuple[str, int]
 
 EpochMap = Mapping[TopicPartition, int]
 """partition -> assignment epoch (KIP-1251 ``AssignmentEpochs``)."""
-
-
-class InvariantViolation(Exception):
-    """A rule found state it should never have produced (a bug, not bad input)."""
 
 
 class KafkaError(str, enum.Enum):
@@ -118,7 +120,9 @@ class Protocol(str, enum.Enum):
 
 
 class Policy(str, enum.Enum):
-    """The four commit checks of SPEC 3; values are the verdict field names."""
+    """The four commit checks (contract §3.2); values are the names configuration uses
+    (``broker_policy: assignment_epoch``). The verdict field holding each one's answer is
+    :data:`POLICY_ANSWER_FIELD` (``assignment_epoch`` is taken by the partition's epoch)."""
 
     STRICT = "strict"
     MEMBER_REVOCATION = "member_revocation"
@@ -126,12 +130,6 @@ class Policy(str, enum.Enum):
     KIP1251 = "kip1251"
 
 
-VERDICT_POLICY_FIELDS = {
-    Policy.STRICT: "strict",
-    Policy.MEMBER_REVOCATION: "member_revocation",
-    Policy.ASSIGNMENT_EPOCH: "assignment_epoch_check",
-    Policy.KIP1251: "kip1251",
-}
 
 
 class CommitClass(str, enum.Enum):
@@ -167,53 +165,32 @@ class Severity(str, enum.Enum):
 
 # --------------------------------------------------------------------------- outputs
 
-class Verdict(NamedTuple):
-    """One (commit event, partition) judgement: the verdict record of SPEC 8.
-
-    A NamedTuple rather than a frozen dataclass: replay builds hundreds of
-    thousands per second and a tuple is several times cheaper to construct.
-    Field order is the output order.
-    """
-
-    event_id: str
-    ts: int
-    cluster: str
-    group_id: str
-    member_id: str
-    kind: str  # commit | txn_commit
-    client_epoch: int
-    broker_epoch: int | None
-    topic: str
-    partition: int
-    assignment_epoch: int | None
-    revocation_epoch: int | None
-    strict: str
-    member_revocation: str
-    assignment_epoch_check: str
-    kip1251: str
-    cls: str  # serialised as "class"
-    unsafe: bool
-    owner_member_id: str | None
-    broker_error: str | None
-    model_agrees: bool | None
-    warming_up: bool
-
-
 class PartitionJudgement(NamedTuple):
     """The per-partition part of a verdict: what every policy says for one partition of one
-    member at one client epoch. It only changes when membership does, so groups cache it."""
+    member at one client epoch. It only changes when membership does, so groups cache it.
+    A NamedTuple rather than a frozen dataclass: replay builds hundreds of thousands per
+    second and a tuple is several times cheaper to construct. Field order is output order."""
 
     topic: str
     partition: int
     assignment_epoch: int | None
     revocation_epoch: int | None
-    strict: str
+    strict: str  # the policies' answers: an error name, "NONE" when accepted
     member_revocation: str
     assignment_epoch_check: str
     kip1251: str
-    cls: str
+    cls: str  # CommitClass value; serialised as "class"
     unsafe: bool
     owner_member_id: str | None
+
+
+POLICY_ANSWER_FIELD: dict[Policy, str] = {
+    Policy.STRICT: "strict",
+    Policy.MEMBER_REVOCATION: "member_revocation",
+    Policy.ASSIGNMENT_EPOCH: "assignment_epoch_check",
+    Policy.KIP1251: "kip1251",
+}
+"""The ``PartitionJudgement`` field that holds each policy's answer."""
 
 
 class UniformParts(tuple):
@@ -227,8 +204,9 @@ class UniformParts(tuple):
 class CommitVerdicts(NamedTuple):
     """All verdicts of one commit request: request fields once, one judgement per partition.
 
-    Verdict records (SPEC 8) are this expanded per partition (:meth:`expand`); encoders may
-    render the shared parts once per request instead.
+    Verdict records (contract §8.1) are this expanded per partition (:meth:`expand`):
+    the request fields before ``broker_error``, the judgement, then the broker's answer
+    fields. Encoders may render the shared parts once per request instead.
     """
 
     event_id: str
@@ -236,7 +214,7 @@ class CommitVerdicts(NamedTuple):
     cluster: str
     group_id: str
     member_id: str
-    kind: str
+    kind: str  # commit | txn_commit
     client_epoch: int
     broker_epoch: int | None
     broker_error: str | None
@@ -245,16 +223,40 @@ class CommitVerdicts(NamedTuple):
     parts: tuple[PartitionJudgement, ...]
     seq: int = 0  # input order of the commit event (the output order after ts)
 
-    def expand(self) -> list[Verdict]:
-        head = (self.event_id, self.ts, self.cluster, self.group_id, self.member_id, self.kind, self.client_epoch,
-                self.broker_epoch)
-        tail = (self.broker_error, self.model_agrees, self.warming_up)
+    def expand(self) -> list["Verdict"]:
+        head = self[:_HEAD_END]
+        tail = self[_HEAD_END:_TAIL_END]
         return [Verdict(*head, *p, *tail) for p in self.parts]
+
+
+_HEAD_END = CommitVerdicts._fields.index("broker_error")
+_TAIL_END = CommitVerdicts._fields.index("parts")
+REQUEST_HEAD_FIELDS = CommitVerdicts._fields[:_HEAD_END]
+"""Verdict fields a request shares, before the partition's (event id to broker epoch)."""
+REQUEST_TAIL_FIELDS = CommitVerdicts._fields[_HEAD_END:_TAIL_END]
+"""Verdict fields a request shares, after the partition's (the broker's answer)."""
+
+
+def _annotated(cls, names) -> list[tuple[str, object]]:
+    return [(n, cls.__annotations__[n]) for n in names]
+
+
+Verdict = NamedTuple("Verdict", _annotated(CommitVerdicts, REQUEST_HEAD_FIELDS)
+                     + _annotated(PartitionJudgement, PartitionJudgement._fields)
+                     + _annotated(CommitVerdicts, REQUEST_TAIL_FIELDS))
+Verdict.__doc__ = """One (commit event, partition) verdict record (contract §8.1): the request's
+head fields, its ``PartitionJudgement``, the request's tail fields; composed from those two
+declarations, never spelled out again."""
+
+OUTPUT_NAMES = {"cls": "class"}
+"""Field name -> name in output records, where they differ (``class`` is a Python keyword)."""
+VERDICT_OUTPUT_FIELDS: tuple[str, ...] = tuple(OUTPUT_NAMES.get(f, f) for f in Verdict._fields)
+"""The keys of a verdict record, in output order."""
 
 
 @dataclass(frozen=True, slots=True)
 class Alert:
-    """An alert record of SPEC 8; ``alert_id`` is deterministic (see :mod:`.alerts`)."""
+    """An alert record of contract §8; ``alert_id`` is deterministic (see :mod:`.alerts`)."""
 
     alert_id: str
     ts: int

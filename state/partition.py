@@ -1,4 +1,4 @@
-"""Per-partition truncation watch (SPEC 5): a partition's log facts and the groups' commits to it.
+"""Per-partition truncation watch (contract §5): a partition's log facts and the groups' commits to it.
 
 Keyed by (cluster, topic), not by group, so a ``partition_epochs`` fact reaches
 exactly the groups that committed to that partition, without broadcasting every
@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from operator import itemgetter
-from typing import Mapping, NamedTuple
+from typing import NamedTuple
 
 from .alerts import make_alert
 from .events import PartitionEpochs
@@ -46,7 +46,7 @@ class PartitionState:
     log_start_offset: int | None = None
     log_end_offset: int | None = None
     epochs: tuple[tuple[int, int], ...] = ()
-    reported: Mapping[str, tuple[str, int, int]] = field(default_factory=dict)  # group -> last finding
+    reported: dict[str, tuple[str, int, int]] = field(default_factory=dict)  # group -> last finding
 
 
 def new_partition(cluster: str, topic: str, partition: int) -> PartitionState:

@@ -1,4 +1,4 @@
-"""Owned-partition claims in classic rebalances (SPEC 7, KIP-341 / KIP-792).
+"""Owned-partition claims in classic rebalances (contract §7, KIP-341 / KIP-792).
 
 Resolved as Kafka's ``AbstractStickyAssignor`` does: of two members claiming one
 partition, the higher claimed generation keeps it; at equal generations neither

@@ -1,4 +1,4 @@
-"""Truncation of committed offsets (SPEC 5, KIP-320).
+"""Truncation of committed offsets (contract §5, KIP-320).
 
 ``end_offset_for`` answers as ``LeaderEpochFileCache.endOffsetFor`` does for
 OffsetsForLeaderEpoch; ``check_committed`` is what the consumer's

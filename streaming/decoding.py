@@ -1,4 +1,4 @@
-"""Bytes and dicts in, typed events (``state.events``) or a dead letter out (SPEC 1).
+"""Bytes and dicts in, typed events (``state.events``) or a dead letter out (contract §1).
 
 Bad input never raises out of here: it becomes a :class:`DecodeError` with a
 stable ``code`` (MISSING_FIELD, WRONG_TYPE, ...), its parameters and the
@@ -77,7 +77,6 @@ class _Bad(Exception):
 
 _loads = msgspec.json.decode  # strict JSON: NaN and Infinity are not numbers here
 _INT64 = 2 ** 63  # a Kafka long: larger integers (or floats) are never one
-_TYPE_NAMES = {int: "long", str: "string", list: "array", dict: "object", bool: "boolean"}
 
 
 def _req(d: Mapping, name: str) -> Any:

@@ -1,13 +1,13 @@
-"""The Avro schema of fencewatch input events (SPEC §1), kept in this one place.
+"""The Avro schema of fencewatch input events (contract §1), kept in this one place.
 
 What lives here: one Avro record type, ``FencewatchEvent``, whose fields are the
-union of every SPEC §1 event type's fields with SPEC's names, plus the
+union of every contract §1 event type's fields with the contract's names, plus the
 simulator's optional ground-truth label ``truth`` (docs/simulator.md). Only
 ``type`` and ``ts`` are required; every other field is a ``["null", X]`` union
 with default ``null``, so one schema serves every event type and a record
 written by an older producer (fewer fields) still decodes.
 
-Wire formats (SPEC §1): Confluent (magic byte 0, 4-byte big-endian schema id,
+Wire formats (contract §1): Confluent (magic byte 0, 4-byte big-endian schema id,
 Avro body) or a plain Avro body. :func:`encode_avro` writes either;
 :func:`decode_avro` reads either and drops null fields, so
 ``decode_avro(encode_avro(e)) == e`` for an event without nulls.

@@ -511,7 +511,7 @@ def _streaming_overrides(args: argparse.Namespace) -> dict:
 
 
 def _with_default_warmup(cfg: cfgmod.Config, args: argparse.Namespace) -> cfgmod.Config:
-    """SPEC 3: reading from the latest offsets, unseen members get one session timeout of grace."""
+    """contract §3: reading from the latest offsets, unseen members get one session timeout of grace."""
     if getattr(args, "warmup", None) is None and cfg.state.warmup_ms == 0 and cfg.streaming.starting_offsets == "latest":
         return replace(cfg, state=replace(cfg.state, warmup_ms=DEFAULT_WARMUP_MS))
     return cfg

@@ -1,7 +1,7 @@
 """``run --source request-log``: broker request-log lines from a Kafka topic -> the router's input.
 
 A log shipper writes each line of the brokers' ``kafka-request.log`` as one record's value
-(SPEC §10); this module reads that topic and decodes the lines in a ``mapInPandas`` with the
+(contract §10); this module reads that topic and decodes the lines in a ``mapInPandas`` with the
 bridge's ``RequestLogBridge`` in its stateless mode (``carry=False``): the member tracker
 cannot live in a stateless mapper (micro-batches, restarts), so a heartbeat that leaves the
 assignment unchanged becomes a ``member_assignment`` with ``"assigned": null`` and the

@@ -29,7 +29,7 @@ import pandas as pd
 from collections import Counter
 
 from fencewatch.sinks.jsonl import alert_json, commit_verdicts_block
-from fencewatch.sinks.prometheus import summarize_commit_verdicts
+from fencewatch.state.status import summarize_commit_verdicts
 from fencewatch.state import group as grp
 from fencewatch.state.config import RulesConfig
 from fencewatch.state import partition as part

@@ -41,7 +41,7 @@ What ``__consumer_offsets`` does not say, and what the bridge does about it:
   by the new member's records in the same batch: the bridge holds the old
   member's removal until the next record of that group and drops it if that
   record is the new member with the same instance id, so the monitor sees a
-  takeover (SPEC §1.1), not a leave;
+  takeover (contract §1.1), not a leave;
 - assignment epochs before KIP-1251 (no ``AssignmentEpochs`` tag): by default
   (``absent_assignment_epochs="derive"``) the event carries no
   ``assignment_epochs`` and the monitor derives them from the history (SPEC
@@ -114,7 +114,7 @@ class TopicNames:
     """Topic id (16 bytes) -> name. Seeded from cluster metadata or a file
     (keys in Kafka's base64 form or as standard UUID strings), extended with
     what the records themselves reveal; an unknown id resolves to its standard
-    UUID string (SPEC §9)."""
+    UUID string (contract §9)."""
 
     __slots__ = ("_names",)
 

@@ -1,4 +1,4 @@
-"""Broker request-log lines -> SPEC events (SPEC §10), with the little state it takes.
+"""Broker request-log lines -> SPEC events (contract §10), with the little state it takes.
 
 What lives here: ``RequestLogBridge``, which turns one line of a broker's
 ``kafka-request.log`` (logger ``kafka.request.logger`` at DEBUG) into the

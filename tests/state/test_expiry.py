@@ -1,4 +1,4 @@
-"""Offset expiry (SPEC 4), mirroring ``OffsetMetadataManagerTest.testCleanupExpiredOffsets*`` and
+"""Offset expiry (contract §4), mirroring ``OffsetMetadataManagerTest.testCleanupExpiredOffsets*`` and
 ``OffsetExpirationConditionImplTest``; plus the KIP-211 text and the pre-2.1 rule side by side."""
 import pickle
 
@@ -228,3 +228,46 @@ def test_unfolded_commits_survive_pickling(ops):
     kept, kept_out = run(events)
     assert dict(grp.committed_offsets(g)) == dict(grp.committed_offsets(kept))
     assert [a.alert_id for a in out.alerts] == [a.alert_id for a in kept_out.alerts]
+
+
+# --------------------------------------------------------------------------- the rule's parts, one by one
+# Added after mutation testing (tests/README.md): each test below failed on a surviving mutant.
+
+def view(group_type, state, subscribed=frozenset(), state_ts=None):
+    return exp.ExpiryView(group_type=group_type, state=state, state_ts=state_ts, subscribed_topics=subscribed)
+
+
+OFF = exp.CommittedOffset(commit_ts=5 * MIN)
+
+
+def test_classic_stable_group_with_known_subscriptions_counts_from_commit_time():
+    """``OffsetExpirationConditionImpl`` with ``ClassicGroup``'s base: Stable + known protocol -> commit time."""
+    assert exp.shipped_base(view("classic", "Stable", frozenset({"other"})), OFF) == OFF.commit_ts
+    assert exp.shipped_deadline(view("classic", "Stable", frozenset({"other"})), ("t", 0), OFF, R) == OFF.commit_ts + R
+
+
+def test_classic_stable_group_with_unknown_subscriptions_keeps_offsets():
+    assert exp.shipped_base(view("classic", "Stable", None), OFF) is None
+
+
+def test_classic_rebalancing_group_with_known_subscriptions_keeps_offsets():
+    assert exp.shipped_base(view("classic", "PreparingRebalance", frozenset({"other"})), OFF) is None
+
+
+def test_empty_kip848_groups_subscribe_to_nothing_classic_ones_keep_their_subscription():
+    for group_type in ("consumer", "streams"):
+        assert not exp.subscribed_to_all(group_type, "Empty", frozenset({"t"}), ["t"])
+        assert exp.subscribed_to_all(group_type, "Stable", frozenset({"t"}), ["t"])
+    assert exp.subscribed_to_all("classic", "Empty", frozenset({"t"}), ["t"])
+
+
+def test_kip211_text_counts_a_simple_group_from_commit_time_whatever_its_state():
+    assert exp.kip211_deadline(view("simple", "Stable"), OFF, R) == OFF.commit_ts + R
+    assert exp.kip211_deadline(view("simple", "Empty", state_ts=MIN), OFF, R) == OFF.commit_ts + R
+
+
+def test_shipped_partitions_counts_those_expiring_first_only():
+    offsets = {("a", 0): exp.CommittedOffset(0), ("a", 1): exp.CommittedOffset(0), ("b", 0): exp.CommittedOffset(MIN),
+               ("sub", 0): exp.CommittedOffset(0)}
+    d = exp.group_deadlines(view("consumer", "Stable", frozenset({"sub"})), offsets, R)
+    assert (d.shipped, d.shipped_partitions) == (R, 2)

@@ -7,7 +7,7 @@ from fencewatch.state.config import RulesConfig
 from fencewatch.state.fencing import POLICIES, POLICY_ORDER, classify, evaluate
 from fencewatch.state.model import CommitClass, MemberState, Policy, Protocol
 
-from .helpers import assignment, commit, left, tp
+from .helpers import assignment, commit, group_state, left, tp
 
 CFG = RulesConfig(alert_cooldown_ms=0)
 
@@ -288,3 +288,41 @@ def test_known_member_committing_at_epoch_minus_one_is_judged_by_epoch():
     epoch for the policies, not an unknown member."""
     v = verdict([assignment("A", 2, tp("t", 0)), commit("A", -1, tp("t", 0))])
     assert (v.strict, v.kip1251, v.cls) == ("STALE_MEMBER_EPOCH", "STALE_MEMBER_EPOCH", "stale")
+
+
+def test_member_of_a_classic_group_is_fenced_with_illegal_generation():
+    """A group the coordinator reported as classic keeps that type when a member's record comes
+    with the consumer protocol; its rejections are ILLEGAL_GENERATION, as for classic members
+    (``ConsumerGroup.validateOffsetCommit`` vs ``ClassicGroup.validateOffsetCommit``)."""
+    v = verdict([group_state("PreparingRebalance", ts=10, protocol="classic"), assignment("A", 5, tp("t", 0), ts=20),
+                 commit("A", 4, tp("t", 0), ts=30)])
+    assert (v.strict, v.kip1251) == ("ILLEGAL_GENERATION", "ILLEGAL_GENERATION")
+
+
+def test_a_partition_every_policy_accepts_does_not_end_the_request():
+    """The request's answer per policy is its first rejection anywhere in it: t-0 passes every
+    check, t-1 (not held) fails ``assignment_epoch`` only, so a broker running that policy
+    fails the request and its answer 0 diverges from the model."""
+    cfg = RulesConfig(alert_cooldown_ms=0, broker_policy=Policy.ASSIGNMENT_EPOCH)
+    _, out = run([assignment("A", 5, tp("t", 0)), commit("A", 5, tp("t", 0, 1), error_code=0)], cfg)
+    v0, v1 = out.verdicts[-2:]
+    assert (v0.assignment_epoch_check, v1.assignment_epoch_check) == ("NONE", "STALE_MEMBER_EPOCH")
+    assert v0.model_agrees is False and [a.kind for a in out.alerts] == ["MODEL_DIVERGENCE"]
+
+
+def test_unsafe_accepted_commit_raises_unsafe_accept():
+    """Two members hold t-0 in ``assigned`` (a model break): A's commit at its own epoch passes the
+    strict check and is unsafe, which must reach the alert, not only the verdict's flag."""
+    _, out = run([assignment("A", 1, tp("t", 0), ts=1), assignment("B", 1, tp("t", 0), ts=2),
+                  commit("A", 1, tp("t", 0), ts=3)])
+    v = out.verdicts[-1]
+    assert (v.cls, v.unsafe) == ("accepted", True)
+    assert "UNSAFE_ACCEPT" in [a.kind for a in out.alerts]
+
+
+def test_unknown_member_verdict_names_the_partition_and_its_holder():
+    """Decided before any policy, the verdict still says which partition it is, who holds it now,
+    and is never unsafe (no policy accepted it)."""
+    v = verdict([assignment("B", 3, tp("t", 0), ts=1), commit("gone", 2, tp("t", 0), ts=2)])
+    assert (v.topic, v.partition, v.cls, v.strict) == ("t", 0, "unknown_member", "UNKNOWN_MEMBER_ID")
+    assert (v.owner_member_id, v.unsafe, v.assignment_epoch) == ("B", False, None)

@@ -36,3 +36,52 @@ def test_cached_request_forgets_a_holder_that_left():
     eng.feed(left("B", ts=4))
     (p,) = verdicts_of(eng, commit("A", 1, tp("t", 0), ts=5))
     assert p.owner_member_id is None and not p.unsafe
+
+
+def test_a_partition_another_member_still_revokes_is_held_by_another_member():
+    """Observed out of order (B's assignment before A's revocation completes), t-0 is in B's
+    ``assigned`` and in A's ``partitions_pending_revocation``: B's commit of it names A, and the
+    request-wide fast check agrees with the partition-by-partition definition."""
+    from fencewatch.state import judging
+
+    eng = LocalEngine(RulesConfig(alert_cooldown_ms=0))
+    eng.feed(assignment("A", 2, tp("t", 1), pending=tp("t", 0), ts=1))
+    eng.feed(assignment("B", 2, tp("t", 0), ts=2))
+    (g,) = eng.groups()
+    assert judging.other_holders(g, ("t", 0), "B") == ("A", None)
+    assert not judging.held_by_member_alone(g, g.members["B"], tp("t", 0))
+    (p,) = verdicts_of(eng, commit("B", 2, tp("t", 0), ts=3))
+    assert p.owner_member_id == "A"
+
+
+def test_the_first_member_still_revoking_a_partition_is_named():
+    """Two members still revoking t-0 (a model break): the verdict names the first one the
+    group recorded, whatever comes after (the owner field must not depend on more than that)."""
+    eng = LocalEngine(RulesConfig(alert_cooldown_ms=0))
+    eng.feed(assignment("A", 2, tp("t", 1), pending=tp("t", 0), ts=1))
+    eng.feed(assignment("C", 2, tp("t", 2), pending=tp("t", 0), ts=2))
+    eng.feed(assignment("B", 2, tp("t", 3), ts=3))
+    (p,) = verdicts_of(eng, commit("B", 2, tp("t", 0), ts=4))
+    assert p.owner_member_id == "A"
+
+
+def test_stored_group_state_keeps_no_cache_and_old_states_load():
+    """The cache is never stored (Spark pickles every touched group each batch); a state stored
+    when the cache was a plain dict (before 5a61ef1) loads with an empty cache."""
+    import pickle
+
+    from fencewatch.state import group as grp
+    from fencewatch.state.judgement_cache import JudgementCache
+
+    eng = LocalEngine(RulesConfig())
+    eng.feed(assignment("A", 1, tp("t", 0), ts=1))
+    eng.feed(commit("A", 1, tp("t", 0), ts=2))
+    (g,) = eng.groups()
+    assert len(g.judged) == 1
+    back = pickle.loads(pickle.dumps(g))
+    assert isinstance(back.judged, JudgementCache) and len(back.judged) == 0 and back.members == g.members
+    old = {name: getattr(g, name) for name in grp.GroupState.__slots__}
+    old["judged"] = {("A", 1, False): {None: {}}}  # the dict layout stored before
+    loaded = grp.GroupState.__new__(grp.GroupState)
+    loaded.__setstate__((None, old))
+    assert isinstance(loaded.judged, JudgementCache) and len(loaded.judged) == 0 and loaded.owners == g.owners

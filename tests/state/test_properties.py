@@ -19,6 +19,7 @@ from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, 
 from fencewatch.sinks.jsonl import alert_json, commit_verdicts_json, verdict_json
 from fencewatch.state import expiry as exp
 from fencewatch.state import group as grp
+from fencewatch.state import membership as ms
 from fencewatch.state.config import RulesConfig
 from fencewatch.state.events import CommitOffset, CommitOffsets, OffsetCommit
 from fencewatch.state.model import UniformParts
@@ -284,7 +285,7 @@ def test_local_engine_hot_path_equals_keyed_processing(seed):
 @settings(max_examples=30, deadline=None)
 @given(st.integers(min_value=0, max_value=2**32))
 def test_subscribed_fast_check_implies_the_rule(seed):
-    """``group._subscribed_to_all`` skips the expiry rule's state for a group with members; the
+    """``offsets.subscribed_to_all`` skips the expiry rule's state for a group with members; the
     rule must agree for every group state a history passes through."""
     from fencewatch.state.engine import LocalEngine
     from fencewatch.streaming.replay import decode_dicts
@@ -297,6 +298,36 @@ def test_subscribed_fast_check_implies_the_rule(seed):
             for topic in (g.subscribed or ()):
                 if g.members:
                     checked += 1
-                    assert exp.subscribed_to_all(g.group_type or "simple", grp._derived_state(g), g.subscribed,
+                    assert exp.subscribed_to_all(g.group_type or "simple", ms.derived_state(g), g.subscribed,
                                                  (topic,))
+    assert checked
+
+
+@settings(max_examples=30, deadline=None)
+@given(st.integers(min_value=0, max_value=2**32))
+def test_request_fast_check_is_the_held_by_another_member_definition(seed):
+    """``judging.held_by_member_alone`` (a whole request, set operations) says what
+    ``judging.other_holders`` (THE definition, one partition) says for each partition of it,
+    for every member and group state a legal KIP-848 history passes through."""
+    from fencewatch.state import judging
+    from fencewatch.state.engine import LocalEngine
+    from fencewatch.streaming.replay import decode_dicts
+
+    rnd = random.Random(seed)
+    engine = LocalEngine(RulesConfig())
+    checked = 0
+    for ev in decode_dicts(random_history(seed, steps=80), [], {}):
+        engine.feed(ev)
+        for g in engine.groups():
+            held = sorted({tp for m in g.members.values() for tp in (*m.assigned_partitions,
+                                                                      *m.partitions_pending_revocation)})
+            for m in g.members.values():
+                for _ in range(3):
+                    tps = tuple(rnd.sample(held, rnd.randint(1, len(held)))) if held else ()
+                    if not tps:
+                        continue
+                    alone = [tp in m.assigned_partitions and judging.other_holders(g, tp, m.member_id) == (None, None)
+                             for tp in tps]
+                    assert judging.held_by_member_alone(g, m, tps) == all(alone), (m.member_id, tps)
+                    checked += 1
     assert checked

@@ -1,4 +1,4 @@
-"""Truncation (SPEC 5): ``LeaderEpochFileCacheTest`` end offsets and ``SubscriptionStateTest``
+"""Truncation (contract §5): ``LeaderEpochFileCacheTest`` end offsets and ``SubscriptionStateTest``
 truncation detection, and the partition-keyed watch that raises the alerts."""
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -7,7 +7,8 @@ from fencewatch.state import folding
 from fencewatch.state import group as grp
 from fencewatch.state import partition as part
 from fencewatch.state.engine import LocalEngine
-from fencewatch.state.truncation import UNDEFINED_EPOCH, UNDEFINED_OFFSET, check_committed, end_offset_for
+from fencewatch.state.truncation import (UNDEFINED_EPOCH, UNDEFINED_OFFSET, TruncationFinding, check_committed,
+                                         end_offset_for)
 
 from .helpers import commit, partition_epochs, tp
 
@@ -148,3 +149,38 @@ def test_unfolded_commits_store_what_eager_storing_does(requests, limit, facts_a
     tw, alerts = _store(requests, limit, facts_at)
     assert part.fold(tw).committed == expected and tw.unfolded == []
     assert alerts == _store(requests, 0, facts_at)[1]
+
+
+# --------------------------------------------------------------------------- edges found by mutation testing
+# Each test below failed on a mutant of state/truncation.py that survived the tests above (tests/README.md).
+
+def test_undefined_answer_is_kafkas_minus_one_pair():
+    """``UNDEFINED_EPOCH`` and ``UNDEFINED_EPOCH_OFFSET`` are -1 on the wire (OffsetsForLeaderEpoch)."""
+    assert end_offset_for(CACHE, -1, 20) == (-1, -1)
+
+
+def test_epoch_zero_is_an_epoch():
+    """Epoch 0 is the first leader's: its end is the start of epoch 1, not undefined."""
+    assert end_offset_for(((0, 0), (1, 10)), 0, 20) == (0, 10)
+    assert check_committed(15, 0, 0, 20, ((0, 0), (1, 10))) == \
+        TruncationFinding("LOG_TRUNCATION", 15, 0, 10, 5)
+
+
+def test_an_end_offset_of_one_is_an_offset():
+    """An end offset that happens to be 1 is still compared (not taken for 'undefined')."""
+    assert check_committed(3, 0, 0, 20, ((0, 0), (1, 1), (2, 5))) == \
+        TruncationFinding("LOG_TRUNCATION", 3, 0, 1, 2)
+
+
+def test_middle_epoch_of_three_is_checked_against_the_latest():
+    """Only the latest epoch is open ended: a middle one ends where the next starts."""
+    assert check_committed(25, 1, 0, 30, ((0, 0), (1, 10), (2, 20))) == \
+        TruncationFinding("LOG_TRUNCATION", 25, 1, 20, 5)
+
+
+def test_committed_exactly_at_the_end_offset_lost_nothing():
+    assert check_committed(10, 0, 0, 20, ((0, 0), (1, 10))) is None
+
+
+def test_committed_exactly_at_the_log_start_is_in_range():
+    assert check_committed(5, 1, 5, 20, ((0, 0), (1, 10))) is None

@@ -1,0 +1,103 @@
+"""What a group looks like from outside: its status snapshot and the summary of its verdicts
+that metrics count (contract §8.3). Pure: no Prometheus here (the exporter, ``sinks/``,
+turns these into series), so the Spark state function imports nothing of it.
+
+Owns: :func:`status` (a group's gauges and counters), :class:`VerdictShape` and
+:class:`RequestFacts` (the keys metrics count verdicts by) and
+:func:`summarize_commit_verdicts`.
+"""
+from __future__ import annotations
+
+from collections import Counter
+from dataclasses import fields
+from operator import attrgetter
+from typing import Iterable, NamedTuple
+
+from .judging import commit_stored
+from .membership import derived_state
+from .model import CommitVerdicts, POLICY_ANSWER_FIELD, Policy
+from .offsets import OffsetStore, committed_offsets, deadlines
+
+DEFAULT_CLUSTER = "default"  # the cluster label of a verdict without one
+
+
+def status(g: OffsetStore, cfg) -> dict:
+    """A snapshot for metrics and summaries (no member ids: cardinality is the caller's concern)."""
+    dl = deadlines(g, cfg.offsets_retention_ms)
+    counters = g.counters
+    return {
+        "cluster": g.cluster, "group_id": g.group_id, "protocol": g.group_type or "simple",
+        "state": derived_state(g), "members": len(g.members),
+        "partitions_held": len(g.owners) + sum(1 for tp in g.pending_owners if tp not in g.owners),
+        "group_epoch": g.group_epoch,
+        "max_member_epoch": max((m.member_epoch for m in g.members.values()), default=None),
+        "expiry_deadline_ms": dl.shipped, "kip211_deadline_ms": dl.kip211, "pre21_deadline_ms": dl.pre21,
+        "committed_partitions": len(committed_offsets(g)),
+        **{f"{f.name}_total": getattr(counters, f.name) for f in fields(counters)},
+    }
+
+
+# --------------------------------------------------------------------------- verdicts, summarised
+
+class VerdictShape(NamedTuple):
+    """What metrics count a verdict record by: all its labels (``cls`` is ``class``)."""
+
+    cluster: str
+    group_id: str | None
+    kind: str | None
+    strict: str | None
+    member_revocation: str | None
+    assignment_epoch_check: str | None
+    kip1251: str | None
+    cls: str | None
+    unsafe: bool
+    model_agrees: bool | None
+
+
+POLICY_ANSWERS = tuple(POLICY_ANSWER_FIELD[p] for p in Policy)
+"""The shape's policy answer fields, in ``Policy`` order."""
+assert VerdictShape._fields[3:7] == POLICY_ANSWERS
+
+
+class RequestFacts(NamedTuple):
+    """What metrics count a commit request by (one per request with a broker answer, or
+    transactional): the broker's answer, and whether the transaction aborted (the broker
+    did not store it: :func:`judging.commit_stored`) although KIP-1251 would have accepted it."""
+
+    cluster: str
+    group_id: str | None
+    kind: str | None
+    broker_error: str | None
+    aborted: bool  # a transactional request the broker did not store
+    avoidable: bool  # ... that kip1251 accepts
+
+
+def request_facts(cluster: str, group_id, kind, broker_error: str | None, predicted: str,
+                  kip1251_accepts: bool) -> RequestFacts:
+    """``predicted``: the broker policy's answer for the whole request (its first rejection)."""
+    aborted = kind == "txn_commit" and not commit_stored(broker_error, predicted)
+    return RequestFacts(cluster, group_id, kind, broker_error, aborted, aborted and kip1251_accepts)
+
+
+def first_rejection(answers: Iterable[str]) -> str:
+    """A request's answer from its partitions': Kafka fails it on the first bad partition."""
+    return next((a for a in answers if a != "NONE"), "NONE")
+
+
+def summarize_commit_verdicts(commits: Iterable[CommitVerdicts], broker_policy: str = "strict"
+                              ) -> tuple[Counter, Counter]:
+    """(VerdictShape -> count, RequestFacts -> count) for a batch's commit requests, without
+    expanding them into per-partition records (executors ship these few counts, not verdicts)."""
+    answer = attrgetter(POLICY_ANSWER_FIELD[Policy(broker_policy)])
+    shapes: Counter = Counter()
+    requests: Counter = Counter()
+    for cv in commits:
+        cluster = cv.cluster or DEFAULT_CLUSTER
+        for p in cv.parts:
+            shapes[VerdictShape(cluster, cv.group_id, cv.kind, p.strict, p.member_revocation,
+                                p.assignment_epoch_check, p.kip1251, p.cls, bool(p.unsafe), cv.model_agrees)] += 1
+        if cv.broker_error is None and cv.kind != "txn_commit":
+            continue
+        requests[request_facts(cluster, cv.group_id, cv.kind, cv.broker_error, first_rejection(map(answer, cv.parts)),
+                               all(p.kip1251 == "NONE" for p in cv.parts))] += 1
+    return shapes, requests
