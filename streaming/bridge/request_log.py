@@ -618,7 +618,7 @@ class RequestLogBridge:
 
     def _membership(self, req: _HeartbeatRequest, resp: _HeartbeatResponse, hb: dict[str, Any],
                     key: tuple[str, str], ts: int, eid: str) -> list[dict[str, Any]]:
-        """``[hb]`` and the membership event a heartbeat implies, if any (SPEC §10)."""
+        """``[hb]`` and the membership event a heartbeat implies, if any (contract §10)."""
         out = [hb]
         code = resp.error_code
         if code != 0:
