@@ -23,7 +23,13 @@ LIVE_LAG_MS = 30_000
 """An event read within this much wall time of its ``ts`` was read live (not from a backlog)."""
 
 MAX_HOLD_MS = 60_000
-"""Wall time after which an event goes whatever the other sources did (bounds a busy key's hold)."""
+MAX_HOLD_BATCHES = 100
+"""A backlog event goes whatever the other sources did once it has waited this long and the key
+has read input in this many micro-batches since (bounds a busy key's hold; both, so that slow or
+retried micro-batches, e.g. after an executor loss, do not release it early)."""
+
+QUIET_CALLS = 2
+"""Calls in a row without input (state timeouts) after which a backlog key counts as quiet."""
 
 
 def _pair(seen) -> tuple:
@@ -47,11 +53,13 @@ class Hold:
 
     - an event read live (within :data:`LIVE_LAG_MS` of its ts) goes after ``max_skew`` of
       wall time: the cross-topic skew the monitor tolerates (SPEC 1);
-    - any event goes once the key has read nothing from any source for ``max_skew`` (the
-      backlog has passed it), or after :data:`MAX_HOLD_MS` in any case.
+    - any event goes once the key has read nothing from any source for ``max_skew`` and
+      :data:`QUIET_CALLS` calls (the backlog has passed it), or after :data:`MAX_HOLD_MS` and
+      :data:`MAX_HOLD_BATCHES` micro-batches with input, in any case.
 
     ``last_ts`` / ``last_wall`` tie the newest event time to the wall time it was read at;
-    ``last_input`` is the wall time the key last read an event.
+    ``last_input`` is the wall time the key last read an event, ``idle_calls`` the calls since;
+    ``input_walls`` the wall times of the calls with input since the oldest held event arrived.
     """
 
     pending: list = field(default_factory=list)
@@ -59,6 +67,8 @@ class Hold:
     last_ts: int = 0
     last_wall: int = 0
     last_input: int = 0
+    idle_calls: int = 0
+    input_walls: list | None = None  # None in Holds pickled before it
 
     def admit(self, items: Iterable[tuple], now: int) -> None:
         """Events read this micro-batch: (ts, seq, source, payload) each."""
@@ -72,6 +82,9 @@ class Hold:
                 seen[source] = key
         if len(pending) > n:
             self.last_input = now
+            if self.input_walls is None:
+                self.input_walls = []
+            self.input_walls.append(now)
         newest = max((_pair(s)[0] for s in seen.values()), default=0)
         if newest > self.last_ts:
             self.last_ts, self.last_wall = newest, now
@@ -100,13 +113,18 @@ class Hold:
         at or before every source's newest, and those whose wait is over (see the class),
         with every event before them. ``expected``: the source topics that feed a group key
         (one that has delivered nothing for it yet may still deliver an older event)."""
+        self.idle_calls = 0 if self.last_input == now else self.idle_calls + 1
         pending = self.pending
         if not pending:
+            self.input_walls = None
             return []
         pending.sort(key=_TS_SEQ)
         safe = self._safe(all_sources, expected)
-        expired, forced = now - max_skew_ms, now - MAX_HOLD_MS
-        quiet = self.last_input <= expired
+        expired = now - max_skew_ms
+        quiet = self.last_input <= expired and self.idle_calls >= QUIET_CALLS
+        walls = self.input_walls or []
+        # Arrived before this wall time and waited MAX_HOLD_BATCHES calls with input since.
+        forced = min(now - MAX_HOLD_MS, walls[-MAX_HOLD_BATCHES] - 1 if len(walls) >= MAX_HOLD_BATCHES else -1)
         cut = 0
         for item in pending:
             ts, seq, _, arrived = item
@@ -118,6 +136,11 @@ class Hold:
         if cut == 0:
             return []
         ready, self.pending = pending[:cut], pending[cut:]
+        if self.pending and walls:
+            oldest = min(item[3] for item in self.pending)
+            self.input_walls = [w for w in walls if w >= oldest]
+        elif not self.pending:
+            self.input_walls = None
         return ready
 
     def clock(self, now: int) -> int:
@@ -133,7 +156,8 @@ class Hold:
         if not self.pending:
             return None
         first = self.pending[0]
-        due = min(self.last_input + max_skew_ms, first[3] + MAX_HOLD_MS)
+        # Quiet needs max_skew without input and QUIET_CALLS calls: at least one more call.
+        due = max(self.last_input + max_skew_ms, now + 1)
         if first[3] - first[0] <= LIVE_LAG_MS:
             due = min(due, first[3] + max_skew_ms)
         return due - now

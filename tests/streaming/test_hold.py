@@ -75,22 +75,38 @@ def test_backlog_events_wait_for_the_topic_behind_while_the_key_reads_on():
         admit(h, now, (ts, ts * 4 + 1, "offsets"))
         out += payloads(h.release(now, SKEW, all_sources=True))
     assert (9_000, 2) not in out and out == sorted(out)
-    assert h.wait_ms(now, SKEW) == SKEW  # nothing read for max_skew: the backlog has passed them
-    assert payloads(h.release(now + SKEW, SKEW, all_sources=True)) == [(9_000, 2)]
+    # Nothing read for max_skew and two calls in a row (state timeouts): the backlog has passed them.
+    assert h.wait_ms(now, SKEW) == SKEW
+    assert h.release(now + SKEW, SKEW, all_sources=True) == []
+    assert h.wait_ms(now + SKEW, SKEW) == 1
+    assert payloads(h.release(now + SKEW + 1, SKEW, all_sources=True)) == [(9_000, 2)]
+
+
+def test_a_slow_micro_batch_alone_does_not_end_a_backlog_hold():
+    """An executor lost and its tasks rerun: one call comes minutes later, with input."""
+    h, now = Hold(), BACKLOG_NOW
+    admit(h, now, (9_000, 2, "heartbeats"), (100, 1, "offsets"))
+    h.release(now, SKEW, all_sources=True)
+    admit(h, now + 300_000, (200, 9, "offsets"))
+    assert payloads(h.release(now + 300_000, SKEW, all_sources=True)) == [(200, 9)]
+    assert payloads(h.pending) == [(9_000, 2)]
 
 
 def test_backlog_hold_is_bounded():
-    from fencewatch.streaming.hold import MAX_HOLD_MS
+    from fencewatch.streaming.hold import MAX_HOLD_BATCHES, MAX_HOLD_MS
 
     h, now = Hold(), BACKLOG_NOW
     admit(h, now, (9_000, 2, "heartbeats"), (100, 1, "offsets"))
     h.release(now, SKEW, all_sources=True)
-    for i in range(1, MAX_HOLD_MS // 1_000):
-        admit(h, now + i * 1_000, (100 + i, 10 + i * 4, "offsets"))
-        h.release(now + i * 1_000, SKEW, all_sources=True)
+    step = MAX_HOLD_MS // MAX_HOLD_BATCHES
+    for i in range(1, MAX_HOLD_BATCHES):
+        admit(h, now + i * step, (100 + i, 10 + i * 4, "offsets"))
+        h.release(now + i * step, SKEW, all_sources=True)
     assert payloads(h.pending) == [(9_000, 2)]
+    assert len(h.input_walls) == MAX_HOLD_BATCHES  # only the calls since the held event arrived
     admit(h, now + MAX_HOLD_MS, (200, 900, "offsets"))
     assert payloads(h.release(now + MAX_HOLD_MS, SKEW, all_sources=True)) == [(200, 900), (9_000, 2)]
+    assert h.input_walls is None
 
 
 def test_release_order_is_ts_seq_order_however_the_batches_split():
