@@ -1,10 +1,17 @@
 """Benchmark: soak. ``fencewatch run`` (the public command, local[2]) on the embedded broker for
-``--duration`` (30 min in ``make bench``) with the simulator paced at ``--rate`` events/s (half
-the sustained capacity measured by bench_pipeline.py), sampling every ``--every``:
+``--duration`` (30 min in ``make bench``) with the simulator at about ``--rate`` events/s (half
+the sustained capacity measured by bench_streaming.py), sampling every ``--every``:
 
 - RSS of the driver (the ``fencewatch`` process), Spark's JVM, and the Python workers (summed);
-- the state size (bytes under ``<checkpoint>/state``) and the checkpoint's size;
+- the JVM's heap, committed and used (``jcmd <pid> GC.heap_info``): RSS follows the committed heap;
+- the state size (bytes under ``<checkpoint>/state``) and the checkpoint's size, and the groups and
+  members the model knows (from the job's metrics), so state per group shows whether state grows
+  with the keys the simulator adds or per key;
 - events judged so far (from the job's metrics endpoint) and the input lag.
+
+The simulator runs in real time (event ``ts`` = wall time, as a live cluster's coordinator
+writes it) with ``--groups`` sized to give ``--rate`` (the ``mixed`` profile makes about
+:data:`EVENTS_PER_GROUP_S` events per group per second).
 
 It reports the samples and the growth over the second half of the run (after warm-up): flat
 memory is what an always-on job needs; growth is reported as MB per hour to be explained.
@@ -28,6 +35,38 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from bench.report import write_section  # noqa: E402
 
 PAGE = os.sysconf("SC_PAGE_SIZE")
+EVENTS_PER_GROUP_S = 10.0  # profile mixed: 60,000 events of 50 groups span 119.4 s of simulated time
+
+
+def jvm_pid(root: int) -> int | None:
+    """Spark's JVM below ``root``."""
+    todo = [root]
+    while todo:
+        pid = todo.pop()
+        try:
+            children = Path(f"/proc/{pid}/task/{pid}/children").read_text().split()
+        except OSError:
+            continue
+        for c in map(int, children):
+            try:
+                if Path(f"/proc/{c}/cmdline").read_bytes().split(b"\0")[0].endswith(b"java"):
+                    return c
+            except OSError:
+                continue
+            todo.append(c)
+    return None
+
+
+def heap_mb(pid: int | None) -> dict[str, float]:
+    """The JVM heap, committed and used, in MB (``jcmd GC.heap_info``; {} if unavailable)."""
+    if pid is None:
+        return {}
+    try:
+        text = subprocess.run(["jcmd", str(pid), "GC.heap_info"], capture_output=True, text=True, timeout=20).stdout
+    except (OSError, subprocess.TimeoutExpired):
+        return {}
+    m = re.search(r"heap\s+total (\d+)K, used (\d+)K", text)
+    return {"heap_committed": int(m.group(1)) / 1024, "heap_used": int(m.group(2)) / 1024} if m else {}
 
 
 def rss_by_kind(root: int) -> dict[str, float]:
@@ -78,12 +117,16 @@ def scrape(port_file: Path) -> dict[str, float]:
         text = urllib.request.urlopen(f"http://{m.group(1)}:{m.group(2)}/metrics", timeout=5).read().decode()
     except OSError:
         return {}
-    out = {"events": 0.0, "lag": 0.0}
+    out = {"events": 0.0, "lag": 0.0, "groups": 0.0, "members": 0.0}
     for line in text.splitlines():
         if line.startswith("fencewatch_events_total"):
             out["events"] += float(line.rsplit(" ", 1)[1])
         elif line.startswith("fencewatch_input_lag_records"):
             out["lag"] = float(line.rsplit(" ", 1)[1])
+        elif line.startswith("fencewatch_groups{"):
+            out["groups"] += float(line.rsplit(" ", 1)[1])
+        elif line.startswith("fencewatch_group_members{"):
+            out["members"] += float(line.rsplit(" ", 1)[1])
     return out
 
 
@@ -92,9 +135,11 @@ def main() -> int:
     ap.add_argument("--duration", type=float, default=1800, help="seconds (default 1800)")
     ap.add_argument("--rate", type=float, default=1000, help="events/s (default 1000: half the measured capacity)")
     ap.add_argument("--every", type=float, default=30, help="sampling period, seconds")
-    ap.add_argument("--groups", type=int, default=50)
+    ap.add_argument("--groups", type=int, default=None, help="default: --rate / %.0f" % EVENTS_PER_GROUP_S)
     ap.add_argument("--write-docs", action="store_true")
     args = ap.parse_args()
+    if args.groups is None:
+        args.groups = max(1, round(args.rate / EVENTS_PER_GROUP_S))
 
     from fencewatch.sim.command import run_simulation
     from fencewatch.sim.engine import SimConfig
@@ -113,7 +158,7 @@ def main() -> int:
                             start_ts=int(time.time() * 1000), duration_ms=None,
                             max_events=int(args.rate * (args.duration + 60)), labels=False)
         sim = threading.Thread(target=run_simulation, args=(sim_cfg,), daemon=True,
-                               kwargs={"bootstrap_servers": broker.bootstrap, "pace": ("events", args.rate)})
+                               kwargs={"bootstrap_servers": broker.bootstrap, "pace": ("realtime", 1.0)})
         log_path = work / "run.log"
         with open(log_path, "wb") as log:
             proc = subprocess.Popen(
@@ -125,9 +170,9 @@ def main() -> int:
             try:
                 while time.monotonic() - t0 < args.duration and proc.poll() is None:
                     time.sleep(args.every)
-                    s = {"t": round(time.monotonic() - t0), **rss_by_kind(proc.pid),
+                    s = {"t": round(time.monotonic() - t0), **rss_by_kind(proc.pid), **heap_mb(jvm_pid(proc.pid)),
                          "state_mb": du(work / "cp" / "state") / 1e6, "checkpoint_mb": du(work / "cp") / 1e6,
-                         **scrape(log_path)}
+                         "load": os.getloadavg()[0], **scrape(log_path)}
                     samples.append(s)
                     print(json.dumps(s), flush=True)
             finally:
@@ -144,6 +189,8 @@ def main() -> int:
         write_section("Soak: fencewatch run at half capacity",
                       f"python bench/bench_soak.py --duration {args.duration:.0f} --rate {args.rate:.0f} "
                       f"--every {args.every:.0f} --groups {args.groups} --write-docs", body)
+    (work / "samples.json").write_text(json.dumps(samples))
+    print(f"samples: {work / 'samples.json'}")
     return 0 if alive else 1
 
 
@@ -162,17 +209,25 @@ def growth(samples: list, key: str) -> float:
 
 
 def report(samples: list, args, alive: bool) -> str:
-    lines = [f"{args.rate:,.0f} events/s for {args.duration / 60:.0f} min, {args.groups} groups (profile mixed); "
+    judged = [s for s in samples if s.get("events", 0) > 0]
+    rate = ((judged[-1]["events"] - judged[0]["events"]) / (judged[-1]["t"] - judged[0]["t"])
+            if len(judged) > 1 and judged[-1]["t"] > judged[0]["t"] else 0.0)
+    lines = [f"about {args.rate:,.0f} events/s offered ({args.groups} groups, profile mixed, real time), "
+             f"{rate:,.0f} events/s judged, for {args.duration / 60:.0f} min; "
              f"job {'alive to the end' if alive else 'DIED'}", "",
-             "| t (s) | driver RSS MB | JVM RSS MB | Python workers RSS MB | state MB | checkpoint MB | events judged | input lag |",
-             "|---|---|---|---|---|---|---|---|"]
+             "| t (s) | driver RSS MB | JVM RSS MB | JVM heap committed / used MB | Python workers RSS MB | state MB "
+             "| checkpoint MB | groups | members | state KB per group | events judged | input lag | load |",
+             "|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
     step = max(1, len(samples) // 12)
     for s in samples[::step] + ([samples[-1]] if samples and (len(samples) - 1) % step else []):
-        lines.append(f"| {s['t']} | {s['driver']:.0f} | {s['jvm']:.0f} | {s['python_workers']:.0f} | "
-                     f"{s['state_mb']:.1f} | {s['checkpoint_mb']:.1f} | {s.get('events', 0):,.0f} | "
-                     f"{s.get('lag', 0):,.0f} |")
-    lines += ["", "Growth over the second half of the samples with events judged (MB/hour, least squares): " + ", ".join(
-        f"{k} {growth(samples, k):+.1f}" for k in ("driver", "jvm", "python_workers", "state_mb", "checkpoint_mb"))]
+        per_group = s["state_mb"] * 1000 / s["groups"] if s.get("groups") else 0.0
+        lines.append(f"| {s['t']} | {s['driver']:.0f} | {s['jvm']:.0f} | {s.get('heap_committed', 0):.0f} / "
+                     f"{s.get('heap_used', 0):.0f} | {s['python_workers']:.0f} | {s['state_mb']:.1f} | "
+                     f"{s['checkpoint_mb']:.1f} | {s.get('groups', 0):,.0f} | {s.get('members', 0):,.0f} | "
+                     f"{per_group:.1f} | {s.get('events', 0):,.0f} | {s.get('lag', 0):,.0f} | {s.get('load', 0):.1f} |")
+    lines += ["", "Growth over the second half of the samples with events judged (per hour, least squares): " + ", ".join(
+        f"{k} {growth(samples, k):+.1f}" for k in ("driver", "jvm", "heap_committed", "heap_used", "python_workers",
+                                                 "state_mb", "checkpoint_mb", "groups", "members"))]
     return "\n".join(lines)
 
 

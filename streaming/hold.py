@@ -13,9 +13,28 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from operator import itemgetter
-from typing import Iterable
+from typing import Collection, Iterable
 
 _TS_SEQ = itemgetter(0, 1)
+_NOTHING = (float("-inf"), -1)
+_ALL = float("inf")
+
+LIVE_LAG_MS = 30_000
+"""An event read within this much wall time of its ``ts`` was read live (not from a backlog)."""
+
+MAX_HOLD_MS = 60_000
+MAX_HOLD_BATCHES = 100
+"""A backlog event goes whatever the other sources did once it has waited this long and the key
+has read input in this many micro-batches since (bounds a busy key's hold; both, so that slow or
+retried micro-batches, e.g. after an executor loss, do not release it early)."""
+
+QUIET_CALLS = 2
+"""Calls in a row without input (state timeouts) after which a backlog key counts as quiet."""
+
+
+def _pair(seen) -> tuple:
+    # Holds pickled before (ts, seq) pairs kept the ts alone: only what is strictly older is known read.
+    return seen if type(seen) is tuple else (seen, -1)
 
 
 @dataclass
@@ -23,26 +42,50 @@ class Hold:
     """What a key remembers between micro-batches besides its rules state.
 
     ``pending`` are events not applied yet: (ts, seq, payload, arrival wall ms).
-    ``seen`` is the newest ts read from each source topic for this key: every event at
-    or before ``min(seen)`` has arrived, so applying up to there keeps (ts, input order)
-    however unevenly the topics are read. A source that goes quiet would hold events
-    forever, so an event also goes after ``max_skew`` of wall time. ``last_ts`` /
-    ``last_wall`` tie the newest event time to the wall time it was read at.
+    ``seen`` is the newest (ts, seq) read from each source topic for this key: a source
+    delivers a key's events in that order, so every event at or before ``min(seen)`` has
+    arrived, and applying up to there keeps (ts, input order) however unevenly the topics
+    are read (ties included: an equal ts from another source may still come with a lower seq).
+
+    A source with nothing for this key would hold its events forever, so they also go on
+    wall time, in a way that cannot overtake a topic still being read from a backlog (a
+    restart, ``checkpoint bound``: one topic read minutes of event time ahead of the other):
+
+    - an event read live (within :data:`LIVE_LAG_MS` of its ts) goes after ``max_skew`` of
+      wall time: the cross-topic skew the monitor tolerates (SPEC 1);
+    - any event goes once the key has read nothing from any source for ``max_skew`` and
+      :data:`QUIET_CALLS` calls (the backlog has passed it), or after :data:`MAX_HOLD_MS` and
+      :data:`MAX_HOLD_BATCHES` micro-batches with input, in any case.
+
+    ``last_ts`` / ``last_wall`` tie the newest event time to the wall time it was read at;
+    ``last_input`` is the wall time the key last read an event, ``idle_calls`` the calls since;
+    ``input_walls`` the wall times of the calls with input since the oldest held event arrived.
     """
 
     pending: list = field(default_factory=list)
     seen: dict = field(default_factory=dict)
     last_ts: int = 0
     last_wall: int = 0
+    last_input: int = 0
+    idle_calls: int = 0
+    input_walls: list | None = None  # None in Holds pickled before it
 
     def admit(self, items: Iterable[tuple], now: int) -> None:
         """Events read this micro-batch: (ts, seq, source, payload) each."""
         seen, pending = self.seen, self.pending
+        n = len(pending)
         for ts, seq, source, payload in items:
             pending.append((ts, seq, payload, now))
-            if ts > seen.get(source, -1):
-                seen[source] = ts
-        newest = max(seen.values(), default=0)
+            key = (ts, seq)
+            prev = seen.get(source)
+            if prev is None or key > _pair(prev):
+                seen[source] = key
+        if len(pending) > n:
+            self.last_input = now
+            if self.input_walls is None:
+                self.input_walls = []
+            self.input_walls.append(now)
+        newest = max((_pair(s)[0] for s in seen.values()), default=0)
         if newest > self.last_ts:
             self.last_ts, self.last_wall = newest, now
 
@@ -51,24 +94,53 @@ class Hold:
         every source topic, a group; a topic key reads one source, in order)."""
         if not self.seen:
             return 0
-        return min(self.seen.values()) if all_sources else max(self.seen.values())
+        ts = [_pair(s)[0] for s in self.seen.values()]
+        return min(ts) if all_sources else max(ts)
 
-    def release(self, now: int, max_skew_ms: int, *, all_sources: bool) -> list:
+    def _safe(self, all_sources: bool, expected: Collection[str]) -> tuple:
+        """(ts, seq) at or before which every event has arrived."""
+        if not self.seen:
+            return _NOTHING
+        pairs = [_pair(s) for s in self.seen.values()]
+        if not all_sources:
+            return (max(pairs)[0], _ALL)  # one source, read in order: its ts is complete
+        if any(src not in self.seen for src in expected):
+            return _NOTHING  # a source has delivered nothing for this key yet: it may still
+        return min(pairs)
+
+    def release(self, now: int, max_skew_ms: int, *, all_sources: bool, expected: Collection[str] = ()) -> list:
         """Remove and return, in (ts, seq) order, the events that may be applied now: those
-        at or before :meth:`safe_ts`, and those that waited ``max_skew_ms`` (with every
-        event before them)."""
+        at or before every source's newest, and those whose wait is over (see the class),
+        with every event before them. ``expected``: the source topics that feed a group key
+        (one that has delivered nothing for it yet may still deliver an older event)."""
+        self.idle_calls = 0 if self.last_input == now else self.idle_calls + 1
         pending = self.pending
         if not pending:
+            self.input_walls = None
             return []
         pending.sort(key=_TS_SEQ)
-        safe, expired = self.safe_ts(all_sources=all_sources), now - max_skew_ms
+        safe = self._safe(all_sources, expected)
+        expired = now - max_skew_ms
+        quiet = self.last_input <= expired and self.idle_calls >= QUIET_CALLS
+        walls = self.input_walls or []
+        # Arrived before this wall time and waited MAX_HOLD_BATCHES calls with input since.
+        forced = min(now - MAX_HOLD_MS, walls[-MAX_HOLD_BATCHES] - 1 if len(walls) >= MAX_HOLD_BATCHES else -1)
         cut = 0
         for item in pending:
-            if item[0] <= safe or item[3] <= expired:
+            ts, seq, _, arrived = item
+            if ((ts, seq) <= safe or quiet or arrived <= forced
+                    or (arrived <= expired and arrived - ts <= LIVE_LAG_MS)):
                 cut += 1
             else:
                 break
+        if cut == 0:
+            return []
         ready, self.pending = pending[:cut], pending[cut:]
+        if self.pending and walls:
+            oldest = min(item[3] for item in self.pending)
+            self.input_walls = [w for w in walls if w >= oldest]
+        elif not self.pending:
+            self.input_walls = None
         return ready
 
     def clock(self, now: int) -> int:
@@ -80,7 +152,12 @@ class Hold:
         return clock
 
     def wait_ms(self, now: int, max_skew_ms: int) -> int | None:
-        """Wall ms until the oldest held event goes regardless of the other source; None if none is held."""
+        """Wall ms until held events may go without more input; None if none is held."""
         if not self.pending:
             return None
-        return self.pending[0][3] + max_skew_ms - now
+        first = self.pending[0]
+        # Quiet needs max_skew without input and QUIET_CALLS calls: at least one more call.
+        due = max(self.last_input + max_skew_ms, now + 1)
+        if first[3] - first[0] <= LIVE_LAG_MS:
+            due = min(due, first[3] + max_skew_ms)
+        return due - now

@@ -153,8 +153,16 @@ def build_outputs(inputs, cfg: cfgmod.Config, *, emit_verdicts: bool | None = No
     # No event-time watermark: reading a backlog, one topic runs ahead of the other and a
     # watermark would drop the other's events as late. Ordering is per key (state_fn.Hold).
     return routed.groupBy("key").applyInPandasWithState(
-        make_stream_fn(cfg.state, max_skew_ms=cfg.streaming.max_skew_ms, emit_verdicts=emit_verdicts),
+        make_stream_fn(cfg.state, max_skew_ms=cfg.streaming.max_skew_ms, emit_verdicts=emit_verdicts,
+                       sources=group_sources(cfg.streaming.source)),
         OUTPUT, STATE, "append", "ProcessingTimeTimeout")
+
+
+def group_sources(source: str) -> tuple[str, ...]:
+    """The router's source names that feed group keys, for the cross-topic hold (``state_fn.Hold``)."""
+    names = {"events": ("heartbeats", "offsets"), "consumer-offsets": ("consumer_offsets",),
+             "request-log": ("request_log",)}
+    return tuple(n for s in cfgmod.source_list(source) for n in names.get(s, ()))
 
 
 def _registry(cfg: cfgmod.Config, role: str):

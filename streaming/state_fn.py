@@ -204,10 +204,11 @@ def _add_status(rows: _Rows, st, cfg: RulesConfig, counts: dict, hb_before: tupl
 
 
 def make_stream_fn(cfg: RulesConfig, *, max_skew_ms: int = 2_000, emit_verdicts: bool = True,
-                   wall_clock: Callable[[], float] = time.time) -> Callable:
+                   wall_clock: Callable[[], float] = time.time, sources: tuple[str, ...] = ()) -> Callable:
     """The ``applyInPandasWithState`` function (processing-time timeouts; see :class:`Hold`).
 
     ``emit_verdicts`` False (no verdicts topic) ships only alerts and per-group summaries.
+    ``sources``: the router's source names that feed group keys (``job.group_sources``).
     """
 
     def stream_fn(key: tuple, pdfs: Iterator[pd.DataFrame], state) -> Iterator[pd.DataFrame]:
@@ -232,7 +233,7 @@ def make_stream_fn(cfg: RulesConfig, *, max_skew_ms: int = 2_000, emit_verdicts:
                     counts.update((it[2], it[3]) for it in items)
             for c in [c for c in counts if c[0] == "commit_fact"]:
                 del counts[c]  # a commit's routed copies to topic keys are not events
-        ready = hold.release(now, max_skew_ms, all_sources=is_group)
+        ready = hold.release(now, max_skew_ms, all_sources=is_group, expected=sources)
         clock = hold.clock(now)
         out = grp.Outputs()
         hb_before = (st.counters.heartbeat_fenced, st.counters.heartbeat_unknown_member) if (

@@ -141,8 +141,73 @@ def read_topic(bootstrap: str, topic: str, idle_s: float = 3.0) -> list:
 
 def verdict_keys(bootstrap: str, topic: str) -> Counter:
     """(event_id, topic, partition) of every verdict record, counted."""
-    return Counter((v["event_id"], v["topic"], v["partition"])
-                   for v in (json.loads(m.value()) for m in read_topic(bootstrap, topic)))
+    return Counter(_verdict_key(json.loads(m.value())) for m in read_topic(bootstrap, topic))
+
+
+def _verdict_key(v: dict) -> tuple:
+    return (v["event_id"], v["topic"], v["partition"])
+
+
+# --------------------------------------------------------------------------- the engine's answer
+
+def engine_reference(bootstrap: str, hb: str, off: str, state_cfg=None):
+    """``replay --engine local`` on the records of the two input topics in the job's order (seq:
+    offset * 4 + topic rank): its ``Outputs`` (verdicts and alerts the job must equal)."""
+    from fencewatch.state.engine import LocalEngine, sort_key
+    from fencewatch.streaming.config import load_config
+    from fencewatch.streaming.decoding import DecodeError, UnknownType, decode_json_line
+
+    typed = []
+    for topic, rank in ((hb, 0), (off, 1)):
+        for m in read_topic(bootstrap, topic, 1.5):
+            res = decode_json_line(m.value(), seq=m.offset() * 4 + rank,
+                                   default_event_id=f"{topic}/{m.partition()}/{m.offset()}", coords="")
+            if not isinstance(res, (DecodeError, UnknownType)):
+                typed.append(res)
+    engine = LocalEngine(state_cfg if state_cfg is not None else load_config().state)
+    engine.feed_all(sorted(typed, key=sort_key))
+    return engine.out
+
+
+def parity(bootstrap: str, topics: dict, verdicts: list[dict], alert_ids: Counter) -> dict:
+    """The job's verdicts and alerts against the engine's on the same records.
+
+    lost: an engine verdict (event, partition) or alert id the job did not write; duplicated: a
+    record the job wrote more than once; differing: a verdict whose fields differ from the
+    engine's. Alerts the job makes from its clock beyond the engine's last event (decisions due
+    later) are counted as ``extra_alerts``, not as a fault."""
+    from fencewatch.sinks.jsonl import commit_verdicts_block
+
+    out = engine_reference(bootstrap, topics["hb"], topics["off"])
+    want = {_verdict_key(v): v for cv in out.commits if cv.parts
+            for v in map(json.loads, commit_verdicts_block(cv).split("\n"))}
+    want_alerts = {a.alert_id for a in out.alerts}
+    got = Counter(_verdict_key(v) for v in verdicts)
+    by_key = {_verdict_key(v): v for v in verdicts}
+    return {
+        "verdicts": len(set(got) & set(want)), "expected_verdicts": len(want),
+        "alerts": len(set(alert_ids) & want_alerts), "expected_alerts": len(want_alerts),
+        "lost": len(want.keys() - got.keys()) + len(want_alerts - alert_ids.keys()),
+        "duplicated": sum(n - 1 for n in got.values()) + sum(n - 1 for n in alert_ids.values()),
+        "differing": sum(1 for k, v in want.items() if k in by_key and by_key[k] != v),
+        "extra_alerts": len(alert_ids.keys() - want_alerts),
+    }
+
+
+def read_outputs(bootstrap: str, topics: dict) -> tuple[list[dict], Counter]:
+    """The job's verdict records and its alert ids (counted) from the output topics."""
+    verdicts = [json.loads(m.value()) for m in read_topic(bootstrap, topics["verdicts"])]
+    alerts = Counter(json.loads(m.value())["alert_id"] for m in read_topic(bootstrap, topics["alerts"]))
+    return verdicts, alerts
+
+
+def parity_cells(p: dict) -> dict:
+    """The table's verdicts, alerts, lost and duplicated cells for a :func:`parity` result."""
+    extra = f"; +{p['extra_alerts']} decided later by the job's clock" if p["extra_alerts"] else ""
+    return {"verdicts": f"{p['verdicts']:,} of {p['expected_verdicts']:,}"
+                        + (f" ({p['differing']} differing)" if p["differing"] else ", equal to the engine's"),
+            "alerts": f"{p['alerts']} of {p['expected_alerts']}{extra}", "lost": p["lost"],
+            "duplicated": p["duplicated"]}
 
 
 def wait_for(predicate, timeout: float, every: float = 1.0, proc: RunProcess | None = None):

@@ -47,7 +47,66 @@ def test_a_quiet_source_holds_events_for_max_skew_only():
 def test_equal_ts_keep_input_order_by_seq():
     h = Hold()
     admit(h, 0, (100, 9, "offsets"), (100, 4, "heartbeats"), (100, 6, "offsets"))
-    assert payloads(h.release(0, SKEW, all_sources=True)) == [(100, 4), (100, 6), (100, 9)]
+    # A heartbeat at ts 100 with a seq between 4 and 9 may still come: only (100, 4) is certain.
+    assert payloads(h.release(0, SKEW, all_sources=True)) == [(100, 4)]
+    admit(h, 0, (100, 8, "heartbeats"), (101, 12, "heartbeats"))
+    assert payloads(h.release(0, SKEW, all_sources=True)) == [(100, 6), (100, 8), (100, 9)]
+
+
+def test_a_source_that_delivered_nothing_yet_may_still_deliver_older_events():
+    h = Hold()
+    admit(h, 0, (500, 1, "heartbeats"))
+    assert h.release(0, SKEW, all_sources=True, expected=("heartbeats", "offsets")) == []
+    admit(h, 0, (400, 2, "offsets"), (600, 6, "offsets"))
+    assert payloads(h.release(0, SKEW, all_sources=True, expected=("heartbeats", "offsets"))) == [(400, 2), (500, 1)]
+
+
+BACKLOG_NOW = 10**12  # wall time far past the events' ts: read from a backlog
+
+
+def test_backlog_events_wait_for_the_topic_behind_while_the_key_reads_on():
+    """A restart reads heartbeats minutes of event time ahead: they wait for the offsets however many
+    triggers that takes, as long as the key keeps reading (no wall-time release while it does)."""
+    h, now = Hold(), BACKLOG_NOW
+    admit(h, now, (100, 1, "offsets"), (9_000, 2, "heartbeats"))
+    out = payloads(h.release(now, SKEW, all_sources=True))
+    for ts in range(200, 9_000, 400):
+        now += 1_000
+        admit(h, now, (ts, ts * 4 + 1, "offsets"))
+        out += payloads(h.release(now, SKEW, all_sources=True))
+    assert (9_000, 2) not in out and out == sorted(out)
+    # Nothing read for max_skew and two calls in a row (state timeouts): the backlog has passed them.
+    assert h.wait_ms(now, SKEW) == SKEW
+    assert h.release(now + SKEW, SKEW, all_sources=True) == []
+    assert h.wait_ms(now + SKEW, SKEW) == 1
+    assert payloads(h.release(now + SKEW + 1, SKEW, all_sources=True)) == [(9_000, 2)]
+
+
+def test_a_slow_micro_batch_alone_does_not_end_a_backlog_hold():
+    """An executor lost and its tasks rerun: one call comes minutes later, with input."""
+    h, now = Hold(), BACKLOG_NOW
+    admit(h, now, (9_000, 2, "heartbeats"), (100, 1, "offsets"))
+    h.release(now, SKEW, all_sources=True)
+    admit(h, now + 300_000, (200, 9, "offsets"))
+    assert payloads(h.release(now + 300_000, SKEW, all_sources=True)) == [(200, 9)]
+    assert payloads(h.pending) == [(9_000, 2)]
+
+
+def test_backlog_hold_is_bounded():
+    from fencewatch.streaming.hold import MAX_HOLD_BATCHES, MAX_HOLD_MS
+
+    h, now = Hold(), BACKLOG_NOW
+    admit(h, now, (9_000, 2, "heartbeats"), (100, 1, "offsets"))
+    h.release(now, SKEW, all_sources=True)
+    step = MAX_HOLD_MS // MAX_HOLD_BATCHES
+    for i in range(1, MAX_HOLD_BATCHES):
+        admit(h, now + i * step, (100 + i, 10 + i * 4, "offsets"))
+        h.release(now + i * step, SKEW, all_sources=True)
+    assert payloads(h.pending) == [(9_000, 2)]
+    assert len(h.input_walls) == MAX_HOLD_BATCHES  # only the calls since the held event arrived
+    admit(h, now + MAX_HOLD_MS, (200, 900, "offsets"))
+    assert payloads(h.release(now + MAX_HOLD_MS, SKEW, all_sources=True)) == [(200, 900), (9_000, 2)]
+    assert h.input_walls is None
 
 
 def test_release_order_is_ts_seq_order_however_the_batches_split():

@@ -10,42 +10,18 @@ import time
 from dataclasses import replace
 
 import pytest
-from confluent_kafka import OFFSET_BEGINNING, Consumer, Producer, TopicPartition
+from confluent_kafka import Producer
 
 from fencewatch.sim.engine import SimConfig, simulate
 from fencewatch.sim.profiles import profile
 from fencewatch.sinks.kafka import BatchMarker, KafkaOutputs, decode_alert_avro
-from fencewatch.state.engine import LocalEngine, sort_key
 from fencewatch.streaming import config as cfgmod
-from fencewatch.streaming.decoding import MEMBERSHIP_TYPES, DecodeError, UnknownType, decode_json_line
 from fencewatch.streaming.job import BatchWriter, JobStats, drain, start_query
 from kafka_helpers import read_all
+from reliability_harness import engine_reference, produce_clock, produce_events
 
 pytestmark = [pytest.mark.spark, pytest.mark.broker]
 SKEW_MS = 2_000  # also how long a held event waits for a quiet source
-
-
-def produce(bootstrap, hb, off, events):
-    p = Producer({"bootstrap.servers": bootstrap, "linger.ms": 5})
-    for e in events:
-        topic = hb if e.get("type") in MEMBERSHIP_TYPES else off
-        p.produce(topic, key=(e.get("group_id") or "").encode(), value=json.dumps(e).encode())
-    p.flush(30)
-
-
-def produce_clock(bootstrap, topics, ts):
-    """Heartbeats after the last event, one single-record produce per partition: they move the
-    watermark past everything (decisions are made at the watermark), and single-record batches
-    make Tansu's high watermark exact (NOTES.md), so a reader's end offsets include them all."""
-    p = Producer({"bootstrap.servers": bootstrap, "batch.num.messages": 1, "linger.ms": 0})
-    c = Consumer({"bootstrap.servers": bootstrap, "group.id": "unused"})
-    for topic in topics:
-        for part in c.list_topics(topic, timeout=10).topics[topic].partitions:
-            event = {"type": "heartbeat", "ts": ts, "group_id": f"clock-{part}", "member_id": "clock",
-                     "request_epoch": 1, "response_epoch": 1}
-            p.produce(topic, value=json.dumps(event).encode(), partition=part)
-            p.flush(10)
-    c.close()
 
 
 def test_stream_judges_every_commit_exactly_once_across_restart(spark, broker, topic_factory, tmp_path):
@@ -54,7 +30,7 @@ def test_stream_judges_every_commit_exactly_once_across_restart(spark, broker, t
     knobs = replace(profile("zombie-storm"), groups=3)
     events = simulate(SimConfig(knobs=knobs, seed=11, duration_ms=None, max_events=2400, event_id_prefix="e-"))
     half = len(events) // 2
-    produce(broker, hb, off, events[:half])
+    produce_events(broker, hb, off, events[:half])
     cfg = cfgmod.load_config(overrides={
         "streaming": {"bootstrap_servers": broker, "heartbeats_topic": hb, "offsets_topic": off,
                       "starting_offsets": "earliest", "checkpoint_location": str(tmp_path / "cp"),
@@ -79,7 +55,7 @@ def test_stream_judges_every_commit_exactly_once_across_restart(spark, broker, t
     p = Producer({"bootstrap.servers": broker})
     p.produce(off, value=bad)
     p.flush(10)
-    produce(broker, hb, off, events[half:])
+    produce_events(broker, hb, off, events[half:])
     produce_clock(broker, [hb, off], max(e["ts"] for e in events) + SKEW_MS + 1000)
 
     second = writer()
@@ -93,17 +69,8 @@ def test_stream_judges_every_commit_exactly_once_across_restart(spark, broker, t
     assert len(keys) == len(set(keys)) > 100
 
     # The same verdicts as the local engine on the same records in the same order.
-    engine = LocalEngine(cfg.state)
-    typed = []
-    for topic, rank in ((hb, 0), (off, 1)):
-        for m in read_all(broker, topic):
-            res = decode_json_line(m.value(), seq=m.offset() * 4 + rank,
-                                   default_event_id=f"{topic}/{m.partition()}/{m.offset()}", coords="")
-            if not isinstance(res, (DecodeError, UnknownType)):
-                typed.append(res)
-    for ev in sorted(typed, key=sort_key):
-        engine.feed(ev)
-    expected = {(v.event_id, v.topic, v.partition): v.cls for v in engine.out.verdicts}
+    engine = engine_reference(broker, hb, off, cfg.state)
+    expected = {(v.event_id, v.topic, v.partition): v.cls for v in engine.verdicts}
     assert {(v["event_id"], v["topic"], v["partition"]): v["class"] for v in got} == expected
     assert "zombie" in expected.values()
 
@@ -111,7 +78,7 @@ def test_stream_judges_every_commit_exactly_once_across_restart(spark, broker, t
     alerts = [decode_alert_avro(m.value()) for m in read_all(broker, alerts_t)]
     commit_kinds = {"ZOMBIE_COMMIT", "AVOIDABLE_FENCING", "UNSAFE_ACCEPT", "MODEL_DIVERGENCE"}
     assert {a["alert_id"] for a in alerts if a["kind"] in commit_kinds} == {
-        a.alert_id for a in engine.out.alerts if a.kind in commit_kinds}
+        a.alert_id for a in engine.alerts if a.kind in commit_kinds}
     assert any(a["kind"] == "ZOMBIE_COMMIT" for a in alerts)
 
     # The bad record went to the dead-letter topic with its reason; the query kept going.

@@ -1,6 +1,7 @@
-"""10,000 fuzzed records through the decoders the job runs: JSON, Avro, and ``__consumer_offsets``
-(the bridge, then JSON, as in the job). Every input decodes or becomes a dead letter with a reason;
-nothing raises, nothing hangs (Hypothesis' deadline per record)."""
+"""10,000 fuzzed records through the decoders the job runs: JSON, Avro, ``__consumer_offsets`` (the
+bridge, then JSON, as in the job) and broker request-log lines (``RequestLogBridge`` as the job's
+mapper runs it, then JSON). Every input decodes or becomes a dead letter with a reason; nothing
+raises, nothing hangs (Hypothesis' deadline per record)."""
 from __future__ import annotations
 
 import json
@@ -17,10 +18,11 @@ from fencewatch.streaming.event_schema import encode_avro
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "bridge"))
 from bridge_encoder import encode_record  # noqa: E402  (the bridge tests' encoder, from Kafka's schemas)
+import request_log_lines as rl  # noqa: E402  (request-log lines as Kafka writes them)
 
-FUZZ = settings(max_examples=3_400, deadline=2_000, derandomize=True,
+FUZZ = settings(max_examples=2_500, deadline=2_000, derandomize=True,
                 suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
-COUNT = {"json": 0, "avro": 0, "consumer_offsets": 0}
+COUNT = {"json": 0, "avro": 0, "consumer_offsets": 0, "request_log": 0}
 
 VALID = [
     {"type": "offset_commit", "ts": 1_735_689_600_000, "group_id": "g", "member_id": "m", "member_epoch": 3,
@@ -145,8 +147,81 @@ def test_consumer_offsets_decoder_never_raises(record):
         assert ok(decode_json_line(json.dumps(e).encode(), seq=1, default_event_id="e", coords="c"))
 
 
+TOPIC_ID = rl.kafka_id(__import__("uuid").UUID(int=7))
+SEED_LINES = [
+    rl.offset_commit(9, "g", 5, "m", [("orders", [(0, 42, 3), (1, 7, 3)])], codes={("orders", 1): 113}),
+    rl.offset_commit(10, "g", 5, "m", [(TOPIC_ID, [(0, 42, 3)])], instance="i-1"),
+    rl.txn_offset_commit(4, "g", 5, "m", [("orders", [(2, 9, 1)])], codes={("orders", 2): 22}),
+    rl.heartbeat(1, "g", "m", 4, response_epoch=5, assignment=[(TOPIC_ID, [0, 1])], owned=[(TOPIC_ID, [0])],
+                 subscribed=["orders"]),
+    rl.heartbeat(0, "g", "m", -1),
+    rl.heartbeat(1, "g", "", 0, response_member="m2", error=25),
+]
+
+
+def _mutate_tree(draw, node):
+    """Replace, drop or add one field somewhere in a request-log JSON body."""
+    path = []
+    while isinstance(node, (dict, list)) and node and draw(st.booleans()):
+        key = draw(st.sampled_from(sorted(node))) if isinstance(node, dict) else draw(st.integers(0, len(node) - 1))
+        path.append((node, key))
+        node = node[key]
+    if not path:
+        return
+    parent, key = path[-1]
+    action = draw(st.sampled_from(["replace", "drop", "add"]))
+    if action == "replace":
+        parent[key] = draw(json_values)
+    elif action == "drop":
+        del parent[key]
+    elif isinstance(parent, dict):
+        parent[draw(st.text(max_size=10))] = draw(json_values)
+    else:
+        parent.insert(key, draw(json_values))
+
+
+@st.composite
+def request_log_lines(draw):
+    """A line as Kafka writes it with its JSON mutated, its text cut or flipped, or random text."""
+    obj = json.loads(json.dumps(draw(st.sampled_from(SEED_LINES))))
+    which = draw(st.sampled_from(["tree", "text", "random"]))
+    if which == "random":
+        return draw(st.binary(max_size=300) | st.text(max_size=300).map(str.encode))
+    if which == "tree":
+        for _ in range(draw(st.integers(1, 4))):
+            _mutate_tree(draw, obj)
+        return rl.log_line(obj).encode()
+    line = bytearray(rl.log_line(obj).encode())
+    for _ in range(draw(st.integers(1, 4))):
+        if line and draw(st.booleans()):
+            line[draw(st.integers(0, len(line) - 1))] = draw(st.integers(0, 255))
+        else:
+            del line[draw(st.integers(0, len(line))):]
+    return bytes(line)
+
+
+@pytest.mark.slow
+@FUZZ
+@given(request_log_lines())
+def test_request_log_decoder_never_raises(line):
+    """As ``request_log_source.make_request_log_mapper`` runs it: a broken line is a dead letter with
+    its code (``problems``), every event it gives decodes; no line reaches the bridge's INTERNAL."""
+    from fencewatch.streaming.bridge.request_log import RequestLogBridge
+
+    COUNT["request_log"] += 1
+    bridge = RequestLogBridge({TOPIC_ID: "orders"}, carry=False)
+    events = bridge.map_line(line, "fencewatch.request-log/0/1", ts=1_735_689_600_000)
+    assert not bridge.counts["broken.INTERNAL"], bridge.problems
+    if bridge.problems:
+        _, code, _ = bridge.problems.pop()
+        assert code and not events
+        return
+    for e in events:
+        assert ok(decode_json_line(json.dumps(e).encode(), seq=1, default_event_id="e", coords="c"))
+
+
 def test_fuzz_table_row():
-    """Runs after the three fuzzers (file order): their count in docs/reliability.md."""
+    """Runs after the four fuzzers (file order): their count in docs/reliability.md."""
     from reliability_harness import record_row
 
     total = sum(COUNT.values())

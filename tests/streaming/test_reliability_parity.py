@@ -1,0 +1,143 @@
+"""The job's outputs do not depend on micro-batch boundaries (no Spark): the same records read in
+the chunkings the Kafka source plans (``rate_limit``; a batch 0 cut by ``checkpoint bound``)
+through the job's own router and state function give the local engine's verdicts and alerts.
+
+Before the fix (``streaming/hold.py``) a group's held events went after ``max_skew`` of wall time
+even while the other topic was still being read from a backlog, and a source that had delivered
+nothing for a group yet counted as read: events were applied out of (ts, seq) order, 5,042 of
+41,395 verdict lines differed and 3 of the engine's 5 alerts were not raised (the slow tests saw
+"4 of 5" after ``checkpoint bound`` and "1 of 2" on the standalone cluster). A first fix still
+released an event after 60 s of wall time alone: micro-batches of 70 s (an executor lost on a host
+at load 20) made 1,532 verdict lines of a 6,000-event trace differ.
+"""
+from __future__ import annotations
+
+import json
+import time
+from dataclasses import replace
+
+import pandas as pd
+import pytest
+
+from fencewatch.sim.engine import SimConfig, simulate
+from fencewatch.sim.profiles import profile
+from fencewatch.sinks.jsonl import alert_json, commit_verdicts_block
+from fencewatch.state.config import RulesConfig
+from fencewatch.state.engine import LocalEngine, sort_key
+from fencewatch.streaming.decoding import MEMBERSHIP_TYPES, DecodeError, UnknownType, decode_json_line
+from fencewatch.streaming.job import group_sources
+from fencewatch.streaming.schemas import DLQ_KEY
+from fencewatch.streaming.sources.kafka import rate_limit
+from fencewatch.streaming.state_fn import make_router, make_stream_fn
+
+SOURCES = ("heartbeats", "offsets")
+RANK = {"heartbeats": 0, "offsets": 1}
+
+
+@pytest.fixture(scope="module")
+def records() -> dict[str, list[bytes]]:
+    """A zombie storm's records as produced to one partition of each topic (the job's seq: offset * 4 + rank)."""
+    knobs = replace(profile("zombie-storm"), groups=3)
+    events = simulate(SimConfig(knobs=knobs, seed=9, duration_ms=None, max_events=6_000, event_id_prefix="e-",
+                                labels=False))
+    recs: dict[str, list[bytes]] = {s: [] for s in SOURCES}
+    for e in events:
+        recs["heartbeats" if e["type"] in MEMBERSHIP_TYPES else "offsets"].append(json.dumps(e).encode())
+    return recs
+
+
+def engine_outputs(recs, cfg) -> tuple[set, set]:
+    """(verdict lines, alert lines) of ``replay --engine local`` on the records in (ts, seq) order."""
+    typed = []
+    for src in SOURCES:
+        for off, value in enumerate(recs[src]):
+            ev = decode_json_line(value, seq=off * 4 + RANK[src], default_event_id=f"{src}/0/{off}", coords="")
+            if not isinstance(ev, (DecodeError, UnknownType)):
+                typed.append(ev)
+    engine = LocalEngine(cfg)
+    engine.feed_all(sorted(typed, key=sort_key))
+    verdicts = {line for cv in engine.out.commits if cv.parts for line in commit_verdicts_block(cv).split("\n")}
+    return verdicts, {alert_json(a) for a in engine.out.alerts}
+
+
+class _State:
+    """``GroupState`` as ``applyInPandasWithState`` hands it to the function (the parts it uses)."""
+
+    def __init__(self):
+        self.exists, self.get, self.hasTimedOut = False, None, False
+
+    def update(self, value):
+        self.exists, self.get = True, value
+
+    def setTimeoutDuration(self, ms):
+        pass
+
+
+def job_outputs(recs, cfg, plan: list[tuple[int, int]], trigger_ms: int = 500, max_skew_ms: int = 1_000):
+    """(verdict lines, alert lines) of the job's router and state function reading the records in
+    micro-batches ending at ``plan``'s offsets (heartbeats, offsets), one trigger of wall time each;
+    then idle triggers (state timeouts) until nothing is held."""
+    router = make_router()
+    wall = [time.time()]
+    fn = make_stream_fn(cfg, max_skew_ms=max_skew_ms, wall_clock=lambda: wall[0], sources=group_sources("events"))
+    states: dict[str, _State] = {}
+    verdicts, alerts = set(), set()
+    pos = {s: 0 for s in SOURCES}
+    plan = list(plan)
+    for _ in range(len(plan) + 200):
+        rows = []
+        if plan:
+            for src, end in zip(SOURCES, plan.pop(0)):
+                rows += [(recs[src][o], o * 4 + RANK[src], f"{src}/0/{o}", "", src, 0) for o in range(pos[src], end)]
+                pos[src] = end
+        keyed = {}
+        if rows:
+            for out in router([pd.DataFrame(rows, columns=["value", "seq", "event_id", "coords", "source",
+                                                           "record_ts"])]):
+                keyed.update(dict(list(out.groupby("key"))))
+        for key in sorted(set(keyed) | set(states)):
+            if key == DLQ_KEY:
+                continue
+            st = states.setdefault(key, _State())
+            st.hasTimedOut = key not in keyed
+            for frame in fn((key,), iter([keyed[key]] if key in keyed else []), st):
+                for record, text in zip(frame["record"], frame["json"]):
+                    if record == "verdict":
+                        verdicts.update(text.split("\n"))
+                    elif record == "alert":
+                        alerts.add(text)
+        wall[0] += trigger_ms / 1000
+        if not plan and not any(s.get and __import__("pickle").loads(s.get[1]).pending for s in states.values()):
+            break
+    return verdicts, alerts
+
+
+def source_plan(recs, limit: int, first: int | None = None) -> list[tuple[int, int]]:
+    """Batch end offsets as the Kafka source plans them (``rate_limit``: shares in proportion to the
+    lag); ``first``: batch 0 cut to that many records per topic, as ``checkpoint bound`` does."""
+    end = {(s, 0): len(recs[s]) for s in SOURCES}
+    pos = {(s, 0): 0 for s in SOURCES}
+    out = []
+    if first:
+        pos = {tp: min(first, o) for tp, o in end.items()}
+        out.append(tuple(pos[(s, 0)] for s in SOURCES))
+    while pos != end:
+        pos = rate_limit(pos, end, limit)
+        out.append(tuple(pos[(s, 0)] for s in SOURCES))
+    return out
+
+
+@pytest.mark.parametrize("limit,first,batch_ms", [(600, None, 500), (600, 500, 500), (2_000, 1_000, 500),
+                                                   (600, None, 70_000)],
+                         ids=["600-per-trigger", "bound-500-then-600", "bound-1000-then-2000",
+                              "600-per-trigger-70s-batches"])
+def test_same_records_in_other_chunkings_give_the_engine_outputs(records, limit, first, batch_ms):
+    """``batch_ms``: the wall time each micro-batch takes (70 s: an executor lost and its tasks rerun
+    on a loaded host; a held event must not go on wall time alone)."""
+    cfg = RulesConfig()
+    want_verdicts, want_alerts = engine_outputs(records, cfg)
+    assert want_alerts, "the trace must raise alerts for the comparison to mean something"
+    verdicts, alerts = job_outputs(records, cfg, source_plan(records, limit, first), trigger_ms=batch_ms)
+    assert len(verdicts) == len(want_verdicts)
+    assert verdicts == want_verdicts
+    assert alerts == want_alerts
