@@ -154,9 +154,11 @@ def skeleton(spark, rate: int, seconds: int, keys: int) -> dict:
 
 
 def worker(spec: dict) -> dict:
-    from fencewatch.streaming.spark import spark_session
+    from fencewatch.streaming.spark import checkpoint_conf, spark_session
 
-    spark = spark_session(spec["master"], shuffle_partitions=spec["shuffle_partitions"])
+    # as ``fencewatch run`` sets it for its (local) checkpoint; the A/B flags last
+    extra = {**checkpoint_conf(tempfile.gettempdir()), **(spec.get("conf") or {})}
+    spark = spark_session(spec["master"], shuffle_partitions=spec["shuffle_partitions"], extra=extra)
     out = {"master": spec["master"], "jobs": {}}
     for name, (hb, off, n) in spec["topics"].items():
         out["jobs"][name] = job_backlog(spark, spec["bootstrap"], hb, off, n, spec.get("max_per_trigger"),
@@ -244,6 +246,8 @@ def main(argv=None) -> int:
     ap.add_argument("--latency-groups", default="40,200", help="real-time loads for the latency runs (local[2])")
     ap.add_argument("--latency-seconds", type=int, default=40)
     ap.add_argument("--no-verdicts", action="store_true", help="no verdicts topic (alerts and metrics only)")
+    ap.add_argument("--conf", action="append", default=[], metavar="KEY=VALUE",
+                    help="extra Spark setting for the job's session (A/B runs), repeatable")
     ap.add_argument("--worker", help=argparse.SUPPRESS)
     ap.add_argument("--write-docs", action="store_true")
     args = ap.parse_args(argv)
@@ -275,7 +279,8 @@ def main(argv=None) -> int:
                     "shuffle_partitions": args.shuffle_partitions, "max_per_trigger": args.max_offsets_per_trigger,
                     "skeleton_rate": args.skeleton_rate, "skeleton_seconds": args.skeleton_seconds,
                     "latency": [int(g) for g in args.latency_groups.split(",") if g] if i == 0 else [],
-                    "latency_seconds": args.latency_seconds, "no_verdicts": args.no_verdicts}
+                    "latency_seconds": args.latency_seconds, "no_verdicts": args.no_verdicts,
+                    "conf": dict(c.split("=", 1) for c in args.conf)}
             runs.append(run_worker(spec))
             print(json.dumps(runs[-1]), file=sys.stderr)
     text = report(args, counts, replay, runs)
