@@ -53,14 +53,20 @@ class Hold:
             return 0
         return min(self.seen.values()) if all_sources else max(self.seen.values())
 
-    def release(self, now: int, max_skew_ms: int, *, all_sources: bool) -> list:
+    def release(self, now: int, max_skew_ms: int, *, all_sources: bool, caught_up: bool = False) -> list:
         """Remove and return, in (ts, seq) order, the events that may be applied now: those
         at or before :meth:`safe_ts`, and those that waited ``max_skew_ms`` (with every
-        event before them)."""
+        event before them); all of them when ``caught_up``: the micro-batch that brought this
+        call's events read every source topic to the end it had when the batch was planned, so
+        no source can still deliver an older event (only one still in flight to the broker at
+        that instant, a produce latency; before, ``max_skew_ms`` of wall time was that bound)."""
         pending = self.pending
         if not pending:
             return []
         pending.sort(key=_TS_SEQ)
+        if caught_up:
+            self.pending = []
+            return pending
         safe, expired = self.safe_ts(all_sources=all_sources), now - max_skew_ms
         cut = 0
         for item in pending:
