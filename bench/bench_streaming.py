@@ -7,7 +7,8 @@ produced to the embedded broker and judged three ways, back to back, so the host
 - ``replay --engine local`` on those events (decode + judge + write, one core, in this process);
 - the job (``start_query``: Kafka source -> router -> ``applyInPandasWithState`` -> the
   ``foreachBatch`` writer with its Kafka outputs) reading them as a backlog in micro-batches
-  of the default ``maxOffsetsPerTrigger``, on ``local[2]`` and on ``local[1]``;
+  of the default ``maxOffsetsPerTrigger``, on ``local[2]`` and on ``local[1]``, then on a
+  standalone cluster (master + 1, then 2 one-core workers on loopback: the scaling curve);
 - the skeleton of the same query shape with no work in it (a streaming source -> pass-through
   ``mapInPandas`` -> ``groupBy(key).applyInPandasWithState`` counting rows, RocksDB, Arrow ->
   ``foreachBatch`` collect), same session, same keys: what Spark itself costs here.
@@ -249,10 +250,14 @@ class StandaloneCluster:
 
 
 def run_worker(spec: dict, env: dict | None = None) -> dict:
+    """One master's runs in its own process; a failed run is reported as such (the others stand)."""
     res = subprocess.run([sys.executable, __file__, "--worker", json.dumps(spec)], capture_output=True, text=True,
                          env=env)
     if res.returncode != 0:
-        raise RuntimeError(f"worker {spec['master']} failed:\n{res.stderr[-4000:]}")
+        lines = [x for x in res.stderr.splitlines() if "Error" in x or "Exception" in x or "Timed out" in x]
+        print(f"worker {spec['master']} failed:\n{res.stderr[-4000:]}", file=sys.stderr)
+        return {"master": spec.get("label") or spec["master"], "jobs": {},
+                "error": (lines[-1] if lines else res.stderr.strip()[-300:])[:300]}
     return json.loads(res.stdout.strip().splitlines()[-1])
 
 
@@ -270,6 +275,9 @@ def report(args, n_events: dict, replay: dict, runs: list[dict]) -> str:
         lines.append(f"{name}: replay --engine local, 1 core  {r['events_per_s']:>10,.0f}  {1:>8.2f}  "
                      f"{'':>10}  ({r['events_per_cpu_s']:,.0f} per CPU-s)")
         for run in runs:
+            if name not in run["jobs"]:
+                lines.append(f"  job {run['master']:<29}failed: {run.get('error', 'no result')}")
+                continue
             j = run["jobs"][name]
             us = j["cpu_us_per_event"]
             lines.append(f"  job {run['master']:<29}{j['events_per_s']:>10,.0f}  "
@@ -284,8 +292,8 @@ def report(args, n_events: dict, replay: dict, runs: list[dict]) -> str:
             continue
         lines.append(f"  {run['master']:<31}{s['rows_per_busy_s']:>10,.0f} rows per busy second, "
                      f"micro-batch p50 {s['batch_s_p50']:.2f} s (load {run['load']:.1f})")
-    local = [r for r in runs if r["master"].startswith("local")]
-    standalone = [r for r in runs if not r["master"].startswith("local")]
+    local = [r for r in runs if r["master"].startswith("local") and r["jobs"]]
+    standalone = [r for r in runs if not r["master"].startswith("local") and r["jobs"]]
     for group in (local, standalone):
         if len(group) > 1:
             a, b = sorted(group[:2], key=lambda r: r["jobs"][profiles[0]]["events_per_s"])
