@@ -195,7 +195,6 @@ class StandaloneCluster:
         self.workers, self.memory, self.procs = workers, memory, []
 
     def __enter__(self) -> "StandaloneCluster":
-        import signal  # noqa: F401
         import socket
         import urllib.request
 
@@ -263,6 +262,14 @@ def run_worker(spec: dict, env: dict | None = None) -> dict:
 
 # --------------------------------------------------------------------------- report
 
+def _cores(run: dict) -> int:
+    """Cores of a run's label: local[N] or 'standalone Nx1 core'."""
+    label = run["master"]
+    if label.startswith("local["):
+        return int(label[6:-1]) if label[6:-1].isdigit() else 0
+    return int(label.split()[1].split("x")[0]) if label.startswith("standalone") else 0
+
+
 def report(args, n_events: dict, replay: dict, runs: list[dict]) -> str:
     profiles = args.profiles.split(",")
     lines = [f"backlog: {args.events:,} simulated events per profile, {args.groups} groups, 4 partitions per topic; "
@@ -280,10 +287,14 @@ def report(args, n_events: dict, replay: dict, runs: list[dict]) -> str:
                 continue
             j = run["jobs"][name]
             us = j["cpu_us_per_event"]
+            if run["master"].startswith("local"):
+                cpu = (f"{sum(us.values()):>10,.0f} ({us['jvm']:,.0f} + {us['python_workers']:,.0f} + "
+                       f"driver {us['driver']:,.0f})")
+            else:  # executors run under the cluster's worker JVMs, outside this process tree
+                cpu = f"{'n/a':>10} (driver JVM {us['jvm']:,.0f} + driver {us['driver']:,.0f}; executors not counted)"
             lines.append(f"  job {run['master']:<29}{j['events_per_s']:>10,.0f}  "
                          f"{j['events_per_s'] / r['events_per_s']:>8.2f}  {j['batch_s_p50']:>8.2f} s  "
-                         f"{sum(us.values()):>10,.0f} ({us['jvm']:,.0f} + {us['python_workers']:,.0f} + "
-                         f"driver {us['driver']:,.0f})   [{j['batches']} batches, p50 {j['batch_rows_p50']:,} rows]")
+                         f"{cpu}   [{j['batches']} batches, p50 {j['batch_rows_p50']:,} rows]")
     lines.append(f"skeleton (same shape, no work; offered {args.skeleton_rate:,} rows/s, {args.groups} keys):")
     for run in runs:
         s = run.get("skeleton", {"error": "not run"})
@@ -296,7 +307,7 @@ def report(args, n_events: dict, replay: dict, runs: list[dict]) -> str:
     standalone = [r for r in runs if not r["master"].startswith("local") and r["jobs"]]
     for group in (local, standalone):
         if len(group) > 1:
-            a, b = sorted(group[:2], key=lambda r: r["jobs"][profiles[0]]["events_per_s"])
+            a, b = sorted(group[:2], key=_cores)  # fewer cores -> more cores
             for name in profiles:
                 lines.append(f"scaling {name}: {a['master']} -> {b['master']}: "
                              f"x{b['jobs'][name]['events_per_s'] / a['jobs'][name]['events_per_s']:.2f}")
