@@ -7,7 +7,8 @@ produced to the embedded broker and judged three ways, back to back, so the host
 - ``replay --engine local`` on those events (decode + judge + write, one core, in this process);
 - the job (``start_query``: Kafka source -> router -> ``applyInPandasWithState`` -> the
   ``foreachBatch`` writer with its Kafka outputs) reading them as a backlog in micro-batches
-  of the default ``maxOffsetsPerTrigger``, on ``local[2]`` and on ``local[1]``;
+  of the default ``maxOffsetsPerTrigger``, on ``local[2]`` and on ``local[1]``, then on a
+  standalone cluster (master + 1, then 2 one-core workers on loopback: the scaling curve);
 - the skeleton of the same query shape with no work in it (a streaming source -> pass-through
   ``mapInPandas`` -> ``groupBy(key).applyInPandasWithState`` counting rows, RocksDB, Arrow ->
   ``foreachBatch`` collect), same session, same keys: what Spark itself costs here.
@@ -154,10 +155,15 @@ def skeleton(spark, rate: int, seconds: int, keys: int) -> dict:
 
 
 def worker(spec: dict) -> dict:
-    from fencewatch.streaming.spark import spark_session
+    from fencewatch.streaming.spark import checkpoint_conf, spark_session
 
-    spark = spark_session(spec["master"], shuffle_partitions=spec["shuffle_partitions"])
-    out = {"master": spec["master"], "jobs": {}}
+    # as ``fencewatch run`` sets it for its (local) checkpoint; the A/B flags last
+    extra = {**checkpoint_conf(tempfile.gettempdir()), **(spec.get("conf") or {})}
+    if not spec["master"].startswith("local"):  # the standalone cluster on loopback: one-core executors
+        extra = {"spark.driver.host": "127.0.0.1", "spark.driver.bindAddress": "127.0.0.1",
+                 "spark.executor.cores": "1", "spark.executor.memory": "1g", **extra}
+    spark = spark_session(spec["master"], shuffle_partitions=spec["shuffle_partitions"], extra=extra)
+    out = {"master": spec.get("label") or spec["master"], "jobs": {}}
     for name, (hb, off, n) in spec["topics"].items():
         out["jobs"][name] = job_backlog(spark, spec["bootstrap"], hb, off, n, spec.get("max_per_trigger"),
                                         verdicts=not spec.get("no_verdicts"))
@@ -181,14 +187,88 @@ def worker(spec: dict) -> dict:
     return out
 
 
-def run_worker(spec: dict) -> dict:
-    res = subprocess.run([sys.executable, __file__, "--worker", json.dumps(spec)], capture_output=True, text=True)
+class StandaloneCluster:
+    """A standalone master and ``workers`` one-core workers on loopback (as tests/streaming/
+    test_standalone_cluster.py starts them), for the scaling runs."""
+
+    def __init__(self, workers: int, memory: str = "2g"):
+        self.workers, self.memory, self.procs = workers, memory, []
+
+    def __enter__(self) -> "StandaloneCluster":
+        import socket
+        import urllib.request
+
+        import pyspark
+
+        def free_port() -> int:
+            with socket.socket() as sock:
+                sock.bind(("127.0.0.1", 0))
+                return sock.getsockname()[1]
+
+        home = Path(pyspark.__file__).parent
+        spark_class = str(home / "bin" / "spark-class")
+        self.env = {**os.environ, "SPARK_HOME": str(home), "PYSPARK_PYTHON": sys.executable,
+                    "SPARK_LOCAL_IP": "127.0.0.1", "SPARK_WORKER_DIR": tempfile.mkdtemp(prefix="bench-work-")}
+        port, ui = free_port(), free_port()
+        self.url = f"spark://127.0.0.1:{port}"
+        self.procs.append(subprocess.Popen([spark_class, "org.apache.spark.deploy.master.Master", "--host",
+                                            "127.0.0.1", "--port", str(port), "--webui-port", str(ui)],
+                                           env=self.env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                                           start_new_session=True))
+        for _ in range(self.workers):
+            self.procs.append(subprocess.Popen([spark_class, "org.apache.spark.deploy.worker.Worker", self.url,
+                                                "--host", "127.0.0.1", "--cores", "1", "--memory", self.memory,
+                                                "--webui-port", "0"], env=self.env, stdout=subprocess.DEVNULL,
+                                               stderr=subprocess.DEVNULL, start_new_session=True))
+        deadline, alive = time.monotonic() + 180, 0
+        while time.monotonic() < deadline and alive < self.workers:
+            try:
+                with urllib.request.urlopen(f"http://127.0.0.1:{ui}/json/", timeout=2) as r:
+                    alive = sum(1 for w in json.load(r).get("workers", []) if w.get("state") == "ALIVE")
+            except OSError:
+                pass
+            time.sleep(1)
+        if alive < self.workers:
+            self.__exit__(None, None, None)
+            raise RuntimeError(f"{alive} of {self.workers} standalone workers registered")
+        return self
+
+    def __exit__(self, *exc) -> None:
+        import signal
+
+        for p in self.procs:
+            try:
+                os.killpg(p.pid, signal.SIGTERM)
+            except ProcessLookupError:
+                pass
+        for p in self.procs:
+            try:
+                p.wait(20)
+            except subprocess.TimeoutExpired:
+                os.killpg(p.pid, signal.SIGKILL)
+
+
+def run_worker(spec: dict, env: dict | None = None) -> dict:
+    """One master's runs in its own process; a failed run is reported as such (the others stand)."""
+    res = subprocess.run([sys.executable, __file__, "--worker", json.dumps(spec)], capture_output=True, text=True,
+                         env=env)
     if res.returncode != 0:
-        raise RuntimeError(f"worker {spec['master']} failed:\n{res.stderr[-4000:]}")
+        lines = [x for x in res.stderr.splitlines() if "Error" in x or "Exception" in x or "Timed out" in x]
+        print(f"worker {spec['master']} failed:\n{res.stderr[-4000:]}", file=sys.stderr)
+        return {"master": spec.get("label") or spec["master"], "jobs": {},
+                "error": (lines[-1] if lines else res.stderr.strip()[-300:])[:300]}
     return json.loads(res.stdout.strip().splitlines()[-1])
 
 
 # --------------------------------------------------------------------------- report
+
+def _cores(run: dict) -> int:
+    """Cores of a run's label: local[N] or 'standalone Nx1 core'."""
+    label = run["master"]
+    if label.startswith("local["):
+        return int(label[6:-1]) if label[6:-1].isdigit() else 0
+    return int(label.split()[1].split("x")[0]) if label.startswith("standalone") else 0
+
 
 def report(args, n_events: dict, replay: dict, runs: list[dict]) -> str:
     profiles = args.profiles.split(",")
@@ -202,12 +282,19 @@ def report(args, n_events: dict, replay: dict, runs: list[dict]) -> str:
         lines.append(f"{name}: replay --engine local, 1 core  {r['events_per_s']:>10,.0f}  {1:>8.2f}  "
                      f"{'':>10}  ({r['events_per_cpu_s']:,.0f} per CPU-s)")
         for run in runs:
+            if name not in run["jobs"]:
+                lines.append(f"  job {run['master']:<29}failed: {run.get('error', 'no result')}")
+                continue
             j = run["jobs"][name]
             us = j["cpu_us_per_event"]
+            if run["master"].startswith("local"):
+                cpu = (f"{sum(us.values()):>10,.0f} ({us['jvm']:,.0f} + {us['python_workers']:,.0f} + "
+                       f"driver {us['driver']:,.0f})")
+            else:  # executors run under the cluster's worker JVMs, outside this process tree
+                cpu = f"{'n/a':>10} (driver JVM {us['jvm']:,.0f} + driver {us['driver']:,.0f}; executors not counted)"
             lines.append(f"  job {run['master']:<29}{j['events_per_s']:>10,.0f}  "
                          f"{j['events_per_s'] / r['events_per_s']:>8.2f}  {j['batch_s_p50']:>8.2f} s  "
-                         f"{sum(us.values()):>10,.0f} ({us['jvm']:,.0f} + {us['python_workers']:,.0f} + "
-                         f"driver {us['driver']:,.0f})   [{j['batches']} batches, p50 {j['batch_rows_p50']:,} rows]")
+                         f"{cpu}   [{j['batches']} batches, p50 {j['batch_rows_p50']:,} rows]")
     lines.append(f"skeleton (same shape, no work; offered {args.skeleton_rate:,} rows/s, {args.groups} keys):")
     for run in runs:
         s = run.get("skeleton", {"error": "not run"})
@@ -216,11 +303,14 @@ def report(args, n_events: dict, replay: dict, runs: list[dict]) -> str:
             continue
         lines.append(f"  {run['master']:<31}{s['rows_per_busy_s']:>10,.0f} rows per busy second, "
                      f"micro-batch p50 {s['batch_s_p50']:.2f} s (load {run['load']:.1f})")
-    if len(runs) > 1:
-        a, b = runs[0], runs[1]
-        for name in profiles:
-            lines.append(f"scaling {name}: {b['master']} -> {a['master']}: "
-                         f"x{a['jobs'][name]['events_per_s'] / b['jobs'][name]['events_per_s']:.2f}")
+    local = [r for r in runs if r["master"].startswith("local") and r["jobs"]]
+    standalone = [r for r in runs if not r["master"].startswith("local") and r["jobs"]]
+    for group in (local, standalone):
+        if len(group) > 1:
+            a, b = sorted(group[:2], key=_cores)  # fewer cores -> more cores
+            for name in profiles:
+                lines.append(f"scaling {name}: {a['master']} -> {b['master']}: "
+                             f"x{b['jobs'][name]['events_per_s'] / a['jobs'][name]['events_per_s']:.2f}")
     for run in runs:
         for lat in run.get("latency", []):
             fmt = lambda v: "n/a" if v is None else f"{v / 1000:.2f} s"  # noqa: E731
@@ -241,9 +331,13 @@ def main(argv=None) -> int:
     ap.add_argument("--shuffle-partitions", type=int, default=2)
     ap.add_argument("--skeleton-rate", type=int, default=20_000)
     ap.add_argument("--skeleton-seconds", type=int, default=40)
+    ap.add_argument("--standalone", default="1,2",
+                    help="standalone clusters to run the throughput on: one-core workers each (empty: none)")
     ap.add_argument("--latency-groups", default="40,200", help="real-time loads for the latency runs (local[2])")
     ap.add_argument("--latency-seconds", type=int, default=40)
     ap.add_argument("--no-verdicts", action="store_true", help="no verdicts topic (alerts and metrics only)")
+    ap.add_argument("--conf", action="append", default=[], metavar="KEY=VALUE",
+                    help="extra Spark setting for the job's session (A/B runs), repeatable")
     ap.add_argument("--worker", help=argparse.SUPPRESS)
     ap.add_argument("--write-docs", action="store_true")
     args = ap.parse_args(argv)
@@ -275,8 +369,22 @@ def main(argv=None) -> int:
                     "shuffle_partitions": args.shuffle_partitions, "max_per_trigger": args.max_offsets_per_trigger,
                     "skeleton_rate": args.skeleton_rate, "skeleton_seconds": args.skeleton_seconds,
                     "latency": [int(g) for g in args.latency_groups.split(",") if g] if i == 0 else [],
-                    "latency_seconds": args.latency_seconds, "no_verdicts": args.no_verdicts}
+                    "latency_seconds": args.latency_seconds, "no_verdicts": args.no_verdicts,
+                    "conf": dict(c.split("=", 1) for c in args.conf)}
             runs.append(run_worker(spec))
+            print(json.dumps(runs[-1]), file=sys.stderr)
+        for n in [int(w) for w in args.standalone.split(",") if w]:
+            for name in profiles:
+                r = replay_rate(traces[name])
+                if r["events_per_s"] > replay[name]["events_per_s"]:
+                    replay[name] = r
+            with StandaloneCluster(n) as cluster:
+                spec = {"master": cluster.url, "label": f"standalone {n}x1 core", "bootstrap": broker.bootstrap,
+                        "topics": topics, "groups": args.groups, "shuffle_partitions": args.shuffle_partitions,
+                        "max_per_trigger": args.max_offsets_per_trigger, "skeleton_rate": args.skeleton_rate,
+                        "skeleton_seconds": 0, "latency": [], "latency_seconds": 0,
+                        "no_verdicts": args.no_verdicts, "conf": dict(c.split("=", 1) for c in args.conf)}
+                runs.append(run_worker(spec, env=cluster.env))
             print(json.dumps(runs[-1]), file=sys.stderr)
     text = report(args, counts, replay, runs)
     print(text)

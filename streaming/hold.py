@@ -108,17 +108,25 @@ class Hold:
             return _NOTHING  # a source has delivered nothing for this key yet: it may still
         return min(pairs)
 
-    def release(self, now: int, max_skew_ms: int, *, all_sources: bool, expected: Collection[str] = ()) -> list:
+    def release(self, now: int, max_skew_ms: int, *, all_sources: bool, expected: Collection[str] = (),
+                caught_up: bool = False) -> list:
         """Remove and return, in (ts, seq) order, the events that may be applied now: those
         at or before every source's newest, and those whose wait is over (see the class),
         with every event before them. ``expected``: the source topics that feed a group key
-        (one that has delivered nothing for it yet may still deliver an older event)."""
+        (one that has delivered nothing for it yet may still deliver an older event).
+        ``caught_up``: the micro-batch that brought this call's events read every source topic
+        to the end it had when the batch was planned, so no source can still deliver an older
+        event (only one still in flight to the broker at that instant, a produce latency): all
+        pending events go."""
         self.idle_calls = 0 if self.last_input == now else self.idle_calls + 1
         pending = self.pending
         if not pending:
             self.input_walls = None
             return []
         pending.sort(key=_TS_SEQ)
+        if caught_up:
+            self.pending, self.input_walls = [], None
+            return pending
         safe = self._safe(all_sources, expected)
         expired = now - max_skew_ms
         quiet = self.last_input <= expired and self.idle_calls >= QUIET_CALLS

@@ -54,10 +54,18 @@ def build_inputs(spark, cfg: cfgmod.Config):
         # With __consumer_offsets, membership comes from the coordinator's records (exact epochs).
         frames.append(request_log_inputs(spark, cfg, options, _topic_ids(cfg),
                                          membership="consumer-offsets" not in sources))
+    # ``caught_up`` (see state_fn.Hold): only the events source knows it; the others say "unknown".
+    frames = [f if "caught_up" in f.columns else f.withColumn("caught_up", _null_bool()) for f in frames]
     out = frames[0]
     for f in frames[1:]:
         out = out.unionByName(f)
     return out
+
+
+def _null_bool():
+    from pyspark.sql import functions as F
+
+    return F.lit(None).cast("boolean")
 
 
 def _event_inputs(spark, cfg: cfgmod.Config, options: dict):
@@ -68,8 +76,10 @@ def _event_inputs(spark, cfg: cfgmod.Config, options: dict):
 
     s = cfg.streaming
     topics = [s.heartbeats_topic, s.offsets_topic]
+    # includeCaughtUp: our source marks the micro-batches that read both topics to their ends, so
+    # held events need not wait for max_skew (Hold.release); Spark's connector has no such column.
     src = _few_partitions(spark, read_kafka_stream(spark, bootstrap=s.bootstrap_servers, topics=topics,
-                                                   options=options))
+                                                   options={**options, "includeCaughtUp": "true"}))
     topic = F.col("topic")
     rank = F.when(topic == s.heartbeats_topic, 0).when(topic == s.offsets_topic, 1).otherwise(2)
     return src.select(
@@ -82,6 +92,7 @@ def _event_inputs(spark, cfg: cfgmod.Config, options: dict):
         .otherwise("other").alias("source"),
         (F.unix_micros(F.col("timestamp")) / 1000).cast("long").alias("record_ts"),
         F.lit(None).cast("string").alias("bad_reason"),
+        F.col("caught_up") if "caught_up" in src.columns else _null_bool().alias("caught_up"),
     )
 
 

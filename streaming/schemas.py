@@ -8,7 +8,7 @@ the few columns the driver aggregates for metrics.
 """
 from __future__ import annotations
 
-from pyspark.sql.types import BinaryType, IntegerType, LongType, StringType, StructField, StructType
+from pyspark.sql.types import BinaryType, BooleanType, IntegerType, LongType, StringType, StructField, StructType
 
 DLQ_KEY = "\x00dlq"  # key of dead letters and skipped unknown types: passed through, no state
 
@@ -26,6 +26,7 @@ ROUTED = StructType([
     StructField("reason", StringType(), True),  # DLQ reason, or the unknown type name
     StructField("coords", StringType(), True),
     StructField("events", LongType(), True),  # input events in ``payload`` (commit facts not counted)
+    StructField("caught_up", BooleanType(), True),  # the micro-batch read every source to its end (Hold)
 ])
 
 # State function output: one row per verdict / alert / dead letter / group status.

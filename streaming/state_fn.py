@@ -132,27 +132,31 @@ def make_router(input_format: str = "json", schema_ids: Iterable[int] = (1,), re
             add = rows.add
             keyed: dict[str, list] = {}
             bad_reasons = pdf["bad_reason"] if "bad_reason" in pdf else [None] * len(pdf)
+            # One micro-batch per task: its rows share the source's caught-up mark (None: unknown).
+            caught_up = "caught_up" in pdf and len(pdf) > 0 and bool(pdf["caught_up"].notna().all()) and bool(
+                pdf["caught_up"].all())
             for value, seq, eid, coords, source, record_ts, bad in zip(
                     pdf["value"], pdf["seq"], pdf["event_id"], pdf["coords"], pdf["source"], pdf["record_ts"],
                     bad_reasons):
                 if bad is not None:
                     add(DLQ_KEY, int(record_ts), int(seq), "dlq", source, None if value is None else bytes(value),
-                        bad, coords, 0)
+                        bad, coords, 0, None)
                     continue
                 if value is None:
-                    add(DLQ_KEY, int(record_ts), int(seq), "dlq", source, None, "MISSING_VALUE", coords, 0)
+                    add(DLQ_KEY, int(record_ts), int(seq), "dlq", source, None, "MISSING_VALUE", coords, 0, None)
                     continue
                 res = decode(value, int(seq), eid, coords)
                 if isinstance(res, DecodeError):
                     raw = value if isinstance(value, (bytes, bytearray)) else str(value).encode()
-                    add(DLQ_KEY, int(record_ts), int(seq), "dlq", source, bytes(raw), res.reason, coords, 0)
+                    add(DLQ_KEY, int(record_ts), int(seq), "dlq", source, bytes(raw), res.reason, coords, 0, None)
                 elif isinstance(res, UnknownType):
-                    add(DLQ_KEY, int(record_ts), int(seq), "unknown", source, None, res.type, coords, 0)
+                    add(DLQ_KEY, int(record_ts), int(seq), "unknown", source, None, res.type, coords, 0, None)
                 else:
                     _route_into(keyed, res, source)
             for key, items in keyed.items():
                 add(key, max(it[0] for it in items), min(it[1] for it in items), "events", None,
-                    pickle.dumps(items, _PICKLE), None, None, sum(1 for it in items if it[2] != "commit_fact"))
+                    pickle.dumps(items, _PICKLE), None, None, sum(1 for it in items if it[2] != "commit_fact"),
+                    caught_up)
             yield pd.DataFrame(rows.cols, columns=ROUTED_COLUMNS)
 
     return route_batches
@@ -225,15 +229,20 @@ def make_stream_fn(cfg: RulesConfig, *, max_skew_ms: int = 2_000, emit_verdicts:
             st = pickle.loads(blob) if blob is not None else None
             hold = pickle.loads(held) if held is not None else Hold()
         counts: Counter = Counter()
+        caught_up = False  # every row of this call from a micro-batch that read all sources to their ends
         if not state.hasTimedOut:
+            marks = []
             for pdf in pdfs:
+                if "caught_up" in pdf:
+                    marks += pdf["caught_up"].tolist()
                 for blob in pdf["payload"].tolist():
                     items = pickle.loads(blob)
                     hold.admit([(it[0], it[1], it[3], it[4]) for it in items], now)
                     counts.update((it[2], it[3]) for it in items)
             for c in [c for c in counts if c[0] == "commit_fact"]:
                 del counts[c]  # a commit's routed copies to topic keys are not events
-        ready = hold.release(now, max_skew_ms, all_sources=is_group, expected=sources)
+            caught_up = bool(marks) and all(m is True for m in marks)
+        ready = hold.release(now, max_skew_ms, all_sources=is_group, expected=sources, caught_up=caught_up)
         clock = hold.clock(now)
         out = grp.Outputs()
         hb_before = (st.counters.heartbeat_fenced, st.counters.heartbeat_unknown_member) if (

@@ -52,6 +52,7 @@ from pyspark.sql.datasource import (
 from pyspark.sql.types import (
     ArrayType,
     BinaryType,
+    BooleanType,
     IntegerType,
     LongType,
     StringType,
@@ -99,8 +100,11 @@ TopicPartitionKey = tuple[str, int]
 # --------------------------------------------------------------------------- schema
 
 
-def kafka_schema(include_headers: bool = False) -> StructType:
-    """Spark's Kafka source schema (``KafkaRecordToRowConverter.kafkaSchema``); all nullable."""
+def kafka_schema(include_headers: bool = False, include_caught_up: bool = False) -> StructType:
+    """Spark's Kafka source schema (``KafkaRecordToRowConverter.kafkaSchema``); all nullable.
+    ``include_caught_up`` (option ``includeCaughtUp``, this source's own) adds ``caught_up``:
+    true on every row of a micro-batch that reads each subscribed partition up to the end offsets
+    found when the batch was planned (nothing available was left for a later batch)."""
     fields = [
         StructField("key", BinaryType()),
         StructField("value", BinaryType()),
@@ -113,6 +117,8 @@ def kafka_schema(include_headers: bool = False) -> StructType:
     if include_headers:
         header = StructType([StructField("key", StringType()), StructField("value", BinaryType())])
         fields.append(StructField("headers", ArrayType(header)))
+    if include_caught_up:
+        fields.append(StructField("caught_up", BooleanType()))
     return StructType(fields)
 
 
@@ -157,6 +163,7 @@ _KNOWN_OPTIONS = {
     "minpartitions": "minPartitions",
     "maxrecordsperpartition": "maxRecordsPerPartition",
     "includeheaders": "includeHeaders",
+    "includecaughtup": "includeCaughtUp",
     "groupidprefix": "groupIdPrefix",
     "kafkaconsumer.polltimeoutms": "kafkaConsumer.pollTimeoutMs",
     "fetchoffset.numretries": "fetchOffset.numRetries",
@@ -193,6 +200,7 @@ class SourceOptions:
     min_partitions: int | None = None
     max_records_per_partition: int | None = None
     include_headers: bool = False
+    include_caught_up: bool = False
     poll_timeout_ms: int = 120_000
     fetch_offset_num_retries: int = 3
     fetch_offset_retry_interval_ms: int = 10
@@ -351,6 +359,7 @@ def parse_options(options: Mapping[str, str], *, streaming: bool = True) -> Sour
     max_records = (_parse_positive("maxRecordsPerPartition", source["maxrecordsperpartition"])
                    if "maxrecordsperpartition" in source else None)
     include_headers = _parse_bool("includeHeaders", source.get("includeheaders", "false"))
+    include_caught_up = _parse_bool("includeCaughtUp", source.get("includecaughtup", "false"))
     poll_timeout_ms = _parse_positive("kafkaConsumer.pollTimeoutMs",
                                       source.get("kafkaconsumer.polltimeoutms", "120000"))
     retries = _parse_positive("fetchOffset.numRetries", source.get("fetchoffset.numretries", "3"),
@@ -389,6 +398,7 @@ def parse_options(options: Mapping[str, str], *, streaming: bool = True) -> Sour
         min_partitions=min_partitions,
         max_records_per_partition=max_records,
         include_headers=include_headers,
+        include_caught_up=include_caught_up,
         poll_timeout_ms=poll_timeout_ms,
         fetch_offset_num_retries=retries,
         fetch_offset_retry_interval_ms=retry_ms,
@@ -495,6 +505,7 @@ class ReadSpec:
     fail_on_data_loss: bool
     poll_timeout_ms: int
     include_headers: bool
+    include_caught_up: bool = False
 
     def __repr__(self) -> str:
         return (f"ReadSpec(client_config={redact(dict(self.client_config))}, group_id={self.group_id!r}, "
@@ -503,7 +514,8 @@ class ReadSpec:
     @classmethod
     def of(cls, options: SourceOptions) -> ReadSpec:
         return cls(options.client_config, options.group_id, options.isolation_level,
-                   options.fail_on_data_loss, options.poll_timeout_ms, options.include_headers)
+                   options.fail_on_data_loss, options.poll_timeout_ms, options.include_headers,
+                   options.include_caught_up)
 
 
 @dataclass(frozen=True, slots=True)
@@ -515,6 +527,7 @@ class KafkaInputPartition(InputPartition):
     from_offset: int
     until_offset: int
     spec: ReadSpec = field(repr=False)
+    caught_up: bool = False  # the micro-batch reads every partition to the end found at planning
 
     def __repr__(self) -> str:
         return f"KafkaInputPartition({self.topic}[{self.partition}] {self.from_offset}..{self.until_offset})"
@@ -751,7 +764,7 @@ class _Planner:
         return latest
 
     def plan(self, start: Mapping[TopicPartitionKey, int],
-             end: Mapping[TopicPartitionKey, int]) -> list[KafkaInputPartition]:
+             end: Mapping[TopicPartitionKey, int], *, caught_up: bool = False) -> list[KafkaInputPartition]:
         """Input partitions for ``[start, end)``; new partitions start at their earliest offset."""
         opts = self.options
         candidates = [tp for tp in end if tp not in start or start[tp] != end[tp]]
@@ -783,7 +796,7 @@ class _Planner:
             if until > frm:
                 ranges.append((tp, frm, until))
         spec = ReadSpec.of(opts)
-        return [KafkaInputPartition(t, p, frm, until, spec)
+        return [KafkaInputPartition(t, p, frm, until, spec, caught_up)
                 for (t, p), frm, until in split_ranges(ranges, min_partitions=opts.min_partitions,
                                                        max_records=opts.max_records_per_partition)]
 
@@ -801,7 +814,7 @@ def read_partition(part: KafkaInputPartition) -> Iterator[Any]:
     from pyspark.sql.pandas.types import to_arrow_schema
 
     spec = part.spec
-    schema = to_arrow_schema(kafka_schema(spec.include_headers), timezone="UTC")
+    schema = to_arrow_schema(kafka_schema(spec.include_headers, spec.include_caught_up), timezone="UTC")
     where = f"{part.topic}[{part.partition}]"
     client_errors: list[str] = []
     fatal: list[KafkaError] = []
@@ -815,7 +828,8 @@ def read_partition(part: KafkaInputPartition) -> Iterator[Any]:
 
     client_log = _ClientLog()
     consumer = Consumer(_consumer_config(spec, on_error, client_log))
-    builder = _BatchBuilder(part.topic, part.partition, schema, spec.include_headers)
+    builder = _BatchBuilder(part.topic, part.partition, schema, spec.include_headers,
+                            part.caught_up if spec.include_caught_up else None)
     position = part.from_offset
     until = part.until_offset
     try:
@@ -924,13 +938,16 @@ def _on_read_error(consumer, err, part: KafkaInputPartition, position: int) -> i
 class _BatchBuilder:
     """Column lists for one Arrow batch of one topic-partition."""
 
-    __slots__ = ("topic", "partition", "schema", "headers_on", "keys", "values", "offsets", "stamps", "headers")
+    __slots__ = ("topic", "partition", "schema", "headers_on", "caught_up", "keys", "values", "offsets", "stamps",
+                 "headers")
 
-    def __init__(self, topic: str, partition: int, schema, include_headers: bool) -> None:
+    def __init__(self, topic: str, partition: int, schema, include_headers: bool,
+                 caught_up: bool | None = None) -> None:
         self.topic = topic
         self.partition = partition
         self.schema = schema
         self.headers_on = include_headers
+        self.caught_up = caught_up  # None: no such column
         self._reset()
 
     def _reset(self) -> None:
@@ -976,6 +993,8 @@ class _BatchBuilder:
         ]
         if self.headers_on:
             arrays.append(pa.array(self.headers, type=self.schema.field("headers").type))
+        if self.caught_up is not None:
+            arrays.append(pa.array(np.full(n, self.caught_up, dtype=bool)))
         batch = pa.RecordBatch.from_arrays(arrays, schema=self.schema)
         self._reset()
         return batch
@@ -992,6 +1011,7 @@ class KafkaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         self._planner = _Planner(options)
         self._target: dict[TopicPartitionKey, int] | None = None
         self._last_latest: dict[TopicPartitionKey, int] | None = None
+        self._available: dict[TopicPartitionKey, int] | None = None  # end offsets at the last planning
 
     # The reader is pickled to the executors' read(); the admin client is not picklable.
     def __getstate__(self) -> dict[str, Any]:
@@ -1025,6 +1045,7 @@ class KafkaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         else:
             latest = self._planner.latest(begin)
         self._last_latest = latest
+        self._available = None if self._target is not None else dict(latest)
         # Partitions new since `start` (or reset after loss) begin at their earliest offset.
         fresh = [tp for tp in latest if tp not in begin or begin[tp] > latest[tp]]
         base = {tp: o for tp, o in begin.items() if tp in latest and o <= latest[tp]}
@@ -1039,7 +1060,12 @@ class KafkaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         return None if self._last_latest is None else offsets_to_json(self._last_latest)
 
     def partitions(self, start: dict, end: dict) -> Sequence[InputPartition]:
-        return self._planner.plan(offsets_from_json(start), offsets_from_json(end))
+        end_offsets = offsets_from_json(end)
+        # Caught up: this batch ends where the logs ended when it was planned. A batch re-planned
+        # from the offset log after a restart (no planning in this process) is not known to be.
+        available = self._available
+        caught_up = available is not None and all(end_offsets.get(tp, -1) >= o for tp, o in available.items())
+        return self._planner.plan(offsets_from_json(start), end_offsets, caught_up=caught_up)
 
     def read(self, partition: InputPartition) -> Iterator[Any]:
         assert isinstance(partition, KafkaInputPartition), type(partition)
@@ -1110,7 +1136,7 @@ class KafkaDataSource(DataSource):
         self._parsed = parse_options(options, streaming=streaming)
 
     def schema(self) -> StructType:
-        return kafka_schema(self._parsed.include_headers)
+        return kafka_schema(self._parsed.include_headers, self._parsed.include_caught_up)
 
     def streamReader(self, schema: StructType) -> DataSourceStreamReader:
         if self._parsed.ending_offsets is not None:
@@ -1174,7 +1200,9 @@ def _apply(reader, fmt: str, merged: Mapping[str, str]):
             java = to_java(kafka)
         except KafkaConfigError as exc:
             raise KafkaSourceError(str(exc)) from None
-        merged = {**{k: v for k, v in merged.items() if not k.lower().startswith("kafka.")},
+        # includeCaughtUp is this source's own: Spark's connector has no such column (callers check)
+        merged = {**{k: v for k, v in merged.items()
+                     if not k.lower().startswith("kafka.") and k.lower() != "includecaughtup"},
                   **{f"kafka.{k}": v for k, v in java.items()}}
     return reader.format(fmt).options(**merged)
 

@@ -151,3 +151,21 @@ def test_hold_pickles_with_its_pending_events():
     h.release(0, SKEW, all_sources=True)
     back = pickle.loads(pickle.dumps(h))
     assert back == h and payloads(back.pending) == [(30, 3)]
+
+
+def test_a_caught_up_batch_releases_at_once_in_order():
+    """Both topics read to their ends when the batch was planned: nothing older can come, so a
+    quiet topic (no commits lately) does not hold heartbeats for max_skew."""
+    h = Hold()
+    admit(h, 10_000, (900, 2, "heartbeats"), (500, 1, "heartbeats"), (400, 0, "offsets"))
+    assert payloads(h.release(10_000, SKEW, all_sources=True, caught_up=True)) == [(400, 0), (500, 1), (900, 2)]
+    assert h.pending == []
+    assert h.clock(10_500) == 1_400  # nothing held: the clock follows the wall
+
+
+def test_events_held_by_a_lagging_batch_go_with_the_next_caught_up_one():
+    h = Hold()
+    admit(h, 1_000, (300, 2, "heartbeats"), (100, 1, "offsets"))
+    assert payloads(h.release(1_000, SKEW, all_sources=True)) == [(100, 1)]  # offsets lag: 300 waits
+    admit(h, 1_500, (250, 3, "offsets"))
+    assert payloads(h.release(1_500, SKEW, all_sources=True, caught_up=True)) == [(250, 3), (300, 2)]

@@ -398,6 +398,32 @@ def test_stream_reader_offsets_limit_and_new_partitions(broker, topic_factory):
 
 
 @pytest.mark.broker
+def test_caught_up_marks_batches_that_read_every_partition_to_its_end(broker, topic_factory):
+    """includeCaughtUp: a batch cut short by maxOffsetsPerTrigger is not caught up, the one that
+    reaches the end offsets found at planning is; a batch re-planned without planning (a restart)
+    is not known to be. The mark is a column on every row (what Hold.release reads)."""
+    from pyspark.sql.streaming.datasource import ReadMaxRows
+
+    topic = topic_factory(partitions=2)
+    _produce(broker, topic, [b"v"] * 400, partitions=2)  # 200 + marker per partition
+    options = {"kafka.bootstrap.servers": broker, "subscribe": topic, "startingOffsets": "earliest",
+               "includeCaughtUp": "true"}
+    reader = KafkaStreamReader(parse_options(options))
+    start = reader.initialOffset()
+    cut = reader.latestOffset(start, ReadMaxRows(100))
+    assert not any(p.caught_up for p in reader.partitions(start, cut))
+    end = reader.latestOffset(cut, ReadMaxRows(10_000))
+    parts = reader.partitions(cut, end)
+    assert parts and all(p.caught_up for p in parts)
+    rows = _rows(b for p in parts for b in read_partition(p))
+    assert len(rows) == 302 and all(r["caught_up"] is True for r in rows)
+    restarted = KafkaStreamReader(parse_options(options))
+    assert not any(p.caught_up for p in restarted.partitions(cut, end))
+    plain = _rows(read_partition(KafkaInputPartition(topic, 0, 0, 10, _spec(broker))))
+    assert "caught_up" not in plain[0]  # Spark's Kafka schema unless asked
+
+
+@pytest.mark.broker
 def test_subscribe_pattern_picks_up_topics_created_later(broker):
     import uuid
 
