@@ -36,7 +36,7 @@ from kafka_helpers import read_all  # noqa: E402
 
 pytestmark = [pytest.mark.spark, pytest.mark.broker, pytest.mark.slow]
 
-SIMULATION = ["--profile", "zombie-storm", "--groups", "4", "--duration", "240s", "--seed", "0",
+SIMULATION = ["--profile", "zombie-storm", "--groups", "4", "--duration", "150s", "--seed", "0",
               "--set", "pause_per_hour=60", "--set", "eos_fraction=0.6"]
 RULES = {"fencing_spike_floor": 3}
 OTHER_LOGGER = ("[2026-11-23 10:15:02,480] INFO [SocketServer listenerType=BROKER, nodeId=3] "
