@@ -89,14 +89,6 @@ class Hold:
         if newest > self.last_ts:
             self.last_ts, self.last_wall = newest, now
 
-    def safe_ts(self, *, all_sources: bool) -> int:
-        """Events at or before this ts have all arrived (``all_sources``: the key is fed by
-        every source topic, a group; a topic key reads one source, in order)."""
-        if not self.seen:
-            return 0
-        ts = [_pair(s)[0] for s in self.seen.values()]
-        return min(ts) if all_sources else max(ts)
-
     def _safe(self, all_sources: bool, expected: Collection[str]) -> tuple:
         """(ts, seq) at or before which every event has arrived."""
         if not self.seen:
