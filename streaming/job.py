@@ -212,6 +212,11 @@ class JobStats:
         return s[min(len(s) - 1, int(q * (len(s) - 1) + 0.5))]
 
 
+class StopRequested(RuntimeError):
+    """A micro-batch refused at the sinks' door because a stop was asked: nothing of it is
+    written, and the next start runs it again from the checkpoint."""
+
+
 class BatchWriter:
     """The ``foreachBatch`` function: one micro-batch's outputs to Kafka, metrics and stats."""
 
@@ -226,17 +231,27 @@ class BatchWriter:
         self.progress = progress  # callable -> (input_lag_records | None)
         self.query = None
         self.last_batch: int | None = None  # the last batch whose outputs were written (or skipped)
-        self.in_batch = False  # inside foreachBatch: its Spark jobs may be running
+        self.closed = False  # a stop was asked: batches are refused (see :meth:`close`)
+        self._gate = threading.Lock()  # held while a batch writes; taken by close
         self._cond = threading.Condition()
 
     CHUNK_ROWS = 20_000  # output rows brought to the driver at a time (a batch is never collected whole)
 
     def __call__(self, df, batch_id: int) -> None:
-        self.in_batch = True
-        try:
+        with self._gate:
+            if self.closed:
+                raise StopRequested(f"stopping: micro-batch {batch_id} not written; the next start runs it")
             self._write_batch(df, batch_id)
-        finally:
-            self.in_batch = False
+
+    def close(self, timeout_s: float) -> bool:
+        """Refuse every batch from now on, once the one writing (if any) has finished: a stop then
+        falls between batches however the trigger and the stop request interleave. False if the
+        running batch did not finish in ``timeout_s`` (the stop interrupts it)."""
+        ended = self._gate.acquire(timeout=max(0.0, timeout_s))
+        self.closed = True
+        if ended:
+            self._gate.release()
+        return ended
 
     def _write_batch(self, df, batch_id: int) -> None:
         t0 = time.monotonic()
@@ -348,12 +363,19 @@ class _BatchTotals:
 
 def _chunks(df, rows: int):
     """The batch's rows as pandas frames of at most ``rows`` rows, one partition at a time
-    (``toLocalIterator``): the driver never holds a whole batch."""
+    (``toLocalIterator``): the driver never holds a whole batch.
+
+    ``df.rdd.toLocalIterator``, not ``df.toLocalIterator``: the DataFrame's form opens a SQL
+    execution that ends as soon as the iterator is set up, so the per-partition jobs it submits
+    afterwards are registered under an execution that never ends again, and Spark 4's
+    ``DAGScheduler.activeQueryToJobs`` keeps each job and its collected partition for the life of
+    the driver (the soak's heap growth, docs/reliability.md "Soak"). Through the RDD the jobs run
+    under the micro-batch's own execution, which Spark cleans up when the batch ends."""
     import pandas as pd
 
     columns = df.columns
     buf = []
-    for row in df.toLocalIterator(prefetchPartitions=True):
+    for row in df.rdd.toLocalIterator(prefetchPartitions=True):
         buf.append(tuple(row))
         if len(buf) >= rows:
             yield pd.DataFrame.from_records(buf, columns=columns)
@@ -402,13 +424,12 @@ def stop_between_batches(query, timeout_s: float = 60.0, *, writer: BatchWriter 
     its outputs and Spark has logged it done (its progress reported)."""
     deadline = time.monotonic() + timeout_s
     if writer is not None:
-        seen = writer.last_batch
-        while query.isActive and time.monotonic() < deadline:
-            # A boundary: no batch inside foreachBatch (where its Spark jobs run), and the last
-            # one written is committed; either the trigger is idle or a batch ended since asked.
-            if not writer.in_batch and _reported(query, writer.last_batch) and (
-                    writer.last_batch != seen or not query.status.get("isTriggerActive")):
-                break
+        if not writer.close(timeout_s):
+            log.warning("the running micro-batch did not end within %.0f s: stopping it; the next start "
+                        "runs it again (outputs already written are not written twice)", timeout_s)
+        # Spark logs the last written batch done right after foreachBatch returns; a batch
+        # planned meanwhile is refused by the closed writer and runs again at the next start.
+        while query.isActive and time.monotonic() < deadline and not _reported(query, writer.last_batch):
             time.sleep(0.005)
     else:
         while query.isActive and query.status.get("isTriggerActive") and time.monotonic() < deadline:
@@ -580,9 +601,10 @@ def _cmd_run(args: argparse.Namespace) -> int:
             log.info("restarting the query from its checkpoint")
             query = start_query(spark, cfg, writer)
     finally:
-        # Spark logs the interruption of a batch that had just begun (nothing of it written yet;
-        # the next run plans it again) as warnings with stack traces: not news at a requested stop.
-        spark.sparkContext.setLogLevel("ERROR")
+        # Spark logs the interruption of a batch that had just begun, or one refused by the closed
+        # writer (nothing of it written; the next run plans it again), as errors with stack
+        # traces: not news at a requested stop, whose outcome the line below says.
+        spark.sparkContext.setLogLevel("OFF")
         stop_between_batches(query, STOP_TIMEOUT_S, writer=writer)
         kafka.close()
         metrics.close()
