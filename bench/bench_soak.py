@@ -87,13 +87,16 @@ def rss_by_kind(root: int) -> dict[str, float]:
         pid = todo.pop()
         tree.add(pid)
         todo += [p for p, (ppid, _, _) in procs.items() if ppid == pid and p not in tree]
-    out = {"driver": 0.0, "jvm": 0.0, "python_workers": 0.0}
+    out = {"driver": 0.0, "jvm": 0.0, "python_workers": 0.0, "python_workers_n": 0.0, "python_worker_max": 0.0}
     for pid in tree:
         if pid not in procs:
             continue
         _, rss, cmd = procs[pid]
         kind = "driver" if pid == root else "jvm" if cmd.endswith("java") else "python_workers"
         out[kind] += rss
+        if kind == "python_workers":  # how many, and the largest: more workers, or each one growing
+            out["python_workers_n"] += 1
+            out["python_worker_max"] = max(out["python_worker_max"], rss)
     return out
 
 
@@ -136,6 +139,8 @@ def main() -> int:
     ap.add_argument("--rate", type=float, default=1000, help="events/s (default 1000: half the measured capacity)")
     ap.add_argument("--every", type=float, default=30, help="sampling period, seconds")
     ap.add_argument("--groups", type=int, default=None, help="default: --rate / %.0f" % EVENTS_PER_GROUP_S)
+    ap.add_argument("--conf", action="append", default=[], metavar="KEY=VALUE",
+                    help="a Spark setting for the job (fencewatch run --conf), e.g. to A/B a memory setting")
     ap.add_argument("--write-docs", action="store_true")
     args = ap.parse_args()
     if args.groups is None:
@@ -164,7 +169,8 @@ def main() -> int:
             proc = subprocess.Popen(
                 [str(Path(sys.executable).parent / "fencewatch"), "run", "--bootstrap-servers", broker.bootstrap,
                  "--starting-offsets", "earliest", "--checkpoint", str(work / "cp"), "--metrics-port", "0",
-                 "--verdicts-topic", "fencewatch.verdicts"], stdout=log, stderr=subprocess.STDOUT)
+                 "--verdicts-topic", "fencewatch.verdicts", *(x for kv in args.conf for x in ("--conf", kv))],
+                stdout=log, stderr=subprocess.STDOUT)
             sim.start()
             t0 = time.monotonic()
             try:
@@ -215,19 +221,20 @@ def report(samples: list, args, alive: bool) -> str:
     lines = [f"about {args.rate:,.0f} events/s offered ({args.groups} groups, profile mixed, real time), "
              f"{rate:,.0f} events/s judged, for {args.duration / 60:.0f} min; "
              f"job {'alive to the end' if alive else 'DIED'}", "",
-             "| t (s) | driver RSS MB | JVM RSS MB | JVM heap committed / used MB | Python workers RSS MB | state MB "
+             "| t (s) | driver RSS MB | JVM RSS MB | JVM heap committed / used MB | Python workers RSS MB (n, largest) | state MB "
              "| checkpoint MB | groups | members | state KB per group | events judged | input lag | load |",
              "|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
     step = max(1, len(samples) // 12)
     for s in samples[::step] + ([samples[-1]] if samples and (len(samples) - 1) % step else []):
         per_group = s["state_mb"] * 1000 / s["groups"] if s.get("groups") else 0.0
         lines.append(f"| {s['t']} | {s['driver']:.0f} | {s['jvm']:.0f} | {s.get('heap_committed', 0):.0f} / "
-                     f"{s.get('heap_used', 0):.0f} | {s['python_workers']:.0f} | {s['state_mb']:.1f} | "
+                     f"{s.get('heap_used', 0):.0f} | {s['python_workers']:.0f} ({s.get('python_workers_n', 0):.0f}, "
+                     f"{s.get('python_worker_max', 0):.0f}) | {s['state_mb']:.1f} | "
                      f"{s['checkpoint_mb']:.1f} | {s.get('groups', 0):,.0f} | {s.get('members', 0):,.0f} | "
                      f"{per_group:.1f} | {s.get('events', 0):,.0f} | {s.get('lag', 0):,.0f} | {s.get('load', 0):.1f} |")
     lines += ["", "Growth over the second half of the samples with events judged (per hour, least squares): " + ", ".join(
         f"{k} {growth(samples, k):+.1f}" for k in ("driver", "jvm", "heap_committed", "heap_used", "python_workers",
-                                                 "state_mb", "checkpoint_mb", "groups", "members"))]
+                                                 "python_worker_max", "state_mb", "checkpoint_mb", "groups", "members"))]
     return "\n".join(lines)
 
 
