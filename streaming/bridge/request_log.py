@@ -374,6 +374,8 @@ class RequestLogBridge:
                     line = bytes(line).decode("utf-8")
                 except (UnicodeDecodeError, TypeError) as exc:
                     raise _Broken("BAD_ENCODING", str(exc)) from None
+                if line.endswith("\n"):  # a file's line (the offline bridge): without its end, the
+                    line = line.rstrip("\r\n")  # position-based way below takes it, not the regex's
             if ((api := _FAST_APIS.get(line[24:_FAST_API])) is not None
                     and (base := self._fast_seconds.get(line[:21])) is not None
                     and (ms := _MILLIS.get(line[21:24])) is not None and line.endswith(_USUAL_END)):
