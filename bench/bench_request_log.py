@@ -4,13 +4,15 @@ Builds N lines as a busy cluster's brokers write them (``tests/bridge/request_lo
 field presence as Kafka's message specs): 62% steady ConsumerGroupHeartbeats (no assignment),
 3% heartbeats that join or move an epoch (with an assignment), 27% OffsetCommit v9/v10 of
 1-4 partitions, 6% of 10-50 partitions, 1% of 200 partitions, 1% TxnOffsetCommit; then times
-``RequestLogBridge.map_line`` (split, time stamp, parse, map) on them, and, to choose the JSON
+lines -> output records, what the commands emit (``RequestLogBridge.map_line_json``: split, time
+stamp, parse, map, JSON bytes per event), and ``map_line`` (the same as dicts), and, to choose the JSON
 parser by measurement, the parse step alone with each candidate on the same JSON bodies:
 stdlib ``json.loads``, ``msgspec.json.decode`` to dicts, and ``msgspec`` into typed Structs
 that name only the fields used (what ``request_log.py`` does: header skipped, a commit's
 answers kept raw). Also the cost of skipping a line of another API (a broker without the
 log4j2 filter logs every Fetch and Produce), and the floor: the same lines with no decoding
-logic at all (JSON found by position, typed parse, and then also the output dicts).
+logic at all (JSON found by position, typed parse, and then also the output dicts, or the
+output JSON bytes through the decoder's output Structs).
 Target: >= 100,000 lines/s on one core.
 
     python bench/bench_request_log.py [--lines 200000] [--write-docs]
@@ -34,13 +36,15 @@ sys.path.insert(0, str(ROOT / "tests" / "bridge"))
 sys.path.insert(0, str(ROOT / "bench"))
 
 import msgspec  # noqa: E402
+from msgspec import UNSET  # noqa: E402
 from request_log_lines import envelope, heartbeat, kafka_id, log_line, offset_commit, txn_offset_commit  # noqa: E402
 
 from bench_bridge import bench_feed  # noqa: E402
 from bench_bridge import build as build_records  # noqa: E402
 from fencewatch.streaming.bridge.command import tune_gc  # noqa: E402
 from fencewatch.streaming.bridge.request_log import (  # noqa: E402
-    _BODY_DECODERS, _FAST_API, _FAST_APIS, _FAST_BODY, _FAST_END, RequestLogBridge, _api_key)
+    _BODY_DECODERS, _FAST_API, _FAST_APIS, _FAST_BODY, _FAST_END, Heartbeat, Offset, OffsetCommit,
+    RequestLogBridge, _api_key, event_json)
 
 
 def build(n: int, seed: int = 7) -> tuple[list[str], dict[str, str]]:
@@ -91,9 +95,10 @@ def timed(fn) -> tuple[float, float]:
     return time.process_time() - c0, time.perf_counter() - w0
 
 
-def bench_map(lines: list[str], names: dict[str, str]) -> tuple[float, float, int]:
+def bench_map(lines: list[str], names: dict[str, str], how: str = "json") -> tuple[float, float, int]:
+    """``how``: "json" (``map_line_json``, the commands' output) or "dicts" (``map_line``)."""
     bridge = RequestLogBridge(names)
-    map_line = bridge.map_line
+    map_line = bridge.map_line_json if how == "json" else bridge.map_line
     ids = [str(i) for i in range(len(lines))]
     count = [0]
 
@@ -122,20 +127,33 @@ def bench_parse(bodies: list[str], how: str) -> tuple[float, float]:
     return timed(lambda: [_BODY_DECODERS[_api_key(b)](b) for b in bodies])
 
 
-def bench_floor(lines: list[str], build_output: bool) -> tuple[float, float]:
-    """What any decoder of these lines into SPEC dicts pays, without its logic: the API key
-    and the JSON by position, the typed parse the decoder uses, and (``build_output``) one
-    output dict per heartbeat and per committed partition. No tracker, no checks, no
-    counters, no error handling, commit answers not read: a floor, not a decoder."""
+def bench_floor(lines: list[str], output: str | None) -> tuple[float, float]:
+    """What any decoder of these lines pays, without its logic: the API key and the JSON by
+    position, the typed parse the decoder uses, and (``output``) one output dict ("dicts") or
+    one output Struct encoded to JSON bytes ("json", as ``event_json``) per heartbeat and per
+    committed partition. No tracker, no checks, no counters, no error handling, commit
+    answers not read: a floor, not a decoder."""
     decoders, apis = _BODY_DECODERS, _FAST_APIS
 
     def run():
         for line in lines:
             api = apis[line[24:_FAST_API]]
             p = decoders[api](line[_FAST_BODY:-_FAST_END])
-            if not build_output:
+            if output is None:
                 continue
             req, resp = p.request, p.response
+            if output == "json":
+                if api == 68:
+                    [event_json(Heartbeat(1, UNSET, req.group_id, "1", req.member_id, req.member_epoch,
+                                          resp.member_epoch, resp.error_code))]
+                else:
+                    t = req.topics[0]
+                    topic = t.name or t.topic_id
+                    [event_json(OffsetCommit(1, UNSET, req.group_id, "1", req.member_id,
+                                             req.generation_id_or_member_epoch, UNSET,
+                                             [Offset(topic, q.partition_index, q.committed_offset,
+                                                     q.committed_leader_epoch) for q in t.partitions], 0))]
+                continue
             if api == 68:
                 [{"type": "heartbeat", "ts": 1, "group_id": req.group_id, "event_id": "1",
                   "member_id": req.member_id, "request_epoch": req.member_epoch,
@@ -168,14 +186,17 @@ def main(argv: list[str] | None = None) -> int:
     gc.freeze()  # the prebuilt input is not the decoder's garbage
     tune_gc()
     full = [bench_map(lines, names) for _ in range(args.repeat)]
+    dicts = [bench_map(lines, names, "dicts") for _ in range(args.repeat)]
     kinds = {"heartbeats": [x for x in lines if "\"requestApiKey\":68," in x[:200]],
              "commits < 5 KB": [x for x in lines if "\"requestApiKey\":68," not in x[:200] and len(x) < 5000],
              "commits >= 5 KB (10-200 partitions)": [x for x in lines if len(x) >= 5000]}
     by_kind = {k: [bench_map(v, names) for _ in range(args.repeat)] for k, v in kinds.items()}
+    by_kind_dicts = {k: [bench_map(v, names, "dicts") for _ in range(args.repeat)] for k, v in kinds.items()}
     parse = {how: [bench_parse(bodies, how) for _ in range(args.repeat)]
              for how in ("json.loads", "msgspec dicts", "msgspec typed (used)")}
-    floor = {how: [bench_floor(lines, how == "+ output dicts") for _ in range(args.repeat)]
-             for how in ("position + typed parse", "+ output dicts")}
+    floor = {how: [bench_floor(lines, out) for _ in range(args.repeat)]
+             for how, out in (("position + typed parse", None), ("+ output dicts", "dicts"),
+                              ("+ output JSON (Structs, event_json)", "json"))}
     skip = [bench_map(others, names) for _ in range(args.repeat)]
     # The host's speed at this moment: the __consumer_offsets decoder on its own mix, to scale
     # these numbers against its runs in docs/benchmarks.md (this host is shared and drifts).
@@ -189,9 +210,14 @@ def main(argv: list[str] | None = None) -> int:
     lines_out = [
         f"lines: {len(lines)} (mean {mean_len:,.0f} bytes), events: {full[0][2]}",
         f"{'lines/s':<52}{'per CPU-s':>10}  {'wall':>10}",
-        f"{'map_line, whole mix (split+time+parse+map)':<52}{rate(len(lines), full, 0)}  {rate(len(lines), full, 1)}",
-        *(f"{'map_line, ' + k + f' ({len(kinds[k]) / len(lines):.0%})':<52}{rate(len(kinds[k]), runs, 0)}  "
+        f"{'lines -> output JSON records (map_line_json), whole mix':<52}{rate(len(lines), full, 0)}  "
+        f"{rate(len(lines), full, 1)}",
+        *(f"{'  map_line_json, ' + k + f' ({len(kinds[k]) / len(lines):.0%})':<52}{rate(len(kinds[k]), runs, 0)}  "
           f"{rate(len(kinds[k]), runs, 1)}" for k, runs in by_kind.items()),
+        f"{'map_line (dicts), whole mix (split+time+parse+map)':<52}{rate(len(lines), dicts, 0)}  "
+        f"{rate(len(lines), dicts, 1)}",
+        *(f"{'  map_line, ' + k + f' ({len(kinds[k]) / len(lines):.0%})':<52}{rate(len(kinds[k]), runs, 0)}  "
+          f"{rate(len(kinds[k]), runs, 1)}" for k, runs in by_kind_dicts.items()),
         *(f"{'parse only: ' + how:<52}{rate(len(bodies), runs, 0)}  {rate(len(bodies), runs, 1)}"
           for how, runs in parse.items()),
         *(f"{'floor, no logic: ' + how:<52}{rate(len(lines), runs, 0)}  {rate(len(lines), runs, 1)}"

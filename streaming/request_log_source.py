@@ -15,7 +15,6 @@ heartbeats only: the same transitions twice, once derived, would only add noise.
 """
 from __future__ import annotations
 
-import json
 import logging
 from typing import Callable, Iterator, Mapping
 
@@ -38,10 +37,9 @@ def make_request_log_mapper(topic_ids: Mapping[str, str] | None = None, *, clust
     router sends it to the dead-letter topic); lines of other APIs or loggers -> nothing.
     ``membership`` False drops ``member_assignment`` / ``member_left``."""
     from .bridge.mapping import TopicNames
-    from .bridge.request_log import RequestLogBridge
+    from .bridge.request_log import RequestLogBridge, event_json
 
     names = TopicNames(topic_ids or {})
-    dumps = json.JSONEncoder(separators=(",", ":")).encode
 
     def map_lines(batches: Iterator[pd.DataFrame]) -> Iterator[pd.DataFrame]:
         bridge = RequestLogBridge(names, tz=tz, cluster=cluster, carry=False)
@@ -67,15 +65,16 @@ def make_request_log_mapper(topic_ids: Mapping[str, str] | None = None, *, clust
                     add(None, offset * EVENTS_PER_LINE, eid, coords, ts, "MISSING_VALUE")
                     continue
                 raw = bytes(value)
-                events = bridge.map_line(raw, eid, ts=ts)
+                events = bridge.events(raw, eid, ts=ts)
                 if problems:
                     _, code, detail = problems.pop()
                     problems.clear()
                     add(raw, offset * EVENTS_PER_LINE, eid, coords, ts, f"{code}(detail={detail[:200]})")
                     continue
                 for i, e in enumerate(events):
-                    if membership or e["type"] not in MEMBERSHIP:
-                        add(dumps(e).encode(), offset * EVENTS_PER_LINE + i, eid, coords, ts, None)
+                    if membership or e.kind not in MEMBERSHIP:
+                        # the router's JSON, straight from the decoder's Structs (no dict, no json.dumps)
+                        add(event_json(e), offset * EVENTS_PER_LINE + i, eid, coords, ts, None)
             yield pd.DataFrame(cols, columns=list(COLUMNS))
         log.debug("request log: %s", bridge.summary())
 

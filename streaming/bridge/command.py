@@ -36,7 +36,7 @@ from typing import IO, Any, Callable, Iterable, Iterator
 
 from .mapping import ABSENT_EPOCH_MODES, Bridge, TopicNames, event_role
 from .records import RecordDecodeError, decode, kafka_json
-from .request_log import RequestLogBridge
+from .request_log import RequestLogBridge, event_json
 
 __all__ = ["register", "run_bridge", "run_from_file", "run_from_request_log", "run_request_log_bridge",
            "load_topic_ids", "parse_client_config", "parse_timezone"]
@@ -276,13 +276,16 @@ def run_from_file(lines: IO[str], out: IO[str], err: IO[str], *, topic_names: To
 
 def run_from_request_log(lines: Iterable[str | bytes], out: IO[str], err: IO[str], bridge: RequestLogBridge) -> int:
     """Request-log lines -> SPEC events as JSON lines (every event of line n has event id
-    ``"n"``); each broken line reported on ``err`` with its reason; a summary last. Exit 0."""
+    ``"n"``); each broken line reported on ``err`` with its reason; a summary last. Exit 0.
+    Events are encoded straight from the decoder's Structs (``event_json``: the bytes
+    ``json.dumps`` wrote of the dicts before, without building them)."""
     problems = bridge.problems
-    dumps = json.JSONEncoder(separators=(",", ":")).encode
+    events_of = bridge.events
+    write = out.write
     for n, line in enumerate(lines):
-        events = bridge.map_line(line, str(n))
-        for e in events:
-            out.write(dumps(e) + "\n")
+        events = events_of(line, str(n))
+        if events:
+            write(b"\n".join(map(event_json, events)).decode("ascii") + "\n")  # event_json writes ASCII
         while problems:
             eid, code, detail = problems.popleft()
             err.write(f"line {eid}: {code}: {detail}\n")
@@ -518,7 +521,6 @@ def run_request_log_bridge(conf: dict[str, Any], lines_topic: str, bridge: Reque
             failures["n"] += 1
             log.error("delivery to %s failed: %s", msg.topic(), err)
 
-    dumps = json.JSONEncoder(separators=(",", ":")).encode
     stop = {"now": False}
     previous = None
     try:
@@ -553,11 +555,11 @@ def run_request_log_bridge(conf: dict[str, Any], lines_topic: str, bridge: Reque
                     continue
                 ts_type, ts = msg.timestamp()
                 eid = f"{msg.topic()}/{msg.partition()}/{msg.offset()}"
-                for e in bridge.map_line(value, eid, ts=ts if ts_type else None):
-                    topic = offsets_topic if event_role(e["type"]) == "offsets" else heartbeats_topic
+                for e in bridge.events(value, eid, ts=ts if ts_type else None):
+                    topic = offsets_topic if event_role(e.kind) == "offsets" else heartbeats_topic
                     while True:
                         try:
-                            producer.produce(topic, value=dumps(e).encode(), key=e["group_id"].encode(),
+                            producer.produce(topic, value=event_json(e), key=e.group_id.encode(),
                                              on_delivery=on_delivery)
                             break
                         except BufferError:

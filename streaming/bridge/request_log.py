@@ -60,20 +60,22 @@ to those of the decoder before these paths, byte for byte.
 from __future__ import annotations
 
 import calendar
+import json
 import logging
 import re
 from operator import attrgetter
 from collections import Counter, deque
 from dataclasses import dataclass
 from datetime import datetime, timedelta, timezone, tzinfo
-from typing import Annotated, Any, Mapping
+from typing import Annotated, Any, ClassVar, Mapping
 
 import msgspec
+from msgspec import UNSET, UnsetType
 
 from .mapping import TopicNames
 from .records import parse_topic_id, uuid_to_standard_string
 
-__all__ = ["RequestLogBridge", "OFFSET_COMMIT", "TXN_OFFSET_COMMIT", "CONSUMER_GROUP_HEARTBEAT",
+__all__ = ["RequestLogBridge", "Event", "event_json", "OFFSET_COMMIT", "TXN_OFFSET_COMMIT", "CONSUMER_GROUP_HEARTBEAT",
            "COORDINATOR_ERRORS", "DEFAULT_LINES_TOPIC"]
 
 log = logging.getLogger(__name__)
@@ -223,6 +225,90 @@ _BODY_DECODERS = {
 }
 
 
+# -- the events written ------------------------------------------------------------------------
+# Structs in the SPEC key order, so that one mapping gives both forms: ``event_json`` encodes
+# one straight to JSON bytes (no dict: building dicts, then ``json.dumps`` on them, was most of
+# a line's time) and ``map_line`` gives dicts (``msgspec.to_builtins``). UNSET: the key is
+# absent; None is written as null. Created positionally on the hot paths (every field given).
+
+
+class Offset(msgspec.Struct, gc=False):
+    """One entry of a commit's ``offsets``; ``metadata`` only when not empty."""
+    topic: str
+    partition: int
+    offset: int
+    leader_epoch: int
+    metadata: str | UnsetType = UNSET
+
+
+class Event(msgspec.Struct, tag_field="type", gc=False):
+    """The fields every event starts with; ``type`` (the tag) is written first. ``kind``: the
+    tag, for callers that route by it."""
+    kind: ClassVar[str]
+    ts: int
+    cluster: str | UnsetType
+    group_id: str
+    event_id: str
+    member_id: str
+
+
+class Heartbeat(Event, tag="heartbeat"):
+    kind: ClassVar[str] = "heartbeat"
+    request_epoch: int
+    response_epoch: int
+    error_code: int
+
+
+class OffsetCommit(Event, tag="offset_commit"):
+    kind: ClassVar[str] = "offset_commit"
+    member_epoch: int
+    instance_id: str | UnsetType
+    offsets: list[Offset]
+    error_code: int | UnsetType  # UNSET: partitions the response does not list
+
+
+class TxnOffsetCommit(OffsetCommit, tag="txn_offset_commit"):
+    kind: ClassVar[str] = "txn_offset_commit"
+    transactional_id: str
+    producer_id: int
+    producer_epoch: int
+
+
+class MemberLeft(Event, tag="member_left"):
+    kind: ClassVar[str] = "member_left"
+    reason: str
+    instance_id: str | UnsetType
+
+
+class MemberAssignment(Event, tag="member_assignment"):
+    kind: ClassVar[str] = "member_assignment"
+    protocol: str
+    member_epoch: int
+    previous_member_epoch: int | UnsetType
+    assigned: list[dict[str, Any]] | None  # None (carry=False): unchanged
+    pending_revocation: list[dict[str, Any]] | None  # None (carry=False): derive it
+    subscribed_topics: list[str] | UnsetType
+    instance_id: str | UnsetType
+
+
+_ENCODE = msgspec.json.Encoder().encode
+_DUMPS = json.JSONEncoder(separators=(",", ":")).encode
+
+
+def event_json(event: Event) -> bytes:
+    """One event as JSON bytes, byte for byte ``json.dumps(dict, separators=(",", ":"))`` of
+    its dict (what the bridge wrote before): msgspec writes the same text for ASCII without
+    DEL; other text (non-ASCII, DEL: ``json.dumps`` escapes them) takes the dict's way."""
+    data = _ENCODE(event)
+    if data.isascii() and 127 not in data:  # (an int: a bytes needle is 5x slower here)
+        return data
+    return _DUMPS(msgspec.to_builtins(event)).encode()
+
+
+def _unset(value: Any) -> Any:
+    return UNSET if value is None else value
+
+
 class _Broken(Exception):
     """A line that cannot be used: ``code`` (stable) and ``detail``."""
 
@@ -270,6 +356,14 @@ class RequestLogBridge:
     # -- entry point ------------------------------------------------------------------------
 
     def map_line(self, line: str | bytes, event_id: str, *, ts: int | None = None) -> list[dict[str, Any]]:
+        """``events`` as dicts (for callers that want them; the commands write ``event_json``)."""
+        return msgspec.to_builtins(self.events(line, event_id, ts=ts))
+
+    def map_line_json(self, line: str | bytes, event_id: str, *, ts: int | None = None) -> list[bytes]:
+        """``events`` as JSON bytes, one per event (``event_json``)."""
+        return [event_json(e) for e in self.events(line, event_id, ts=ts)]
+
+    def events(self, line: str | bytes, event_id: str, *, ts: int | None = None) -> list[Event]:
         """The SPEC events of one line, in order; ``[]`` for a line of another API or logger
         (counted ``skipped.*``) or a broken one (counted ``broken.*``, kept in ``problems``).
         ``ts`` is used when the line has no time stamp of its own."""
@@ -280,6 +374,8 @@ class RequestLogBridge:
                     line = bytes(line).decode("utf-8")
                 except (UnicodeDecodeError, TypeError) as exc:
                     raise _Broken("BAD_ENCODING", str(exc)) from None
+                if line.endswith("\n"):  # a file's line (the offline bridge): without its end, the
+                    line = line.rstrip("\r\n")  # position-based way below takes it, not the regex's
             if ((api := _FAST_APIS.get(line[24:_FAST_API])) is not None
                     and (base := self._fast_seconds.get(line[:21])) is not None
                     and (ms := _MILLIS.get(line[21:24])) is not None and line.endswith(_USUAL_END)):
@@ -445,7 +541,7 @@ class RequestLogBridge:
 
     # -- OffsetCommit / TxnOffsetCommit ------------------------------------------------------
 
-    def _commit(self, line: _CommitLine, transactional: bool, ts: int, eid: str) -> list[dict[str, Any]]:
+    def _commit(self, line: _CommitLine, transactional: bool, ts: int, eid: str) -> list[Event]:
         req = line.request
         resp = line.response
         resp_topics = resp.topics if resp is not None else []
@@ -474,17 +570,16 @@ class RequestLogBridge:
                     if t.topic_id is None:
                         raise _Broken("MISSING_FIELD", "request.topics[0]: neither name nor topicId")
                     topic = self._resolve(t.topic_id)
-                rows = [{"topic": topic, "partition": p.partition_index, "offset": p.committed_offset,
-                         "leader_epoch": p.committed_leader_epoch} for p in parts]
+                rows = [_Offset(topic, p.partition_index, p.committed_offset, p.committed_leader_epoch)
+                        for p in parts]
                 if any(map(_METADATA, parts)):
                     _add_metadata(rows, parts)
                 if self.cluster is None and req.group_instance_id is None and not transactional:
                     epoch = req.generation_id_or_member_epoch
                     if epoch is None:
                         epoch = req.generation_id if req.generation_id is not None else -1
-                    return [{"type": "offset_commit", "ts": ts, "group_id": req.group_id, "event_id": eid,
-                             "member_id": req.member_id or "", "member_epoch": epoch, "offsets": rows,
-                             "error_code": code}]
+                    return [OffsetCommit(ts, UNSET, req.group_id, eid, req.member_id or "", epoch, UNSET, rows,
+                                         code)]
                 by_code = {code: rows}
         if by_code is None:
             by_code = self._offsets_by_code(topics, resp_topics, answers)
@@ -494,29 +589,19 @@ class RequestLogBridge:
         epoch = req.generation_id_or_member_epoch
         if epoch is None:
             epoch = req.generation_id if req.generation_id is not None else -1
-        kind = "txn_offset_commit" if transactional else "offset_commit"
         member_id = req.member_id or ""
-        instance_id = req.group_instance_id
-        out = []
+        cluster, instance_id = _unset(self.cluster), _unset(req.group_instance_id)
+        out: list[Event] = []
         for code, offsets in by_code.items():
-            if self.cluster is None and instance_id is None:
-                e = {"type": kind, "ts": ts, "group_id": req.group_id, "event_id": eid, "member_id": member_id,
-                     "member_epoch": epoch, "offsets": offsets}
-            else:
-                e = {"type": kind, "ts": ts}
-                if self.cluster is not None:
-                    e["cluster"] = self.cluster
-                e.update(group_id=req.group_id, event_id=eid, member_id=member_id, member_epoch=epoch)
-                if instance_id is not None:
-                    e["instance_id"] = instance_id
-                e["offsets"] = offsets
-            if code is not None:
-                e["error_code"] = code
             if transactional:
-                e["transactional_id"] = req.transactional_id if req.transactional_id is not None else ""
-                e["producer_id"] = req.producer_id if req.producer_id is not None else -1
-                e["producer_epoch"] = req.producer_epoch if req.producer_epoch is not None else -1
-            out.append(e)
+                out.append(TxnOffsetCommit(
+                    ts, cluster, req.group_id, eid, member_id, epoch, instance_id, offsets, _unset(code),
+                    req.transactional_id if req.transactional_id is not None else "",
+                    req.producer_id if req.producer_id is not None else -1,
+                    req.producer_epoch if req.producer_epoch is not None else -1))
+            else:
+                out.append(OffsetCommit(ts, cluster, req.group_id, eid, member_id, epoch, instance_id, offsets,
+                                        _unset(code)))
         if None in by_code:
             self._counts["problem.NO_RESPONSE_PARTITION"] += 1
         return out
@@ -582,17 +667,16 @@ class RequestLogBridge:
         return answers
 
     @staticmethod
-    def _rows(topic: str, parts: list[_CommitPartition]) -> list[dict[str, Any]]:
+    def _rows(topic: str, parts: list[_CommitPartition]) -> list[Offset]:
         """SPEC ``offsets`` entries; ``metadata`` only when not empty."""
-        rows = [{"topic": topic, "partition": p.partition_index, "offset": p.committed_offset,
-                 "leader_epoch": p.committed_leader_epoch} for p in parts]
+        rows = [_Offset(topic, p.partition_index, p.committed_offset, p.committed_leader_epoch) for p in parts]
         if any(map(_METADATA, parts)):
             _add_metadata(rows, parts)
         return rows
 
     # -- ConsumerGroupHeartbeat --------------------------------------------------------------
 
-    def _heartbeat(self, line: _HeartbeatLine, ts: int, eid: str) -> list[dict[str, Any]]:
+    def _heartbeat(self, line: _HeartbeatLine, ts: int, eid: str) -> list[Event]:
         req, resp = line.request, line.response
         code = resp.error_code
         if code and code in COORDINATOR_ERRORS:
@@ -601,13 +685,8 @@ class RequestLogBridge:
         group_id = req.group_id
         member_id = req.member_id or resp.member_id or ""
         cluster = self.cluster
-        if cluster is None:
-            hb = {"type": "heartbeat", "ts": ts, "group_id": group_id, "event_id": eid, "member_id": member_id,
-                  "request_epoch": req.member_epoch, "response_epoch": resp.member_epoch, "error_code": code}
-        else:
-            hb = {"type": "heartbeat", "ts": ts, "cluster": cluster, "group_id": group_id, "event_id": eid,
-                  "member_id": member_id, "request_epoch": req.member_epoch, "response_epoch": resp.member_epoch,
-                  "error_code": code}
+        hb = Heartbeat(ts, UNSET if cluster is None else cluster, group_id, eid, member_id, req.member_epoch,
+                       resp.member_epoch, code)
         key = (group_id, member_id)
         if (code == 0 and resp.assignment is None and req.topic_partitions is None and self.carry
                 and req.subscribed_topic_names is None and req.instance_id is None):
@@ -616,10 +695,11 @@ class RequestLogBridge:
                 return [hb]  # the steady heartbeat, most of them: nothing changed
         return self._membership(req, resp, hb, key, ts, eid)
 
-    def _membership(self, req: _HeartbeatRequest, resp: _HeartbeatResponse, hb: dict[str, Any],
-                    key: tuple[str, str], ts: int, eid: str) -> list[dict[str, Any]]:
+    def _membership(self, req: _HeartbeatRequest, resp: _HeartbeatResponse, hb: Heartbeat,
+                    key: tuple[str, str], ts: int, eid: str) -> list[Event]:
         """``[hb]`` and the membership event a heartbeat implies, if any (contract §10)."""
-        out = [hb]
+        out: list[Event] = [hb]
+        cluster = _unset(self.cluster)
         code = resp.error_code
         if code != 0:
             if code in (UNKNOWN_MEMBER_ID, FENCED_MEMBER_EPOCH) and self.carry:
@@ -628,27 +708,19 @@ class RequestLogBridge:
         if req.member_epoch in (LEAVE_GROUP_MEMBER_EPOCH, LEAVE_GROUP_STATIC_MEMBER_EPOCH):
             reason = "static_leave" if req.member_epoch == LEAVE_GROUP_STATIC_MEMBER_EPOCH else "leave"
             m = self.members.pop(key, None)
-            left = {"type": "member_left", **self._head(ts, eid, key), "reason": reason}
             instance_id = req.instance_id if req.instance_id is not None else (m.instance_id if m else None)
-            if instance_id is not None:
-                left["instance_id"] = instance_id
-            out.append(left)
+            out.append(MemberLeft(ts, cluster, key[0], eid, key[1], reason, _unset(instance_id)))
             return out
         new_epoch = resp.member_epoch
         assigned = self._tps(resp.assignment.topic_partitions) if resp.assignment is not None else None
         owned = self._tps(req.topic_partitions) if req.topic_partitions is not None else None
         subscribed = sorted(set(req.subscribed_topic_names)) if req.subscribed_topic_names is not None else None
         if not self.carry:
-            e = {"type": "member_assignment", **self._head(ts, eid, key), "protocol": "consumer",
-                 "member_epoch": new_epoch, "assigned": assigned,
-                 # null: derived by the group state from the member it models (the owned set not sent)
-                 "pending_revocation": [] if assigned is None else _minus(owned, assigned) if owned is not None
-                 else None}
-            if subscribed is not None:
-                e["subscribed_topics"] = subscribed
-            if req.instance_id is not None:
-                e["instance_id"] = req.instance_id
-            out.append(e)
+            out.append(MemberAssignment(
+                ts, cluster, key[0], eid, key[1], "consumer", new_epoch, UNSET, assigned,
+                # null: derived by the group state from the member it models (the owned set not sent)
+                [] if assigned is None else _minus(owned, assigned) if owned is not None else None,
+                _unset(subscribed), _unset(req.instance_id)))
             return out
         m = self.members.get(key)
         if m is None:
@@ -671,23 +743,10 @@ class RequestLogBridge:
         if m.assigned is None:
             self._counts["problem.ASSIGNMENT_NOT_SEEN"] += 1  # joined before we looked; wait for the next one
             return out
-        e = {"type": "member_assignment", **self._head(ts, eid, key), "protocol": "consumer", "member_epoch": new_epoch}
-        if previous is not None:
-            e["previous_member_epoch"] = previous
-        e["assigned"] = m.assigned
-        e["pending_revocation"] = _minus(m.owned, m.assigned) if m.owned else []
-        if m.subscribed is not None:
-            e["subscribed_topics"] = m.subscribed
-        if m.instance_id is not None:
-            e["instance_id"] = m.instance_id
-        out.append(e)
+        out.append(MemberAssignment(ts, cluster, key[0], eid, key[1], "consumer", new_epoch, _unset(previous),
+                                    m.assigned, _minus(m.owned, m.assigned) if m.owned else [],
+                                    _unset(m.subscribed), _unset(m.instance_id)))
         return out
-
-    def _head(self, ts: int, eid: str, key: tuple[str, str]) -> dict[str, Any]:
-        """The fields every event of a heartbeat starts with, in SPEC order."""
-        if self.cluster is None:
-            return {"ts": ts, "group_id": key[0], "event_id": eid, "member_id": key[1]}
-        return {"ts": ts, "cluster": self.cluster, "group_id": key[0], "event_id": eid, "member_id": key[1]}
 
     # -- topic ids -------------------------------------------------------------------------
 
@@ -723,12 +782,13 @@ _FAST_COUNTS = (("lines", "_lines"), ("events", "_events"), ("CONSUMER_GROUP_HEA
 _PARTITION_INDEX = attrgetter("partition_index")
 _ERROR_CODE = attrgetter("error_code")
 _METADATA = attrgetter("committed_metadata")
+_Offset = Offset
 
 
-def _add_metadata(rows: list[dict[str, Any]], parts: list[_CommitPartition]) -> None:
+def _add_metadata(rows: list[Offset], parts: list[_CommitPartition]) -> None:
     for o, p in zip(rows, parts):
         if p.committed_metadata:
-            o["metadata"] = p.committed_metadata
+            o.metadata = p.committed_metadata
 
 
 def _minus(owned: list[dict[str, Any]], assigned: list[dict[str, Any]]) -> list[dict[str, Any]]:
