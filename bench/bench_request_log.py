@@ -234,8 +234,8 @@ def main(argv: list[str] | None = None) -> int:
         from report import write_section
 
         write_section("request-log decoder",
-                      f"python bench/bench_request_log.py --lines {args.lines} (pinned to one core, best of "
-                      f"{args.repeat})", "```\n" + "\n".join(lines_out) + "\n```")
+                      f"python bench/bench_request_log.py --lines {args.lines}",
+                      f"Pinned to one core, best of {args.repeat}.\n\n```\n" + "\n".join(lines_out) + "\n```")
         print("docs/benchmarks.md updated")
     return 0
 
