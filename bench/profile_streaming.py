@@ -122,6 +122,8 @@ def summarize_pyspy(out: Path, top: int = 25) -> str:
             frames = stack.split(";")
             if frames and frames[0].startswith("process "):
                 frames = frames[1:]
+            if not frames:  # a sample with no Python frame (native code only)
+                frames = ["<native>"]
             self_c[frames[-1]] += c
             for fr in set(frames):
                 incl[fr] += c

@@ -10,6 +10,7 @@ Offsets and state live in the checkpoint: a restart resumes where it stopped.
 from __future__ import annotations
 
 import argparse
+import functools
 import json
 import logging
 import os
@@ -362,26 +363,67 @@ class _BatchTotals:
 
 
 def _chunks(df, rows: int):
-    """The batch's rows as pandas frames of at most ``rows`` rows, one partition at a time
-    (``toLocalIterator``): the driver never holds a whole batch.
+    """The batch's rows as pandas frames of at most ``rows`` rows, streamed as Spark computes them:
+    the driver never holds a whole batch, and the batch's partitions run in parallel.
 
-    ``df.rdd.toLocalIterator``, not ``df.toLocalIterator``: the DataFrame's form opens a SQL
-    execution that ends as soon as the iterator is set up, so the per-partition jobs it submits
-    afterwards are registered under an execution that never ends again, and Spark 4's
-    ``DAGScheduler.activeQueryToJobs`` keeps each job and its collected partition for the life of
-    the driver (the soak's heap growth, docs/reliability.md "Soak"). Through the RDD the jobs run
-    under the micro-batch's own execution, which Spark cleans up when the batch ends."""
-    import pandas as pd
+    Spark's Arrow collect (``collectAsArrowToPython``) runs one job over every partition and sends
+    each partition's Arrow batches as soon as its task ends, contiguous and in order (a key's
+    records live in one partition, so a group's outputs keep their order); pyspark's reader would
+    hold them all to reorder partitions, which the sinks do not need, so they are read here in
+    arrival order. Before, ``df.rdd.toLocalIterator`` ran one job per partition, one after the
+    other, with rows pickled one by one: on ``local[2]`` half the state stage's cores sat idle
+    (docs/benchmarks.md, issue 14). The jobs run inside the collect's own SQL execution, which ends
+    when they do, so Spark 4's ``DAGScheduler.activeQueryToJobs`` keeps nothing (the soak's leak
+    with ``DataFrame.toLocalIterator``, docs/reliability.md)."""
+    import pyarrow as pa
+    from pyspark.errors.exceptions.captured import unwrap_spark_exception
+    from pyspark.traceback_utils import SCCallSiteSync
+    from pyspark.util import _load_from_socket
 
-    columns = df.columns
-    buf = []
-    for row in df.rdd.toLocalIterator(prefetchPartitions=True):
-        buf.append(tuple(row))
-        if len(buf) >= rows:
-            yield pd.DataFrame.from_records(buf, columns=columns)
-            buf = []
-    if buf:
-        yield pd.DataFrame.from_records(buf, columns=columns)
+    with SCCallSiteSync(df.sparkSession.sparkContext):
+        port, secret, server = df._jdf.collectAsArrowToPython()
+    buf, held = [], 0
+    try:
+        with _load_from_socket((port, secret), _arrival_order()()) as batches:
+            for batch in batches:
+                if batch.num_rows:
+                    buf.append(batch)
+                    held += batch.num_rows
+                while held >= rows:
+                    table = pa.Table.from_batches(buf)
+                    yield _to_pandas(table.slice(0, rows))
+                    rest = table.slice(rows)
+                    buf, held = rest.to_batches(), rest.num_rows
+    finally:
+        with unwrap_spark_exception():
+            server.getResult()  # the job's own exception, if it failed
+    if held:
+        yield _to_pandas(pa.Table.from_batches(buf))
+
+
+def _to_pandas(table):
+    # Nullable integers as Python ints and None (not float64 and NaN), as rows gave them.
+    return table.to_pandas(integer_object_nulls=True)
+
+
+@functools.cache
+def _arrival_order():
+    """The serializer class (built on first use: pyspark is imported lazily in this module)."""
+    from pyspark.serializers import UTF8Deserializer, read_int
+    from pyspark.sql.pandas.serializers import ArrowStreamSerializer
+
+    class ArrivalOrder(ArrowStreamSerializer):
+        """The Arrow collect stream as it arrives; the trailing batch order is read and dropped."""
+
+        def load_stream(self, stream):
+            yield from super().load_stream(stream)
+            n = read_int(stream)
+            if n == -1:
+                raise RuntimeError(f"Arrow collect failed in the JVM: {UTF8Deserializer().loads(stream)}")
+            for _ in range(n):
+                read_int(stream)
+
+    return ArrivalOrder
 
 
 def start_query(spark, cfg: cfgmod.Config, writer: BatchWriter, *, trigger: str | None = None):
