@@ -25,7 +25,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from bench.bench_pipeline import cpu_seconds  # noqa: E402
+from bench.bench_pipeline import cpu_seconds, records_read  # noqa: E402
 from bench.bench_streaming import produce, simulate_lines  # noqa: E402
 
 
@@ -210,7 +210,7 @@ def main(argv=None) -> int:
         done = 0
         while query.isActive and done < len(lines):
             time.sleep(0.5)
-            done = sum(p["numInputRows"] for p in query.recentProgress)
+            done = sum(records_read(p) for p in query.recentProgress)
         wall = time.monotonic() - t0
         c1 = cpu_seconds()
         progress = list(query.recentProgress)
@@ -225,7 +225,7 @@ def main(argv=None) -> int:
         if prof:
             prof.close()
         spark.stop()
-    data = [p for p in progress if p["numInputRows"]]
+    data = [p for p in progress if records_read(p)]
     phases = collections.Counter()
     for p in data:
         phases.update(p["durationMs"])

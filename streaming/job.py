@@ -34,8 +34,12 @@ DEFAULT_WARMUP_MS = 45_000  # one session timeout: members seen before we starte
 # --------------------------------------------------------------------------- query assembly
 
 def build_inputs(spark, cfg: cfgmod.Config):
-    """The Kafka stream(s) as the router's input columns (value, seq, event_id, coords, source, record_ts,
-    bad_reason): one per configured source, unioned (``--source request-log,consumer-offsets``)."""
+    """The router's output rows (``schemas.ROUTED``) of every configured source, unioned
+    (``--source request-log,consumer-offsets``): sources read by ``fencewatch-kafka`` route inside
+    the source (``routed_source``), the others through the ``mapInPandas`` router."""
+    from .schemas import ROUTED
+    from .state_fn import make_router
+
     s = cfg.streaming
     # Bounded micro-batches by default (each source): a backlog is read a trigger's work at a time.
     options = {"startingOffsets": s.starting_offsets, "failOnDataLoss": str(s.fail_on_data_loss).lower(),
@@ -44,21 +48,29 @@ def build_inputs(spark, cfg: cfgmod.Config):
                    spark.sparkContext.defaultParallelism))}
     options.update(cfgmod.kafka_client_config(cfg, "source"))
     sources = cfgmod.source_list(s.source)
-    frames = []
+    routed, raw = [], []
     if "events" in sources:
-        frames.append(_event_inputs(spark, cfg, options))
+        if _routes_in_source(spark, cfg):
+            routed.append(_routed_event_inputs(spark, cfg, options))
+        else:
+            raw.append(_event_inputs(spark, cfg, options))
     if "consumer-offsets" in sources:
-        frames.append(_consumer_offsets_inputs(spark, cfg, options))
+        raw.append(_consumer_offsets_inputs(spark, cfg, options))
     if "request-log" in sources:
         from .request_log_source import request_log_inputs
 
         # With __consumer_offsets, membership comes from the coordinator's records (exact epochs).
-        frames.append(request_log_inputs(spark, cfg, options, _topic_ids(cfg),
-                                         membership="consumer-offsets" not in sources))
-    # ``caught_up`` (see state_fn.Hold): only the events source knows it; the others say "unknown".
-    frames = [f if "caught_up" in f.columns else f.withColumn("caught_up", _null_bool()) for f in frames]
-    out = frames[0]
-    for f in frames[1:]:
+        raw.append(request_log_inputs(spark, cfg, options, _topic_ids(cfg),
+                                      membership="consumer-offsets" not in sources))
+    if raw:
+        # ``caught_up`` (see state_fn.Hold): only the events source knows it; the others say "unknown".
+        raw = [f if "caught_up" in f.columns else f.withColumn("caught_up", _null_bool()) for f in raw]
+        frames = raw[0]
+        for f in raw[1:]:
+            frames = frames.unionByName(f)
+        routed.append(frames.mapInPandas(make_router(s.input_format, registry=_registry(cfg, "decoder")), ROUTED))
+    out = routed[0]
+    for f in routed[1:]:
         out = out.unionByName(f)
     return out
 
@@ -95,6 +107,26 @@ def _event_inputs(spark, cfg: cfgmod.Config, options: dict):
         F.lit(None).cast("string").alias("bad_reason"),
         F.col("caught_up") if "caught_up" in src.columns else _null_bool().alias("caught_up"),
     )
+
+
+def _routes_in_source(spark, cfg: cfgmod.Config) -> bool:
+    """The events source routes inside ``read`` when it is ours (not Spark's connector) and no
+    Schema Registry decoder is needed (the registry client lives in the router)."""
+    from .sources import spark_kafka_available
+
+    return not cfg.streaming.schema_registry and not spark_kafka_available(spark)
+
+
+def _routed_event_inputs(spark, cfg: cfgmod.Config, options: dict):
+    """``--source events`` read by ``fencewatch-routed``: routed rows straight from the source."""
+    from .routed_source import RouterSpec, read_routed_stream
+
+    s = cfg.streaming
+    router = RouterSpec(((s.heartbeats_topic, "heartbeats", 0), (s.offsets_topic, "offsets", 1)),
+                        s.input_format)
+    return _few_partitions(spark, read_routed_stream(
+        spark, bootstrap=s.bootstrap_servers, topics=[s.heartbeats_topic, s.offsets_topic], router=router,
+        options={**options, "includeCaughtUp": "true"}))
 
 
 EVENTS_PER_CORE_SECOND = 5_000  # what one core judges through the whole query (docs/benchmarks.md), rounded down
@@ -155,13 +187,13 @@ def _consumer_offsets_inputs(spark, cfg: cfgmod.Config, options: dict):
 
 
 def build_outputs(inputs, cfg: cfgmod.Config, *, emit_verdicts: bool | None = None):
-    """Router -> watermark -> keyed state; the DataFrame of output records (schemas.OUTPUT)."""
-    from .schemas import OUTPUT, ROUTED, STATE
-    from .state_fn import make_router, make_stream_fn
+    """Routed rows (:func:`build_inputs`) -> keyed state; the DataFrame of output records (schemas.OUTPUT)."""
+    from .schemas import OUTPUT, STATE
+    from .state_fn import make_stream_fn
 
     if emit_verdicts is None:
         emit_verdicts = bool(cfg.sinks.verdicts_topic)
-    routed = inputs.mapInPandas(make_router(cfg.streaming.input_format, registry=_registry(cfg, "decoder")), ROUTED)
+    routed = inputs
     # No event-time watermark: reading a backlog, one topic runs ahead of the other and a
     # watermark would drop the other's events as late. Ordering is per key (state_fn.Hold).
     return routed.groupBy("key").applyInPandasWithState(

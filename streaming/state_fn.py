@@ -114,10 +114,8 @@ def _run(pkey: tuple, st, ready: list, cfg: RulesConfig, out: grp.Outputs, clock
     return tw
 
 
-def make_router(input_format: str = "json", schema_ids: Iterable[int] = (1,), registry=None) -> Callable:
-    """The ``mapInPandas`` function: columns value, seq, event_id, coords, source, record_ts, bad_reason
-    -> ROUTED rows (``bad_reason`` set: an upstream decoder already rejected the record).
-    ``registry``: a ``schema_registry.RegistryEventDecoder`` for Avro input (else the fixed ids)."""
+def make_decoder(input_format: str = "json", schema_ids: Iterable[int] = (1,), registry=None) -> Callable:
+    """(value, seq, event_id, coords) -> a typed event, :class:`UnknownType` or :class:`DecodeError`."""
     ids = frozenset(schema_ids)
 
     def decode(value, seq, eid, coords):
@@ -126,40 +124,57 @@ def make_router(input_format: str = "json", schema_ids: Iterable[int] = (1,), re
                                       registry=registry)
         return decode_json_line(value, seq=seq, default_event_id=eid, coords=coords)
 
+    return decode
+
+
+def make_router(input_format: str = "json", schema_ids: Iterable[int] = (1,), registry=None) -> Callable:
+    """The ``mapInPandas`` function: columns value, seq, event_id, coords, source, record_ts, bad_reason
+    -> ROUTED rows (``bad_reason`` set: an upstream decoder already rejected the record).
+    ``registry``: a ``schema_registry.RegistryEventDecoder`` for Avro input (else the fixed ids)."""
+    decode = make_decoder(input_format, schema_ids, registry)
+
     def route_batches(batches: Iterator[pd.DataFrame]) -> Iterator[pd.DataFrame]:
         for pdf in batches:
-            rows = _Rows(ROUTED_COLUMNS)
-            add = rows.add
-            keyed: dict[str, list] = {}
             bad_reasons = pdf["bad_reason"] if "bad_reason" in pdf else [None] * len(pdf)
             # One micro-batch per task: its rows share the source's caught-up mark (None: unknown).
             caught_up = "caught_up" in pdf and len(pdf) > 0 and bool(pdf["caught_up"].notna().all()) and bool(
                 pdf["caught_up"].all())
-            for value, seq, eid, coords, source, record_ts, bad in zip(
-                    pdf["value"], pdf["seq"], pdf["event_id"], pdf["coords"], pdf["source"], pdf["record_ts"],
-                    bad_reasons):
-                if bad is not None:
-                    add(DLQ_KEY, int(record_ts), int(seq), "dlq", source, None if value is None else bytes(value),
-                        bad, coords, 0, None)
-                    continue
-                if value is None:
-                    add(DLQ_KEY, int(record_ts), int(seq), "dlq", source, None, "MISSING_VALUE", coords, 0, None)
-                    continue
-                res = decode(value, int(seq), eid, coords)
-                if isinstance(res, DecodeError):
-                    raw = value if isinstance(value, (bytes, bytearray)) else str(value).encode()
-                    add(DLQ_KEY, int(record_ts), int(seq), "dlq", source, bytes(raw), res.reason, coords, 0, None)
-                elif isinstance(res, UnknownType):
-                    add(DLQ_KEY, int(record_ts), int(seq), "unknown", source, None, res.type, coords, 0, None)
-                else:
-                    _route_into(keyed, res, source)
-            for key, items in keyed.items():
-                add(key, max(it[0] for it in items), min(it[1] for it in items), "events", None,
-                    pickle.dumps(items, _PICKLE), None, None, sum(1 for it in items if it[2] != "commit_fact"),
-                    caught_up)
-            yield pd.DataFrame(rows.cols, columns=ROUTED_COLUMNS)
+            records = zip(pdf["value"], pdf["seq"], pdf["event_id"], pdf["coords"], pdf["source"], pdf["record_ts"],
+                          bad_reasons)
+            yield pd.DataFrame(route_records(records, decode, caught_up), columns=ROUTED_COLUMNS)
 
     return route_batches
+
+
+def route_records(records: Iterable[tuple], decode: Callable, caught_up: bool | None) -> dict[str, list]:
+    """The router's work on one input batch: records (value, seq, event_id, coords, source,
+    record_ts, bad_reason) -> ROUTED columns, one row per key with its items pickled together,
+    one per dead letter or unknown type. Shared by the ``mapInPandas`` router and the Kafka
+    source that routes inside ``read`` (``routed_source``)."""
+    rows = _Rows(ROUTED_COLUMNS)
+    add = rows.add
+    keyed: dict[str, list] = {}
+    for value, seq, eid, coords, source, record_ts, bad in records:
+        if bad is not None:
+            add(DLQ_KEY, int(record_ts or 0), int(seq), "dlq", source, None if value is None else bytes(value), bad,
+                coords, 0, None)
+            continue
+        if value is None:
+            add(DLQ_KEY, int(record_ts or 0), int(seq), "dlq", source, None, "MISSING_VALUE", coords, 0, None)
+            continue
+        res = decode(value, int(seq), eid, coords)
+        if isinstance(res, DecodeError):
+            raw = value if isinstance(value, (bytes, bytearray)) else str(value).encode()
+            add(DLQ_KEY, int(record_ts or 0), int(seq), "dlq", source, bytes(raw), res.reason, coords, 0, None)
+        elif isinstance(res, UnknownType):
+            add(DLQ_KEY, int(record_ts or 0), int(seq), "unknown", source, None, res.type, coords, 0, None)
+        else:
+            _route_into(keyed, res, source)
+    for key, items in keyed.items():
+        add(key, max(it[0] for it in items), min(it[1] for it in items), "events", None,
+            pickle.dumps(items, _PICKLE), None, None, sum(1 for it in items if it[2] != "commit_fact"),
+            caught_up)
+    return rows.cols
 
 
 def _render(out: grp.Outputs, *, verdicts: bool = True) -> _Rows:

@@ -39,7 +39,7 @@ import re
 import sys
 import time
 import uuid
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
@@ -804,12 +804,18 @@ class _Planner:
 # --------------------------------------------------------------------------- executor side
 
 
-def read_partition(part: KafkaInputPartition) -> Iterator[Any]:
+def read_partition(part: KafkaInputPartition, flush: Callable[["_BatchBuilder"], Any] | None = None
+                   ) -> Iterator[Any]:
     """Yield ``pyarrow.RecordBatch``es with the records of ``part``'s offset range.
 
     Stops when the consumer position reaches ``until_offset`` (control records
     and compaction leave offset gaps, so counting records would hang).
+    ``flush``: turns the records gathered so far (a :class:`_BatchBuilder`, emptied after) into
+    the batch to yield, or None for nothing; default: Spark's Kafka schema
+    (:meth:`_BatchBuilder.flush`). A caller with a schema of its own transforms the records here,
+    in the task that reads them, instead of in a stage after the source.
     """
+    flush = flush or _BatchBuilder.flush
     from confluent_kafka import Consumer, KafkaError, KafkaException, Message, TopicPartition
     from pyspark.sql.pandas.types import to_arrow_schema
 
@@ -883,9 +889,13 @@ def read_partition(part: KafkaInputPartition) -> Iterator[Any]:
                     f"{spec.poll_timeout_ms} ms (kafkaConsumer.pollTimeoutMs); last client errors: "
                     f"{'; '.join(client_errors) or 'none'}; client log: {client_log.last()}")
             if builder.rows >= ARROW_BATCH_ROWS:
-                yield builder.flush()
+                batch = flush(builder)
+                if batch is not None:
+                    yield batch
         if builder.rows:
-            yield builder.flush()
+            batch = flush(builder)
+            if batch is not None:
+                yield batch
     except KafkaException as exc:
         raise RuntimeError(f"reading {where} at offset {position} failed: {exc}") from exc
     finally:
@@ -972,6 +982,9 @@ class _BatchBuilder:
             for msg in messages:
                 headers = msg.headers()
                 self.headers.append([{"key": k, "value": v} for k, v in headers] if headers else None)
+
+    def clear(self) -> None:
+        self._reset()
 
     def flush(self):
         import numpy as np

@@ -1,0 +1,134 @@
+"""``run --source events`` on our own Kafka source: the router applied inside the source's ``read``.
+
+The query's first stage was a Python source (``fencewatch-kafka``) yielding Spark's Kafka rows,
+a JVM projection building each record's event id and coordinates, then the router in a
+``mapInPandas``: every record crossed Python -> JVM -> Python once more, ~700 bytes of JSON
+converted between Arrow and JVM rows on the way, to come out as one pickled row per key.
+``fencewatch-routed`` reads the same offsets with the same options and admission control, and
+hands the records of each read batch straight to the router (``state_fn.route_records``), so the
+JVM only sees the routed rows (one per key per read batch; docs/benchmarks.md, issue 14).
+
+Used when the job reads through ``fencewatch-kafka`` (Spark's own connector keeps the
+``mapInPandas`` router) and no Schema Registry decoder is configured.
+"""
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from typing import Any, Iterator, Mapping
+
+from .sources.kafka import (
+    SHORT_NAME,
+    KafkaDataSource,
+    KafkaStreamReader,
+    parse_options,
+    read_partition,
+)
+
+NAME = "fencewatch-routed"
+ROUTER_OPTION = "fencewatch.router"  # JSON: topics -> (source name, seq rank), input format, schema ids
+
+
+@dataclass(frozen=True)
+class RouterSpec:
+    """What ``read`` needs to route a topic-partition's records (pickled to the executors)."""
+
+    topics: tuple[tuple[str, str, int], ...]  # (topic, source name, rank in seq = offset * 4 + rank)
+    input_format: str = "json"
+    schema_ids: tuple[int, ...] = (1,)
+
+    def to_option(self) -> str:
+        return json.dumps({"topics": self.topics, "input_format": self.input_format,
+                           "schema_ids": self.schema_ids})
+
+    @classmethod
+    def from_option(cls, text: str) -> "RouterSpec":
+        d = json.loads(text)
+        return cls(tuple(tuple(t) for t in d["topics"]), d["input_format"], tuple(d["schema_ids"]))
+
+
+class _Router:
+    """The builder's records -> one Arrow batch of ROUTED rows (or None when nothing routed)."""
+
+    def __init__(self, spec: RouterSpec) -> None:
+        from pyspark.sql.pandas.types import to_arrow_schema
+
+        from .schemas import ROUTED
+        from .state_fn import make_decoder
+
+        self.names = {t: (source, rank) for t, source, rank in spec.topics}
+        self.decode = make_decoder(spec.input_format, spec.schema_ids)
+        self.schema = to_arrow_schema(ROUTED)
+
+    def __call__(self, builder) -> Any:
+        import pyarrow as pa
+
+        from .state_fn import route_records
+
+        topic, part = builder.topic, builder.partition
+        source, rank = self.names.get(topic, ("other", 2))
+        # (librdkafka timestamp type, ms): type 0 is "none" (the JVM path gave a null there).
+        records = ((value, offset * 4 + rank, f"{topic}/{part}/{offset}", f"{topic}[{part}]@{offset}", source,
+                    ms if kind else None, None)
+                   for value, offset, (kind, ms) in zip(builder.values, builder.offsets, builder.stamps))
+        cols = route_records(records, self.decode, bool(builder.caught_up))
+        builder.clear()
+        if not cols["key"]:
+            return None
+        return pa.RecordBatch.from_arrays([pa.array(cols[f.name], type=f.type) for f in self.schema],
+                                          schema=self.schema)
+
+
+class RoutedStreamReader(KafkaStreamReader):
+    """``fencewatch-kafka``'s planning (offsets, limits, caught-up marks); ``read`` routes."""
+
+    def __init__(self, options, router: RouterSpec) -> None:
+        super().__init__(options)
+        self._router_spec = router
+        self._router: _Router | None = None
+
+    def __getstate__(self) -> dict[str, Any]:
+        return {**super().__getstate__(), "_router_spec": self._router_spec}
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        self.__init__(state["_options"], state["_router_spec"])  # type: ignore[misc]
+
+    def read(self, partition) -> Iterator[Any]:
+        if self._router is None:
+            self._router = _Router(self._router_spec)
+        return read_partition(partition, flush=self._router)
+
+
+class RoutedKafkaSource(KafkaDataSource):
+    """``format("fencewatch-routed")``: ``fencewatch-kafka``'s options plus ``fencewatch.router``."""
+
+    @classmethod
+    def name(cls) -> str:
+        return NAME
+
+    def __init__(self, options: Mapping[str, str]) -> None:
+        rest = {k: v for k, v in options.items() if k != ROUTER_OPTION}
+        super().__init__(rest)
+        self._router = RouterSpec.from_option(options[ROUTER_OPTION])
+
+    def schema(self):
+        from .schemas import ROUTED
+
+        return ROUTED
+
+    def streamReader(self, schema):
+        return RoutedStreamReader(self._parsed, self._router)
+
+    def reader(self, schema):
+        raise NotImplementedError(f"{NAME} is a streaming source; batch reads use {SHORT_NAME}")
+
+
+def read_routed_stream(spark, *, bootstrap: str, topics: list[str], router: RouterSpec,
+                       options: Mapping[str, str]):
+    """The routed rows (``schemas.ROUTED``) of ``topics``, read with ``fencewatch-kafka``'s options."""
+    merged = {str(k): str(v) for k, v in options.items()}
+    merged.update({"kafka.bootstrap.servers": bootstrap, "subscribe": ",".join(topics),
+                   ROUTER_OPTION: router.to_option()})
+    parse_options({k: v for k, v in merged.items() if k != ROUTER_OPTION}, streaming=True)  # our messages
+    spark.dataSource.register(RoutedKafkaSource)
+    return spark.readStream.format(NAME).options(**merged).load()
