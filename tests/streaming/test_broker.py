@@ -216,6 +216,7 @@ _CHILD = textwrap.dedent(
     broker = EmbeddedBroker().start()
     print(broker.pid, flush=True)
     if sys.argv[1] == "exit":
+        sys.stdin.readline()  # the parent has seen the broker alive
         sys.exit(0)          # no stop(): atexit must do it
     time.sleep(600)          # waits for a signal
     """
@@ -224,11 +225,15 @@ _CHILD = textwrap.dedent(
 
 @pytest.mark.parametrize("how", ["exit", "sigterm", "sigkill", "sigint"])
 def test_broker_dies_with_its_owner(how):
-    child = subprocess.Popen([sys.executable, "-c", _CHILD, how], stdout=subprocess.PIPE, text=True)
+    child = subprocess.Popen([sys.executable, "-c", _CHILD, how], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                             text=True)
     try:
         broker_pid = int(child.stdout.readline())
         assert not _process_gone(broker_pid)
-        if how != "exit":
+        if how == "exit":  # only now: an owner exiting at once raced the check above
+            child.stdin.write("go\n")
+            child.stdin.flush()
+        else:
             child.send_signal({"sigterm": signal.SIGTERM, "sigkill": signal.SIGKILL,
                                "sigint": signal.SIGINT}[how])
         child.wait(timeout=30)
