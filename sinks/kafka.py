@@ -162,9 +162,11 @@ class KafkaOutputs:
         from confluent_kafka import Producer
 
         self._client = dict(client_config)
+        # Delivery reports for failures only: success needs no Python call per record (a verdict line
+        # costs 1.8 instead of 2.5 us of driver CPU, ~4 lines per commit; docs/benchmarks.md).
         cfg = {"linger.ms": "20", "batch.num.messages": "10000", "compression.type": "lz4",
                "enable.idempotence": "true", "message.max.bytes": str(max_record_bytes + HEADROOM),
-               **self._client}
+               "delivery.report.only.error": "true", **self._client}
         self._producer = Producer(cfg)
         self._consumer = None  # offsets and read-back, made when first needed
         self.verdicts_topic = verdicts_topic
