@@ -28,7 +28,6 @@ COLUMNS = ("value", "seq", "event_id", "coords", "source", "record_ts", "bad_rea
 SCHEMA = ("value binary, seq long, event_id string, coords string, source string, record_ts long, "
           "bad_reason string")
 EVENTS_PER_LINE = 64  # seq = offset * 64 + i: a line's events stay in order, lines in offset order
-LINES_PER_CALL = 1000  # lines per ``RequestLogBridge.events_many`` call (below the bridge's MAX_PROBLEMS)
 
 
 def make_request_log_mapper(topic_ids: Mapping[str, str] | None = None, *, cluster: str | None = None,
@@ -38,7 +37,7 @@ def make_request_log_mapper(topic_ids: Mapping[str, str] | None = None, *, clust
     router sends it to the dead-letter topic); lines of other APIs or loggers -> nothing.
     ``membership`` False drops ``member_assignment`` / ``member_left``."""
     from .bridge.mapping import TopicNames
-    from .bridge.request_log import RequestLogBridge, event_json
+    from .bridge.request_log import BATCH_LINES, RequestLogBridge, event_json
 
     names = TopicNames(topic_ids or {})
 
@@ -60,10 +59,10 @@ def make_request_log_mapper(topic_ids: Mapping[str, str] | None = None, *, clust
                 bad_c.append(bad)
 
             records = list(zip(pdf["value"], pdf["topic"], pdf["partition"], pdf["offset"], pdf["record_ts"]))
-            for start in range(0, len(records), LINES_PER_CALL):
+            for start in range(0, len(records), BATCH_LINES):
                 # the chunk's lines decoded in one call (``events_many``), then written in order
                 chunk = []
-                for value, topic, partition, offset, ts in records[start:start + LINES_PER_CALL]:
+                for value, topic, partition, offset, ts in records[start:start + BATCH_LINES]:
                     offset, ts = int(offset), int(ts)
                     chunk.append((None if value is None else bytes(value), offset, f"{topic}/{partition}/{offset}",
                                   f"{topic}[{partition}]@{offset}", ts))

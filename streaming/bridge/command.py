@@ -37,7 +37,7 @@ from typing import IO, Any, Callable, Iterable, Iterator
 
 from .mapping import ABSENT_EPOCH_MODES, Bridge, TopicNames, event_role
 from .records import RecordDecodeError, decode, kafka_json
-from .request_log import RequestLogBridge, event_json, events_json_lines
+from .request_log import BATCH_LINES, RequestLogBridge, event_json, events_json_lines
 
 __all__ = ["register", "run_bridge", "run_from_file", "run_from_request_log", "run_request_log_bridge",
            "load_topic_ids", "parse_client_config", "parse_timezone"]
@@ -275,14 +275,11 @@ def run_from_file(lines: IO[str], out: IO[str], err: IO[str], *, topic_names: To
     return 0
 
 
-REQUEST_LOG_BATCH = 1000  # lines per ``RequestLogBridge.events_many`` call (the offline and live bridges)
-
-
 def run_from_request_log(lines: Iterable[str | bytes], out: IO[str], err: IO[str], bridge: RequestLogBridge) -> int:
     """Request-log lines -> SPEC events as JSON lines (every event of line n has event id
     ``"n"``); each broken line reported on ``err`` with its reason; a summary last. Exit 0.
-    Lines are decoded ``REQUEST_LOG_BATCH`` at a time (``events_many``; output and reports come
-    per batch, also from stdin) and their events written as one block of JSON lines
+    Lines are decoded ``BATCH_LINES`` at a time (``events_many``; output and reports come per
+    batch, also from stdin) and their events written as one block of JSON lines
     (``events_json_lines``: the bytes ``json.dumps`` wrote of the dicts before, without
     building them)."""
     problems = bridge.problems
@@ -290,7 +287,7 @@ def run_from_request_log(lines: Iterable[str | bytes], out: IO[str], err: IO[str
     write = out.write
     it = iter(lines)
     n = 0
-    while chunk := list(islice(it, REQUEST_LOG_BATCH)):
+    while chunk := list(islice(it, BATCH_LINES)):
         events = [e for line_events in events_many(chunk, [str(k) for k in range(n, n + len(chunk))])
                   for e in line_events]
         n += len(chunk)
@@ -553,7 +550,7 @@ def run_request_log_bridge(conf: dict[str, Any], lines_topic: str, bridge: Reque
         next_commit = time.monotonic() + commit_interval_s
         while not stop["now"] and not (should_stop and should_stop()):
             lines, eids, tss = [], [], []
-            for msg in consumer.consume(num_messages=REQUEST_LOG_BATCH, timeout=0.5):
+            for msg in consumer.consume(num_messages=1000, timeout=0.5):
                 err = msg.error()
                 if err is not None:
                     if err.code() != KafkaError._PARTITION_EOF:
@@ -567,18 +564,20 @@ def run_request_log_bridge(conf: dict[str, Any], lines_topic: str, bridge: Reque
                 lines.append(value)
                 eids.append(f"{msg.topic()}/{msg.partition()}/{msg.offset()}")
                 tss.append(ts if ts_type else None)
-            # a topic created since start-up: the names are refreshed after the line that met
-            # its id, so later lines resolve
-            for line_events in bridge.events_many(lines, eids, tss, on_unresolved=metadata.maybe_refresh):
-                for e in line_events:
-                    topic = offsets_topic if event_role(e.kind) == "offsets" else heartbeats_topic
-                    while True:
-                        try:
-                            producer.produce(topic, value=event_json(e), key=e.group_id.encode(),
-                                             on_delivery=on_delivery)
-                            break
-                        except BufferError:
-                            producer.poll(0.1)
+            for k in range(0, len(lines), BATCH_LINES):
+                # a topic created since start-up: the names are refreshed after the line that met
+                # its id, so later lines resolve
+                for line_events in bridge.events_many(lines[k:k + BATCH_LINES], eids[k:k + BATCH_LINES],
+                                                      tss[k:k + BATCH_LINES], on_unresolved=metadata.maybe_refresh):
+                    for e in line_events:
+                        topic = offsets_topic if event_role(e.kind) == "offsets" else heartbeats_topic
+                        while True:
+                            try:
+                                producer.produce(topic, value=event_json(e), key=e.group_id.encode(),
+                                                 on_delivery=on_delivery)
+                                break
+                            except BufferError:
+                                producer.poll(0.1)
             while bridge.problems:
                 eid, code, detail = bridge.problems.popleft()
                 topic_name, partition, offset = eid.rsplit("/", 2)

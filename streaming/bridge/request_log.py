@@ -76,7 +76,7 @@ from .mapping import TopicNames
 from .records import parse_topic_id, uuid_to_standard_string
 
 __all__ = ["RequestLogBridge", "Event", "event_json", "events_json_lines", "events_json_many", "OFFSET_COMMIT",
-           "TXN_OFFSET_COMMIT", "CONSUMER_GROUP_HEARTBEAT", "COORDINATOR_ERRORS", "DEFAULT_LINES_TOPIC"]
+           "TXN_OFFSET_COMMIT", "CONSUMER_GROUP_HEARTBEAT", "COORDINATOR_ERRORS", "DEFAULT_LINES_TOPIC", "BATCH_LINES"]
 
 log = logging.getLogger(__name__)
 
@@ -87,6 +87,10 @@ UNKNOWN_MEMBER_ID, FENCED_MEMBER_EPOCH = 25, 110
 LEAVE_GROUP_MEMBER_EPOCH, LEAVE_GROUP_STATIC_MEMBER_EPOCH = -1, -2
 DEFAULT_LINES_TOPIC = "fencewatch.request-log"
 MAX_PROBLEMS = 10_000
+# Lines per ``events_many`` call in the commands: a batch's lines and events stay in the core's
+# caches (interleaved A/B, 100,000 bench lines: 200 lines per call 4-8% faster than 1,000, 50 no
+# better); far below MAX_PROBLEMS, so a batch's problems are never dropped.
+BATCH_LINES = 200
 
 _MARKER = "Completed request:"
 # The usual line, up to the API key: ``[2026-11-20 09:00:00,123] DEBUG Completed request:{"isForwarded":
