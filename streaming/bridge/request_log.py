@@ -481,7 +481,7 @@ class RequestLogBridge:
         members = self.members
         steady = self.carry  # carry=False: every successful heartbeat says its membership
         cluster = UNSET if self.cluster is None else self.cluster
-        heartbeat, on_heartbeat, on_commit = Heartbeat, self._heartbeat, self._commit
+        heartbeat, assignment, on_heartbeat, on_commit = Heartbeat, MemberAssignment, self._heartbeat, self._commit
         n_lines = n_heartbeats = n_events = 0
         unresolved = self.unresolved_ids
         try:
@@ -524,15 +524,23 @@ class RequestLogBridge:
                 if api == CONSUMER_GROUP_HEARTBEAT:
                     n_heartbeats += 1
                     req, resp = parsed.request, parsed.response
-                    if (steady and resp.error_code == 0 and resp.assignment is None and req.topic_partitions is None
+                    if (resp.error_code == 0 and resp.assignment is None and req.topic_partitions is None
                             and req.subscribed_topic_names is None and req.instance_id is None):
+                        # a heartbeat that says nothing new (most of them)
                         group_id, member_id = req.group_id, req.member_id or resp.member_id or ""
                         epoch = resp.member_epoch
-                        m = members.get((group_id, member_id))
-                        if m is not None and m.epoch == epoch:  # the steady heartbeat: nothing changed
-                            append([heartbeat(base + ms, cluster, group_id, eid, member_id, req.member_epoch, epoch,
-                                              0)])
-                            n_events += 1
+                        if steady:
+                            m = members.get((group_id, member_id))
+                            if m is not None and m.epoch == epoch:  # the member as the bridge knows it
+                                append([heartbeat(base + ms, cluster, group_id, eid, member_id, req.member_epoch,
+                                                  epoch, 0)])
+                                n_events += 1
+                                continue
+                        elif req.member_epoch >= 0:  # (carry=False) not a leave: "assignment unchanged"
+                            append([heartbeat(base + ms, cluster, group_id, eid, member_id, req.member_epoch, epoch, 0),
+                                    assignment(base + ms, cluster, group_id, eid, member_id, "consumer", epoch, UNSET,
+                                               None, [], UNSET, UNSET)])
+                            n_events += 2
                             continue
                 try:
                     if api == CONSUMER_GROUP_HEARTBEAT:
