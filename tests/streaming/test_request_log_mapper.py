@@ -60,7 +60,7 @@ def test_chunks_of_lines_give_the_rows_of_line_by_line():
     sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "bench"))
     from bench_request_log import build
 
-    lines, names = build(5 * BATCH_LINES + 150, seed=17)
+    lines, names = build(20 * BATCH_LINES + 7, seed=17)
     for k in range(0, len(lines), 41):
         lines[k] = None if k % 2 else lines[k][:300]  # nulls and broken lines here and there
     pdf = frame(lines)
