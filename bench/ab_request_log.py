@@ -11,7 +11,7 @@ named ``fencewatch`` put first on ``PYTHONPATH`` (as ``ab_replay.py``).
 Two measures, lines/s per CPU-second on one core:
 
 - ``records``: lines -> output JSON records, one ``bytes`` per event, as the Spark mapper and
-  the live bridge make them: ``events_many`` in batches of 1,000 and ``event_json`` per event
+  the live bridge make them: ``events_many`` with ``BATCH_LINES`` per call and ``event_json`` per event
   where the code has ``events_many``, else ``events`` and ``event_json`` line by line (what
   those commands did before it);
 - ``offline``: ``run_from_request_log`` (the offline bridge's loop) reading the lines as a
@@ -41,7 +41,9 @@ from bench.report import write_section  # noqa: E402
 CHILD = r"""
 import gc, io, json, os, sys, time
 from fencewatch.streaming.bridge.command import run_from_request_log, tune_gc
+from fencewatch.streaming.bridge import request_log
 from fencewatch.streaming.bridge.request_log import RequestLogBridge, event_json
+batch = getattr(request_log, "BATCH_LINES", 1000)
 path, stop = sys.argv[1], sys.argv[2]
 with open(path, "rb") as f:
     data = f.read()
@@ -60,8 +62,8 @@ tune_gc()
 def records():
     b = RequestLogBridge(names)
     if hasattr(b, "events_many"):
-        for k in range(0, len(lines), 1000):
-            for events in b.events_many(lines[k:k + 1000], ids[k:k + 1000]):
+        for k in range(0, len(lines), batch):
+            for events in b.events_many(lines[k:k + batch], ids[k:k + batch]):
                 for e in events:
                     event_json(e)
     else:
