@@ -53,8 +53,10 @@ Speed (``bench/bench_request_log.py``, ``docs/decisions.md``): a line in Kafka's
 layout, at a second already read once, is cut by position (no regex) and parsed without its
 header (the API key sits at a fixed place); a commit's per-partition answers stay
 ``msgspec.Raw`` and are parsed once per distinct text (``_answers``); the usual one-topic
-commit is written as one dict. ``tests/bridge/test_request_log_golden.py`` holds the outputs
-to those of the decoder before these paths, byte for byte.
+commit is written as one dict; ``events_many`` (what the commands call) decodes a batch of lines
+in one loop, ASCII bytes lines without decoding them to text. ``tests/bridge/test_request_log_golden.py``
+holds the outputs to those of the decoder before these paths, byte for byte, and
+``tests/bridge/test_request_log_many.py`` ``events_many`` to ``events`` line by line.
 """
 
 from __future__ import annotations
