@@ -4,18 +4,24 @@ Builds N lines as a busy cluster's brokers write them (``tests/bridge/request_lo
 field presence as Kafka's message specs): 62% steady ConsumerGroupHeartbeats (no assignment),
 3% heartbeats that join or move an epoch (with an assignment), 27% OffsetCommit v9/v10 of
 1-4 partitions, 6% of 10-50 partitions, 1% of 200 partitions, 1% TxnOffsetCommit; then times
-lines -> output records, what the commands emit (``RequestLogBridge.map_line_json``: split, time
-stamp, parse, map, JSON bytes per event), and ``map_line`` (the same as dicts), and, to choose the JSON
-parser by measurement, the parse step alone with each candidate on the same JSON bodies:
-stdlib ``json.loads``, ``msgspec.json.decode`` to dicts, and ``msgspec`` into typed Structs
-that name only the fields used (what ``request_log.py`` does: header skipped, a commit's
-answers kept raw). Also the cost of skipping a line of another API (a broker without the
-log4j2 filter logs every Fetch and Produce), and the floor: the same lines with no decoding
-logic at all (JSON found by position, typed parse, and then also the output dicts, or the
-output JSON bytes through the decoder's output Structs).
+lines -> output records as the commands make them: the lines as bytes (what the offline bridge,
+the live bridge and the Spark mapper hand the decoder), ``RequestLogBridge.events_many`` with
+``BATCH_LINES`` lines per call and ``event_json`` per event (the target's figure), also with
+``carry=False`` (the Spark mapper's mode) and the offline bridge's whole loop
+(``run_from_request_log``: reading a file's bytes, writing JSON lines). Beside them, the figure
+this bench gave before: ``map_line_json`` line by line on text lines, and ``map_line`` (dicts).
+To choose the JSON parser by measurement, the parse step alone with each candidate on the same
+JSON bodies: stdlib ``json.loads``, ``msgspec.json.decode`` to dicts, and ``msgspec`` into typed
+Structs that name only the fields used (what ``request_log.py`` does: header skipped, a commit's
+answers kept raw). Also the cost of skipping a line of another API (a broker without the log4j2
+filter logs every Fetch and Produce), and the floor: the same lines with no decoding logic at all
+(JSON found by position, typed parse, and then also the output dicts, or the output JSON bytes
+through the decoder's output Structs; on text lines and, as the commands get them, on bytes).
 Target: >= 100,000 lines/s on one core.
 
     python bench/bench_request_log.py [--lines 200000] [--write-docs]
+
+Before and after a change, run interleaved: ``bench/ab_request_log.py OLD`` (this host drifts).
 """
 
 from __future__ import annotations
@@ -23,6 +29,7 @@ from __future__ import annotations
 import argparse
 import datetime as dt
 import gc
+import io
 import json
 import os
 import random
@@ -41,9 +48,9 @@ from request_log_lines import envelope, heartbeat, kafka_id, log_line, offset_co
 
 from bench_bridge import bench_feed  # noqa: E402
 from bench_bridge import build as build_records  # noqa: E402
-from fencewatch.streaming.bridge.command import tune_gc  # noqa: E402
+from fencewatch.streaming.bridge.command import run_from_request_log, tune_gc  # noqa: E402
 from fencewatch.streaming.bridge.request_log import (  # noqa: E402
-    _BODY_DECODERS, _FAST_API, _FAST_APIS, _FAST_BODY, _FAST_END, Heartbeat, Offset, OffsetCommit,
+    _BODY_DECODERS, _FAST_API, _FAST_APIS, _FAST_BODY, _FAST_END, BATCH_LINES, Heartbeat, Offset, OffsetCommit,
     RequestLogBridge, _api_key, event_json)
 
 
@@ -113,6 +120,33 @@ def bench_map(lines: list[str], names: dict[str, str], how: str = "json") -> tup
     return c, w, count[0]
 
 
+def bench_commands(lines: list[bytes], names: dict[str, str], carry: bool = True) -> tuple[float, float, int]:
+    """Lines -> output JSON records as the commands make them: ``events_many``, ``BATCH_LINES``
+    lines per call, ``event_json`` per event (the Spark mapper's and the live bridge's bytes)."""
+    bridge = RequestLogBridge(names, carry=carry)
+    events_many = bridge.events_many
+    ids = [str(i) for i in range(len(lines))]
+    count = [0]
+
+    def run():
+        n = 0
+        for k in range(0, len(lines), BATCH_LINES):
+            for events in events_many(lines[k:k + BATCH_LINES], ids[k:k + BATCH_LINES]):
+                for e in events:
+                    event_json(e)
+                    n += 1
+        count[0] = n
+
+    c, w = timed(run)
+    assert not bridge.counts.get("broken.INTERNAL"), bridge.summary()
+    return c, w, count[0]
+
+
+def bench_offline(data: bytes, names: dict[str, str]) -> tuple[float, float]:
+    """The offline bridge's loop: a file's bytes -> JSON lines (``run_from_request_log``)."""
+    return timed(lambda: run_from_request_log(io.BytesIO(data), io.StringIO(), io.StringIO(), RequestLogBridge(names)))
+
+
 def bodies_of(lines: list[str]) -> list[str]:
     return [line[line.index("request:") + 8:line.rindex("}") + 1] for line in lines]
 
@@ -127,7 +161,7 @@ def bench_parse(bodies: list[str], how: str) -> tuple[float, float]:
     return timed(lambda: [_BODY_DECODERS[_api_key(b)](b) for b in bodies])
 
 
-def bench_floor(lines: list[str], output: str | None) -> tuple[float, float]:
+def bench_floor(lines: list[str] | list[bytes], output: str | None) -> tuple[float, float]:
     """What any decoder of these lines pays, without its logic: the API key and the JSON by
     position, the typed parse the decoder uses, and (``output``) one output dict ("dicts") or
     one output Struct encoded to JSON bytes ("json", as ``event_json``) per heartbeat and per
@@ -138,7 +172,7 @@ def bench_floor(lines: list[str], output: str | None) -> tuple[float, float]:
     def run():
         for line in lines:
             api = apis[line[24:_FAST_API]]
-            p = decoders[api](line[_FAST_BODY:-_FAST_END])
+            p = decoders[api](line[_FAST_BODY:-_FAST_END])  # (bytes lines: no newline, as Kafka records)
             if output is None:
                 continue
             req, resp = p.request, p.response
@@ -179,17 +213,24 @@ def main(argv: list[str] | None = None) -> int:
 
     pin_one_core()
     lines, names = build(args.lines)
+    blines = [x.encode() for x in lines]  # as the commands get them
+    file_data = b"".join(x + b"\n" for x in blines)
     bodies = bodies_of(lines)
     others = other_api_lines(args.lines // 4)
     mean_len = sum(map(len, lines)) / len(lines)
     gc.collect()
     gc.freeze()  # the prebuilt input is not the decoder's garbage
     tune_gc()
+    commands = [bench_commands(blines, names) for _ in range(args.repeat)]
+    stateless = [bench_commands(blines, names, carry=False) for _ in range(args.repeat)]
+    offline = [bench_offline(file_data, names) for _ in range(args.repeat)]
     full = [bench_map(lines, names) for _ in range(args.repeat)]
     dicts = [bench_map(lines, names, "dicts") for _ in range(args.repeat)]
     kinds = {"heartbeats": [x for x in lines if "\"requestApiKey\":68," in x[:200]],
              "commits < 5 KB": [x for x in lines if "\"requestApiKey\":68," not in x[:200] and len(x) < 5000],
              "commits >= 5 KB (10-200 partitions)": [x for x in lines if len(x) >= 5000]}
+    by_kind_commands = {k: [bench_commands([x.encode() for x in v], names) for _ in range(args.repeat)]
+                        for k, v in kinds.items()}
     by_kind = {k: [bench_map(v, names) for _ in range(args.repeat)] for k, v in kinds.items()}
     by_kind_dicts = {k: [bench_map(v, names, "dicts") for _ in range(args.repeat)] for k, v in kinds.items()}
     parse = {how: [bench_parse(bodies, how) for _ in range(args.repeat)]
@@ -197,6 +238,9 @@ def main(argv: list[str] | None = None) -> int:
     floor = {how: [bench_floor(lines, out) for _ in range(args.repeat)]
              for how, out in (("position + typed parse", None), ("+ output dicts", "dicts"),
                               ("+ output JSON (Structs, event_json)", "json"))}
+    floor |= {how: [bench_floor(blines, out) for _ in range(args.repeat)]
+              for how, out in (("bytes lines: position + typed parse", None),
+                               ("bytes lines: + output JSON (Structs, event_json)", "json"))}
     skip = [bench_map(others, names) for _ in range(args.repeat)]
     # The host's speed at this moment: the __consumer_offsets decoder on its own mix, to scale
     # these numbers against its runs in docs/benchmarks.md (this host is shared and drifts).
@@ -208,9 +252,18 @@ def main(argv: list[str] | None = None) -> int:
 
     load = os.getloadavg()[0]
     lines_out = [
-        f"lines: {len(lines)} (mean {mean_len:,.0f} bytes), events: {full[0][2]}",
+        f"lines: {len(lines)} (mean {mean_len:,.0f} bytes), events: {commands[0][2]}; "
+        f"{BATCH_LINES} lines per events_many call",
         f"{'lines/s':<52}{'per CPU-s':>10}  {'wall':>10}",
-        f"{'lines -> output JSON records (map_line_json), whole mix':<52}{rate(len(lines), full, 0)}  "
+        f"{'lines -> output JSON records as the commands, whole mix':<52}{rate(len(lines), commands, 0)}  "
+        f"{rate(len(lines), commands, 1)}",
+        *(f"{'  as the commands, ' + k + f' ({len(kinds[k]) / len(lines):.0%})':<52}"
+          f"{rate(len(kinds[k]), runs, 0)}  {rate(len(kinds[k]), runs, 1)}" for k, runs in by_kind_commands.items()),
+        f"{'  the same, carry=False (the Spark mapper), whole mix':<52}{rate(len(lines), stateless, 0)}  "
+        f"{rate(len(lines), stateless, 1)}",
+        f"{'offline bridge loop (file bytes -> JSON lines)':<52}{rate(len(lines), offline, 0)}  "
+        f"{rate(len(lines), offline, 1)}",
+        f"{'before: map_line_json per text line, whole mix':<52}{rate(len(lines), full, 0)}  "
         f"{rate(len(lines), full, 1)}",
         *(f"{'  map_line_json, ' + k + f' ({len(kinds[k]) / len(lines):.0%})':<52}{rate(len(kinds[k]), runs, 0)}  "
           f"{rate(len(kinds[k]), runs, 1)}" for k, runs in by_kind.items()),

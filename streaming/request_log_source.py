@@ -37,13 +37,14 @@ def make_request_log_mapper(topic_ids: Mapping[str, str] | None = None, *, clust
     router sends it to the dead-letter topic); lines of other APIs or loggers -> nothing.
     ``membership`` False drops ``member_assignment`` / ``member_left``."""
     from .bridge.mapping import TopicNames
-    from .bridge.request_log import RequestLogBridge, event_json
+    from .bridge.request_log import BATCH_LINES, RequestLogBridge, event_json
 
     names = TopicNames(topic_ids or {})
 
     def map_lines(batches: Iterator[pd.DataFrame]) -> Iterator[pd.DataFrame]:
         bridge = RequestLogBridge(names, tz=tz, cluster=cluster, carry=False)
         problems = bridge.problems
+        events_many = bridge.events_many
         for pdf in batches:
             cols: dict[str, list] = {c: [] for c in COLUMNS}
             value_c, seq_c, eid_c, coords_c, source_c, ts_c, bad_c = cols.values()
@@ -57,24 +58,32 @@ def make_request_log_mapper(topic_ids: Mapping[str, str] | None = None, *, clust
                 ts_c.append(ts)
                 bad_c.append(bad)
 
-            for value, topic, partition, offset, ts in zip(pdf["value"], pdf["topic"], pdf["partition"],
-                                                           pdf["offset"], pdf["record_ts"]):
-                offset, ts = int(offset), int(ts)
-                eid, coords = f"{topic}/{partition}/{offset}", f"{topic}[{partition}]@{offset}"
-                if value is None:
-                    add(None, offset * EVENTS_PER_LINE, eid, coords, ts, "MISSING_VALUE")
-                    continue
-                raw = bytes(value)
-                events = bridge.events(raw, eid, ts=ts)
-                if problems:
-                    _, code, detail = problems.pop()
-                    problems.clear()
-                    add(raw, offset * EVENTS_PER_LINE, eid, coords, ts, f"{code}(detail={detail[:200]})")
-                    continue
-                for i, e in enumerate(events):
-                    if membership or e.kind not in MEMBERSHIP:
-                        # the router's JSON, straight from the decoder's Structs (no dict, no json.dumps)
-                        add(event_json(e), offset * EVENTS_PER_LINE + i, eid, coords, ts, None)
+            records = list(zip(pdf["value"], pdf["topic"], pdf["partition"], pdf["offset"], pdf["record_ts"]))
+            for start in range(0, len(records), BATCH_LINES):
+                # the chunk's lines decoded in one call (``events_many``), then written in order
+                chunk = []
+                for value, topic, partition, offset, ts in records[start:start + BATCH_LINES]:
+                    offset, ts = int(offset), int(ts)
+                    chunk.append((None if value is None else bytes(value), offset, f"{topic}/{partition}/{offset}",
+                                  f"{topic}[{partition}]@{offset}", ts))
+                kept = [c for c in chunk if c[0] is not None]
+                per_line = iter(events_many([c[0] for c in kept], [c[2] for c in kept], [c[4] for c in kept]))
+                bad = {}
+                while problems:  # at most one per line: a broken line stops there
+                    eid, code, detail = problems.popleft()
+                    bad[eid] = f"{code}(detail={detail[:200]})"
+                for raw, offset, eid, coords, ts in chunk:
+                    if raw is None:
+                        add(None, offset * EVENTS_PER_LINE, eid, coords, ts, "MISSING_VALUE")
+                        continue
+                    events = next(per_line)
+                    if bad and eid in bad:
+                        add(raw, offset * EVENTS_PER_LINE, eid, coords, ts, bad[eid])
+                        continue
+                    for i, e in enumerate(events):
+                        if membership or e.kind not in MEMBERSHIP:
+                            # the router's JSON, straight from the decoder's Structs (no dict, no json.dumps)
+                            add(event_json(e), offset * EVENTS_PER_LINE + i, eid, coords, ts, None)
             yield pd.DataFrame(cols, columns=list(COLUMNS))
         log.debug("request log: %s", bridge.summary())
 

@@ -32,11 +32,12 @@ import struct
 import sys
 import time
 import uuid
+from itertools import islice
 from typing import IO, Any, Callable, Iterable, Iterator
 
 from .mapping import ABSENT_EPOCH_MODES, Bridge, TopicNames, event_role
 from .records import RecordDecodeError, decode, kafka_json
-from .request_log import RequestLogBridge, event_json
+from .request_log import BATCH_LINES, RequestLogBridge, event_json, events_json_lines
 
 __all__ = ["register", "run_bridge", "run_from_file", "run_from_request_log", "run_request_log_bridge",
            "load_topic_ids", "parse_client_config", "parse_timezone"]
@@ -277,15 +278,21 @@ def run_from_file(lines: IO[str], out: IO[str], err: IO[str], *, topic_names: To
 def run_from_request_log(lines: Iterable[str | bytes], out: IO[str], err: IO[str], bridge: RequestLogBridge) -> int:
     """Request-log lines -> SPEC events as JSON lines (every event of line n has event id
     ``"n"``); each broken line reported on ``err`` with its reason; a summary last. Exit 0.
-    Events are encoded straight from the decoder's Structs (``event_json``: the bytes
-    ``json.dumps`` wrote of the dicts before, without building them)."""
+    Lines are decoded ``BATCH_LINES`` at a time (``events_many``; output and reports come per
+    batch, also from stdin) and their events written as one block of JSON lines
+    (``events_json_lines``: the bytes ``json.dumps`` wrote of the dicts before, without
+    building them)."""
     problems = bridge.problems
-    events_of = bridge.events
+    events_many = bridge.events_many
     write = out.write
-    for n, line in enumerate(lines):
-        events = events_of(line, str(n))
+    it = iter(lines)
+    n = 0
+    while chunk := list(islice(it, BATCH_LINES)):
+        events = [e for line_events in events_many(chunk, [str(k) for k in range(n, n + len(chunk))])
+                  for e in line_events]
+        n += len(chunk)
         if events:
-            write(b"\n".join(map(event_json, events)).decode("ascii") + "\n")  # event_json writes ASCII
+            write(events_json_lines(events).decode("ascii"))  # events_json_lines writes ASCII
         while problems:
             eid, code, detail = problems.popleft()
             err.write(f"line {eid}: {code}: {detail}\n")
@@ -541,8 +548,8 @@ def run_request_log_bridge(conf: dict[str, Any], lines_topic: str, bridge: Reque
         consumer.subscribe([lines_topic])
         positions: dict[int, int] = {}
         next_commit = time.monotonic() + commit_interval_s
-        unresolved = bridge.unresolved_ids
         while not stop["now"] and not (should_stop and should_stop()):
+            lines, eids, tss = [], [], []
             for msg in consumer.consume(num_messages=1000, timeout=0.5):
                 err = msg.error()
                 if err is not None:
@@ -554,22 +561,27 @@ def run_request_log_bridge(conf: dict[str, Any], lines_topic: str, bridge: Reque
                 if value is None:
                     continue
                 ts_type, ts = msg.timestamp()
-                eid = f"{msg.topic()}/{msg.partition()}/{msg.offset()}"
-                for e in bridge.events(value, eid, ts=ts if ts_type else None):
-                    topic = offsets_topic if event_role(e.kind) == "offsets" else heartbeats_topic
-                    while True:
-                        try:
-                            producer.produce(topic, value=event_json(e), key=e.group_id.encode(),
-                                             on_delivery=on_delivery)
-                            break
-                        except BufferError:
-                            producer.poll(0.1)
-                while bridge.problems:
-                    _, code, detail = bridge.problems.popleft()
-                    log.warning("%s[%d]@%d: %s: %s", msg.topic(), msg.partition(), msg.offset(), code, detail)
-                if bridge.unresolved_ids != unresolved:
-                    unresolved = bridge.unresolved_ids
-                    metadata.maybe_refresh()  # a topic created since start-up: later lines resolve
+                lines.append(value)
+                eids.append(f"{msg.topic()}/{msg.partition()}/{msg.offset()}")
+                tss.append(ts if ts_type else None)
+            for k in range(0, len(lines), BATCH_LINES):
+                # a topic created since start-up: the names are refreshed after the line that met
+                # its id, so later lines resolve
+                for line_events in bridge.events_many(lines[k:k + BATCH_LINES], eids[k:k + BATCH_LINES],
+                                                      tss[k:k + BATCH_LINES], on_unresolved=metadata.maybe_refresh):
+                    for e in line_events:
+                        topic = offsets_topic if event_role(e.kind) == "offsets" else heartbeats_topic
+                        while True:
+                            try:
+                                producer.produce(topic, value=event_json(e), key=e.group_id.encode(),
+                                                 on_delivery=on_delivery)
+                                break
+                            except BufferError:
+                                producer.poll(0.1)
+            while bridge.problems:
+                eid, code, detail = bridge.problems.popleft()
+                topic_name, partition, offset = eid.rsplit("/", 2)
+                log.warning("%s[%s]@%s: %s: %s", topic_name, partition, offset, code, detail)
             producer.poll(0)
             if time.monotonic() >= next_commit:
                 _commit_after_delivery(producer, consumer)

@@ -53,8 +53,10 @@ Speed (``bench/bench_request_log.py``, ``docs/decisions.md``): a line in Kafka's
 layout, at a second already read once, is cut by position (no regex) and parsed without its
 header (the API key sits at a fixed place); a commit's per-partition answers stay
 ``msgspec.Raw`` and are parsed once per distinct text (``_answers``); the usual one-topic
-commit is written as one dict. ``tests/bridge/test_request_log_golden.py`` holds the outputs
-to those of the decoder before these paths, byte for byte.
+commit is written as one dict; ``events_many`` (what the commands call) decodes a batch of lines
+in one loop, ASCII bytes lines without decoding them to text. ``tests/bridge/test_request_log_golden.py``
+holds the outputs to those of the decoder before these paths, byte for byte, and
+``tests/bridge/test_request_log_many.py`` ``events_many`` to ``events`` line by line.
 """
 
 from __future__ import annotations
@@ -67,7 +69,7 @@ from operator import attrgetter
 from collections import Counter, deque
 from dataclasses import dataclass
 from datetime import datetime, timedelta, timezone, tzinfo
-from typing import Annotated, Any, ClassVar, Mapping
+from typing import Annotated, Any, Callable, ClassVar, Mapping, Sequence
 
 import msgspec
 from msgspec import UNSET, UnsetType
@@ -75,8 +77,8 @@ from msgspec import UNSET, UnsetType
 from .mapping import TopicNames
 from .records import parse_topic_id, uuid_to_standard_string
 
-__all__ = ["RequestLogBridge", "Event", "event_json", "OFFSET_COMMIT", "TXN_OFFSET_COMMIT", "CONSUMER_GROUP_HEARTBEAT",
-           "COORDINATOR_ERRORS", "DEFAULT_LINES_TOPIC"]
+__all__ = ["RequestLogBridge", "Event", "event_json", "events_json_lines", "events_json_many", "OFFSET_COMMIT",
+           "TXN_OFFSET_COMMIT", "CONSUMER_GROUP_HEARTBEAT", "COORDINATOR_ERRORS", "DEFAULT_LINES_TOPIC", "BATCH_LINES"]
 
 log = logging.getLogger(__name__)
 
@@ -87,6 +89,11 @@ UNKNOWN_MEMBER_ID, FENCED_MEMBER_EPOCH = 25, 110
 LEAVE_GROUP_MEMBER_EPOCH, LEAVE_GROUP_STATIC_MEMBER_EPOCH = -1, -2
 DEFAULT_LINES_TOPIC = "fencewatch.request-log"
 MAX_PROBLEMS = 10_000
+# Lines per ``events_many`` call in the commands: a batch's lines and events stay in the core's
+# caches (interleaved A/B, 100,000 bench lines as bytes -> JSON records, medians of 3, lines/CPU-s:
+# 10 per call 198k, 25 208k, 50 211k, 100 210k, 200 205k, 1,000 ~200k); far below MAX_PROBLEMS,
+# so a batch's problems are never dropped.
+BATCH_LINES = 50
 
 _MARKER = "Completed request:"
 # The usual line, up to the API key: ``[2026-11-20 09:00:00,123] DEBUG Completed request:{"isForwarded":
@@ -104,6 +111,11 @@ _FAST_APIS = {_FAST_HEAD + '8,"': OFFSET_COMMIT, _FAST_HEAD + "28,": TXN_OFFSET_
               _FAST_HEAD + "68,": CONSUMER_GROUP_HEARTBEAT}
 _FAST_END = len(_USUAL_END) - 1
 _MILLIS = {f"{i:03d}": i for i in range(1000)}
+# The same look-ups for ASCII bytes lines (``events_many``): bytes keys next to the text ones
+# (a bytes key never equals a str one); ``_fast_seconds`` holds both forms of each second.
+_FAST_APIS.update({k.encode(): v for k, v in _FAST_APIS.items()})
+_MILLIS.update({k.encode(): v for k, v in _MILLIS.items()})
+_USUAL_END_BYTES = _USUAL_END.encode()
 _LOGGER = "(kafka.request.logger)"
 _API_KEY = '"requestApiKey"'
 _INT64 = 1 << 63
@@ -305,6 +317,27 @@ def event_json(event: Event) -> bytes:
     return _DUMPS(msgspec.to_builtins(event)).encode()
 
 
+_ENCODE_LINES = msgspec.json.Encoder().encode_lines
+
+
+def events_json_lines(events: Sequence[Event]) -> bytes:
+    """Events as JSON lines, each followed by ``\\n``: ``event_json`` of each, encoded in one
+    call (msgspec escapes every control character, so the only newlines are the separators)."""
+    data = _ENCODE_LINES(events)
+    if data.isascii() and 127 not in data:
+        return data
+    return b"".join([event_json(e) + b"\n" for e in events])
+
+
+def events_json_many(events: Sequence[Event]) -> list[bytes]:
+    """``[event_json(e) for e in events]``, encoded in one call (``events_json_lines``)."""
+    if not events:
+        return []
+    data = events_json_lines(events).split(b"\n")
+    data.pop()
+    return data
+
+
 def _unset(value: Any) -> Any:
     return UNSET if value is None else value
 
@@ -349,9 +382,12 @@ class RequestLogBridge:
         self.unresolved_ids = 0  # topic ids met that no name is known for (live callers refresh metadata)
         self._seconds: dict[str, int] = {}
         self._answer_memo: dict[bytes, tuple[tuple[int, ...], tuple[int, ...], int | None]] = {}
-        self._fast_seconds: dict[str, int] = {}  # "[2026-11-20 09:00:00," -> epoch ms, of lines the regex read
+        self._fast_seconds: dict[str | bytes, int] = {}  # "[2026-11-20 09:00:00," -> epoch ms, of lines the regex read
         self._ids: dict[str, str] = {}
-        self._ids_known = len(self.topic_names)
+        # TopicNames' own dict, so that "names learned since?" is a len() in C per resolved id
+        # (TopicNames.__len__, a Python call, was ~5% of a v10 commit's time)
+        self._name_table = self.topic_names._names
+        self._ids_known = len(self._name_table)
 
     # -- entry point ------------------------------------------------------------------------
 
@@ -420,16 +456,124 @@ class RequestLogBridge:
             else:
                 events = self._commit(parsed, api == TXN_OFFSET_COMMIT, line_ts, event_id)
         except _Broken as exc:
-            self._counts[f"broken.{exc.code}"] += 1
-            self.problems.append((event_id, exc.code, exc.detail[:300]))
+            self._broken(event_id, exc)
             return []
         except Exception as exc:  # a bug, never the input's fault: keep going, loudly
-            log.exception("request-log line %s", event_id)
-            self._counts["broken.INTERNAL"] += 1
-            self.problems.append((event_id, "INTERNAL", f"{type(exc).__name__}: {exc}"[:300]))
+            self._internal(event_id, exc)
             return []
         self._events += len(events)
         return events
+
+    def events_many(self, lines: Sequence[str | bytes], event_ids: Sequence[str],
+                    tss: Sequence[int | None] | None = None, *,
+                    on_unresolved: Callable[[], None] | None = None) -> list[list[Event]]:
+        """``events`` of many lines at once (``event_ids[i]``, ``tss[i]``: line i's id and
+        record time stamp): one list per line, in order, with the same events, counts and
+        problems as ``events`` line by line. What the commands call: the lines of Kafka's
+        default layout are decoded in this one loop (no call per line, the steady heartbeat
+        written here; bytes lines that are ASCII are parsed without decoding them to text),
+        every other line goes through ``events``. ``on_unresolved`` is called after a line
+        that met a topic id without a name (``unresolved_ids`` grew), before the next line,
+        as the live bridge did between lines (it refreshes the names)."""
+        out: list[list[Event]] = []
+        append = out.append
+        events_of = self.events
+        fast_apis, fast_seconds, millis, end = _FAST_APIS, self._fast_seconds, _MILLIS, _USUAL_END
+        end_bytes, end_newline = _USUAL_END_BYTES, _USUAL_END_BYTES + b"\n"
+        decode_heartbeat, decode_commit = _BODY_DECODERS[CONSUMER_GROUP_HEARTBEAT], _BODY_DECODERS[OFFSET_COMMIT]
+        members = self.members
+        steady = self.carry  # carry=False: every successful heartbeat says its membership
+        cluster = UNSET if self.cluster is None else self.cluster
+        heartbeat, assignment, on_heartbeat, on_commit = Heartbeat, MemberAssignment, self._heartbeat, self._commit
+        n_lines = n_heartbeats = n_events = 0
+        unresolved = self.unresolved_ids
+        try:
+            for i, line in enumerate(lines):
+                if on_unresolved is not None and self.unresolved_ids != unresolved:
+                    unresolved = self.unresolved_ids
+                    on_unresolved()
+                if type(line) is bytes and line.isascii():
+                    # The commands' lines are bytes: ASCII ones (valid UTF-8, so what ``events``
+                    # would decode them to) are read by position and parsed as they are.
+                    if ((api := fast_apis.get(line[24:_FAST_API])) is None
+                            or (base := fast_seconds.get(line[:21])) is None
+                            or (ms := millis.get(line[21:24])) is None):
+                        append(events_of(line, event_ids[i], ts=None if tss is None else tss[i]))
+                        continue
+                    if line.endswith(end_bytes):
+                        body = line[_FAST_BODY:-_FAST_END]
+                    elif line.endswith(end_newline):  # a file's line
+                        body = line[_FAST_BODY:-_FAST_END - 1]
+                    else:
+                        append(events_of(line, event_ids[i], ts=None if tss is None else tss[i]))
+                        continue
+                elif type(line) is str:
+                    if ((api := fast_apis.get(line[24:_FAST_API])) is None
+                            or (base := fast_seconds.get(line[:21])) is None
+                            or (ms := millis.get(line[21:24])) is None or not line.endswith(end)):
+                        append(events_of(line, event_ids[i], ts=None if tss is None else tss[i]))
+                        continue
+                    body = line[_FAST_BODY:-_FAST_END]
+                else:  # other bytes, bytearray, memoryview: ``events`` decodes them or says why not
+                    append(events_of(line, event_ids[i], ts=None if tss is None else tss[i]))
+                    continue
+                eid = event_ids[i]
+                try:
+                    parsed = (decode_heartbeat if api == CONSUMER_GROUP_HEARTBEAT else decode_commit)(body)
+                except (msgspec.DecodeError, UnicodeEncodeError):  # the line's way says why
+                    append(events_of(line, eid, ts=None if tss is None else tss[i]))
+                    continue
+                n_lines += 1
+                if api == CONSUMER_GROUP_HEARTBEAT:
+                    n_heartbeats += 1
+                    req, resp = parsed.request, parsed.response
+                    if (resp.error_code == 0 and resp.assignment is None and req.topic_partitions is None
+                            and req.subscribed_topic_names is None and req.instance_id is None):
+                        # a heartbeat that says nothing new (most of them)
+                        group_id, member_id = req.group_id, req.member_id or resp.member_id or ""
+                        epoch = resp.member_epoch
+                        if steady:
+                            m = members.get((group_id, member_id))
+                            if m is not None and m.epoch == epoch:  # the member as the bridge knows it
+                                append([heartbeat(base + ms, cluster, group_id, eid, member_id, req.member_epoch,
+                                                  epoch, 0)])
+                                n_events += 1
+                                continue
+                        elif req.member_epoch >= 0:  # (carry=False) not a leave: "assignment unchanged"
+                            append([heartbeat(base + ms, cluster, group_id, eid, member_id, req.member_epoch, epoch, 0),
+                                    assignment(base + ms, cluster, group_id, eid, member_id, "consumer", epoch, UNSET,
+                                               None, [], UNSET, UNSET)])
+                            n_events += 2
+                            continue
+                try:
+                    if api == CONSUMER_GROUP_HEARTBEAT:
+                        events = on_heartbeat(parsed, base + ms, eid)
+                    else:
+                        events = on_commit(parsed, api == TXN_OFFSET_COMMIT, base + ms, eid)
+                except _Broken as exc:
+                    self._broken(eid, exc)
+                    events = []
+                except Exception as exc:  # a bug, never the input's fault: keep going, loudly
+                    self._internal(eid, exc)
+                    events = []
+                n_events += len(events)
+                append(events)
+        finally:
+            self._lines += n_lines
+            self._heartbeats += n_heartbeats
+            self._events += n_events
+        if on_unresolved is not None and self.unresolved_ids != unresolved:
+            on_unresolved()
+        return out
+
+    def _broken(self, event_id: str, exc: _Broken) -> None:
+        self._counts[f"broken.{exc.code}"] += 1
+        self.problems.append((event_id, exc.code, exc.detail[:300]))
+
+    def _internal(self, event_id: str, exc: Exception) -> None:
+        log.exception("request-log line %s", event_id)
+        self._counts["broken.INTERNAL"] += 1
+        self.problems.append((event_id, "INTERNAL", f"{type(exc).__name__}: {exc}"[:300]))
 
     @property
     def counts(self) -> Counter:
@@ -467,6 +611,7 @@ class RequestLogBridge:
             if len(self._fast_seconds) > 100_000:
                 self._fast_seconds.clear()
             self._fast_seconds[line[:21]] = base
+            self._fast_seconds[line[:21].encode()] = base  # (events_many's bytes lines)
             return int(m.group(4)), line[m.start(3):end + 1], base + int(m.group(2))
         body, line_ts = self._split(line)
         if body is None:
@@ -752,9 +897,9 @@ class RequestLogBridge:
 
     def _resolve(self, topic_id: str) -> str:
         """Kafka's base64url id -> the topic's name, or its standard UUID string if unknown."""
-        if self._ids_known != len(self.topic_names):  # names learned since: forget the misses
+        if self._ids_known != len(self._name_table):  # names learned since: forget the misses
             self._ids.clear()
-            self._ids_known = len(self.topic_names)
+            self._ids_known = len(self._name_table)
         name = self._ids.get(topic_id)
         if name is None:
             try:

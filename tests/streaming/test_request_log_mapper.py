@@ -49,3 +49,35 @@ def test_source_lists_validate():
     bad = Config(streaming=StreamingConfig(source="request-log,bogus", log_timezone="Mars/Olympus")).validate()
     assert any("'bogus'" in p for p in bad) and any("Mars/Olympus" in p for p in bad)
     assert Config(streaming=StreamingConfig(source="request-log,consumer-offsets")).validate() == []
+
+
+def test_chunks_of_lines_give_the_rows_of_line_by_line():
+    """The mapper decodes ``BATCH_LINES`` lines per call (``events_many``): the rows are those of
+    ``events`` line by line (as it ran before), across chunk ends, with dead letters and nulls."""
+    from fencewatch.streaming.bridge.request_log import BATCH_LINES, RequestLogBridge, event_json
+    from fencewatch.streaming.request_log_source import EVENTS_PER_LINE
+
+    sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "bench"))
+    from bench_request_log import build
+
+    lines, names = build(20 * BATCH_LINES + 7, seed=17)
+    for k in range(0, len(lines), 41):
+        lines[k] = None if k % 2 else lines[k][:300]  # nulls and broken lines here and there
+    pdf = frame(lines)
+    (out,) = list(make_request_log_mapper(names)(iter([pdf])))
+    bridge, want = RequestLogBridge(names, carry=False), []
+    for offset, line in enumerate(lines):
+        eid, coords = f"rl/0/{offset}", f"rl[0]@{offset}"
+        if line is None:
+            want.append((None, offset * EVENTS_PER_LINE, eid, coords, "MISSING_VALUE"))
+            continue
+        events = bridge.events(line.encode(), eid, ts=5)
+        if bridge.problems:
+            _, code, detail = bridge.problems.pop()
+            bridge.problems.clear()
+            want.append((line.encode(), offset * EVENTS_PER_LINE, eid, coords, f"{code}(detail={detail[:200]})"))
+            continue
+        want += [(event_json(e), offset * EVENTS_PER_LINE + i, eid, coords, None) for i, e in enumerate(events)]
+    got = list(zip(out["value"], out["seq"], out["event_id"], out["coords"], out["bad_reason"]))
+    assert got == want
+    assert sum(b is not None and b != "MISSING_VALUE" for *_, b in got) >= 10
