@@ -47,6 +47,9 @@ ALERT_SCHEMA = fastavro.parse_schema({
 })
 ALERT_SCHEMA_ID = 2  # the Confluent wire-format id we stamp (the input event schema is 1)
 _HEADER = struct.Struct(">bI")
+# The producer settings the writer chooses (no secrets among them), kept for tests and logs.
+_PRODUCER_SETTINGS_SHOWN = ("linger.ms", "batch.num.messages", "compression.type", "enable.idempotence",
+                            "message.max.bytes", "delivery.report.only.error")
 
 # librdkafka's default message.max.bytes; a topic's default max.message.bytes (1 MiB) is above it.
 DEFAULT_MAX_RECORD_BYTES = 1_000_000
@@ -166,7 +169,10 @@ class KafkaOutputs:
         # costs 1.8 instead of 2.5 us of driver CPU, ~4 lines per commit; docs/benchmarks.md).
         cfg = {"linger.ms": "20", "batch.num.messages": "10000", "compression.type": "lz4",
                "enable.idempotence": "true", "message.max.bytes": str(max_record_bytes + HEADROOM),
-               "delivery.report.only.error": "true", **self._client}
+               "delivery.report.only.error": True, **self._client}
+        flag = cfg["delivery.report.only.error"]  # a Python-client setting: a bool, not a string
+        cfg["delivery.report.only.error"] = flag if isinstance(flag, bool) else str(flag).lower() == "true"
+        self.producer_config = {k: v for k, v in cfg.items() if k in _PRODUCER_SETTINGS_SHOWN}
         self._producer = Producer(cfg)
         self._consumer = None  # offsets and read-back, made when first needed
         self.verdicts_topic = verdicts_topic
