@@ -469,9 +469,11 @@ def start_query(spark, cfg: cfgmod.Config, writer: BatchWriter, *, trigger: str 
     return query
 
 
-def drain(query, cfg: cfgmod.Config, *, timeout_s: float = 600.0) -> bool:
+def drain(query, cfg: cfgmod.Config, *, timeout_s: float = 600.0, writer: BatchWriter | None = None) -> bool:
     """Run until the input is consumed and held events are released, then stop between
-    batches; False if ``timeout_s`` passed first."""
+    batches; False if ``timeout_s`` passed first. Give the query's ``writer``: with state
+    timeouts pending, no-data batches run back to back and the gap between two batches is too
+    short to catch without it (the stop then waited out its whole timeout)."""
     quiet_needed = cfg.streaming.max_skew_ms / 1000 + 2.0
     deadline = time.monotonic() + timeout_s
     quiet_since = None
@@ -488,8 +490,18 @@ def drain(query, cfg: cfgmod.Config, *, timeout_s: float = 600.0) -> bool:
             break
         time.sleep(0.2)
     done = quiet_since is not None and time.monotonic() < deadline
-    stop_between_batches(query)
+    stop_between_batches(query, writer=writer)
     return done
+
+
+def query_failure(query):
+    """The query's exception, or None when it ended well: a batch refused by a closed writer
+    (:class:`StopRequested`, a stop that fell just after a batch began) is how a requested stop
+    ends a query whose batches run back to back, not a failure."""
+    exc = query.exception()
+    if exc is not None and StopRequested.__name__ in str(exc):
+        return None
+    return exc
 
 
 def stop_between_batches(query, timeout_s: float = 60.0, *, writer: BatchWriter | None = None) -> None:

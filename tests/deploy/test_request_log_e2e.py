@@ -28,7 +28,7 @@ import pytest
 from fencewatch.sinks.kafka import KafkaOutputs
 from fencewatch.streaming import config as cfgmod
 from fencewatch.streaming.broker import create_topics
-from fencewatch.streaming.job import BatchWriter, JobStats, drain, start_query
+from fencewatch.streaming.job import BatchWriter, JobStats, drain, query_failure, start_query
 from rsyslog_shipper import read_lines
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "streaming"))
@@ -99,10 +99,11 @@ def test_simulated_cluster_through_rsyslog_to_the_job(spark, broker, topic_facto
         "sinks": {"alerts_topic": alerts_t, "dlq_topic": dlq_t, "alerts_format": "json", "verdicts_topic": verdicts_t}})
     kafka = KafkaOutputs({"bootstrap.servers": broker}, verdicts_topic=verdicts_t, alerts_topic=alerts_t,
                          dlq_topic=dlq_t, alerts_format="json")
-    query = start_query(spark, cfg, BatchWriter(cfg, kafka=kafka, stats=JobStats()), trigger="500 milliseconds")
-    assert drain(query, cfg, timeout_s=900)
+    writer = BatchWriter(cfg, kafka=kafka, stats=JobStats())
+    query = start_query(spark, cfg, writer, trigger="500 milliseconds")
+    assert drain(query, cfg, timeout_s=900, writer=writer)
     kafka.close()
-    assert query.exception() is None
+    assert query_failure(query) is None
 
     verdicts = [json.loads(x) for m in read_all(broker, verdicts_t) for x in m.value().decode().splitlines()]
     alerts = [json.loads(m.value()) for m in read_all(broker, alerts_t)]

@@ -16,7 +16,7 @@ from confluent_kafka import Producer
 
 from fencewatch.sinks.kafka import KafkaOutputs
 from fencewatch.streaming import config as cfgmod
-from fencewatch.streaming.job import BatchWriter, JobStats, drain, start_query
+from fencewatch.streaming.job import BatchWriter, JobStats, drain, query_failure, start_query
 from kafka_helpers import read_all
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "bridge"))
@@ -58,9 +58,9 @@ def test_consumer_offsets_source_decides_expiry_and_dead_letters(spark, broker, 
                          alerts_format="json")
     writer = BatchWriter(cfg, kafka=kafka, stats=JobStats())
     query = start_query(spark, cfg, writer, trigger="200 milliseconds")
-    assert drain(query, cfg, timeout_s=300)
+    assert drain(query, cfg, timeout_s=300, writer=writer)
     kafka.close()
-    assert query.exception() is None
+    assert query_failure(query) is None
     alerts = [json.loads(m.value()) for m in read_all(broker, alerts_t)]
     expired = [a for a in alerts if a["kind"] == "OFFSETS_EXPIRED"]
     assert [a["group_id"] for a in expired] == ["idle"]

@@ -15,7 +15,7 @@ from confluent_kafka import Producer
 
 from fencewatch.sinks.kafka import KafkaOutputs
 from fencewatch.streaming import config as cfgmod
-from fencewatch.streaming.job import BatchWriter, JobStats, drain, start_query
+from fencewatch.streaming.job import BatchWriter, JobStats, drain, query_failure, start_query
 from kafka_helpers import read_all
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "bridge"))
@@ -37,9 +37,9 @@ def _judge_lines(spark, broker, tmp_path, streaming, topics):
                          dlq_topic=dlq_t, alerts_format="json")
     writer = BatchWriter(cfg, kafka=kafka, stats=JobStats())
     query = start_query(spark, cfg, writer, trigger="200 milliseconds")
-    assert drain(query, cfg, timeout_s=300)
+    assert drain(query, cfg, timeout_s=300, writer=writer)
     kafka.close()
-    assert query.exception() is None
+    assert query_failure(query) is None
     return [json.loads(line) for m in read_all(broker, verdicts_t) for line in m.value().decode().splitlines()]
 
 
