@@ -15,6 +15,7 @@ of symlinks named ``fencewatch`` put first on ``PYTHONPATH``.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
 import shutil
 import subprocess
@@ -77,7 +78,36 @@ def old_tree(rev: str, tmp: Path) -> Path:
     return tmp / "pp"
 
 
-def run(pythonpath: Path | None, trace: Path, stop: str, under: list[str] = ()) -> str:
+@contextlib.contextmanager
+def old_code(rev: str, prefix: str = "fw-ab-"):
+    """(a scratch folder, a PYTHONPATH entry with ``rev``'s code); both removed afterwards."""
+    tmp = Path(tempfile.mkdtemp(prefix=prefix))
+    try:
+        yield tmp, old_tree(rev, tmp)
+    finally:
+        subprocess.run(["git", "-C", str(ROOT), "worktree", "remove", "--force", str(tmp / "old")],
+                       capture_output=True)
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
+def head() -> str:
+    return subprocess.run(["git", "-C", str(ROOT), "rev-parse", "--short", "HEAD"], capture_output=True,
+                          text=True).stdout.strip()
+
+
+def finish(lines: list[str], title: str, command: str, write_docs: bool) -> None:
+    """Print the A/B's table (load at the end added) and, asked to, write it to docs/benchmarks.md."""
+    lines.append(f"load average at end: {os.getloadavg()[0]:.2f}")
+    text = "\n".join(lines)
+    print(text)
+    if write_docs:
+        write_section(title, command, "Old and new code run alternately, seconds apart (this host's speed "
+                      "drifts).\n\n```\n" + text + "\n```")
+
+
+def run(pythonpath: Path | None, path: Path, stop: str, under: list[str] = (), child: str = CHILD) -> str:
+    """The ``child`` script on ``path`` stopped after ``stop``, with the code on ``pythonpath``
+    (None: this checkout), optionally under ``under`` (valgrind); its output."""
     env = dict(os.environ)
     if under:
         env["PYTHONHASHSEED"] = "0"  # instruction counts repeat exactly with one hash seed
@@ -85,19 +115,25 @@ def run(pythonpath: Path | None, trace: Path, stop: str, under: list[str] = ()) 
     if pythonpath is not None:
         env["PYTHONPATH"] = str(pythonpath)
     # cwd outside the checkout: the new code is the installed (editable) package.
-    res = subprocess.run([*under, sys.executable, "-c", CHILD, str(trace), stop], env=env, cwd=trace.parent,
+    res = subprocess.run([*under, sys.executable, "-c", child, str(path), stop], env=env, cwd=path.parent,
                          capture_output=True, text=True, check=True)
     return res.stdout if not under else res.stderr
 
 
-def instructions(pythonpath: Path | None, trace: Path) -> dict[str, int]:
-    """Instructions per phase (millions): differences of whole-process counts stopped after each."""
+def refs(pythonpath: Path | None, path: Path, stops: tuple[str, ...], child: str = CHILD) -> dict[str, int]:
+    """Whole-process instruction counts (cachegrind) of ``child`` stopped after each of ``stops``."""
     valgrind = ["valgrind", "--tool=cachegrind", "--cache-sim=no", "--cachegrind-out-file=/dev/null"]
     counts = {}
-    for stop in ("none", "decode", "judge", "write"):
-        out = run(pythonpath, trace, stop, valgrind)
+    for stop in stops:
+        out = run(pythonpath, path, stop, valgrind, child)
         line = next(x for x in out.splitlines() if "I" in x and "refs:" in x)
         counts[stop] = int(line.split("refs:")[1].replace(",", "").strip())
+    return counts
+
+
+def instructions(pythonpath: Path | None, trace: Path) -> dict[str, int]:
+    """Instructions per phase (millions): differences of whole-process counts stopped after each."""
+    counts = refs(pythonpath, trace, ("none", "decode", "judge", "write"))
     return {"decode": (counts["decode"] - counts["none"]) // 10**6,
             "judge": (counts["judge"] - counts["decode"]) // 10**6,
             "write": (counts["write"] - counts["judge"]) // 10**6}
@@ -112,11 +148,8 @@ def main(argv=None) -> int:
     ap.add_argument("--instructions", action="store_true", help="also count instructions (valgrind, 100 groups)")
     ap.add_argument("--write-docs", action="store_true")
     args = ap.parse_args(argv)
-    head = subprocess.run(["git", "-C", str(ROOT), "rev-parse", "--short", "HEAD"], capture_output=True,
-                          text=True).stdout.strip()
-    tmp = Path(tempfile.mkdtemp(prefix="fw-ab-"))
-    try:
-        old_pp = old_tree(args.old, tmp)
+    new = head()
+    with old_code(args.old) as (tmp, old_pp):
         trace = tmp / "trace.jsonl"
         make = TRACES[args.trace]
         info = make(trace, groups=args.groups, rounds=5)
@@ -126,7 +159,7 @@ def main(argv=None) -> int:
                  f"CPU seconds, one core", f"{'run':<5}{'code':<22}{'decode':>8}{'judge':>8}{'write':>8}{'total':>8}"
                  f"{'commit-partitions/s':>22}"]
         for i in range(1, args.rounds + 1):
-            for label, pp in ((f"{args.old} (before)", old_pp), (f"{head}+ (after)", None)):
+            for label, pp in ((f"{args.old} (before)", old_pp), (f"{new}+ (after)", None)):
                 d, j, w, t = map(float, run(pp, trace, "time").split())
                 lines.append(f"{i:<5}{label:<22}{d:>8.2f}{j:>8.2f}{w:>8.2f}{t:>8.2f}{cp / t:>22,.0f}")
                 print(lines[-1], file=sys.stderr)
@@ -135,23 +168,13 @@ def main(argv=None) -> int:
             sinfo = make(small, groups=100, rounds=5)
             lines += ["", f"instructions (millions, valgrind cachegrind; {sinfo['commit_partitions']:,} "
                           f"commit-partitions, 100 groups):", f"{'code':<22}{'decode':>8}{'judge':>8}{'write':>8}"]
-            for label, pp in ((f"{args.old} (before)", old_pp), (f"{head}+ (after)", None)):
+            for label, pp in ((f"{args.old} (before)", old_pp), (f"{new}+ (after)", None)):
                 n = instructions(pp, small)
                 lines.append(f"{label:<22}{n['decode']:>8}{n['judge']:>8}{n['write']:>8}")
                 print(lines[-1], file=sys.stderr)
-    finally:
-        subprocess.run(["git", "-C", str(ROOT), "worktree", "remove", "--force", str(tmp / "old")],
-                       capture_output=True)
-        shutil.rmtree(tmp, ignore_errors=True)
-    lines.append(f"load average at end: {os.getloadavg()[0]:.2f}")
-    text = "\n".join(lines)
-    print(text)
-    if args.write_docs:
-        write_section(f"replay A/B against {args.old} ({args.trace} trace)",
-                      f"python bench/ab_replay.py {args.old} --trace {args.trace} --groups "
-                      f"{args.groups} --rounds {args.rounds}" + (" --instructions" if args.instructions else ""),
-                      "Old and new code run alternately, seconds apart (this host's speed drifts).\n\n"
-                      "```\n" + text + "\n```")
+    finish(lines, f"replay A/B against {args.old} ({args.trace} trace)",
+           f"python bench/ab_replay.py {args.old} --trace {args.trace} --groups {args.groups} --rounds "
+           f"{args.rounds}" + (" --instructions" if args.instructions else ""), args.write_docs)
     return 0
 
 

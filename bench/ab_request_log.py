@@ -26,17 +26,15 @@ import argparse
 import json
 import os
 import shutil
-import subprocess
 import sys
-import tempfile
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "bench"))
 
-from bench.ab_replay import old_tree  # noqa: E402
-from bench.report import write_section  # noqa: E402
+from bench.ab_replay import finish, head, old_code, refs  # noqa: E402
+from bench.ab_replay import run as run_child  # noqa: E402
 
 CHILD = r"""
 import gc, io, json, os, sys, time
@@ -96,27 +94,13 @@ def write_lines(path: Path, n: int) -> None:
     Path(str(path) + ".names").write_text(json.dumps(names))
 
 
-def run(pythonpath: Path | None, lines: Path, stop: str, under: list[str] = ()) -> str:
-    env = dict(os.environ)
-    if under:
-        env["PYTHONHASHSEED"] = "0"  # instruction counts repeat exactly with one hash seed
-    env.pop("PYTHONPATH", None)
-    if pythonpath is not None:
-        env["PYTHONPATH"] = str(pythonpath)
-    # cwd outside the checkout: the new code is the installed (editable) package.
-    res = subprocess.run([*under, sys.executable, "-c", CHILD, str(lines), stop], env=env, cwd=lines.parent,
-                         capture_output=True, text=True, check=True)
-    return res.stdout if not under else res.stderr
+def run(pythonpath: Path | None, lines: Path, stop: str) -> str:
+    return run_child(pythonpath, lines, stop, (), CHILD)
 
 
 def instructions(pythonpath: Path | None, lines: Path) -> dict[str, int]:
     """Instructions per line of each measure: whole-process counts minus the start-up's."""
-    valgrind = ["valgrind", "--tool=cachegrind", "--cache-sim=no", "--cachegrind-out-file=/dev/null"]
-    counts = {}
-    for stop in ("none", "records", "offline"):
-        out = run(pythonpath, lines, stop, valgrind)
-        line = next(x for x in out.splitlines() if "I" in x and "refs:" in x)
-        counts[stop] = int(line.split("refs:")[1].replace(",", "").strip())
+    counts = refs(pythonpath, lines, ("none", "records", "offline"), CHILD)
     n = lines.read_bytes().count(b"\n")
     return {k: (counts[k] - counts["none"]) // n for k in ("records", "offline")}
 
@@ -129,18 +113,15 @@ def main(argv=None) -> int:
     ap.add_argument("--instructions", action="store_true", help="also count instructions (valgrind, 20,000 lines)")
     ap.add_argument("--write-docs", action="store_true")
     args = ap.parse_args(argv)
-    head = subprocess.run(["git", "-C", str(ROOT), "rev-parse", "--short", "HEAD"], capture_output=True,
-                          text=True).stdout.strip()
-    tmp = Path(tempfile.mkdtemp(prefix="fw-ab-rl-"))
-    try:
-        old_pp = old_tree(args.old, tmp)
+    new = head()
+    with old_code(args.old, "fw-ab-rl-") as (tmp, old_pp):
         path = tmp / "lines.log"
         write_lines(path, args.lines)
         lines = [f"load average at start: {os.getloadavg()[0]:.2f}",
                  f"{args.lines:,} lines of bench_request_log.py's mix as bytes; best of 2 per run; lines/s per "
                  f"CPU-second, one core", f"{'run':<5}{'code':<22}{'records':>12}{'offline':>12}"]
         for i in range(1, args.rounds + 1):
-            for label, pp in ((f"{args.old} (before)", old_pp), (f"{head}+ (after)", None)):
+            for label, pp in ((f"{args.old} (before)", old_pp), (f"{new}+ (after)", None)):
                 r, o = map(float, run(pp, path, "time").split())
                 lines.append(f"{i:<5}{label:<22}{args.lines / r:>12,.0f}{args.lines / o:>12,.0f}")
                 print(lines[-1], file=sys.stderr)
@@ -149,23 +130,13 @@ def main(argv=None) -> int:
             write_lines(small, 20_000)
             lines += ["", "instructions per line (valgrind cachegrind; 20,000 lines):",
                       f"{'code':<22}{'records':>12}{'offline':>12}"]
-            for label, pp in ((f"{args.old} (before)", old_pp), (f"{head}+ (after)", None)):
+            for label, pp in ((f"{args.old} (before)", old_pp), (f"{new}+ (after)", None)):
                 n = instructions(pp, small)
                 lines.append(f"{label:<22}{n['records']:>12,}{n['offline']:>12,}")
                 print(lines[-1], file=sys.stderr)
-    finally:
-        subprocess.run(["git", "-C", str(ROOT), "worktree", "remove", "--force", str(tmp / "old")],
-                       capture_output=True)
-        shutil.rmtree(tmp, ignore_errors=True)
-    lines.append(f"load average at end: {os.getloadavg()[0]:.2f}")
-    text = "\n".join(lines)
-    print(text)
-    if args.write_docs:
-        write_section(f"request-log A/B against {args.old}",
-                      f"python bench/ab_request_log.py {args.old} --lines {args.lines} --rounds {args.rounds}"
-                      + (" --instructions" if args.instructions else ""),
-                      "Old and new code run alternately, seconds apart (this host's speed drifts).\n\n"
-                      "```\n" + text + "\n```")
+    finish(lines, f"request-log A/B against {args.old}",
+           f"python bench/ab_request_log.py {args.old} --lines {args.lines} --rounds {args.rounds}"
+           + (" --instructions" if args.instructions else ""), args.write_docs)
     return 0
 
 

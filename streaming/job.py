@@ -650,7 +650,6 @@ def _cmd_run(args: argparse.Namespace) -> int:
     cfg = _with_default_warmup(build_config(args, _streaming_overrides(args)), args)
     if maybe_print_config(args, cfg):
         return 0
-    s = cfg.streaming
     spark = spark_session_for(cfg)
     kafka, metrics = make_sinks(cfg, spark)
     host, port = metrics.start()
