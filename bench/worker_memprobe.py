@@ -10,7 +10,8 @@ Each worker appends JSON lines to ``$FWMEM_DIR/<pid>.jsonl`` (``FWMEM_EVERY``: e
 RSS and anonymous memory (``/proc/self/smaps_rollup``), Arrow's allocations and pool
 (``pa.total_allocated_bytes``, backend, bytes allocated, max), glibc's ``mallinfo2`` (arena: bytes
 from the system outside mmap'ed chunks, hblkhd: mmap'ed chunks, uord: in use, ford: free but
-kept) and CPython's small-object arenas (``sys._debugmallocstats``: 1 MiB each). Sampling costs a
+kept), CPython's live blocks (``sys.getallocatedblocks``) and its small-object arenas
+(``sys._debugmallocstats``: 1 MiB each, freed only when wholly empty). Sampling costs a
 few ms per task. The fencewatch daemon's trim after each task stays on unless
 ``FENCEWATCH_WORKER_TRIM=0``.
 """
@@ -71,7 +72,7 @@ def sample(tasks: int) -> dict:
             "pa_total": pa.total_allocated_bytes() / mb, "pool": pool.backend_name,
             "pool_alloc": pool.bytes_allocated() / mb, "pool_max": pool.max_memory() / mb,
             "m_arena": mi.arena / mb, "m_hblkhd": mi.hblkhd / mb, "m_uord": mi.uordblks / mb,
-            "m_ford": mi.fordblks / mb, **_pymalloc_arenas()}
+            "m_ford": mi.fordblks / mb, "py_blocks": sys.getallocatedblocks(), **_pymalloc_arenas()}
 
 
 def install(daemon_module) -> None:
