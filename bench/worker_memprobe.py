@@ -10,7 +10,7 @@ Each worker appends JSON lines to ``$FWMEM_DIR/<pid>.jsonl`` (``FWMEM_EVERY``: e
 RSS and anonymous memory (``/proc/self/smaps_rollup``), Arrow's allocations and pool
 (``pa.total_allocated_bytes``, backend, bytes allocated, max), glibc's ``mallinfo2`` (arena: bytes
 from the system outside mmap'ed chunks, hblkhd: mmap'ed chunks, uord: in use, ford: free but
-kept), CPython's live blocks (``sys.getallocatedblocks``) and its small-object arenas
+kept), the entries of fencewatch's memo tables, CPython's live blocks (``sys.getallocatedblocks``) and its small-object arenas
 (``sys._debugmallocstats``: 1 MiB each, freed only when wholly empty). Sampling costs a
 few ms per task. The fencewatch daemon's trim after each task stays on unless
 ``FENCEWATCH_WORKER_TRIM=0``.
@@ -60,6 +60,19 @@ def _pymalloc_arenas() -> dict[str, int]:
     return out
 
 
+def _memo_entries() -> dict[str, int]:
+    """Entries in fencewatch's bounded memo tables (module globals; only those loaded)."""
+    out = {}
+    for mod, names in (("fencewatch.streaming.decoding", ("_SHARED_TPS",)), ("fencewatch.state.judging", ("_OUTCOMES",)),
+                       ("fencewatch.sinks.jsonl", ("_LAYOUTS", "_RESTS", "_REQUEST_TEXTS", "_js"))):
+        m = sys.modules.get(mod)
+        for name in names:
+            table = getattr(m, name, None)
+            if table is not None:
+                out[f"memo{name}"] = table.cache_info().currsize if hasattr(table, "cache_info") else len(table)
+    return out
+
+
 def sample(tasks: int) -> dict:
     import pyarrow as pa
 
@@ -72,11 +85,37 @@ def sample(tasks: int) -> dict:
             "pa_total": pa.total_allocated_bytes() / mb, "pool": pool.backend_name,
             "pool_alloc": pool.bytes_allocated() / mb, "pool_max": pool.max_memory() / mb,
             "m_arena": mi.arena / mb, "m_hblkhd": mi.hblkhd / mb, "m_uord": mi.uordblks / mb,
-            "m_ford": mi.fordblks / mb, "py_blocks": sys.getallocatedblocks(), **_pymalloc_arenas()}
+            "m_ford": mi.fordblks / mb, "py_blocks": sys.getallocatedblocks(), **_pymalloc_arenas(), **_memo_entries()}
+
+
+def _trace(tasks: int, state: dict) -> None:
+    """``FWMEM_TRACE=n``: tracemalloc from the worker's first task; from task n on, every n tasks,
+    the 12 allocation sites that grew most since task n (``$FWMEM_DIR/<pid>.trace``)."""
+    import tracemalloc
+
+    n = int(os.environ["FWMEM_TRACE"])
+    if not tracemalloc.is_tracing():
+        tracemalloc.start(int(os.environ.get("FWMEM_FRAMES", "6")))
+        return
+    if tasks % n:
+        return
+    import gc
+
+    gc.collect()  # what the daemon does after the task anyway: cyclic garbage out of the comparison
+    snap = tracemalloc.take_snapshot().filter_traces([tracemalloc.Filter(False, tracemalloc.__file__)])
+    if "base" not in state:
+        state["base"] = snap
+        return
+    with open(os.path.join(os.environ.get("FWMEM_DIR", "/tmp"), f"{os.getpid()}.trace"), "a") as f:
+        f.write(f"== task {tasks}, traced {tracemalloc.get_traced_memory()[0] / 2**20:.1f} MB\n")
+        for stat in snap.compare_to(state["base"], "traceback")[:12]:
+            f.write(f"{stat.size_diff / 2**20:+.2f} MB {stat.count_diff:+d} blocks\n")
+            for line in stat.traceback.format()[-16:]:
+                f.write(f"    {line}\n")
 
 
 def install(daemon_module) -> None:
-    task, every, tasks = daemon_module.worker, int(os.environ.get("FWMEM_EVERY", "1")), [0]
+    task, every, tasks, state = daemon_module.worker, int(os.environ.get("FWMEM_EVERY", "1")), [0], {}
 
     def worker(*args, **kwargs):
         try:
@@ -86,6 +125,8 @@ def install(daemon_module) -> None:
             if tasks[0] % every == 0:
                 with open(os.path.join(os.environ.get("FWMEM_DIR", "/tmp"), f"{os.getpid()}.jsonl"), "a") as f:
                     f.write(json.dumps(sample(tasks[0])) + "\n")
+            if os.environ.get("FWMEM_TRACE"):
+                _trace(tasks[0], state)
 
     daemon_module.worker = worker
 
