@@ -28,7 +28,7 @@ import pandas as pd
 
 from collections import Counter
 
-from fencewatch.sinks.jsonl import alert_json, commit_verdicts_block
+from fencewatch.sinks.jsonl import alert_json, commit_verdicts_block, forget_layouts
 from fencewatch.state.status import summarize_commit_verdicts
 from fencewatch.state import group as grp
 from fencewatch.state.config import RulesConfig
@@ -264,6 +264,7 @@ def make_stream_fn(cfg: RulesConfig, *, max_skew_ms: int = 2_000, emit_verdicts:
             is_group and st is not None) else (0, 0)
         st = _run(pkey, st, ready, cfg, out, clock if is_group and hold.last_ts else None)
         rows = _render(out, verdicts=emit_verdicts)
+        forget_layouts()  # keyed by this call's objects: no later call can hit them (issue 15)
         if is_group:
             st.judged.clear()  # a cache, rebuilt on demand: keep the stored state small
             _add_status(rows, st, cfg, counts, hb_before, out)

@@ -11,11 +11,21 @@ collection then only walks what a task made), and runs pyspark's daemon, which f
 that have everything already. Forking is only safe without other threads: numpy's OpenBLAS
 pool and pyarrow's jemalloc background thread are turned off before the imports (workers use
 neither), and if a thread is still there the daemon says so on stderr (the executor's log).
+
+A reused worker hands the C allocator's freed memory back to the system after every task
+(``malloc_trim``, see :func:`trim_after_tasks`): measured inside the job's workers (issue 15,
+docs/benchmarks.md "Soak"), glibc's arenas held 16-21 MB of free chunks per worker
+(``mallinfo2().fordblks``; the Kafka consumer's threads allocate in arenas of their own) that
+a later task did not reuse, while Arrow's pool stayed under 7 MB and was empty between tasks.
+``FENCEWATCH_WORKER_TRIM=0`` turns it off.
 """
 from __future__ import annotations
 
+import ctypes
+import functools
 import os
 import sys
+from typing import Callable
 
 # Before numpy and pyarrow load: no threads of theirs in the process we fork from.
 os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
@@ -23,6 +33,43 @@ os.environ.setdefault("JE_ARROW_MALLOC_CONF", "background_thread:false")
 
 PRELOAD = ("pandas", "pyarrow", "pyspark.worker", "fencewatch.streaming.state_fn",
            "fencewatch.streaming.sources.kafka")
+
+
+def malloc_trim() -> Callable[[], object] | None:
+    """glibc's ``malloc_trim(0)`` (returns free memory of every arena to the system), or None
+    where there is no glibc (macOS, musl: nothing to call)."""
+    try:
+        libc = ctypes.CDLL(None)
+        trim = libc.malloc_trim
+    except (OSError, AttributeError):
+        return None
+    trim.argtypes, trim.restype = [ctypes.c_size_t], ctypes.c_int
+    return lambda: trim(0)
+
+
+def trim_after_tasks(daemon_module, trim: Callable[[], object] | None = None) -> bool:
+    """Make every worker ``daemon_module`` forks call ``trim`` after each task it runs.
+
+    pyspark's daemon runs a reused worker's tasks in a loop of ``worker(sock, authenticated)``
+    calls (looked up in its module each time); this wraps that function. Off with
+    ``FENCEWATCH_WORKER_TRIM=0`` or without glibc; True if installed."""
+    if os.environ.get("FENCEWATCH_WORKER_TRIM", "1").strip().lower() in ("0", "false", "no", "off"):
+        return False
+    trim = trim or malloc_trim()
+    if trim is None:
+        return False
+    task = daemon_module.worker
+
+    @functools.wraps(task)
+    def worker(*args, **kwargs):
+        try:
+            return task(*args, **kwargs)
+        finally:
+            trim()
+
+    worker.fencewatch_trim = True
+    daemon_module.worker = worker
+    return True
 
 
 def preload(modules=PRELOAD) -> list[str]:
@@ -51,4 +98,5 @@ if __name__ == "__main__":
         print(f"fencewatch worker daemon: threads besides the main one before forking: {extra}", file=sys.stderr)
     from pyspark import daemon
 
+    trim_after_tasks(daemon)
     daemon.manager()
