@@ -193,10 +193,17 @@ def test_broker_paused_60s(topic_factory, tmp_path):
         events = sim_events(groups=2, n=4_000, seed=7)
         first, second = events[:2_000], events[2_000:]
         produce_events(bootstrap, topics["hb"], topics["off"], first)
+        produce_clock(bootstrap, [topics["hb"], topics["off"]], first[-1]["ts"])  # the first half visible whole
         run = RunProcess(run_args(bootstrap, topics, tmp_path / "cp", "--max-offsets-per-trigger", "500"),
                          tmp_path / "run.log")
         try:
-            assert wait_for(lambda: (tmp_path / "cp" / "commits" / "1").exists(), timeout=240, every=0.5, proc=run)
+            # Paused once the first half is read: with part of it still unread, the batches that run
+            # without input during the outage fire the groups' state timeouts, and a group quiet for
+            # two of them releases its held events though the other topic has older ones further on
+            # in its backlog (docs/reliability.md, "What is not exact"; seen in a clean-clone run on a loaded host,
+            # 2026-11-25: 4 of 15,288 verdicts differing). That is the quiet rule, not the outage this tests.
+            assert wait_for(lambda: _committed_records(tmp_path / "cp") >= len(first) + 4, timeout=240, every=0.5,
+                            proc=run)  # + one clock record per partition
             os.kill(paused.pid, signal.SIGSTOP)
             time.sleep(60)
             alive_during = run.alive()
@@ -214,6 +221,20 @@ def test_broker_paused_60s(topic_factory, tmp_path):
     assert alive_during
     assert_parity(p)
     assert code == 0
+
+
+def _committed_records(cp) -> int:
+    """Records the job has read and committed: the end offsets of the newest batch in the commit log."""
+    done = sorted((int(f.name) for f in (cp / "commits").glob("[0-9]*")), reverse=True) if (cp / "commits").is_dir() \
+        else []
+    for batch in done:
+        try:
+            lines = (cp / "offsets" / str(batch)).read_text().split("\n")
+        except OSError:
+            continue
+        return sum(int(o) for line in lines[2:] if line.strip().startswith("{")
+                   for parts in json.loads(line).values() for o in parts.values())
+    return 0
 
 
 @pytest.mark.slow
