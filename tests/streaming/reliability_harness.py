@@ -220,3 +220,38 @@ def wait_for(predicate, timeout: float, every: float = 1.0, proc: RunProcess | N
             return predicate()
         time.sleep(every)
     return predicate()
+
+
+class GroupStateStub:
+    """Spark's ``GroupState`` as ``applyInPandasWithState`` hands it to the function (the parts it uses)."""
+
+    def __init__(self):
+        self.exists, self.get, self.hasTimedOut = False, None, False
+
+    def update(self, value):
+        self.exists, self.get = True, value
+
+    def setTimeoutDuration(self, ms):
+        pass
+
+
+def micro_batch(router, fn, states: dict, rows: list[tuple]):
+    """One micro-batch of the job's router and state function without Spark: ``rows`` (value, seq,
+    event_id, coords, source, record_ts) routed, then every key with input or state called (the
+    others as a state timeout); yields (key, output frame)."""
+    import pandas as pd
+
+    from fencewatch.streaming.schemas import DLQ_KEY
+
+    keyed = {}
+    if rows:
+        frame = pd.DataFrame(rows, columns=["value", "seq", "event_id", "coords", "source", "record_ts"])
+        for out in router([frame]):
+            keyed.update(dict(list(out.groupby("key"))))
+    for key in sorted(set(keyed) | set(states)):
+        if key == DLQ_KEY:
+            continue
+        st = states.setdefault(key, GroupStateStub())
+        st.hasTimedOut = key not in keyed
+        for out in fn((key,), iter([keyed[key]] if key in keyed else []), st):
+            yield key, out

@@ -16,7 +16,6 @@ import json
 import time
 from dataclasses import replace
 
-import pandas as pd
 import pytest
 
 from fencewatch.sim.engine import SimConfig, simulate
@@ -26,9 +25,9 @@ from fencewatch.state.config import RulesConfig
 from fencewatch.state.engine import LocalEngine, sort_key
 from fencewatch.streaming.decoding import MEMBERSHIP_TYPES, DecodeError, UnknownType, decode_json_line
 from fencewatch.streaming.job import group_sources
-from fencewatch.streaming.schemas import DLQ_KEY
 from fencewatch.streaming.sources.kafka import rate_limit
 from fencewatch.streaming.state_fn import make_router, make_stream_fn
+from reliability_harness import GroupStateStub, micro_batch
 
 SOURCES = ("heartbeats", "offsets")
 RANK = {"heartbeats": 0, "offsets": 1}
@@ -60,19 +59,6 @@ def engine_outputs(recs, cfg) -> tuple[set, set]:
     return verdicts, {alert_json(a) for a in engine.out.alerts}
 
 
-class _State:
-    """``GroupState`` as ``applyInPandasWithState`` hands it to the function (the parts it uses)."""
-
-    def __init__(self):
-        self.exists, self.get, self.hasTimedOut = False, None, False
-
-    def update(self, value):
-        self.exists, self.get = True, value
-
-    def setTimeoutDuration(self, ms):
-        pass
-
-
 def job_outputs(recs, cfg, plan: list[tuple[int, int]], trigger_ms: int = 500, max_skew_ms: int = 1_000):
     """(verdict lines, alert lines) of the job's router and state function reading the records in
     micro-batches ending at ``plan``'s offsets (heartbeats, offsets), one trigger of wall time each;
@@ -80,7 +66,7 @@ def job_outputs(recs, cfg, plan: list[tuple[int, int]], trigger_ms: int = 500, m
     router = make_router()
     wall = [time.time()]
     fn = make_stream_fn(cfg, max_skew_ms=max_skew_ms, wall_clock=lambda: wall[0], sources=group_sources("events"))
-    states: dict[str, _State] = {}
+    states: dict[str, GroupStateStub] = {}
     verdicts, alerts = set(), set()
     pos = {s: 0 for s in SOURCES}
     plan = list(plan)
@@ -90,22 +76,12 @@ def job_outputs(recs, cfg, plan: list[tuple[int, int]], trigger_ms: int = 500, m
             for src, end in zip(SOURCES, plan.pop(0)):
                 rows += [(recs[src][o], o * 4 + RANK[src], f"{src}/0/{o}", "", src, 0) for o in range(pos[src], end)]
                 pos[src] = end
-        keyed = {}
-        if rows:
-            for out in router([pd.DataFrame(rows, columns=["value", "seq", "event_id", "coords", "source",
-                                                           "record_ts"])]):
-                keyed.update(dict(list(out.groupby("key"))))
-        for key in sorted(set(keyed) | set(states)):
-            if key == DLQ_KEY:
-                continue
-            st = states.setdefault(key, _State())
-            st.hasTimedOut = key not in keyed
-            for frame in fn((key,), iter([keyed[key]] if key in keyed else []), st):
-                for record, text in zip(frame["record"], frame["json"]):
-                    if record == "verdict":
-                        verdicts.update(text.split("\n"))
-                    elif record == "alert":
-                        alerts.add(text)
+        for _, frame in micro_batch(router, fn, states, rows):
+            for record, text in zip(frame["record"], frame["json"]):
+                if record == "verdict":
+                    verdicts.update(text.split("\n"))
+                elif record == "alert":
+                    alerts.add(text)
         wall[0] += trigger_ms / 1000
         if not plan and not any(s.get and __import__("pickle").loads(s.get[1]).pending for s in states.values()):
             break

@@ -12,29 +12,14 @@ from __future__ import annotations
 import json
 from dataclasses import replace
 
-import pandas as pd
-
 from fencewatch.sim.engine import SimConfig, simulate
 from fencewatch.sim.profiles import profile
 from fencewatch.sinks import jsonl
 from fencewatch.state.config import RulesConfig
 from fencewatch.streaming.decoding import MEMBERSHIP_TYPES
 from fencewatch.streaming.job import group_sources
-from fencewatch.streaming.schemas import DLQ_KEY
 from fencewatch.streaming.state_fn import make_router, make_stream_fn
-
-
-class _State:
-    """``GroupState`` as ``applyInPandasWithState`` hands it to the function (the parts it uses)."""
-
-    def __init__(self):
-        self.exists, self.get, self.hasTimedOut = False, None, False
-
-    def update(self, value):
-        self.exists, self.get = True, value
-
-    def setTimeoutDuration(self, ms):
-        pass
+from reliability_harness import GroupStateStub, micro_batch
 
 
 def test_the_state_function_keeps_no_verdict_layouts_between_calls():
@@ -44,7 +29,7 @@ def test_the_state_function_keeps_no_verdict_layouts_between_calls():
     wall = [1_000_000.0]
     fn = make_stream_fn(RulesConfig(), max_skew_ms=1_000, wall_clock=lambda: wall[0],
                         sources=group_sources("events"))
-    states: dict[str, _State] = {}
+    states: dict[str, GroupStateStub] = {}
     jsonl._LAYOUTS.clear()
     verdicts, left = 0, []
     for start in range(0, len(events), 500):  # micro-batches of 500 events, 1 s of wall time each
@@ -52,18 +37,9 @@ def test_the_state_function_keeps_no_verdict_layouts_between_calls():
         for off, e in enumerate(events[start:start + 500], start):
             src = "heartbeats" if e["type"] in MEMBERSHIP_TYPES else "offsets"
             rows.append((json.dumps(e).encode(), off, f"{src}/0/{off}", "", src, e["ts"]))
-        keyed = {}
-        for out in router([pd.DataFrame(rows, columns=["value", "seq", "event_id", "coords", "source",
-                                                       "record_ts"])]):
-            keyed.update(dict(list(out.groupby("key"))))
-        for key in sorted(set(keyed) | set(states)):
-            if key == DLQ_KEY:
-                continue
-            st = states.setdefault(key, _State())
-            st.hasTimedOut = key not in keyed
-            for frame in fn((key,), iter([keyed[key]] if key in keyed else []), st):
-                verdicts += int((frame["record"] == "verdict").sum())
-            left.append(len(jsonl._LAYOUTS))
+        for _, frame in micro_batch(router, fn, states, rows):
+            verdicts += int((frame["record"] == "verdict").sum())
+        left.append(len(jsonl._LAYOUTS))
         wall[0] += 1.0
     assert verdicts > 500  # requests were rendered (through the layout memo)
     assert max(left) == 0  # before the fix: one entry per rendered request, growing with the calls
