@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from typing import Any, Iterator, Mapping
 
 from .sources.kafka import (
-    SHORT_NAME,
+    KafkaBatchReader,
     KafkaDataSource,
     KafkaStreamReader,
     parse_options,
@@ -79,16 +79,16 @@ class _Router:
                                           schema=self.schema)
 
 
-class RoutedStreamReader(KafkaStreamReader):
-    """``fencewatch-kafka``'s planning (offsets, limits, caught-up marks); ``read`` routes."""
+class _RoutesInRead:
+    """``read`` hands each batch of records to the router; the router's spec travels with the
+    reader when Spark pickles it to the executors (the router itself is built there, once)."""
 
-    def __init__(self, options, router: RouterSpec) -> None:
-        super().__init__(options)
+    def _with_router(self, router: RouterSpec) -> None:
         self._router_spec = router
         self._router: _Router | None = None
 
     def __getstate__(self) -> dict[str, Any]:
-        return {**super().__getstate__(), "_router_spec": self._router_spec}
+        return {"_options": self._options, "_router_spec": self._router_spec}
 
     def __setstate__(self, state: dict[str, Any]) -> None:
         self.__init__(state["_options"], state["_router_spec"])  # type: ignore[misc]
@@ -97,6 +97,22 @@ class RoutedStreamReader(KafkaStreamReader):
         if self._router is None:
             self._router = _Router(self._router_spec)
         return read_partition(partition, flush=self._router)
+
+
+class RoutedStreamReader(_RoutesInRead, KafkaStreamReader):
+    """``fencewatch-kafka``'s planning (offsets, limits, caught-up marks); ``read`` routes."""
+
+    def __init__(self, options, router: RouterSpec) -> None:
+        KafkaStreamReader.__init__(self, options)
+        self._with_router(router)
+
+
+class RoutedBatchReader(_RoutesInRead, KafkaBatchReader):
+    """``spark.read``: ``[startingOffsets, endingOffsets)`` as ``fencewatch-kafka`` plans it, routed."""
+
+    def __init__(self, options, router: RouterSpec) -> None:
+        KafkaBatchReader.__init__(self, options)
+        self._with_router(router)
 
 
 class RoutedKafkaSource(KafkaDataSource):
@@ -120,7 +136,9 @@ class RoutedKafkaSource(KafkaDataSource):
         return RoutedStreamReader(self._parsed, self._router)
 
     def reader(self, schema):
-        raise NotImplementedError(f"{NAME} is a streaming source; batch reads use {SHORT_NAME}")
+        parsed = self._parsed if self._parsed.ending_offsets is not None else \
+            parse_options(self.options, streaming=False)
+        return RoutedBatchReader(parsed, self._router)
 
 
 def read_routed_stream(spark, *, bootstrap: str, topics: list[str], router: RouterSpec,

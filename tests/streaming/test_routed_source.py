@@ -78,6 +78,13 @@ def test_routed_source_gives_the_routers_items(spark, broker, topic_factory):
     assert new_dead == old_dead
     assert new_marks == old_marks == {False}  # AvailableNow batches are not marked caught up
     assert {d[0] for d in new_dead} == {"dlq", "unknown"}
+    # spark.read (a one-shot range) routes the same records the same way
+    from fencewatch.streaming.routed_source import NAME, ROUTER_OPTION, RouterSpec
+    batch = (spark.read.format(NAME).option("kafka.bootstrap.servers", broker).option("subscribe", f"{hb},{off}")
+             .option(ROUTER_OPTION, RouterSpec(((hb, "heartbeats", 0), (off, "offsets", 1))).to_option())
+             .option("startingOffsets", "earliest").option("endingOffsets", "latest").load())
+    batch_items, batch_dead, _ = _items(batch.collect())
+    assert (batch_items, batch_dead) == (new_items, new_dead)
     # group and topic keys both there, with every event once
     assert sum(1 for k in new_items if k.startswith("g")) == 6
     assert sum(len(v) for k, v in new_items.items() if k.startswith("g")) == 60
