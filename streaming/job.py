@@ -65,14 +65,13 @@ def build_inputs(spark, cfg: cfgmod.Config):
     if raw:
         # ``caught_up`` (see state_fn.Hold): only the events source knows it; the others say "unknown".
         raw = [f if "caught_up" in f.columns else f.withColumn("caught_up", _null_bool()) for f in raw]
-        frames = raw[0]
-        for f in raw[1:]:
-            frames = frames.unionByName(f)
-        routed.append(frames.mapInPandas(make_router(s.input_format, registry=_registry(cfg, "decoder")), ROUTED))
-    out = routed[0]
-    for f in routed[1:]:
-        out = out.unionByName(f)
-    return out
+        routed.append(_union(raw).mapInPandas(make_router(s.input_format, registry=_registry(cfg, "decoder")),
+                                              ROUTED))
+    return _union(routed)
+
+
+def _union(frames: list):
+    return functools.reduce(lambda a, b: a.unionByName(b), frames)
 
 
 def _null_bool():
@@ -193,10 +192,9 @@ def build_outputs(inputs, cfg: cfgmod.Config, *, emit_verdicts: bool | None = No
 
     if emit_verdicts is None:
         emit_verdicts = bool(cfg.sinks.verdicts_topic)
-    routed = inputs
     # No event-time watermark: reading a backlog, one topic runs ahead of the other and a
     # watermark would drop the other's events as late. Ordering is per key (state_fn.Hold).
-    return routed.groupBy("key").applyInPandasWithState(
+    return inputs.groupBy("key").applyInPandasWithState(
         make_stream_fn(cfg.state, max_skew_ms=cfg.streaming.max_skew_ms, emit_verdicts=emit_verdicts,
                        sources=group_sources(cfg.streaming.source)),
         OUTPUT, STATE, "append", "ProcessingTimeTimeout")
