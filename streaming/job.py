@@ -399,6 +399,10 @@ class _BatchTotals:
     dead: int = 0
 
 
+CHUNK_BYTES = 64 << 20
+"""A chunk also ends at this many bytes of Arrow data (rows of the stream's verdicts are ~1 MB)."""
+
+
 def _chunks(df, rows: int):
     """The batch's rows as pandas frames of at most ``rows`` rows, streamed as Spark computes them:
     the driver never holds a whole batch, and the batch's partitions run in parallel.
@@ -419,18 +423,22 @@ def _chunks(df, rows: int):
 
     with SCCallSiteSync(df.sparkSession.sparkContext):
         port, secret, server = df._jdf.collectAsArrowToPython()
-    buf, held = [], 0
+    buf, held, size = [], 0, 0
     try:
         with _load_from_socket((port, secret), _arrival_order()()) as batches:
             for batch in batches:
                 if batch.num_rows:
                     buf.append(batch)
                     held += batch.num_rows
+                    size += batch.nbytes
+                if size >= CHUNK_BYTES and held < rows:  # few but large rows (verdicts rows)
+                    yield _to_pandas(pa.Table.from_batches(buf))
+                    buf, held, size = [], 0, 0
                 while held >= rows:
                     table = pa.Table.from_batches(buf)
                     yield _to_pandas(table.slice(0, rows))
                     rest = table.slice(rows)
-                    buf, held = rest.to_batches(), rest.num_rows
+                    buf, held, size = rest.to_batches(), rest.num_rows, rest.nbytes
     finally:
         with unwrap_spark_exception():
             server.getResult()  # the job's own exception, if it failed

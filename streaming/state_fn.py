@@ -196,18 +196,26 @@ def _render(out: grp.Outputs, *, verdicts: bool = True, per_call: bool = False) 
     return rows
 
 
+VERDICT_ROW_LINES = 2_000
+"""Verdict lines per ``verdicts`` row at most (a line is ~300-500 bytes)."""
+
+
 def _verdicts_row(rows: _Rows, commits: list) -> None:
     """All verdict lines of one state function call in one row: the blocks "\n"-joined in judging
     order (``json``), how many lines (``ord``), the newest ts, and each line's commit ts packed as
     little-endian int64 (``raw``: the decision-latency samples). Per-row costs (pandas, Arrow, the
     JVM, the collect, the driver's columns) then follow keys, not commit requests."""
-    blocks, stamps = [], []
+    blocks, stamps, first = [], [], None
     for cv in commits:
         if cv.parts:
+            first = first or cv
             blocks.append(commit_verdicts_block(cv))
             stamps += [cv.ts] * len(cv.parts)
+            if len(stamps) >= VERDICT_ROW_LINES:  # a row stays ~1 MB, whatever the batch size
+                rows.add("verdicts", max(stamps), first.seq, len(stamps), first.cluster, first.group_id,
+                         "\n".join(blocks), None, _packed(stamps), None)
+                blocks, stamps, first = [], [], None
     if blocks:
-        first = commits[0]
         rows.add("verdicts", max(stamps), first.seq, len(stamps), first.cluster, first.group_id, "\n".join(blocks),
                  None, _packed(stamps), None)
 

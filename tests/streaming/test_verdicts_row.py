@@ -80,3 +80,20 @@ def test_one_verdicts_row_per_call_carries_every_line_and_its_commit_ts(monkeypa
     assert acc.last_ts == max(int(r.ts) for f in frames for r in f.itertuples()
                               if r.record in ("verdicts", "alert", "status") and r.ts is not None)
     assert acc.last_ts >= max(json.loads(line)["ts"] for line in lines)
+
+
+def test_a_large_call_splits_its_verdicts_into_rows_of_bounded_lines(monkeypatch):
+    """A key with many commits in one micro-batch (a backlog, a large maxOffsetsPerTrigger) ships
+    several rows, each at most VERDICT_ROW_LINES lines (~1 MB): the same lines, in order."""
+    monkeypatch.setattr("fencewatch.streaming.state_fn.VERDICT_ROW_LINES", 50)
+    events = simulate(SimConfig(knobs=replace(profile("steady"), groups=1), seed=5, duration_ms=None,
+                                max_events=2_000, event_id_prefix="e-", labels=False))
+    frames = _frames(events, batch=2_000)
+    rows = [r for f in frames for r in f.itertuples() if r.record == "verdicts"]
+    commits = [cv for cv in judge_events(events).commit_verdicts if cv.parts]
+    widest = max(len(cv.parts) for cv in commits)
+    # A row closes once it reaches the bound, with whole commits.
+    assert len(rows) > 5 and max(r.ord for r in rows) < 50 + widest
+    lines = [line for r in rows for line in r.json.split("\n")]
+    expected = [line for cv in commits for line in commit_verdicts_block(cv).split("\n")]
+    assert lines == expected
