@@ -18,6 +18,7 @@ the two engines write identical bytes.
 """
 from __future__ import annotations
 
+import functools
 import json
 import pickle
 import sys
@@ -63,8 +64,10 @@ class _Rows:
             append(v)
 
 
+@functools.lru_cache(maxsize=1 << 16)
 def key_string(key: tuple) -> str:
-    return _SEP.join(str(k) for k in key)
+    # Memoised, bounded: the router asks for the same few keys twice per event or so.
+    return _SEP.join(map(str, key))
 
 
 def parse_key(text: str) -> tuple:
