@@ -35,7 +35,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from bench.bench_pipeline import _follow, cpu_seconds, latency  # noqa: E402
+from bench.bench_pipeline import _follow, latency  # noqa: E402
 from bench.report import write_section  # noqa: E402
 
 logging.basicConfig(level=logging.WARNING)
@@ -374,7 +374,7 @@ def report(args, n_events: dict, replay: dict, runs: list[dict]) -> str:
     lines = [f"backlog: {args.events:,} simulated events per profile, {args.groups} groups, 4 partitions per topic; "
              f"job micro-batches of the default maxOffsetsPerTrigger"
              + (f" ({args.max_offsets_per_trigger:,})" if args.max_offsets_per_trigger else "")
-             + f", trigger 1 s; rates over the batches after the first 2",
+             + ", trigger 1 s; rates over the batches after the first 2",
              f"{'':34}{'events/s':>10}  {'x replay':>8}  {'batch p50':>10}  {'CPU us/event (JVM + Python)':>28}"]
     for name in profiles:
         r = replay[name]
