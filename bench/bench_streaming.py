@@ -11,7 +11,11 @@ produced to the embedded broker and judged three ways, back to back, so the host
   standalone cluster (master + 1, then 2 one-core workers on loopback: the scaling curve);
 - the skeleton of the same query shape with no work in it (a streaming source -> pass-through
   ``mapInPandas`` -> ``groupBy(key).applyInPandasWithState`` counting rows, RocksDB, Arrow ->
-  ``foreachBatch`` collect), same session, same keys: what Spark itself costs here.
+  ``foreachBatch`` collect), same session, same keys: what Spark itself costs here;
+- on ``local[2]`` (``--engine-floor``), the engine floors: the same backlog, in the same
+  micro-batches, through the query with nothing in it but the engine's own work per event
+  (decode + rules, the group's state pickled), with the records grouped by their Kafka key, and
+  with them routed inside the source as the job does: what the job costs over its rules.
 
 Then the decision latency with a 1 s trigger at real-time loads (the simulator paced by the
 wall clock), on ``local[2]``. Each Spark master runs in its own process (one JVM per master).
@@ -31,7 +35,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from bench.bench_pipeline import _follow, cpu_seconds, latency  # noqa: E402
+from bench.bench_pipeline import _follow, latency  # noqa: E402
 from bench.report import write_section  # noqa: E402
 
 logging.basicConfig(level=logging.WARNING)
@@ -154,6 +158,97 @@ def skeleton(spark, rate: int, seconds: int, keys: int) -> dict:
             "rows_per_busy_s": rows / sum(durations)}
 
 
+def engine_floor(spark, bootstrap: str, hb: str, off: str, n_events: int, max_per_trigger: int | None,
+                 warmup_batches: int = 2, routed: bool = False) -> dict:
+    """The job's shape with nothing in it but the engine's own work per event, reading the same
+    backlog in the same micro-batches: the Kafka source's records grouped by their Kafka key (the
+    group id, as the simulator keys them: no routing stage), and per key ``applyInPandasWithState``
+    decoding each record and applying the rules (``run_key``) to the group's pickled state, one
+    count row per key to a collect. No hold, topic keys, rendering, status rows or Kafka outputs:
+    what any design with the rules in Python under ``applyInPandasWithState`` must at least pay.
+
+    ``routed``: the job's own first half instead (its source decoding and routing inside ``read``,
+    one pickled row per key per task), then only the rules per key (no hold, rendering, status
+    or outputs): the job minus everything after the rules."""
+    import pickle
+
+    import pandas as pd
+    from pyspark.sql import functions as F
+    from pyspark.sql.streaming.state import GroupStateTimeout
+
+    from fencewatch.state import group as grp
+    from fencewatch.state.config import RulesConfig
+    from fencewatch.state.engine import group_key, run_key, sort_key
+    from fencewatch.streaming.decoding import DecodeError, UnknownType, decode_json_line
+    from fencewatch.streaming.job import default_max_offsets
+    from fencewatch.streaming.sources import read_kafka_stream
+
+    limit = max_per_trigger or default_max_offsets(1_000, spark.sparkContext.defaultParallelism)
+    cfg = RulesConfig()
+    if routed:
+        from fencewatch.streaming import config as cfgmod
+        from fencewatch.streaming.job import build_inputs
+        from fencewatch.streaming.schemas import DLQ_KEY
+        from fencewatch.streaming.state_fn import _run, parse_key
+
+        job_cfg = cfgmod.load_config(environ={}, overrides={"streaming": {
+            "bootstrap_servers": bootstrap, "starting_offsets": "earliest", "heartbeats_topic": hb,
+            "offsets_topic": off, "max_offsets_per_trigger": limit}})
+
+        def judge_routed(key, pdfs, state):
+            if key[0] == DLQ_KEY:  # dead letters and unknown types (the bench's tail records)
+                yield pd.DataFrame({"key": [key[0]], "n": [0]})
+                return
+            st = pickle.loads(state.get[0]) if state.exists else None
+            items = [it for pdf in pdfs for blob in pdf["payload"].tolist() for it in pickle.loads(blob)]
+            out = grp.Outputs()
+            if items:
+                items.sort(key=lambda it: (it[0], it[1]))
+                st = _run(parse_key(key[0]), st, [(it[0], it[1], it[4], None) for it in items], cfg, out, None)
+            state.update((pickle.dumps(st, pickle.HIGHEST_PROTOCOL),))
+            yield pd.DataFrame({"key": [key[0]], "n": [len(out.commits)]})
+
+        df, judge = build_inputs(spark, job_cfg).select("key", "payload"), judge_routed
+    else:
+        df, judge = None, None
+    src = read_kafka_stream(spark, bootstrap=bootstrap, topics=[hb, off],
+                            options={"startingOffsets": "earliest", "maxOffsetsPerTrigger": str(limit)})
+    rank = F.when(F.col("topic") == hb, 0).otherwise(1)
+    df = df if routed else src.select(F.col("key").cast("string").alias("key"), "value",
+                                      (F.col("offset") * 4 + rank).alias("seq"))
+
+    def judge_records(key, pdfs, state):
+        st = pickle.loads(state.get[0]) if state.exists else None
+        events = []
+        for pdf in pdfs:
+            for value, seq in zip(pdf["value"].tolist(), pdf["seq"].tolist()):
+                ev = decode_json_line(value, seq=seq, default_event_id="", coords="")
+                if not isinstance(ev, (DecodeError, UnknownType)):
+                    events.append(ev)
+        out = grp.Outputs()
+        if events and key[0]:
+            events.sort(key=sort_key)
+            st = run_key(group_key(events[0].cluster, key[0]), st, events, cfg, out)
+        state.update((pickle.dumps(st, pickle.HIGHEST_PROTOCOL),))
+        yield pd.DataFrame({"key": [key[0]], "n": [len(out.commits)]})
+
+    judge = judge or judge_records
+    out = df.groupBy("key").applyInPandasWithState(judge, "key string, n long", "blob binary", "append",
+                                                   GroupStateTimeout.NoTimeout)
+    query = (out.writeStream.foreachBatch(lambda bdf, bid: bdf.collect())
+             .option("checkpointLocation", tempfile.mkdtemp()).trigger(processingTime="1 second").start())
+    marks = _follow(query, lambda m: sum(x[1] for x in m) >= n_events)
+    query.stop()
+    data = [m for m in marks if m[1]]
+    steady = data[warmup_batches:] if len(data) > warmup_batches + 1 else data[1:]
+    first, last = data[data.index(steady[0]) - 1], steady[-1]
+    rows, wall = sum(m[1] for m in steady), last[2] - first[2]
+    cpu = {k: last[3][k] - first[3][k] for k in last[3]}
+    return {"events_per_s": rows / wall, "batches": len(data),
+            "batch_s_p50": sorted(m[4].get("triggerExecution", 0) for m in steady)[len(steady) // 2] / 1000,
+            "cpu_us_per_event": {k: v / rows * 1e6 for k, v in cpu.items()}}
+
+
 def worker(spec: dict) -> dict:
     from fencewatch.streaming.spark import checkpoint_conf, spark_session
 
@@ -167,6 +262,10 @@ def worker(spec: dict) -> dict:
     for name, (hb, off, n) in spec["topics"].items():
         out["jobs"][name] = job_backlog(spark, spec["bootstrap"], hb, off, n, spec.get("max_per_trigger"),
                                         verdicts=not spec.get("no_verdicts"))
+    if spec.get("engine_floor"):
+        out["engine_floor"] = {f"{name}{' routed' if routed else ''}": engine_floor(
+            spark, spec["bootstrap"], hb, off, n, spec.get("max_per_trigger"), routed=routed)
+            for name, (hb, off, n) in spec["topics"].items() for routed in (False, True)}
     if spec["skeleton_seconds"]:
         out["skeleton"] = skeleton(spark, spec["skeleton_rate"], spec["skeleton_seconds"], spec["groups"])
     out["load"] = os.getloadavg()[0]
@@ -275,7 +374,7 @@ def report(args, n_events: dict, replay: dict, runs: list[dict]) -> str:
     lines = [f"backlog: {args.events:,} simulated events per profile, {args.groups} groups, 4 partitions per topic; "
              f"job micro-batches of the default maxOffsetsPerTrigger"
              + (f" ({args.max_offsets_per_trigger:,})" if args.max_offsets_per_trigger else "")
-             + f", trigger 1 s; rates over the batches after the first 2",
+             + ", trigger 1 s; rates over the batches after the first 2",
              f"{'':34}{'events/s':>10}  {'x replay':>8}  {'batch p50':>10}  {'CPU us/event (JVM + Python)':>28}"]
     for name in profiles:
         r = replay[name]
@@ -295,6 +394,19 @@ def report(args, n_events: dict, replay: dict, runs: list[dict]) -> str:
             lines.append(f"  job {run['master']:<29}{j['events_per_s']:>10,.0f}  "
                          f"{j['events_per_s'] / r['events_per_s']:>8.2f}  {j['batch_s_p50']:>8.2f} s  "
                          f"{cpu}   [{j['batches']} batches, p50 {j['batch_rows_p50']:,} rows]")
+    floors = [run for run in runs if run.get("engine_floor")]
+    if floors:
+        lines.append("engine floor (same backlog and micro-batches; source -> applyInPandasWithState doing only "
+                     "decode + rules per event -> collect):")
+        for run in floors:
+            for name in (f"{p}{r}" for p in profiles for r in ("", " routed")):
+                f = run["engine_floor"][name]
+                us = f["cpu_us_per_event"]
+                lines.append(f"  {name} {run['master']:<24}{f['events_per_s']:>10,.0f}  "
+                             f"{f['events_per_s'] / replay[name.split()[0]]['events_per_s']:>8.2f}  "
+                             f"{f['batch_s_p50']:>8.2f} s  "
+                             f"{sum(us.values()):>10,.0f} ({us['jvm']:,.0f} + {us['python_workers']:,.0f} + "
+                             f"driver {us['driver']:,.0f})   [{f['batches']} batches]")
     lines.append(f"skeleton (same shape, no work; offered {args.skeleton_rate:,} rows/s, {args.groups} keys):")
     for run in runs:
         s = run.get("skeleton", {"error": "not run"})
@@ -338,6 +450,9 @@ def main(argv=None) -> int:
     ap.add_argument("--no-verdicts", action="store_true", help="no verdicts topic (alerts and metrics only)")
     ap.add_argument("--conf", action="append", default=[], metavar="KEY=VALUE",
                     help="extra Spark setting for the job's session (A/B runs), repeatable")
+    ap.add_argument("--engine-floor", default="local[2]",
+                    help="masters (of --masters) that also run the engine floor: the same backlog with only "
+                         "decode + rules per event in the query (empty: none)")
     ap.add_argument("--worker", help=argparse.SUPPRESS)
     ap.add_argument("--write-docs", action="store_true")
     args = ap.parse_args(argv)
@@ -370,7 +485,8 @@ def main(argv=None) -> int:
                     "skeleton_rate": args.skeleton_rate, "skeleton_seconds": args.skeleton_seconds,
                     "latency": [int(g) for g in args.latency_groups.split(",") if g] if i == 0 else [],
                     "latency_seconds": args.latency_seconds, "no_verdicts": args.no_verdicts,
-                    "conf": dict(c.split("=", 1) for c in args.conf)}
+                    "conf": dict(c.split("=", 1) for c in args.conf),
+                    "engine_floor": master in args.engine_floor.split(",")}
             runs.append(run_worker(spec))
             print(json.dumps(runs[-1]), file=sys.stderr)
         for n in [int(w) for w in args.standalone.split(",") if w]:

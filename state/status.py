@@ -15,7 +15,7 @@ from typing import Iterable, NamedTuple
 
 from .judging import commit_stored
 from .membership import derived_state
-from .model import CommitVerdicts, POLICY_ANSWER_FIELD, Policy
+from .model import CommitVerdicts, POLICY_ANSWER_FIELD, Policy, UniformParts
 from .offsets import OffsetStore, committed_offsets, deadlines
 
 DEFAULT_CLUSTER = "default"  # the cluster label of a verdict without one
@@ -87,17 +87,33 @@ def first_rejection(answers: Iterable[str]) -> str:
 def summarize_commit_verdicts(commits: Iterable[CommitVerdicts], broker_policy: str = "strict"
                               ) -> tuple[Counter, Counter]:
     """(VerdictShape -> count, RequestFacts -> count) for a batch's commit requests, without
-    expanding them into per-partition records (executors ship these few counts, not verdicts)."""
+    expanding them into per-partition records (executors ship these few counts, not verdicts).
+
+    Counted first by plain tuples, a request's :class:`UniformParts` once for all its partitions,
+    and made into shapes once per distinct key: the state function runs this for every group
+    in every micro-batch, over every commit it judged."""
     answer = attrgetter(POLICY_ANSWER_FIELD[Policy(broker_policy)])
-    shapes: Counter = Counter()
+    raw: Counter = Counter()
     requests: Counter = Counter()
     for cv in commits:
-        cluster = cv.cluster or DEFAULT_CLUSTER
-        for p in cv.parts:
-            shapes[VerdictShape(cluster, cv.group_id, cv.kind, p.strict, p.member_revocation,
-                                p.assignment_epoch_check, p.kip1251, p.cls, bool(p.unsafe), cv.model_agrees)] += 1
+        parts = cv.parts
+        head = (cv.cluster or DEFAULT_CLUSTER, cv.group_id, cv.kind, cv.model_agrees)
+        if type(parts) is UniformParts:
+            if parts:
+                raw[head, _PART_SHAPE(parts[0])] += len(parts)
+        else:
+            for p in parts:
+                raw[head, _PART_SHAPE(p)] += 1
         if cv.broker_error is None and cv.kind != "txn_commit":
             continue
-        requests[request_facts(cluster, cv.group_id, cv.kind, cv.broker_error, first_rejection(map(answer, cv.parts)),
-                               all(p.kip1251 == "NONE" for p in cv.parts))] += 1
+        requests[request_facts(head[0], cv.group_id, cv.kind, cv.broker_error, first_rejection(map(answer, parts)),
+                               all(p.kip1251 == "NONE" for p in parts))] += 1
+    shapes: Counter = Counter()
+    for ((cluster, group_id, kind, agrees), (strict, revocation, epoch_check, kip1251, cls, unsafe)), n in raw.items():
+        shapes[VerdictShape(cluster, group_id, kind, strict, revocation, epoch_check, kip1251, cls, bool(unsafe),
+                            agrees)] += n
     return shapes, requests
+
+
+_PART_SHAPE = attrgetter("strict", "member_revocation", "assignment_epoch_check", "kip1251", "cls", "unsafe")
+"""A partition judgement's part of its :class:`VerdictShape`."""

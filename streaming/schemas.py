@@ -2,9 +2,11 @@
 
 Rows between the stages are deliberately few: the router emits one row per key per
 input batch with that key's events pickled together (one Arrow row, one pickle call per
-key instead of per event), and the state function emits one row per output record (one per commit request for
-its verdicts) already rendered by ``sinks.jsonl`` (so both engines write identical bytes) plus
-the few columns the driver aggregates for metrics.
+key instead of per event), and the state function emits its outputs already rendered by
+``sinks.jsonl`` (so both engines write identical bytes): in the stream, one row for all the
+verdict lines of a call (a key's micro-batch), in replay one per commit request (sorted by
+ts), one per alert, dead letter and group status, plus the few columns the driver aggregates
+for metrics.
 """
 from __future__ import annotations
 
@@ -29,17 +31,18 @@ ROUTED = StructType([
     StructField("caught_up", BooleanType(), True),  # the micro-batch read every source to its end (Hold)
 ])
 
-# State function output: one row per verdict / alert / dead letter / group status.
+# State function output: one row per call's verdicts (stream) or commit's verdicts (replay) / alert /
+# dead letter / group status.
 OUTPUT = StructType([
-    StructField("record", StringType(), False),  # verdict | alert | dlq | unknown | status
+    StructField("record", StringType(), False),  # verdicts | verdict | alert | dlq | unknown | status
     StructField("ts", LongType(), True),
     StructField("seq", LongType(), True),
-    StructField("ord", IntegerType(), True),  # verdict: how many lines ``json`` holds
+    StructField("ord", IntegerType(), True),  # verdicts, verdict: how many lines ``json`` holds
     StructField("cluster", StringType(), True),
     StructField("group_id", StringType(), True),
-    StructField("json", StringType(), True),  # a commit's verdict lines ("\n"-joined) / alert / status line
+    StructField("json", StringType(), True),  # verdict lines ("\n"-joined) / alert / status line
     StructField("alert_id", StringType(), True),
-    StructField("raw", BinaryType(), True),  # dead letter: the original record value
+    StructField("raw", BinaryType(), True),  # dead letter: the record value; verdicts: line ts, int64 LE
     StructField("reason", StringType(), True),  # dead letter: why
 ])
 

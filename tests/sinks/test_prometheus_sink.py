@@ -418,6 +418,31 @@ def test_executor_summary_equals_per_verdict_counting():
         assert sum(shapes.values()) == 4 and sum(requests.values()) == 2
 
 
+@pytest.mark.parametrize("profile_name", ["mixed", "zombie-storm", "eos-heavy", "rolling-restart"])
+def test_executor_summary_equals_per_verdict_counting_on_simulated_traces(profile_name):
+    """The same on whole simulated traces: uniform and mixed requests, several topics per
+    request, transactional aborts; every profile that judges commits differently."""
+    from dataclasses import replace
+
+    from fencewatch.sim.engine import SimConfig, simulate
+    from fencewatch.sim.profiles import profile
+    from fencewatch.sinks.jsonl import verdict_dict
+    from fencewatch.sinks.prometheus import summarize_commit_verdicts, summarize_verdicts
+    from fencewatch.state.model import UniformParts
+    from fencewatch.streaming.replay import judge_events
+
+    events = simulate(SimConfig(knobs=replace(profile(profile_name), groups=8), seed=3, duration_ms=None,
+                                max_events=6_000))
+    res = judge_events(events)
+    kinds = {type(cv.parts) is UniformParts for cv in res.commit_verdicts if len(cv.parts) > 1}
+    assert kinds == {True, False} or profile_name != "mixed"  # both kinds of request are exercised
+    for policy in ("strict", "member_revocation", "assignment_epoch", "kip1251"):
+        shapes, requests, bad = summarize_verdicts([verdict_dict(v) for v in res.verdict_records], policy)
+        shapes2, requests2 = summarize_commit_verdicts(res.commit_verdicts, policy)
+        assert bad == [] and shapes == shapes2 and requests == requests2
+        assert sum(shapes.values()) == len(res.verdict_records) > 0
+
+
 def test_a_renamed_metric_is_also_exported_under_its_deprecated_name_for_one_release():
     sink = make_sink()
     sink.add_batch(group_status=[status(expiry_deadline_ms=1_800_003_600_500, state="Empty", members=0)])

@@ -51,3 +51,15 @@ def test_chunks_keep_each_partitions_order_and_nulls_as_none(spark):
     maybe = [m for f in frames for m in f["maybe"]]
     assert sum(m is None for m in maybe) == len(range(0, 4_000, 3))
     assert all(m is None or type(m) is int for m in maybe)
+
+
+def test_chunks_also_end_at_a_size_in_bytes(spark, monkeypatch):
+    """The stream's verdicts rows are few and large (up to ~1 MB): a chunk ends at CHUNK_BYTES too
+    (or the Arrow batch that passes it), so the driver holds a bounded part of a batch whatever
+    its rows weigh."""
+    df = spark.range(0, 64, numPartitions=4).selectExpr("id", "repeat('x', 100000) as pad")  # 6.4 MB
+    assert [len(f) for f in _chunks(df, 1_000)] == [64]  # under 1,000 rows and 64 MB: one chunk
+    monkeypatch.setattr("fencewatch.streaming.job.CHUNK_BYTES", 1 << 20)
+    frames = list(_chunks(df, 1_000))  # each partition's Arrow batch (1.6 MB) ends a chunk
+    assert [len(f) for f in frames] == [16, 16, 16, 16]
+    assert sorted(int(i) for f in frames for i in f["id"]) == list(range(64))

@@ -78,7 +78,7 @@ def job_outputs(recs, cfg, plan: list[tuple[int, int]], trigger_ms: int = 500, m
                 pos[src] = end
         for _, frame in micro_batch(router, fn, states, rows):
             for record, text in zip(frame["record"], frame["json"]):
-                if record == "verdict":
+                if record in ("verdict", "verdicts"):
                     verdicts.update(text.split("\n"))
                 elif record == "alert":
                     alerts.add(text)

@@ -76,6 +76,18 @@ def test_records_the_producer_refuses_become_dead_letters_and_the_batch_complete
     assert sink.stats["rerouted"] >= 2 and sink.stats["dropped"] == 0
 
 
+def test_a_full_producer_queue_waits_and_loses_no_verdict(broker, topics):
+    """The producer's local queue holds 20 records: most verdict lines meet a full queue, wait for
+    deliveries to drain (the careful path) and are all written, once, in order per partition."""
+    sink = outputs(broker, topics, client={"queue.buffering.max.messages": "20", "linger.ms": "0"})
+    lines = [json.dumps({"event_id": f"e{i}", "topic": "t", "partition": 0}) for i in range(1_000)]
+    assert sink.write_batch(4, verdict_lines=lines)
+    sink.close()
+    got = [json.loads(m.value())["event_id"] for m in read_topic(broker, topics["verdicts"], 1.0)]
+    assert sorted(got) == sorted(f"e{i}" for i in range(1_000))
+    assert sink.stats["produced"] == 1_000 and sink.stats["rerouted"] == 0
+
+
 CHILD = r"""
 import json, os, signal, sys
 from fencewatch.sinks.kafka import BatchMarker, KafkaOutputs

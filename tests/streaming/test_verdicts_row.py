@@ -1,0 +1,99 @@
+"""The stream's verdicts row (one per state function call) and how the driver reads it (no Spark).
+
+The state function ships all verdict lines of a key's micro-batch in one row, with each line's
+commit ts packed in ``raw`` for the decision-latency samples: per-row costs (pandas, Arrow, the
+JVM, the collect) then follow keys, not commit requests (docs/benchmarks.md, issue 14).
+"""
+from __future__ import annotations
+
+import json
+from collections import Counter
+from dataclasses import replace
+
+import numpy as np
+
+from fencewatch.sim.engine import SimConfig, simulate
+from fencewatch.sim.profiles import profile
+from fencewatch.state.config import RulesConfig
+from fencewatch.streaming import config as cfgmod
+from fencewatch.streaming.decoding import MEMBERSHIP_TYPES
+from fencewatch.streaming.job import BatchWriter, JobStats, _BatchTotals, group_sources
+from fencewatch.streaming.replay import judge_events
+from fencewatch.sinks.jsonl import commit_verdicts_block
+from fencewatch.streaming.state_fn import make_router, make_stream_fn
+from reliability_harness import GroupStateStub, micro_batch
+
+NOW_MS = 4_000_000_000_000
+
+
+def _frames(events, batch: int = 700):
+    router = make_router()
+    wall = [NOW_MS / 1000 - 10_000.0]
+    fn = make_stream_fn(RulesConfig(), max_skew_ms=1_000, wall_clock=lambda: wall[0],
+                        sources=group_sources("events"))
+    states: dict[str, GroupStateStub] = {}
+    out = []
+    for start in range(0, len(events), batch):
+        rows = []
+        for off, e in enumerate(events[start:start + batch], start):
+            src = "heartbeats" if e["type"] in MEMBERSHIP_TYPES else "offsets"
+            rows.append((json.dumps(e).encode(), off * 4 + (src == "offsets"), f"{src}/0/{off}", "", src, e["ts"]))
+        out += [frame for _, frame in micro_batch(router, fn, states, rows)]
+        wall[0] += 1.0
+    for _ in range(5):  # held events released by time
+        out += [frame for _, frame in micro_batch(router, fn, states, [])]
+        wall[0] += 1.0
+    return out
+
+
+def test_one_verdicts_row_per_call_carries_every_line_and_its_commit_ts(monkeypatch):
+    events = simulate(SimConfig(knobs=replace(profile("mixed"), groups=4), seed=7, duration_ms=None,
+                                max_events=3_000, event_id_prefix="e-", labels=False))
+    frames = _frames(events)
+    rows = [r for f in frames for r in f.itertuples() if r.record in ("verdicts", "verdict")]
+    assert rows and {r.record for r in rows} == {"verdicts"}
+    per_call = Counter((id(f), r.group_id) for f in frames for r in f.itertuples() if r.record == "verdicts")
+    assert set(per_call.values()) == {1}  # one row per call
+    lines = [line for r in rows for line in r.json.split("\n")]
+    for r in rows:
+        text_lines = r.json.split("\n")
+        stamps = np.frombuffer(r.raw, dtype="<i8").tolist()
+        assert r.ord == len(text_lines) == len(stamps)
+        assert stamps == [json.loads(line)["ts"] for line in text_lines]
+        assert r.ts == max(stamps)
+    # The lines are the local engine's, each once, in its order within a group.
+    expected = [line for cv in judge_events(events).commit_verdicts if cv.parts
+                for line in commit_verdicts_block(cv).split("\n")]
+    assert Counter(lines) == Counter(expected) and len(lines) > 1_000
+    by_group = lambda ls: [x for x in ls if json.loads(x)["group_id"] == "group-00001"]  # noqa: E731
+    assert by_group(lines) == by_group(expected)
+
+    # The driver: every line produced, one latency sample per line from its commit's ts.
+    monkeypatch.setattr("fencewatch.streaming.job.time.time", lambda: NOW_MS / 1000)
+    writer = BatchWriter(cfgmod.load_config(environ={}), stats=JobStats())
+    acc = _BatchTotals()
+    for f in frames:
+        writer._chunk(f, acc)
+    want = sorted((NOW_MS - json.loads(line)["ts"]) / 1000.0 for line in lines)
+    alerts = [a["ts"] for a in acc.alerts]
+    assert sorted(acc.latencies) == sorted(want + [(NOW_MS - t) / 1000.0 for t in alerts])
+    assert acc.last_ts == max(int(r.ts) for f in frames for r in f.itertuples()
+                              if r.record in ("verdicts", "alert", "status") and r.ts is not None)
+    assert acc.last_ts >= max(json.loads(line)["ts"] for line in lines)
+
+
+def test_a_large_call_splits_its_verdicts_into_rows_of_bounded_lines(monkeypatch):
+    """A key with many commits in one micro-batch (a backlog, a large maxOffsetsPerTrigger) ships
+    several rows, each at most VERDICT_ROW_LINES lines (~1 MB): the same lines, in order."""
+    monkeypatch.setattr("fencewatch.streaming.state_fn.VERDICT_ROW_LINES", 50)
+    events = simulate(SimConfig(knobs=replace(profile("steady"), groups=1), seed=5, duration_ms=None,
+                                max_events=2_000, event_id_prefix="e-", labels=False))
+    frames = _frames(events, batch=2_000)
+    rows = [r for f in frames for r in f.itertuples() if r.record == "verdicts"]
+    commits = [cv for cv in judge_events(events).commit_verdicts if cv.parts]
+    widest = max(len(cv.parts) for cv in commits)
+    # A row closes once it reaches the bound, with whole commits.
+    assert len(rows) > 5 and max(r.ord for r in rows) < 50 + widest
+    lines = [line for r in rows for line in r.json.split("\n")]
+    expected = [line for cv in commits for line in commit_verdicts_block(cv).split("\n")]
+    assert lines == expected
