@@ -141,6 +141,11 @@ def nmt_mb(pid: int | None) -> dict[str, float]:
         return {}
     out = {nmt_key(m.group(1)): int(m.group(3)) / 1024 for m in NMT_LINE.finditer(text)}
     out["nmt_total"] = int(total.group(2)) / 1024
+    # what the JVM holds through malloc (live, all categories), and the sum of each category's
+    # peak: glibc keeps freed chunks, so the arenas' resident memory follows peaks, not the live sum
+    out["nmt_malloc"] = sum(int(kb) for kb in re.findall(r"\(malloc=(\d+)KB", text)) / 1024
+    out["nmt_malloc_peaks"] = sum(int(p or m) for m, p in
+                                  re.findall(r"\(malloc=(\d+)KB[^)]*\)(?: \(peak=(\d+)KB)?", text)) / 1024
     try:
         out["threads"] = float(re.search(r"^Threads:\s+(\d+)", Path(f"/proc/{pid}/status").read_text(), re.M).group(1))
         rollup = Path(f"/proc/{pid}/smaps_rollup").read_text()
@@ -258,49 +263,57 @@ def main() -> int:
 
     work = Path(tempfile.mkdtemp(prefix="fencewatch-soak-"))
     samples = []
-    with EmbeddedBroker() as broker:
-        topics = ["fencewatch.heartbeats", "fencewatch.offsets", "fencewatch.alerts", "fencewatch.dlq",
-                  "fencewatch.verdicts"]
-        broker.create_topics(topics, partitions=4)
-        stop = threading.Event()
-        sim_cfg = SimConfig(knobs=replace(profile("mixed"), groups=args.groups), seed=1,
-                            start_ts=int(time.time() * 1000), duration_ms=None,
-                            max_events=int(args.rate * (args.duration + 60)), labels=False)
-        sim = threading.Thread(target=run_simulation, args=(sim_cfg,), daemon=True,
-                               kwargs={"bootstrap_servers": broker.bootstrap, "pace": ("realtime", 1.0)})
-        log_path = work / "run.log"
-        with open(log_path, "wb") as log:
-            proc = subprocess.Popen(
-                [str(Path(sys.executable).parent / "fencewatch"), "run", "--bootstrap-servers", broker.bootstrap,
-                 "--starting-offsets", "earliest", "--checkpoint", str(work / "cp"), "--metrics-port", "0",
-                 "--verdicts-topic", "fencewatch.verdicts", *(x for kv in conf for x in ("--conf", kv))],
-                stdout=log, stderr=subprocess.STDOUT, env=env)
-            sim.start()
-            t0 = time.monotonic()
-            print(f"samples: {work / 'samples.json'} (rewritten at every sample)", flush=True)
-            jvm_cmdline_shown = False
-            try:
-                while time.monotonic() - t0 < args.duration and proc.poll() is None:
-                    time.sleep(args.every)
-                    jvm = jvm_pid(proc.pid)
-                    if jvm is not None and not jvm_cmdline_shown:  # the options the JVM really got
-                        jvm_cmdline_shown = True
-                        cmd = Path(f"/proc/{jvm}/cmdline").read_bytes().split(b"\0")
-                        print("JVM options: " + " ".join(a.decode() for a in cmd if a[:2] in (b"-X", b"-D")), flush=True)
-                    s = {"t": round(time.monotonic() - t0), **rss_by_kind(proc.pid), **heap_mb(jvm),
-                         **(nmt_mb(jvm) if args.nmt else {}),
-                         "state_mb": du(work / "cp" / "state") / 1e6, "checkpoint_mb": du(work / "cp") / 1e6,
-                         "load": os.getloadavg()[0], **scrape(log_path)}
-                    samples.append(s)
-                    print(json.dumps(s), flush=True)
-                    (work / "samples.json").write_text(json.dumps(samples))
-            finally:
-                stop.set()
-                proc.terminate()
+    try:
+        with EmbeddedBroker() as broker:
+            topics = ["fencewatch.heartbeats", "fencewatch.offsets", "fencewatch.alerts", "fencewatch.dlq",
+                      "fencewatch.verdicts"]
+            broker.create_topics(topics, partitions=4)
+            stop = threading.Event()
+            sim_cfg = SimConfig(knobs=replace(profile("mixed"), groups=args.groups), seed=1,
+                                start_ts=int(time.time() * 1000), duration_ms=None,
+                                max_events=int(args.rate * (args.duration + 60)), labels=False)
+            sim = threading.Thread(target=run_simulation, args=(sim_cfg,), daemon=True,
+                                   kwargs={"bootstrap_servers": broker.bootstrap, "pace": ("realtime", 1.0)})
+            log_path = work / "run.log"
+            with open(log_path, "wb") as log:
+                proc = subprocess.Popen(
+                    [str(Path(sys.executable).parent / "fencewatch"), "run", "--bootstrap-servers", broker.bootstrap,
+                     "--starting-offsets", "earliest", "--checkpoint", str(work / "cp"), "--metrics-port", "0",
+                     "--verdicts-topic", "fencewatch.verdicts", *(x for kv in conf for x in ("--conf", kv))],
+                    stdout=log, stderr=subprocess.STDOUT, env=env)
+                sim.start()
+                t0 = time.monotonic()
+                print(f"samples: {work / 'samples.json'} (rewritten at every sample)", flush=True)
+                jvm_cmdline_shown = False
                 try:
-                    proc.wait(60)
-                except subprocess.TimeoutExpired:
-                    proc.kill()
+                    while time.monotonic() - t0 < args.duration and proc.poll() is None:
+                        time.sleep(args.every)
+                        jvm = jvm_pid(proc.pid)
+                        if jvm is not None and not jvm_cmdline_shown:  # the options the JVM really got
+                            jvm_cmdline_shown = True
+                            cmd = Path(f"/proc/{jvm}/cmdline").read_bytes().split(b"\0")
+                            print("JVM options: " + " ".join(a.decode() for a in cmd if a[:2] in (b"-X", b"-D")), flush=True)
+                        s = {"t": round(time.monotonic() - t0), **rss_by_kind(proc.pid), **heap_mb(jvm),
+                             **(nmt_mb(jvm) if args.nmt else {}),
+                             "state_mb": du(work / "cp" / "state") / 1e6, "checkpoint_mb": du(work / "cp") / 1e6,
+                             "load": os.getloadavg()[0], **scrape(log_path)}
+                        samples.append(s)
+                        print(json.dumps(s), flush=True)
+                        (work / "samples.json").write_text(json.dumps(samples))
+                finally:
+                    stop.set()
+                    proc.terminate()
+                    try:
+                        proc.wait(60)
+                    except subprocess.TimeoutExpired:
+                        proc.kill()
+    except subprocess.TimeoutExpired as e:
+        # the in-memory broker of an hour's soak holds GBs and can outlast its stop's grace;
+        # the job has stopped and the samples are kept: report them all the same
+        if "broker" not in (e.cmd or []):
+            raise
+        print(f"warning: the broker's stop timed out ({e.timeout} s)", file=sys.stderr)
+
     alive = proc.returncode in (0, None) and len(samples) > 0
     return finish(samples, args, alive, work)
 
@@ -382,18 +395,23 @@ def nmt_table(samples: list) -> list[str]:
     file-backed parts, the gap RSS minus NMT's committed total, and the thread count."""
     with_nmt = [s for s in samples if "nmt_total" in s]
     judged = [s for s in with_nmt if s.get("events", 0) > 0] or with_nmt
-    keys = sorted({k for s in with_nmt for k in s if k.startswith("nmt_")} - {"nmt_total", "nmt_gap"},
+    keys = sorted({k for s in with_nmt for k in s if k.startswith("nmt_")} - {"nmt_total", "nmt_gap", "nmt_malloc",
+                                                                              "nmt_malloc_peaks"},
                   key=lambda k: (NMT_FIRST.index(k) if k in NMT_FIRST else len(NMT_FIRST), k))
     # categories under 1 MB throughout are left out of the table (listed after it)
     small = [k for k in keys if max(s.get(k, 0.0) for s in with_nmt) < 1.0]
     for s in with_nmt:  # RSS in MiB like NMT (the table above has MB of 10^6 bytes)
         s.setdefault("rss", s.get("rss_anon", 0.0) + s.get("rss_file", 0.0))
-    rows = [k for k in keys if k not in small] + ["nmt_total", "rss", "rss_anon", "rss_file", "nmt_gap", "heap_rss",
-                                                  "nonheap_rss", "nonheap_gap", "arena_rss", "arenas", "threads"]
+    rows = [k for k in keys if k not in small] + [
+        k for k in ("nmt_total", "rss", "rss_anon", "rss_file", "nmt_gap", "heap_rss", "nonheap_rss", "nonheap_gap",
+                    "nmt_malloc", "nmt_malloc_peaks", "arena_rss", "arenas", "threads")
+        if any(k in s for s in with_nmt)]
     names = {"nmt_total": "**NMT total committed**", "rss": "**JVM RSS**", "rss_anon": "RSS anonymous",
              "rss_file": "RSS file-backed", "nmt_gap": "**RSS minus NMT committed**",
              "heap_rss": "Java heap resident", "nonheap_rss": "**RSS outside the Java heap**",
              "nonheap_gap": "**RSS outside the heap minus NMT committed outside the heap**",
+             "nmt_malloc": "NMT malloc, live (all categories)",
+             "nmt_malloc_peaks": "NMT malloc, sum of each category's peak",
              "arena_rss": "glibc malloc arenas resident (brk heap + 64 MB arenas)", "arenas": "64 MB arenas (count)",
              "threads": "threads (count)"}
     first, last = judged[0], judged[-1]

@@ -89,9 +89,10 @@ Total: reserved=2779012KB, committed=892040KB
 
 -                    Thread (reserved=318888KB, committed=33228KB)
                             (thread #309)
+                            (malloc=547KB #1874) (peak=594KB #2286)
 
 -               Arena Chunk (reserved=3178KB, committed=3178KB)
-                            (malloc=3178KB)
+                            (malloc=181KB #669) (at peak)
 """
 
 
@@ -104,6 +105,8 @@ def test_nmt_parse(monkeypatch):
     out = bench_soak.nmt_mb(12345)
     assert out["nmt_java_heap"] == 516.0 and out["nmt_thread"] == pytest.approx(33228 / 1024)
     assert out["nmt_arena_chunk"] == pytest.approx(3178 / 1024) and out["nmt_total"] == pytest.approx(892040 / 1024)
+    assert out["nmt_malloc"] == pytest.approx((547 + 181) / 1024)
+    assert out["nmt_malloc_peaks"] == pytest.approx((594 + 181) / 1024)
 
 
 def test_nmt_added_to_the_jobs_java_options():
