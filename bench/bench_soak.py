@@ -92,7 +92,8 @@ ARENA = 64 * 2**20  # glibc's per-thread malloc arenas are 64 MB mappings (HEAP_
 def smaps_mb(pid: int, heap: tuple[int, int] | None) -> dict[str, float]:
     """From ``/proc/<pid>/smaps``: resident MB of the Java heap's range (``heap``, from
     GC.heap_info), of glibc's malloc arenas (the brk ``[heap]`` plus the 64 MB-aligned anonymous
-    mappings that, with the inaccessible rest after them, span 64 MB) and their count."""
+    mappings that, with the inaccessible rest after them, span 64 MB: an arena may hold several)
+    and how many of those 64 MB heaps."""
     maps = []  # [start, end, perms, name, rss kB]
     for line in Path(f"/proc/{pid}/smaps").read_text().splitlines():
         m = MAP_LINE.match(line)
@@ -412,7 +413,7 @@ def nmt_table(samples: list) -> list[str]:
              "nonheap_gap": "**RSS outside the heap minus NMT committed outside the heap**",
              "nmt_malloc": "NMT malloc, live (all categories)",
              "nmt_malloc_peaks": "NMT malloc, sum of each category's peak",
-             "arena_rss": "glibc malloc arenas resident (brk heap + 64 MB arenas)", "arenas": "64 MB arenas (count)",
+             "arena_rss": "glibc malloc arenas resident (brk heap + 64 MB arenas)", "arenas": "64 MB arena heaps (count)",
              "threads": "threads (count)"}
     first, last = judged[0], judged[-1]
     out = [f"The JVM's memory by Native Memory Tracking category (committed MiB; `jcmd VM.native_memory summary`; "
