@@ -1,4 +1,5 @@
-"""Write one benchmark's section into docs/benchmarks.md (replacing its previous run)."""
+"""Write one benchmark's section into docs/benchmarks.md (replacing its previous run, keeping
+the notes after a ``<!-- notes -->`` line)."""
 from __future__ import annotations
 
 import datetime as _dt
@@ -32,15 +33,25 @@ def commit() -> str:
         return "unknown"
 
 
+NOTES_MARKER = "<!-- notes -->"
+
+
 def write_section(name: str, command: str, body: str) -> None:
-    """Replace (or append) the section headed ``## <name>`` in docs/benchmarks.md."""
+    """Replace (or append) the section headed ``## <name>`` in docs/benchmarks.md.
+
+    Whatever the old section holds from a line ``<!-- notes -->`` to its end (hand-written
+    findings, earlier runs kept for comparison, ``###`` subsections) is kept, after the new
+    generated part; a section without that line is replaced whole."""
     date = _dt.date.today().isoformat()
     section = (f"## {name} ({date}, commit {commit()})\n\nCommand: `{command}`\n"
                f"Machine: {machine()}\n\n{body.rstrip()}\n")
     text = DOC.read_text() if DOC.exists() else "# Benchmarks\n\nEach section: command, machine, date, numbers.\n"
     pattern = re.compile(rf"^## {re.escape(name)} \(.*?(?=^## |\Z)", re.S | re.M)
-    if pattern.search(text):
-        text = pattern.sub(section + "\n", text)
+    old = pattern.search(text)
+    if old:
+        notes = re.search(rf"^{re.escape(NOTES_MARKER)}[ \t]*$", old.group(0), re.M)
+        kept = "\n" + old.group(0)[notes.start():].rstrip() + "\n" if notes else ""
+        text = text[:old.start()] + section + kept + "\n" + text[old.end():]
     else:
         text = text.rstrip() + "\n\n" + section
     DOC.parent.mkdir(parents=True, exist_ok=True)
