@@ -113,6 +113,13 @@ def job_backlog(spark, bootstrap: str, hb: str, off: str, n_events: int, max_per
     marks = _follow(query, lambda m: sum(x[1] for x in m) >= n_events)
     stop_between_batches(query, timeout_s=30)
     kafka.close()
+    rates = _steady_rates(marks, warmup_batches)
+    return {**rates, "verdicts": writer.stats.verdicts}
+
+
+def _steady_rates(marks: list, warmup_batches: int) -> dict:
+    """Events/s (per wall and per busy second), batch sizes and CPU per event over the micro-batches
+    after the first ``warmup_batches`` (``_follow``'s marks)."""
     data = [m for m in marks if m[1]]
     steady = data[warmup_batches:] if len(data) > warmup_batches + 1 else data[1:]
     first, last = data[data.index(steady[0]) - 1], steady[-1]
@@ -123,7 +130,7 @@ def job_backlog(spark, bootstrap: str, hb: str, off: str, n_events: int, max_per
             "events_per_s": rows / wall, "events_per_busy_s": rows / busy if busy else None,
             "batch_rows_p50": sorted(m[1] for m in steady)[len(steady) // 2],
             "batch_s_p50": sorted(m[4].get("triggerExecution", 0) for m in steady)[len(steady) // 2] / 1000,
-            "cpu_us_per_event": {k: v / rows * 1e6 for k, v in cpu.items()}, "verdicts": writer.stats.verdicts}
+            "cpu_us_per_event": {k: v / rows * 1e6 for k, v in cpu.items()}}
 
 
 def skeleton(spark, rate: int, seconds: int, keys: int) -> dict:
@@ -185,6 +192,22 @@ def engine_floor(spark, bootstrap: str, hb: str, off: str, n_events: int, max_pe
 
     limit = max_per_trigger or default_max_offsets(1_000, spark.sparkContext.defaultParallelism)
     cfg = RulesConfig()
+
+    def judge_records(key, pdfs, state):
+        st = pickle.loads(state.get[0]) if state.exists else None
+        events = []
+        for pdf in pdfs:
+            for value, seq in zip(pdf["value"].tolist(), pdf["seq"].tolist()):
+                ev = decode_json_line(value, seq=seq, default_event_id="", coords="")
+                if not isinstance(ev, (DecodeError, UnknownType)):
+                    events.append(ev)
+        out = grp.Outputs()
+        if events and key[0]:
+            events.sort(key=sort_key)
+            st = run_key(group_key(events[0].cluster, key[0]), st, events, cfg, out)
+        state.update((pickle.dumps(st, pickle.HIGHEST_PROTOCOL),))
+        yield pd.DataFrame({"key": [key[0]], "n": [len(out.commits)]})
+
     if routed:
         from fencewatch.streaming import config as cfgmod
         from fencewatch.streaming.job import build_inputs
@@ -210,44 +233,18 @@ def engine_floor(spark, bootstrap: str, hb: str, off: str, n_events: int, max_pe
 
         df, judge = build_inputs(spark, job_cfg).select("key", "payload"), judge_routed
     else:
-        df, judge = None, None
-    src = read_kafka_stream(spark, bootstrap=bootstrap, topics=[hb, off],
-                            options={"startingOffsets": "earliest", "maxOffsetsPerTrigger": str(limit)})
-    rank = F.when(F.col("topic") == hb, 0).otherwise(1)
-    df = df if routed else src.select(F.col("key").cast("string").alias("key"), "value",
-                                      (F.col("offset") * 4 + rank).alias("seq"))
-
-    def judge_records(key, pdfs, state):
-        st = pickle.loads(state.get[0]) if state.exists else None
-        events = []
-        for pdf in pdfs:
-            for value, seq in zip(pdf["value"].tolist(), pdf["seq"].tolist()):
-                ev = decode_json_line(value, seq=seq, default_event_id="", coords="")
-                if not isinstance(ev, (DecodeError, UnknownType)):
-                    events.append(ev)
-        out = grp.Outputs()
-        if events and key[0]:
-            events.sort(key=sort_key)
-            st = run_key(group_key(events[0].cluster, key[0]), st, events, cfg, out)
-        state.update((pickle.dumps(st, pickle.HIGHEST_PROTOCOL),))
-        yield pd.DataFrame({"key": [key[0]], "n": [len(out.commits)]})
-
-    judge = judge or judge_records
+        src = read_kafka_stream(spark, bootstrap=bootstrap, topics=[hb, off],
+                                options={"startingOffsets": "earliest", "maxOffsetsPerTrigger": str(limit)})
+        rank = F.when(F.col("topic") == hb, 0).otherwise(1)
+        df = src.select(F.col("key").cast("string").alias("key"), "value", (F.col("offset") * 4 + rank).alias("seq"))
+        judge = judge_records
     out = df.groupBy("key").applyInPandasWithState(judge, "key string, n long", "blob binary", "append",
                                                    GroupStateTimeout.NoTimeout)
     query = (out.writeStream.foreachBatch(lambda bdf, bid: bdf.collect())
              .option("checkpointLocation", tempfile.mkdtemp()).trigger(processingTime="1 second").start())
     marks = _follow(query, lambda m: sum(x[1] for x in m) >= n_events)
     query.stop()
-    data = [m for m in marks if m[1]]
-    steady = data[warmup_batches:] if len(data) > warmup_batches + 1 else data[1:]
-    first, last = data[data.index(steady[0]) - 1], steady[-1]
-    rows, wall = sum(m[1] for m in steady), last[2] - first[2]
-    busy = sum(m[4].get("triggerExecution", 0) for m in steady) / 1000
-    cpu = {k: last[3][k] - first[3][k] for k in last[3]}
-    return {"events_per_s": rows / wall, "events_per_busy_s": rows / busy if busy else None, "batches": len(data),
-            "batch_s_p50": sorted(m[4].get("triggerExecution", 0) for m in steady)[len(steady) // 2] / 1000,
-            "cpu_us_per_event": {k: v / rows * 1e6 for k, v in cpu.items()}}
+    return _steady_rates(marks, warmup_batches)
 
 
 def worker(spec: dict) -> dict:

@@ -341,9 +341,9 @@ class BatchWriter:
         now_ms = int(time.time() * 1000)
         records = pdf["record"]
         # "verdicts": a state function call's verdict lines, "\n"-joined, and their commits' ts
-        # packed in ``raw`` (state_fn._verdicts_row); "verdict": one commit request's lines.
-        vmask, cmask, amask = records == "verdicts", records == "verdict", records == "alert"
-        verdict_rows = pdf.loc[vmask | cmask, "json"].tolist()
+        # packed in ``raw`` (state_fn._verdicts_row).
+        vmask, amask = records == "verdicts", records == "alert"
+        verdict_rows = pdf.loc[vmask, "json"].tolist()
         verdict_lines = [line for text in verdict_rows for line in text.split("\n")]
         alert_dicts = [json.loads(x) for x in pdf.loc[amask, "json"]]
         dlq = pdf.loc[records.isin(["dlq", "unknown"])]
@@ -357,8 +357,6 @@ class BatchWriter:
         if vmask.any():
             stamps = np.frombuffer(b"".join(pdf.loc[vmask, "raw"].tolist()), dtype="<i8")
             acc.latencies += ((now_ms - stamps) / 1000.0).tolist()
-        acc.latencies += [(now_ms - int(t)) / 1000.0 for t, n in zip(pdf.loc[cmask, "ts"], pdf.loc[cmask, "ord"])
-                          for _ in range(int(n))]
         acc.latencies += [(now_ms - int(t)) / 1000.0 for t in pdf.loc[amask, "ts"]]
         for st in status:
             for key, n in st.pop("events", {}).items():
@@ -371,7 +369,7 @@ class BatchWriter:
         acc.status += status
         acc.alerts += alert_dicts
         if len(pdf["ts"]):
-            ts_values = [int(t) for t in pdf.loc[vmask | cmask | amask | (records == "status"), "ts"] if t is not None]
+            ts_values = [int(t) for t in pdf.loc[vmask | amask | (records == "status"), "ts"] if t is not None]
             if ts_values:
                 acc.last_ts = max(ts_values + ([acc.last_ts] if acc.last_ts is not None else []))
         acc.dlq_counts.update(r.split("(")[0] for r in dlq.loc[dlq["record"] == "dlq", "reason"])
