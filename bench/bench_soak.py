@@ -206,7 +206,8 @@ def du(path: Path) -> int:
 
 
 def scrape(port_file: Path) -> dict[str, float]:
-    """Events judged and input lag from the job's /metrics (its port from the job's log)."""
+    """Events judged, input lag, groups, members and the state stores' memory from the job's
+    /metrics (its port from the job's log)."""
     m = re.search(r"metrics on http://([\d.]+):(\d+)/metrics", port_file.read_text(errors="replace"))
     if not m:
         return {}
@@ -224,6 +225,8 @@ def scrape(port_file: Path) -> dict[str, float]:
             out["groups"] += float(line.rsplit(" ", 1)[1])
         elif line.startswith("fencewatch_group_members{"):
             out["members"] += float(line.rsplit(" ", 1)[1])
+        elif line.startswith("fencewatch_state_memory_bytes "):
+            out["state_mem_mb"] = float(line.rsplit(" ", 1)[1]) / 1e6  # RocksDB's own figure (native memory)
     return out
 
 
@@ -368,19 +371,21 @@ def report(samples: list, args, alive: bool) -> str:
              f"{rate:,.0f} events/s judged, for {args.duration / 60:.0f} min; "
              f"job {'alive to the end' if alive else 'DIED'}", "",
              "| t (s) | driver RSS MB | JVM RSS MB | JVM heap committed / used MB | Python workers RSS MB (n, largest) | state MB "
-             "| checkpoint MB | groups | members | state KB per group | events judged | input lag | load |",
+             "on disk (/ in memory) | checkpoint MB | groups | members | state KB per group | events judged | input lag | load |",
              "|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
     step = max(1, len(samples) // 12)
     for s in samples[::step] + ([samples[-1]] if samples and (len(samples) - 1) % step else []):
         per_group = s["state_mb"] * 1000 / s["groups"] if s.get("groups") else 0.0
         lines.append(f"| {s['t']} | {s['driver']:.0f} | {s['jvm']:.0f} | {s.get('heap_committed', 0):.0f} / "
                      f"{s.get('heap_used', 0):.0f} | {s['python_workers']:.0f} ({s.get('python_workers_n', 0):.0f}, "
-                     f"{s.get('python_worker_max', 0):.0f}) | {s['state_mb']:.1f} | "
+                     f"{s.get('python_worker_max', 0):.0f}) | {s['state_mb']:.1f}"
+                     f"{' / %.1f' % s['state_mem_mb'] if 'state_mem_mb' in s else ''} | "
                      f"{s['checkpoint_mb']:.1f} | {s.get('groups', 0):,.0f} | {s.get('members', 0):,.0f} | "
                      f"{per_group:.1f} | {s.get('events', 0):,.0f} | {s.get('lag', 0):,.0f} | {s.get('load', 0):.1f} |")
     lines += ["", "Growth over the second half of the samples with events judged (per hour, least squares): " + ", ".join(
         f"{k} {growth(samples, k):+.1f}" for k in ("driver", "jvm", "heap_committed", "heap_used", "python_workers",
-                                                 "python_worker_max", "state_mb", "checkpoint_mb", "groups", "members"))]
+                                                 "python_worker_max", "state_mb", "state_mem_mb", "checkpoint_mb", "groups",
+                                                 "members") if any(k in x for x in samples))]
     if any("nmt_total" in s for s in samples):
         lines += ["", *nmt_table(samples)]
     return "\n".join(lines)

@@ -460,8 +460,11 @@ def monitor_health() -> dict:
     lay.add(timeseries("Group label budget", "Groups with their own series and groups folded into group=\"other\".",
                        (f"sum by (disposition) ({_m('exporter_groups')}{_sel(group=False)})", "{{disposition}}"),
                        (f"sum by (record) (rate({_m('exporter_rejected_records_total')}[$__rate_interval]))",
-                        "rejected {{record}}")), 12, 8)
-    lay.add(table("Build", "Running versions.", f"{_m('build_info')}"), 12, 8)
+                        "rejected {{record}}")), 8, 8)
+    lay.add(timeseries("State store memory", "Memory the query's state stores report (RocksDB: native, outside "
+                       "the JVM heap; size the driver or executors for it).",
+                       (f"sum({_m('state_memory_bytes')})", "memory"), unit="bytes"), 8, 8)
+    lay.add(table("Build", "Running versions.", f"{_m('build_info')}"), 8, 8)
     return _dashboard(HEALTH_UID, "fencewatch / Monitor health",
                       "The monitor itself: up, lag, batch time, decision latency, dead letters.", lay.panels, multi=True)
 

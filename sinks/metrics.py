@@ -333,6 +333,17 @@ METRICS: tuple[MetricSpec, ...] = (
         "Records in the input topics not yet read by the monitor.",
     ),
     MetricSpec(
+        PREFIX + "state_rows",
+        GAUGE,
+        "Rows in the query's state stores (groups and topic keys), from Spark's last progress report.",
+    ),
+    MetricSpec(
+        PREFIX + "state_memory_bytes",
+        GAUGE,
+        "Memory the query's state stores report using (RocksDB: memtables, block cache, index and filter "
+        "blocks; native memory the JVM's own figures do not show), from Spark's last progress report.",
+    ),
+    MetricSpec(
         PREFIX + "last_event_timestamp_seconds",
         GAUGE,
         "Coordinator timestamp of the newest event processed.",

@@ -88,6 +88,8 @@ class MetricsBatch:
     batch_duration_s: float | None = None
     decision_latencies_s: Iterable[float] = ()
     input_lag_records: int | None = None
+    state_rows: int | None = None
+    state_memory_bytes: int | None = None
     last_event_ts_ms: int | None = None
     deleted_groups: Iterable[tuple[str, str]] = ()
 
@@ -210,6 +212,7 @@ class MetricsSink:
             for name in (m.PREFIX + "batch_duration_seconds", m.PREFIX + "decision_latency_seconds")
         }
         self._input_lag: float | None = None
+        self._state: dict[str, float] = {}  # state_rows / state_memory_bytes, as last reported
         self._last_event_s: float | None = None
         self._last_batch_s: float | None = None
         self._started_s = clock()
@@ -501,6 +504,9 @@ class MetricsSink:
             latency.observe(value)
         if batch.input_lag_records is not None:
             self._input_lag = float(batch.input_lag_records)
+        for name in ("state_rows", "state_memory_bytes"):
+            if getattr(batch, name) is not None:
+                self._state[name] = float(getattr(batch, name))
         self._ungrouped[m.PREFIX + "batches_total"][()] += 1
         self._last_batch_s = now
         if batch.batch_id is not None:
@@ -622,6 +628,8 @@ class MetricsSink:
             families[name].add_metric([], hist.buckets(), hist.total)
         if self._input_lag is not None:
             add(m.PREFIX + "input_lag_records", (), self._input_lag)
+        for name, value in self._state.items():
+            add(m.PREFIX + name, (), value)
         if self._last_event_s is not None:
             add(m.PREFIX + "last_event_timestamp_seconds", (), self._last_event_s)
         if self._last_batch_s is not None:

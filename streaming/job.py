@@ -259,7 +259,7 @@ class BatchWriter:
         self.kafka = kafka
         self.metrics = metrics
         self.stats = stats or JobStats()
-        self.progress = progress  # callable -> (input_lag_records | None)
+        self.progress = progress  # callable -> the MetricsBatch fields read from the query (query_facts)
         self.query = None
         self.last_batch: int | None = None  # the last batch whose outputs were written (or skipped)
         self.closed = False  # a stop was asked: batches are refused (see :meth:`close`)
@@ -302,7 +302,7 @@ class BatchWriter:
                 batch_id=batch_id, verdict_summaries=acc.summaries, alerts=acc.alerts, group_status=acc.status,
                 events=dict(acc.events), heartbeat_errors=dict(acc.hb_errors), dlq=dict(acc.dlq_counts),
                 batch_duration_s=elapsed, decision_latencies_s=acc.latencies,
-                input_lag_records=self.progress() if self.progress else None, last_event_ts_ms=acc.last_ts)
+                last_event_ts_ms=acc.last_ts, **(self.progress() if self.progress else {}))
         s = self.stats
         with s.lock:
             s.batches += 1
@@ -563,6 +563,19 @@ def input_lag(query) -> int | None:
     return lag
 
 
+def query_facts(query) -> dict:
+    """What the metrics take from Spark's last progress report: the input lag, and the state
+    stores' rows and memory. RocksDB's memory is native (malloc), outside every JVM figure, so an
+    operator sizing the driver or executors needs it from here (docs/reliability.md, "Soak")."""
+    facts = {"input_lag_records": input_lag(query)}
+    prog = query.lastProgress if query is not None else None
+    ops = (prog or {}).get("stateOperators") or []
+    if ops:
+        facts["state_rows"] = sum(int(op.get("numRowsTotal") or 0) for op in ops)
+        facts["state_memory_bytes"] = sum(int(op.get("memoryUsedBytes") or 0) for op in ops)
+    return facts
+
+
 def make_sinks(cfg: cfgmod.Config, spark, *, metrics_port: int | None = None):
     """Kafka outputs (their log in the query's checkpoint) and the metrics exporter as configured."""
     from fencewatch.sinks.kafka import KafkaOutputs
@@ -665,7 +678,7 @@ def _cmd_run(args: argparse.Namespace) -> int:
     kafka, metrics = make_sinks(cfg, spark)
     host, port = metrics.start()
     writer = BatchWriter(cfg, kafka=kafka, metrics=metrics)
-    writer.progress = lambda: input_lag(writer.query)
+    writer.progress = lambda: query_facts(writer.query)
     log.info("%s", startup_line(cfg, spark))
     log.info("metrics on http://%s:%d/metrics", host, port)
     query = start_query(spark, cfg, writer)
@@ -795,7 +808,7 @@ def _cmd_demo(args: argparse.Namespace) -> int:
         kafka, metrics = make_sinks(cfg, spark)
         host, port = metrics.start()
         writer = BatchWriter(cfg, kafka=kafka, metrics=metrics)
-        writer.progress = lambda: input_lag(writer.query)
+        writer.progress = lambda: query_facts(writer.query)
         print(f"fencewatch demo: broker {broker.bootstrap}, metrics http://{host}:{port}/metrics, "
               f"profile {args.profile}, {'until Ctrl-C' if duration is None else f'{duration:.0f}s'}"
               + (f", a malformed record every {args.bad_record_every} (to the DLQ)" if args.bad_record_every else ""),

@@ -169,6 +169,7 @@ class SyntheticFeed:
             "batch_duration_s": rng.uniform(0.1, 0.9),
             "decision_latencies_s": [rng.uniform(0.05, 3.0) for _ in verdicts],
             "input_lag_records": rng.randint(0, 500),
+            "state_rows": 40 + step, "state_memory_bytes": rng.randint(1, 64) * 2**20,
             "last_event_ts_ms": now_ms - rng.randint(0, 2000),
         }
 

@@ -342,13 +342,18 @@ def test_up_follows_health_and_staleness_and_monitor_gauges():
     assert value(sink, "fencewatch_up") == 1
     clock.t += 61
     assert value(sink, "fencewatch_up") == 0  # never completed a batch
+    assert value(sink, "fencewatch_state_rows") is None  # no state reported yet: no made-up zero
     sink.add_batch(batch_duration_s=0.7, decision_latencies_s=[0.2, 3.0], input_lag_records=12,
-                   last_event_ts_ms=1_799_999_999_000, dlq={"MISSING_FIELD:group_id": 2, "SOMETHING_NEW": 1})
+                   state_rows=40, state_memory_bytes=5_000_000, last_event_ts_ms=1_799_999_999_000, dlq={"MISSING_FIELD:group_id": 2, "SOMETHING_NEW": 1})
     data = scrape(sink)
     assert value(data, "fencewatch_up") == 1
     assert value(data, "fencewatch_last_batch_timestamp_seconds") == clock.t
     assert value(data, "fencewatch_last_event_timestamp_seconds") == 1_799_999_999
     assert value(data, "fencewatch_input_lag_records") == 12
+    assert value(data, "fencewatch_state_rows") == 40
+    assert value(data, "fencewatch_state_memory_bytes") == 5_000_000
+    sink.add_batch(batch_duration_s=0.7, state_rows=41)  # a report without memory keeps the last one
+    assert value(sink, "fencewatch_state_rows") == 41 and value(sink, "fencewatch_state_memory_bytes") == 5_000_000
     assert value(data, "fencewatch_batch_duration_seconds_bucket", le="1.0") == 1
     assert value(data, "fencewatch_batch_duration_seconds_bucket", le="0.5") == 0
     assert value(data, "fencewatch_decision_latency_seconds_count") == 2
