@@ -22,7 +22,7 @@ $(STAMP): pyproject.toml
 
 install: $(STAMP)
 
-# Debian packages the tests and the demo use (Java is already on the machines).
+# Debian packages the tests, the demo and the job use (Java is already on the machines).
 system-deps:
 	@command -v promtool >/dev/null 2>&1 || { echo "installing Debian's prometheus package"; \
 	  (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq prometheus >/dev/null) \
@@ -31,6 +31,10 @@ system-deps:
 	  || { echo "installing Debian's rsyslog-kafka package (log shipping test)"; \
 	  (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq rsyslog-kafka >/dev/null) \
 	  || echo "warning: could not install rsyslog-kafka; tests/deploy will fail"; }
+	@test -e /usr/lib/x86_64-linux-gnu/libjemalloc.so.2 -o -e /usr/lib/aarch64-linux-gnu/libjemalloc.so.2 \
+	  || { echo "installing Debian's libjemalloc2 package (Spark's JVM allocator, docs/reliability.md)"; \
+	  (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq libjemalloc2 >/dev/null) \
+	  || echo "warning: could not install libjemalloc2; the job runs on glibc's malloc"; }
 
 test: $(STAMP) system-deps
 	$(PY) -m pytest -q --durations=25
@@ -41,7 +45,7 @@ test-fast: $(STAMP)
 demo: $(STAMP) system-deps
 	$(VENV)/bin/fencewatch demo $(DEMO_ARGS)
 
-bench: $(STAMP)
+bench: $(STAMP) system-deps
 	$(BYTECODE)
 	$(PY) bench/__main__.py
 

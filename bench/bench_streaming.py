@@ -255,7 +255,8 @@ def worker(spec: dict) -> dict:
     if not spec["master"].startswith("local"):  # the standalone cluster on loopback: one-core executors
         extra = {"spark.driver.host": "127.0.0.1", "spark.driver.bindAddress": "127.0.0.1",
                  "spark.executor.cores": "1", "spark.executor.memory": "1g", **extra}
-    spark = spark_session(spec["master"], shuffle_partitions=spec["shuffle_partitions"], extra=extra)
+    spark = spark_session(spec["master"], shuffle_partitions=spec["shuffle_partitions"], extra=extra,
+                          jemalloc=spec.get("jemalloc", "auto"))
     out = {"master": spec.get("label") or spec["master"], "jobs": {}}
     for name, (hb, off, n) in spec["topics"].items():
         out["jobs"][name] = job_backlog(spark, spec["bootstrap"], hb, off, n, spec.get("max_per_trigger"),
@@ -451,6 +452,7 @@ def main(argv=None) -> int:
     ap.add_argument("--no-verdicts", action="store_true", help="no verdicts topic (alerts and metrics only)")
     ap.add_argument("--conf", action="append", default=[], metavar="KEY=VALUE",
                     help="extra Spark setting for the job's session (A/B runs), repeatable")
+    ap.add_argument("--jemalloc", default="auto", help="streaming.jemalloc for the job's JVM (auto, off, a path)")
     ap.add_argument("--engine-floor", default="local[2]",
                     help="masters (of --masters) that also run the engine floor: the same backlog with only "
                          "decode + rules per event in the query (empty: none)")
@@ -486,7 +488,7 @@ def main(argv=None) -> int:
                     "skeleton_rate": args.skeleton_rate, "skeleton_seconds": args.skeleton_seconds,
                     "latency": [int(g) for g in args.latency_groups.split(",") if g] if i == 0 else [],
                     "latency_seconds": args.latency_seconds, "no_verdicts": args.no_verdicts,
-                    "conf": dict(c.split("=", 1) for c in args.conf),
+                    "conf": dict(c.split("=", 1) for c in args.conf), "jemalloc": args.jemalloc,
                     "engine_floor": master in args.engine_floor.split(",")}
             runs.append(run_worker(spec))
             print(json.dumps(runs[-1]), file=sys.stderr)
@@ -500,7 +502,8 @@ def main(argv=None) -> int:
                         "topics": topics, "groups": args.groups, "shuffle_partitions": args.shuffle_partitions,
                         "max_per_trigger": args.max_offsets_per_trigger, "skeleton_rate": args.skeleton_rate,
                         "skeleton_seconds": 0, "latency": [], "latency_seconds": 0,
-                        "no_verdicts": args.no_verdicts, "conf": dict(c.split("=", 1) for c in args.conf)}
+                        "no_verdicts": args.no_verdicts, "conf": dict(c.split("=", 1) for c in args.conf),
+                        "jemalloc": args.jemalloc}
                 runs.append(run_worker(spec, env=cluster.env))
             print(json.dumps(runs[-1]), file=sys.stderr)
     text = report(args, counts, replay, runs)

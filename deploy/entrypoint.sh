@@ -26,6 +26,13 @@ case "${1:-}" in
       java_opts+=("${!name}")
     done < <(env | grep -o '^SPARK_JAVA_OPT_[0-9]*=' | sort -t_ -k4 -n)
     classpath="$SPARK_HOME/jars/*${SPARK_CLASSPATH:+:$SPARK_CLASSPATH}"
+    # The executors hold the RocksDB state: jemalloc, as `fencewatch run` preloads locally
+    # (streaming.jemalloc; on glibc's malloc the JVM grew, docs/reliability.md "Soak"), unless the
+    # pod sets LD_PRELOAD itself.
+    jemalloc="/usr/lib/$(uname -m)-linux-gnu/libjemalloc.so.2"
+    if [[ -z "${LD_PRELOAD:-}" && -e "$jemalloc" ]]; then
+      export LD_PRELOAD="$jemalloc"
+    fi
     exec "${JAVA_HOME:-/usr}/bin/java" "${java_opts[@]}" \
       -Xms"${SPARK_EXECUTOR_MEMORY:?}" -Xmx"${SPARK_EXECUTOR_MEMORY}" \
       -cp "$classpath" org.apache.spark.scheduler.cluster.k8s.KubernetesExecutorBackend \

@@ -56,6 +56,7 @@ class StreamingConfig:
     spark_master: str = "local[2]"
     shuffle_partitions: int = 8
     state_store: str = "rocksdb"  # rocksdb | hdfs
+    jemalloc: str = "auto"  # auto | off | a path: the allocator preloaded into the JVM (spark.jemalloc_path)
     kafka: Mapping[str, str] = field(default_factory=dict)  # extra client settings (security.protocol, sasl.*, ssl.*)
     # Schema Registry for Avro input and alerts (url, basic.auth.user.info, ...); empty: fixed ids
     schema_registry: Mapping[str, str] = field(default_factory=dict)
@@ -102,6 +103,9 @@ class Config:
                 problems.append(f"unknown streaming.log_timezone {s.log_timezone!r}; valid: an IANA zone, e.g. UTC")
         _one_of(problems, "streaming.input_format", s.input_format, ("json", "avro"))
         _one_of(problems, "streaming.state_store", s.state_store, ("rocksdb", "hdfs"))
+        if s.jemalloc not in ("auto", "off") and not os.path.isfile(s.jemalloc):
+            problems.append(f"streaming.jemalloc {s.jemalloc!r} is not a file; valid: auto, off, or the path of "
+                            "libjemalloc.so.2")
         _one_of(problems, "sinks.alerts_format", self.sinks.alerts_format, ("avro", "json"))
         _one_of(problems, "logging.level", self.logging.level.upper(), ("DEBUG", "INFO", "WARNING", "ERROR"))
         _one_of(problems, "logging.format", self.logging.format, ("text", "json"))

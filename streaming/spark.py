@@ -9,6 +9,7 @@ in the console's format (or Spark's JSON layout with ``logging.format: json``).
 """
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 import sys
@@ -26,6 +27,9 @@ FS_CHECKPOINT_MANAGER = "org.apache.spark.sql.execution.streaming.checkpointing.
 SPARK_REDACTION_REGEX = r"(?i)secret|password|token|access[.]?key|jaas|user[.]?info|credential"
 LOG4J2_FILES = {"text": Path(__file__).with_name("log4j2.properties"),
                 "json": Path(__file__).with_name("log4j2-json.properties")}
+# Where Debian/Ubuntu (x86_64, arm64), RHEL and Alpine put jemalloc (libjemalloc2, jemalloc).
+JEMALLOC_PATHS = ("/usr/lib/x86_64-linux-gnu/libjemalloc.so.2", "/usr/lib/aarch64-linux-gnu/libjemalloc.so.2",
+                  "/usr/lib64/libjemalloc.so.2", "/usr/lib/libjemalloc.so.2")
 
 
 def spark_session_for(cfg, *, app_name: str = "fencewatch"):
@@ -35,7 +39,37 @@ def spark_session_for(cfg, *, app_name: str = "fencewatch"):
     # start (ResolveWriteToStream); saying so up front keeps the console quiet.
     conf = {"spark.sql.adaptive.enabled": "false", **checkpoint_conf(s.checkpoint_location), **s.spark_conf}
     return spark_session(s.spark_master, app_name=app_name, shuffle_partitions=s.shuffle_partitions,
-                         state_store=s.state_store, extra=conf, log_format=cfg.logging.format)
+                         state_store=s.state_store, extra=conf, log_format=cfg.logging.format, jemalloc=s.jemalloc)
+
+
+def jemalloc_path(setting: str = "auto") -> str | None:
+    """The jemalloc to preload into Spark's JVM (``streaming.jemalloc``: auto, off or a path).
+
+    Why: RocksDB's block cache fills and evicts ~4 KB blocks from Spark's task threads, and
+    glibc's malloc keeps what they free in per-thread arenas. In the soak the JVM's memory outside
+    what it tracks rose ~+550 MB/h with glibc and the cache's live size bounded; with jemalloc it
+    rose while the cache filled and then stayed level (docs/reliability.md, "Soak")."""
+    if setting == "off":
+        return None
+    if setting != "auto":
+        return setting
+    return next((p for p in JEMALLOC_PATHS if os.path.isfile(p)), None)
+
+
+@contextlib.contextmanager
+def _preloaded(library: str | None):
+    """``LD_PRELOAD`` set while pyspark starts the JVM (a child of this process, which keeps it,
+    as do the Python workers it forks); this process's environment is restored after."""
+    before = os.environ.get("LD_PRELOAD")
+    if library and library not in (before or "").split():
+        os.environ["LD_PRELOAD"] = f"{library} {before}" if before else library
+    try:
+        yield
+    finally:
+        if before is None:
+            os.environ.pop("LD_PRELOAD", None)
+        else:
+            os.environ["LD_PRELOAD"] = before
 
 
 def checkpoint_conf(location: str | None) -> dict[str, str]:
@@ -63,9 +97,12 @@ def driver_java_options(master: str | None, extra: Mapping[str, str], log_format
 
 
 def spark_session(master: str = "local[2]", *, app_name: str = "fencewatch", shuffle_partitions: int = 8,
-                  state_store: str = "rocksdb", extra: Mapping[str, str] | None = None, log_format: str = "text"):
+                  state_store: str = "rocksdb", extra: Mapping[str, str] | None = None, log_format: str = "text",
+                  jemalloc: str = "auto"):
     """A session with the settings the job relies on (RocksDB state store, Arrow, loopback locally);
-    ``extra`` (``streaming.spark_conf``) last, so it wins."""
+    ``extra`` (``streaming.spark_conf``) last, so it wins. ``jemalloc`` (see :func:`jemalloc_path`):
+    preloaded into the JVM this process starts; on a cluster master an explicit path goes to the
+    executors (``spark.executorEnv.LD_PRELOAD``), which must have it there."""
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
     if master and master.startswith("local"):
@@ -104,12 +141,34 @@ def spark_session(master: str = "local[2]", *, app_name: str = "fencewatch", shu
     if state_store == "rocksdb":
         builder = (builder.config("spark.sql.streaming.stateStore.providerClass", ROCKSDB_PROVIDER)
                    .config("spark.sql.streaming.stateStore.rocksdb.changelogCheckpointing.enabled", "true"))
+    local = bool(master) and master.startswith("local")
+    library = jemalloc_path(jemalloc)
+    executor_preload = (extra or {}).get("spark.executorEnv.LD_PRELOAD")
+    if not local and executor_preload is None and jemalloc not in ("auto", "off"):
+        executor_preload = library  # auto: this host's path says nothing about the executors'
+        builder = builder.config("spark.executorEnv.LD_PRELOAD", library)
     for k, v in (extra or {}).items():
         if k != "spark.driver.extraJavaOptions":  # merged above
             builder = builder.config(k, v)
-    session = builder.getOrCreate()
+    from pyspark import SparkContext
+
+    starts_jvm = SparkContext._gateway is None and "PYSPARK_GATEWAY_PORT" not in os.environ
+    if library is None and jemalloc == "auto" and state_store == "rocksdb" and local and starts_jvm:
+        log.warning("jemalloc not found (%s): Spark's JVM runs RocksDB on glibc's malloc, whose arenas grew "
+                    "~+550 MB/h in the soak (docs/reliability.md); install it (Debian: libjemalloc2) or set "
+                    "streaming.jemalloc", ", ".join(JEMALLOC_PATHS))
+    with _preloaded(library if starts_jvm else None):
+        session = builder.getOrCreate()
     session.sparkContext.setLogLevel("WARN")
-    log.info("Spark %s, master %s, shuffle partitions %d, state store %s%s", session.version, master,
+    log.info("Spark %s, master %s, shuffle partitions %d, state store %s, malloc %s%s", session.version, master,
              shuffle_partitions, state_store,
+             _malloc_label(library, local, starts_jvm, executor_preload),
              f", spark_conf {sorted(extra)}" if extra else "")
     return session
+
+
+def _malloc_label(library: str | None, local: bool, starts_jvm: bool, executor_preload: str | None) -> str:
+    """The allocator named in the start-up log line."""
+    if local:
+        return (library or "glibc") if starts_jvm else "that of the running JVM"
+    return f"{executor_preload} on executors" if executor_preload else "the executors' own"

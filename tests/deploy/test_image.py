@@ -17,6 +17,7 @@ import shutil
 import socket
 import subprocess
 import sys
+import time
 import zipfile
 from pathlib import Path
 
@@ -67,7 +68,7 @@ def test_base_image_is_pinned_to_an_exact_python_that_pyproject_allows():
 def test_runtime_has_java_17_runs_as_non_root_and_checks_its_metrics_endpoint():
     runtime = [i for i in INSTRUCTIONS if i.stage == RUNTIME]
     installs = " ".join(" ".join(c) for c in run_commands(INSTRUCTIONS, RUNTIME))
-    assert "openjdk-17-jre-headless" in installs
+    assert "openjdk-17-jre-headless" in installs and "libjemalloc2" in installs
     env = " ".join(i.args for i in runtime if i.keyword == "ENV")
     assert "JAVA_HOME=/usr/lib/jvm/java-17 " in env
     assert "/usr/lib/jvm/java-17-openjdk-$(dpkg --print-architecture)" in installs, "any build architecture"
@@ -212,6 +213,39 @@ def test_executor_class_the_entrypoint_starts_is_in_the_image_spark():
     assert k8s, "pyspark's jars include spark-kubernetes"
     with zipfile.ZipFile(k8s[0]) as z:
         assert cls.replace(".", "/") + ".class" in z.namelist()
+
+
+@pytest.mark.spark
+def test_entrypoint_executor_branch_runs_the_jvm_on_jemalloc(tmp_path):
+    """The executor JVM (real java, Spark's real backend class) maps jemalloc; it is stopped once
+    seen (no driver answers at the URL it is given)."""
+    import pyspark
+    from fencewatch.streaming.spark import jemalloc_path
+
+    assert jemalloc_path("auto"), "make installs libjemalloc2 (Debian)"
+    env = {k: v for k, v in os.environ.items() if k != "LD_PRELOAD"} | {
+        "SPARK_HOME": str(Path(pyspark.__file__).parent), "SPARK_EXECUTOR_MEMORY": "256m",
+        "SPARK_DRIVER_URL": "spark://CoarseGrainedScheduler@127.0.0.1:1", "SPARK_EXECUTOR_ID": "1",
+        "SPARK_EXECUTOR_CORES": "1", "SPARK_APPLICATION_ID": "app-test", "SPARK_EXECUTOR_POD_IP": "127.0.0.1",
+        "SPARK_EXECUTOR_POD_NAME": "fencewatch-exec-1", "SPARK_JAVA_OPT_0": "-Dfencewatch.test=1"}
+    proc = subprocess.Popen(["bash", str(DEPLOY / "entrypoint.sh"), "executor"], env=env,
+                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    try:
+        maps = ""
+        for _ in range(200):  # bash execs java: same pid; its libraries are mapped at start
+            try:
+                maps = Path(f"/proc/{proc.pid}/maps").read_text()
+                cmdline = Path(f"/proc/{proc.pid}/cmdline").read_text()
+            except OSError:
+                break
+            if "KubernetesExecutorBackend" in cmdline and "libjvm" in maps:
+                break
+            time.sleep(0.05)
+        assert "KubernetesExecutorBackend" in cmdline and "-Dfencewatch.test=1" in cmdline, cmdline
+        assert "libjemalloc" in maps
+    finally:
+        proc.kill()
+        proc.wait(30)
 
 
 @pytest.mark.slow

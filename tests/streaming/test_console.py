@@ -18,7 +18,7 @@ from fencewatch.streaming import config as cfgmod
 from fencewatch.streaming import logsetup
 from fencewatch.streaming.cli import build_parser, main
 from fencewatch.streaming.redaction import REDACTED, REDACTOR, is_secret_key
-from fencewatch.streaming.spark import LOG4J2_FILES, driver_java_options
+from fencewatch.streaming.spark import LOG4J2_FILES, driver_java_options, jemalloc_path
 
 SECRET = "s3cret-Value-91c"
 EXE = Path(sys.executable).with_name("fencewatch")
@@ -201,7 +201,9 @@ def test_metrics_never_carry_secrets(spark, tmp_path, monkeypatch):
 def test_spark_at_debug_logs_no_secret_and_spark_conf_sizes_the_driver(tmp_path):
     """A fresh process, as `fencewatch run --log-level DEBUG` starts: py4j logs every command it
     sends to the JVM (the Kafka source options included); none may show the password. The same
-    session proves a spark.* setting from the config reaches the JVM it starts (driver heap)."""
+    session proves a spark.* setting from the config reaches the JVM it starts (driver heap), and
+    that the JVM runs on jemalloc (``streaming.jemalloc: auto``; make installs libjemalloc2) while
+    this process's own environment is left as it was."""
     script = tmp_path / "debug_run.py"
     script.write_text(textwrap.dedent(f"""
         import logging, os
@@ -218,6 +220,8 @@ def test_spark_at_debug_logs_no_secret_and_spark_conf_sizes_the_driver(tmp_path)
         df = read_kafka_stream(spark, topics=["t"], options=cfgmod.kafka_client_config(cfg, "source"))
         print("MAXHEAP", spark._jvm.java.lang.Runtime.getRuntime().maxMemory())
         print("COLUMNS", df.columns)
+        jvm_maps = open(f"/proc/{{spark._jvm.java.lang.ProcessHandle.current().pid()}}/maps").read()
+        print("JVM_JEMALLOC", "libjemalloc" in jvm_maps, "PRELOAD_AFTER", os.environ.get("LD_PRELOAD", "-"))
         m = spark._jvm.java.util.HashMap()
         m.put("kafka.sasl.jaas.config", "opaque-1")  # Spark's default pattern knows neither key
         m.put("schema.registry.basic.auth.user.info", "opaque-2")
@@ -226,7 +230,7 @@ def test_spark_at_debug_logs_no_secret_and_spark_conf_sizes_the_driver(tmp_path)
         print("SPARKREDACTS", spark._jsparkSession.sessionState().conf().redactOptions(scala_map).toString())
         spark.stop()
     """))
-    env = {**os.environ, "PYTHONUNBUFFERED": "1"}
+    env = {k: v for k, v in os.environ.items() if k != "LD_PRELOAD"} | {"PYTHONUNBUFFERED": "1"}
     res = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=300, env=env)
     assert res.returncode == 0, res.stderr[-3000:]
     assert "Command to send" in res.stderr  # py4j's DEBUG lines did go through our handler
@@ -236,6 +240,23 @@ def test_spark_at_debug_logs_no_secret_and_spark_conf_sizes_the_driver(tmp_path)
     assert "subscribe -> t" in spark_redacts and "opaque" not in spark_redacts, spark_redacts
     heap = int(res.stdout.split("MAXHEAP ")[1].split()[0])
     assert 500 * 2**20 < heap <= 700 * 2**20  # -Xmx700m, not Spark's default 1g
+    assert jemalloc_path("auto") is not None, "make installs libjemalloc2 (Debian)"
+    assert "JVM_JEMALLOC True PRELOAD_AFTER -" in res.stdout
+    assert f"malloc {jemalloc_path('auto')}" in res.stderr  # the start-up line says which
+
+
+def test_jemalloc_setting_picks_the_library_or_none(tmp_path, monkeypatch):
+    from fencewatch.streaming import spark as sparkmod
+
+    lib = tmp_path / "libjemalloc.so.2"
+    monkeypatch.setattr(sparkmod, "JEMALLOC_PATHS", (str(tmp_path / "absent.so"), str(lib)))
+    assert jemalloc_path("auto") is None  # none of the known paths exists
+    lib.write_bytes(b"")
+    assert jemalloc_path("auto") == str(lib) and jemalloc_path("off") is None
+    assert jemalloc_path("/opt/j.so") == "/opt/j.so"
+    assert not cfgmod.load_config(overrides={"streaming": {"jemalloc": str(lib)}}).validate()
+    with pytest.raises(cfgmod.ConfigError, match="streaming.jemalloc '/no/such.so' is not a file"):
+        cfgmod.load_config(overrides={"streaming": {"jemalloc": "/no/such.so"}})
 
 
 def test_demo_without_its_extra_is_a_one_line_error():
