@@ -686,6 +686,9 @@ def _cmd_run(args: argparse.Namespace) -> int:
 
     def on_signal(signum, _frame):
         log.info("%s: stopping at the end of the running micro-batch", signal.Signals(signum).name)
+        # py4j's callback server logs a foreachBatch call failed by a JVM that got the signal too
+        # (systemd without KillMode=mixed) with its traceback; the stop says it in one line below.
+        logging.getLogger("py4j.clientserver").setLevel(logging.CRITICAL)
         stop.set()
 
     for sig in (signal.SIGTERM, signal.SIGINT):
@@ -713,8 +716,16 @@ def _cmd_run(args: argparse.Namespace) -> int:
         # Spark logs the interruption of a batch that had just begun, or one refused by the closed
         # writer (nothing of it written; the next run plans it again), as errors with stack
         # traces: not news at a requested stop, whose outcome the line below says.
-        spark.sparkContext.setLogLevel("OFF")
-        stop_between_batches(query, STOP_TIMEOUT_S, writer=writer)
+        try:
+            spark.sparkContext.setLogLevel("OFF")
+            stop_between_batches(query, STOP_TIMEOUT_S, writer=writer)
+        except Exception as exc:
+            if not _jvm_error(exc):
+                raise
+            log.warning("Spark stopped before the query did: its JVM got the signal too; signal only the "
+                        "fencewatch process or its process group (systemd: KillMode=mixed). A batch that did not "
+                        "finish runs again at the next start, its outputs written once")
+            log.debug("stopping the query failed", exc_info=exc)
         kafka.close()
         metrics.close()
         log.info("stopped. %s", progress_line(writer.stats))
@@ -736,6 +747,11 @@ def _watch(query, stop: threading.Event, writer: BatchWriter, every_s: float = 1
 
 
 STOP_TIMEOUT_S = 12.0  # a stop waits this long for the running batch (Kubernetes' default grace is 30 s)
+
+
+def _jvm_error(exc: BaseException) -> bool:
+    """A call into Spark's JVM failed (py4j): at a stop, the JVM stopped or went away first."""
+    return any(c.__module__.startswith("py4j") for c in type(exc).__mro__)
 
 
 def _first_line(exc) -> str:

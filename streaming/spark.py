@@ -158,6 +158,8 @@ def spark_session(master: str = "local[2]", *, app_name: str = "fencewatch", shu
                     "~+550 MB/h in the soak (docs/reliability.md); install it (Debian: libjemalloc2) or set "
                     "streaming.jemalloc", ", ".join(JEMALLOC_PATHS))
     with _preloaded(library if starts_jvm else None):
+        if starts_jvm:
+            _launch_jvm_in_own_session(builder)
         session = builder.getOrCreate()
     session.sparkContext.setLogLevel("WARN")
     log.info("Spark %s, master %s, shuffle partitions %d, state store %s, malloc %s%s", session.version, master,
@@ -165,6 +167,23 @@ def spark_session(master: str = "local[2]", *, app_name: str = "fencewatch", shu
              _malloc_label(library, local, starts_jvm, executor_preload),
              f", spark_conf {sorted(extra)}" if extra else "")
     return session
+
+
+def _launch_jvm_in_own_session(builder) -> None:
+    """Start Spark's JVM (as pyspark would, with the builder's settings) in a session of its own.
+
+    Why: a signal to this command's process group (``kill -- -PGID``, a supervisor that stops a
+    process group, a shell's job control) would otherwise reach the JVM and its Python workers too:
+    the JVM's shutdown hook stops the SparkContext under the running micro-batch, and the driver's
+    stop between batches finds nothing to stop. In its own session only this process gets the
+    signal and stops the query at a batch boundary; the JVM still exits with this process (pyspark
+    closes its stdin). systemd signals the whole cgroup: a unit needs ``KillMode=mixed``."""
+    from pyspark import SparkConf, SparkContext
+    from pyspark.java_gateway import launch_gateway
+
+    conf = SparkConf(loadDefaults=False)
+    conf.setAll(builder._options.items())  # what getOrCreate would pass to spark-submit
+    SparkContext._ensure_initialized(gateway=launch_gateway(conf, popen_kwargs={"start_new_session": True}))
 
 
 def _malloc_label(library: str | None, local: bool, starts_jvm: bool, executor_preload: str | None) -> str:

@@ -63,10 +63,15 @@ class RunProcess:
     def log(self) -> str:
         return self.log_path.read_text(errors="replace")
 
-    def signal(self, sig: int) -> None:
-        """To the command's own process (as Kubernetes and ``kill PID`` do; systemd units should
-        say ``KillMode=mixed`` so that Spark's JVM is not signalled before the driver stops it)."""
-        self.proc.send_signal(sig)
+    def signal(self, sig: int, *, group: bool = False) -> None:
+        """To the command's own process (as Kubernetes and ``kill PID`` do), or to its whole
+        process group (``kill -- -PGID``, a shell's job control; Spark's JVM runs in a session of
+        its own, so only the driver gets it). systemd signals the whole cgroup: units should say
+        ``KillMode=mixed`` so that Spark's JVM is not signalled before the driver stops it."""
+        if group:
+            os.killpg(self.proc.pid, sig)
+        else:
+            self.proc.send_signal(sig)
 
     def wait(self, timeout: float) -> int | None:
         try:

@@ -203,7 +203,7 @@ def test_spark_at_debug_logs_no_secret_and_spark_conf_sizes_the_driver(tmp_path)
     sends to the JVM (the Kafka source options included); none may show the password. The same
     session proves a spark.* setting from the config reaches the JVM it starts (driver heap), and
     that the JVM runs on jemalloc (``streaming.jemalloc: auto``; make installs libjemalloc2) while
-    this process's own environment is left as it was."""
+    this process's own environment is left as it was, in a session of its own."""
     script = tmp_path / "debug_run.py"
     script.write_text(textwrap.dedent(f"""
         import logging, os
@@ -220,8 +220,10 @@ def test_spark_at_debug_logs_no_secret_and_spark_conf_sizes_the_driver(tmp_path)
         df = read_kafka_stream(spark, topics=["t"], options=cfgmod.kafka_client_config(cfg, "source"))
         print("MAXHEAP", spark._jvm.java.lang.Runtime.getRuntime().maxMemory())
         print("COLUMNS", df.columns)
-        jvm_maps = open(f"/proc/{{spark._jvm.java.lang.ProcessHandle.current().pid()}}/maps").read()
+        jvm_pid = spark._jvm.java.lang.ProcessHandle.current().pid()
+        jvm_maps = open(f"/proc/{{jvm_pid}}/maps").read()
         print("JVM_JEMALLOC", "libjemalloc" in jvm_maps, "PRELOAD_AFTER", os.environ.get("LD_PRELOAD", "-"))
+        print("OWN_SESSION", os.getsid(jvm_pid) != os.getsid(0))
         m = spark._jvm.java.util.HashMap()
         m.put("kafka.sasl.jaas.config", "opaque-1")  # Spark's default pattern knows neither key
         m.put("schema.registry.basic.auth.user.info", "opaque-2")
@@ -242,6 +244,7 @@ def test_spark_at_debug_logs_no_secret_and_spark_conf_sizes_the_driver(tmp_path)
     assert 500 * 2**20 < heap <= 700 * 2**20  # -Xmx700m, not Spark's default 1g
     assert jemalloc_path("auto") is not None, "make installs libjemalloc2 (Debian)"
     assert "JVM_JEMALLOC True PRELOAD_AFTER -" in res.stdout
+    assert "OWN_SESSION True" in res.stdout  # a signal to our process group does not reach the JVM
     assert f"malloc {jemalloc_path('auto')}" in res.stderr  # the start-up line says which
 
 

@@ -78,7 +78,7 @@ def test_900kb_member_id_among_good_events_keeps_the_job_alive(broker, topic_fac
         dead = read_topic(broker, topics["dlq"])
         assert run.alive(), run.log()[-3000:]
         t0 = time.monotonic()
-        run.signal(signal.SIGTERM)
+        run.signal(signal.SIGTERM, group=True)  # as `kill -- -PGID`: the JVM must not stop under the batch
         code = run.wait(30)
         stop_s = time.monotonic() - t0
     finally:
@@ -87,7 +87,7 @@ def test_900kb_member_id_among_good_events_keeps_the_job_alive(broker, topic_fac
     p = parity(broker, topics, verdicts, alert_ids)
     alerts = [json.loads(m.value()) for m in read_topic(broker, topics["alerts"])]
     record_row("poison_900kb_member_id", load=f"{len(good):,} sim events + 1 with a 900 KB member_id",
-               fault="poison record; then SIGTERM",
+               fault="poison record; then SIGTERM to the process group",
                outcome=f"alive; the poison record in the DLQ ({len(dead)} dead letter); stopped in {stop_s:.1f} s, "
                        f"exit {code}", **parity_cells(p))
     assert_parity(p)
@@ -101,6 +101,7 @@ def test_900kb_member_id_among_good_events_keeps_the_job_alive(broker, topic_fac
     after_stop = run.log().split("SIGTERM: stopping")[-1]
     assert "SPARK_JOB_CANCELLED" not in run.log() and "Traceback" not in run.log(), run.log()[-3000:]
     assert "\tat " not in after_stop and "Exception" not in after_stop, after_stop[-3000:]
+    assert "Spark stopped before the query did" not in after_stop, after_stop[-3000:]
 
 
 # --------------------------------------------------------------------------- faults
