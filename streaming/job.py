@@ -367,6 +367,10 @@ class BatchWriter:
                     acc.hb_errors[(st["cluster"], st["group_id"], err)] += n
             st.setdefault("rebalances_total", 0)
         acc.status += status
+        for cluster, text in zip(pdf.loc[records == "counts", "cluster"], pdf.loc[records == "counts", "json"]):
+            for key, n in json.loads(text).items():  # a topic key's partition-scoped events
+                etype, _, source = key.partition("/")
+                acc.events[(cluster, "", etype, source)] += n
         acc.alerts += alert_dicts
         if len(pdf["ts"]):
             ts_values = [int(t) for t in pdf.loc[vmask | amask | (records == "status"), "ts"] if t is not None]

@@ -32,15 +32,15 @@ ROUTED = StructType([
 ])
 
 # State function output: one row per call's verdicts (stream) or commit's verdicts (replay) / alert /
-# dead letter / group status.
+# dead letter / group status / a topic key's event counts.
 OUTPUT = StructType([
-    StructField("record", StringType(), False),  # verdicts | verdict | alert | dlq | unknown | status
+    StructField("record", StringType(), False),  # verdicts | verdict | alert | dlq | unknown | status | counts
     StructField("ts", LongType(), True),
     StructField("seq", LongType(), True),
     StructField("ord", IntegerType(), True),  # verdicts, verdict: how many lines ``json`` holds
     StructField("cluster", StringType(), True),
     StructField("group_id", StringType(), True),
-    StructField("json", StringType(), True),  # verdict lines ("\n"-joined) / alert / status line
+    StructField("json", StringType(), True),  # verdict lines ("\n"-joined) / alert / status / counts line
     StructField("alert_id", StringType(), True),
     StructField("raw", BinaryType(), True),  # dead letter: the record value; verdicts: line ts, int64 LE
     StructField("reason", StringType(), True),  # dead letter: why

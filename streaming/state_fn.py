@@ -307,6 +307,9 @@ def make_stream_fn(cfg: RulesConfig, *, max_skew_ms: int = 2_000, emit_verdicts:
         if is_group:
             st.judged.clear()  # a cache, rebuilt on demand: keep the stored state small
             _add_status(rows, st, cfg, counts, hb_before, out)
+        elif counts:  # partition-scoped events (partition_epochs): counted with group=""
+            rows.add("counts", None, None, None, pkey[1], "",
+                     json.dumps({f"{t}/{s}": n for (t, s), n in sorted(counts.items())}), None, None, None)
         state.update((pickle.dumps(st, _PICKLE), pickle.dumps(hold, _PICKLE)))
         waits = []
         if hold.pending:

@@ -97,3 +97,22 @@ def test_a_large_call_splits_its_verdicts_into_rows_of_bounded_lines(monkeypatch
     lines = [line for r in rows for line in r.json.split("\n")]
     expected = [line for cv in commits for line in commit_verdicts_block(cv).split("\n")]
     assert lines == expected
+
+
+def test_every_input_event_is_counted_once_partition_scoped_ones_with_no_group():
+    """``fencewatch_events_total`` counts what was read: group events from their group's status
+    row, partition-scoped ones (``partition_epochs``, routed to topic keys only) from the topic
+    key's ``counts`` row with group="" (the operator trial of 2026-11-25 found them uncounted)."""
+    events = simulate(SimConfig(knobs=replace(profile("mixed"), groups=3), seed=3, duration_ms=None,
+                                max_events=1_500, event_id_prefix="e-", labels=False))
+    t = events[len(events) // 2]["ts"]
+    epochs = [{"type": "partition_epochs", "ts": t + i, "event_id": f"pe-{i}", "topic": "topic-0", "partition": i,
+               "log_start_offset": 0, "log_end_offset": 100, "epochs": [{"epoch": 0, "start_offset": 0}]}
+              for i in range(3)]
+    events = sorted(events + epochs, key=lambda e: e["ts"])
+    writer = BatchWriter(cfgmod.load_config(environ={}), stats=JobStats())
+    acc = _BatchTotals()
+    for f in _frames(events):
+        writer._chunk(f, acc)
+    assert sum(acc.events.values()) == len(events)
+    assert {k: n for k, n in acc.events.items() if k[1] == ""} == {("default", "", "partition_epochs", "offsets"): 3}
