@@ -56,7 +56,7 @@ class StreamingConfig:
     spark_master: str = "local[2]"
     shuffle_partitions: int = 8
     state_store: str = "rocksdb"  # rocksdb | hdfs
-    jemalloc: str = "auto"  # auto | off | a path: the allocator preloaded into the JVM (spark.jemalloc_path)
+    jemalloc: str = "auto"  # auto | off | a path: the allocator preloaded into the JVM (spark.jemalloc_path())
     kafka: Mapping[str, str] = field(default_factory=dict)  # extra client settings (security.protocol, sasl.*, ssl.*)
     # Schema Registry for Avro input and alerts (url, basic.auth.user.info, ...); empty: fixed ids
     schema_registry: Mapping[str, str] = field(default_factory=dict)

@@ -359,18 +359,14 @@ class BatchWriter:
             acc.latencies += ((now_ms - stamps) / 1000.0).tolist()
         acc.latencies += [(now_ms - int(t)) / 1000.0 for t in pdf.loc[amask, "ts"]]
         for st in status:
-            for key, n in st.pop("events", {}).items():
-                etype, _, source = key.partition("/")
-                acc.events[(st["cluster"], st["group_id"], etype, source)] += n
+            _count_events(acc.events, st["cluster"], st["group_id"], st.pop("events", {}))
             for err, n in st.pop("heartbeat_errors", {}).items():
                 if n:
                     acc.hb_errors[(st["cluster"], st["group_id"], err)] += n
             st.setdefault("rebalances_total", 0)
         acc.status += status
         for cluster, text in zip(pdf.loc[records == "counts", "cluster"], pdf.loc[records == "counts", "json"]):
-            for key, n in json.loads(text).items():  # a topic key's partition-scoped events
-                etype, _, source = key.partition("/")
-                acc.events[(cluster, "", etype, source)] += n
+            _count_events(acc.events, cluster, "", json.loads(text))  # a topic key's partition-scoped events
         acc.alerts += alert_dicts
         if len(pdf["ts"]):
             ts_values = [int(t) for t in pdf.loc[vmask | amask | (records == "status"), "ts"] if t is not None]
@@ -384,6 +380,13 @@ class BatchWriter:
                 for line in verdict_lines:
                     v = json.loads(line)
                     s.event_ids[f"{v['event_id']}|{v['topic']}|{v['partition']}"] += 1
+
+
+def _count_events(events: Counter, cluster: str, group_id: str, counts: dict) -> None:
+    """A state function row's {"type/source": n} into the batch's event counts."""
+    for key, n in counts.items():
+        etype, _, source = key.partition("/")
+        events[(cluster, group_id, etype, source)] += n
 
 
 @dataclass
