@@ -901,6 +901,7 @@ def _cmd_demo(args: argparse.Namespace) -> int:
                 print(progress_line(writer.stats), flush=True)
         finally:
             failure = query.exception()
+            spark.sparkContext.setLogLevel("OFF")  # as `run`: a batch cut short at the stop is not news
             stop_between_batches(query, writer=writer)
             kafka.close()
             metrics.close()
