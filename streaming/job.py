@@ -365,7 +365,8 @@ class BatchWriter:
                     acc.hb_errors[(st["cluster"], st["group_id"], err)] += n
             st.setdefault("rebalances_total", 0)
         acc.status += status
-        for cluster, text in zip(pdf.loc[records == "counts", "cluster"], pdf.loc[records == "counts", "json"]):
+        cmask = records == "counts"
+        for cluster, text in zip(pdf.loc[cmask, "cluster"], pdf.loc[cmask, "json"]):
             _count_events(acc.events, cluster, "", json.loads(text))  # a topic key's partition-scoped events
         acc.alerts += alert_dicts
         if len(pdf["ts"]):
@@ -554,7 +555,10 @@ def _spark_interval(text: str) -> str:
 
 def input_lag(query) -> int | None:
     """Records available but not yet read, from the last progress report."""
-    prog = query.lastProgress if query is not None else None
+    return _lag(query.lastProgress if query is not None else None)
+
+
+def _lag(prog: dict | None) -> int | None:
     if not prog:
         return None
     lag = 0
@@ -574,8 +578,8 @@ def query_facts(query) -> dict:
     """What the metrics take from Spark's last progress report: the input lag, and the state
     stores' rows and memory. RocksDB's memory is native (malloc), outside every JVM figure, so an
     operator sizing the driver or executors needs it from here (docs/reliability.md, "Soak")."""
-    facts = {"input_lag_records": input_lag(query)}
-    prog = query.lastProgress if query is not None else None
+    prog = query.lastProgress if query is not None else None  # one py4j call and JSON parse per batch
+    facts = {"input_lag_records": _lag(prog)}
     ops = (prog or {}).get("stateOperators") or []
     if ops:
         facts["state_rows"] = sum(int(op.get("numRowsTotal") or 0) for op in ops)
@@ -758,7 +762,9 @@ STOP_TIMEOUT_S = 12.0  # a stop waits this long for the running batch (Kubernete
 
 def _jvm_error(exc: BaseException) -> bool:
     """A call into Spark's JVM failed (py4j): at a stop, the JVM stopped or went away first."""
-    return any(c.__module__.startswith("py4j") for c in type(exc).__mro__)
+    from py4j.protocol import Py4JError
+
+    return isinstance(exc, Py4JError)
 
 
 def _first_line(exc) -> str:

@@ -182,21 +182,23 @@ def route_records(records: Iterable[tuple], decode: Callable, caught_up: bool | 
     return rows.cols
 
 
-def _render(out: grp.Outputs, *, verdicts: bool = True, per_call: bool = False) -> _Rows:
-    """``per_call``: a call's verdicts as one ``verdicts`` row (see :func:`_verdicts_row`)."""
+def _render(out: grp.Outputs, verdict_rows: Callable[[_Rows, list], None] | None) -> _Rows:
+    """A call's outputs: its verdicts as ``verdict_rows`` lays them out (:func:`_verdicts_row` for
+    the stream, :func:`_commit_rows` for replay; None: no verdicts topic), then its alerts."""
     rows = _Rows(OUTPUT_COLUMNS)
-    if verdicts and per_call:
-        _verdicts_row(rows, out.commits)
-    elif verdicts:
-        # One row per commit request: its verdict lines joined by "\n" (``ord`` = how many).
-        # A commit names ~4 partitions: 4x fewer rows through pandas, Arrow and the collect.
-        for cv in out.commits:
-            if cv.parts:
-                rows.add("verdict", cv.ts, cv.seq, len(cv.parts), cv.cluster, cv.group_id,
-                         commit_verdicts_block(cv), None, None, None)
+    if verdict_rows is not None:
+        verdict_rows(rows, out.commits)
     for a in out.alerts:
         rows.add("alert", a.ts, None, None, a.cluster, a.group_id, alert_json(a), a.alert_id, None, None)
     return rows
+
+
+def _commit_rows(rows: _Rows, commits: list) -> None:
+    """One row per commit request: its verdict lines joined by "\n" (``ord`` = how many)."""
+    for cv in commits:
+        if cv.parts:
+            rows.add("verdict", cv.ts, cv.seq, len(cv.parts), cv.cluster, cv.group_id,
+                     commit_verdicts_block(cv), None, None, None)
 
 
 VERDICT_ROW_LINES = 2_000
@@ -209,18 +211,21 @@ def _verdicts_row(rows: _Rows, commits: list) -> None:
     little-endian int64 (``raw``: the decision-latency samples). Per-row costs (pandas, Arrow, the
     JVM, the collect, the driver's columns) then follow keys, not commit requests."""
     blocks, stamps, first = [], [], None
+
+    def flush():
+        rows.add("verdicts", max(stamps), first.seq, len(stamps), first.cluster, first.group_id, "\n".join(blocks),
+                 None, _packed(stamps), None)
+
     for cv in commits:
         if cv.parts:
             first = first or cv
             blocks.append(commit_verdicts_block(cv))
             stamps += [cv.ts] * len(cv.parts)
             if len(stamps) >= VERDICT_ROW_LINES:  # a row stays ~1 MB, whatever the batch size
-                rows.add("verdicts", max(stamps), first.seq, len(stamps), first.cluster, first.group_id,
-                         "\n".join(blocks), None, _packed(stamps), None)
+                flush()
                 blocks, stamps, first = [], [], None
     if blocks:
-        rows.add("verdicts", max(stamps), first.seq, len(stamps), first.cluster, first.group_id, "\n".join(blocks),
-                 None, _packed(stamps), None)
+        flush()
 
 
 def _packed(values: list[int]) -> bytes:
@@ -247,12 +252,17 @@ def _dead_letters(pdfs: Iterable[pd.DataFrame]) -> Iterator[pd.DataFrame]:
                       "reason": list(pdf["reason"])})
 
 
+def _event_counts(counts: Counter) -> dict[str, int]:
+    """{(type, source): n} as a status or counts row carries it: {"type/source": n}."""
+    return {f"{t}/{s}": n for (t, s), n in sorted(counts.items())}
+
+
 def _add_status(rows: _Rows, st, cfg: RulesConfig, counts: dict, hb_before: tuple[int, int],
                 out: grp.Outputs) -> None:
     """One status record per group key per batch: the group's gauges, this batch's counts, and
     its verdicts pre-aggregated for the metrics (``raw``: pickled shape and request counts)."""
     status = grp.status(st, cfg)
-    status["events"] = {f"{t}/{s}": n for (t, s), n in sorted(counts.items())}
+    status["events"] = _event_counts(counts)
     status["heartbeat_errors"] = {
         "FENCED_MEMBER_EPOCH": st.counters.heartbeat_fenced - hb_before[0],
         "UNKNOWN_MEMBER_ID": st.counters.heartbeat_unknown_member - hb_before[1]}
@@ -302,14 +312,13 @@ def make_stream_fn(cfg: RulesConfig, *, max_skew_ms: int = 2_000, emit_verdicts:
         hb_before = (st.counters.heartbeat_fenced, st.counters.heartbeat_unknown_member) if (
             is_group and st is not None) else (0, 0)
         st = _run(pkey, st, ready, cfg, out, clock if is_group and hold.last_ts else None)
-        rows = _render(out, verdicts=emit_verdicts, per_call=True)
+        rows = _render(out, _verdicts_row if emit_verdicts else None)
         forget_layouts()  # keyed by this call's objects: no later call can hit them (issue 15)
         if is_group:
             st.judged.clear()  # a cache, rebuilt on demand: keep the stored state small
             _add_status(rows, st, cfg, counts, hb_before, out)
         elif counts:  # partition-scoped events (partition_epochs): counted with group=""
-            rows.add("counts", None, None, None, pkey[1], "",
-                     json.dumps({f"{t}/{s}": n for (t, s), n in sorted(counts.items())}), None, None, None)
+            rows.add("counts", None, None, None, pkey[1], "", json.dumps(_event_counts(counts)), None, None, None)
         state.update((pickle.dumps(st, _PICKLE), pickle.dumps(hold, _PICKLE)))
         waits = []
         if hold.pending:
@@ -340,7 +349,7 @@ def make_batch_fn(cfg: RulesConfig, clock: int | None) -> Callable:
         out = grp.Outputs()
         _run(pkey, None, [(it[0], it[1], it[4], None) for it in items], cfg, out,
              clock if pkey[0] == "g" else None)
-        return _frame(_render(out).cols)
+        return _frame(_render(out, _commit_rows).cols)
 
     return batch_fn
 
