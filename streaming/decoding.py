@@ -365,10 +365,14 @@ class _CommitLine(msgspec.Struct, tag_field="type", tag="offset_commit", forbid_
     member_id: str = ""
     member_epoch: _Long = -1
     error_code: _Long | None = None
+    instance_id: str | None = None
 
 
 class _TxnCommitLine(_CommitLine, tag="txn_offset_commit"):
-    pass
+    # KIP-447's fields: most commits of an exactly-once workload are transactional.
+    transactional_id: str | None = None
+    producer_id: _Long | None = None
+    producer_epoch: _Long | None = None
 
 
 # The member_assignment line, the next most frequent, the same way.
@@ -399,6 +403,23 @@ class _AssignmentLine(msgspec.Struct, tag_field="type", tag="member_assignment",
 
 
 _decode_typed_line = msgspec.json.Decoder(_CommitLine | _TxnCommitLine | _AssignmentLine).decode
+_decode_commit_line = msgspec.json.Decoder(_CommitLine | _TxnCommitLine).decode
+
+
+def commit_line(line: bytes):
+    """A well-formed commit's fields straight from its JSON text (msgspec, in C), or None.
+
+    What the router needs to route a commit (its group, and the stored offsets for the topic
+    keys), without building the event: a line this accepts is a valid event (the typed path
+    builds one from every such line, with no further check), so the router can route it and
+    leave the decoding to the state function. Lines over the string bound are not accepted
+    (their fields are checked against it on the general path)."""
+    if len(line) > MAX_STRING_CHARS:
+        return None
+    try:
+        return _decode_commit_line(line)
+    except msgspec.MsgspecError:
+        return None
 _ROW = msgspec.structs.astuple  # (topic, partition, offset, leader_epoch) in C, no attribute lookup each
 
 
@@ -414,8 +435,13 @@ def _typed_event(line: str | bytes, seq: int, default_event_id: str | None):
     if type(c) is _AssignmentLine:
         return _typed_assignment(c, eid, seq)
     rows = c.offsets
-    return _common_commit(c.ts, c.cluster, c.group_id, eid, seq, type(c) is _TxnCommitLine, c.member_id,
-                          c.member_epoch, _columns(*zip(*map(_ROW, rows))) if rows else NO_OFFSETS, c.error_code)
+    offsets = _columns(*zip(*map(_ROW, rows))) if rows else NO_OFFSETS
+    if type(c) is _TxnCommitLine:
+        return _new_tuple(OffsetCommit, (c.ts, c.cluster, c.group_id, eid, seq, True, c.member_id, c.member_epoch,
+                                         offsets, c.instance_id, c.error_code, c.transactional_id, c.producer_id,
+                                         c.producer_epoch))
+    return _new_tuple(OffsetCommit, (c.ts, c.cluster, c.group_id, eid, seq, False, c.member_id, c.member_epoch,
+                                     offsets, c.instance_id, c.error_code, None, None, None))
 
 
 def _typed_assignment(c: _AssignmentLine, eid: str, seq: int) -> MemberAssignment | None:
@@ -584,6 +610,16 @@ def decode_avro_record(data: bytes, *, seq: int, default_event_id: str, coords: 
 
 def _decode_avro_record(data: bytes, *, seq: int, default_event_id: str, coords: str, schema_ids: frozenset[int],
                         registry=None):
+    d = avro_record_dict(data, coords=coords, schema_ids=schema_ids, registry=registry)
+    if isinstance(d, DecodeError):
+        return d
+    return event_from_dict(d, seq=seq, default_event_id=default_event_id, coords=coords)
+
+
+def avro_record_dict(data: bytes, *, coords: str, schema_ids: frozenset[int] = frozenset({1}), registry=None):
+    """An Avro record's fields as a dict (what :func:`event_from_dict` reads), or a :class:`DecodeError`
+    (wire format, schema id, Schema Registry). The router turns the dict into JSON for the state
+    function, so that only the edge knows Avro (``streaming.routing``)."""
     from .event_schema import AvroWireError, decode_avro  # fastavro only when Avro is read
 
     if not data:
@@ -594,20 +630,18 @@ def _decode_avro_record(data: bytes, *, seq: int, default_event_id: str, coords:
         from .schema_registry import RegistryDecodeError
 
         try:
-            d = registry.decode(data)
+            return registry.decode(data)
         except RegistryDecodeError as exc:  # RegistryUnavailable propagates: the batch is retried
             return DecodeError(exc.code, exc.params, coords)
-        return event_from_dict(d, seq=seq, default_event_id=default_event_id, coords=coords)
     if wire == "confluent" and len(data) >= 5:
         schema_id = int.from_bytes(data[1:5], "big")
         if schema_id not in schema_ids:
             return DecodeError("UNKNOWN_SCHEMA_ID", {"schema_id": str(schema_id),
                                                      "known": ",".join(map(str, sorted(schema_ids)))}, coords)
     try:
-        d = decode_avro(data, wire=wire)
+        return decode_avro(data, wire=wire)
     except (AvroWireError, ValueError) as exc:
         return DecodeError("INVALID_AVRO", {"problem": str(exc)[:200]}, coords)
-    return event_from_dict(d, seq=seq, default_event_id=default_event_id, coords=coords)
 
 
 def decode_json_lines(lines, errors: list, unknown: dict) -> list:
@@ -657,6 +691,12 @@ def decode_json_line(line: str | bytes, *, seq: int, default_event_id: str, coor
     size = len(line)
     if size > MAX_STRING_CHARS:
         return oversized(size, coords) or bounded(_decode_json_line(line, seq, default_event_id, coords), size, coords)
+    return _decode_json_line(line, seq, default_event_id, coords)
+
+
+def decode_accepted_json(line: bytes, seq: int, default_event_id: str, coords: str):
+    """A record the router has accepted (``streaming.routing``), decoded again where it is judged.
+    The bounds were checked on the record as it arrived (an Avro record's JSON may be longer)."""
     return _decode_json_line(line, seq, default_event_id, coords)
 
 

@@ -39,12 +39,14 @@ def commits(draw):
     d = {"type": draw(st.sampled_from(["offset_commit", "txn_offset_commit"])), "ts": draw(st.integers(0, 10**13)),
          "group_id": "g", "member_id": draw(st.sampled_from(["m1", ""])), "member_epoch": draw(st.integers(-1, 9)),
          "offsets": draw(offsets())}
-    for name, value in (("cluster", "c1"), ("event_id", "e1"), ("error_code", 113)):
+    for name, value in (("cluster", "c1"), ("event_id", "e1"), ("error_code", 113), ("instance_id", "i1"),
+                        ("transactional_id", "tx-1"), ("producer_id", 4001), ("producer_epoch", 3)):
         if draw(st.booleans()):
             d[name] = value
     if draw(st.booleans()):
         field = draw(st.sampled_from(["ts", "cluster", "event_id", "group_id", "member_id", "member_epoch",
-                                      "error_code", "offsets", "transactional_id", "instance_id"]))
+                                      "error_code", "offsets", "transactional_id", "instance_id", "producer_id",
+                                      "producer_epoch"]))
         d[field] = draw(ODD_VALUES)
     # Through JSON text, as the decoder sees it.
     return dec._loads(json.dumps(d))
@@ -190,3 +192,15 @@ def test_typed_assignment_line_equals_general_path_or_steps_aside(d, default_eve
         assert type(fast) is MemberAssignment and fast == ref
     whole = dec.decode_json_line(line, seq=7, default_event_id="7", coords="line 8")
     assert (whole if isinstance(whole, MemberAssignment) else ("error", whole.code)) == general(d)
+
+
+def test_transactional_commit_takes_the_typed_path():
+    """KIP-447 commits (most of an exactly-once workload's input) are decoded by msgspec too, with
+    their transactional fields, and equal the general path's event."""
+    d = {"type": "txn_offset_commit", "ts": 5, "group_id": "g", "member_id": "m1", "member_epoch": 4,
+         "instance_id": "i-1", "transactional_id": "tx-1", "producer_id": 4001, "producer_epoch": 2,
+         "error_code": 0, "offsets": [{"topic": "a", "partition": 1, "offset": 9, "leader_epoch": 3}]}
+    fast = dec._typed_event(json.dumps(d).encode(), 7, "7")
+    assert fast is not None
+    assert fast == general(d)
+    assert (fast.transactional_id, fast.producer_id, fast.producer_epoch, fast.instance_id) == ("tx-1", 4001, 2, "i-1")
