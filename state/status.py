@@ -89,29 +89,37 @@ def summarize_commit_verdicts(commits: Iterable[CommitVerdicts], broker_policy: 
     """(VerdictShape -> count, RequestFacts -> count) for a batch's commit requests, without
     expanding them into per-partition records (executors ship these few counts, not verdicts).
 
-    Counted first by plain tuples, a request's :class:`UniformParts` once for all its partitions,
-    and made into shapes once per distinct key: the state function runs this for every group
-    in every micro-batch, over every commit it judged."""
+    Counted first by plain tuples, a request's :class:`UniformParts` once for all its partitions
+    (and its answer from its one judgement), and made into shapes and facts once per distinct
+    key: the state function runs this for every group in every micro-batch, over every commit
+    it judged."""
     answer = attrgetter(POLICY_ANSWER_FIELD[Policy(broker_policy)])
     raw: Counter = Counter()
-    requests: Counter = Counter()
+    raw_requests: Counter = Counter()
     for cv in commits:
         parts = cv.parts
-        head = (cv.cluster or DEFAULT_CLUSTER, cv.group_id, cv.kind, cv.model_agrees)
-        if type(parts) is UniformParts:
-            if parts:
-                raw[head, _PART_SHAPE(parts[0])] += len(parts)
-        else:
-            for p in parts:
-                raw[head, _PART_SHAPE(p)] += 1
-        if cv.broker_error is None and cv.kind != "txn_commit":
+        kind = cv.kind
+        head = (cv.cluster or DEFAULT_CLUSTER, cv.group_id, kind, cv.model_agrees)
+        counted = cv.broker_error is not None or kind == "txn_commit"
+        if type(parts) is UniformParts and parts:  # one judgement for all its partitions
+            first = parts[0]
+            raw[head, _PART_SHAPE(first)] += len(parts)
+            if counted:
+                raw_requests[head[0], cv.group_id, kind, cv.broker_error, answer(first),
+                             first.kip1251 == "NONE"] += 1
             continue
-        requests[request_facts(head[0], cv.group_id, cv.kind, cv.broker_error, first_rejection(map(answer, parts)),
-                               all(p.kip1251 == "NONE" for p in parts))] += 1
+        for p in parts:
+            raw[head, _PART_SHAPE(p)] += 1
+        if counted:
+            raw_requests[head[0], cv.group_id, kind, cv.broker_error, first_rejection(map(answer, parts)),
+                         all(p.kip1251 == "NONE" for p in parts)] += 1
     shapes: Counter = Counter()
     for ((cluster, group_id, kind, agrees), (strict, revocation, epoch_check, kip1251, cls, unsafe)), n in raw.items():
         shapes[VerdictShape(cluster, group_id, kind, strict, revocation, epoch_check, kip1251, cls, bool(unsafe),
                             agrees)] += n
+    requests: Counter = Counter()
+    for key, n in raw_requests.items():
+        requests[request_facts(*key)] += n
     return shapes, requests
 
 
