@@ -4,10 +4,13 @@ Exactly once on any broker and any checkpoint file system (docs/reliability.md).
 is at-least-once, so each batch is written in two logged steps: before the first record, the sink
 log (a file in the query's checkpoint, written through Spark's checkpoint file manager) says
 "batch N pending, output topics ended at these offsets"; after the last delivery it says "batch N
-done". Every record carries the header ``fencewatch.batch: N``. A batch found done is skipped; a
-batch found pending (the process died between producing and logging) is completed: the records of
-batch N already in the output topics since the logged offsets are read back and only the missing
-ones are produced. Nothing is duplicated, whatever moment the crash hit.
+done". Alerts and dead letters carry the header ``fencewatch.batch: N``; verdict lines (about four
+per commit) carry none, since a header costs the producer more than the record itself. A batch
+found done is skipped; a batch found pending (the process died between producing and logging) is
+completed: the records of batch N already in the output topics since the logged offsets are read
+back (alerts and dead letters by their header, verdict lines by position: nothing of this job
+follows the logged offsets but batch N) and only the missing ones are produced. Nothing is
+duplicated, whatever moment the crash hit.
 
 No record can stop the job: an output over ``max_record_bytes`` is cut to fit (alerts: their
 longest fields, flagged ``fencewatch.truncated``), and a record the broker still refuses for good
@@ -169,7 +172,9 @@ class KafkaOutputs:
         # costs 1.8 instead of 2.5 us of driver CPU, ~4 lines per commit; docs/benchmarks.md).
         cfg = {"linger.ms": "20", "batch.num.messages": "10000", "compression.type": "lz4",
                "enable.idempotence": "true", "message.max.bytes": str(max_record_bytes + HEADROOM),
-               "delivery.report.only.error": True, **self._client}
+               "delivery.report.only.error": True, **self._client,
+               # One callback for the producer, not an object per record.
+               "on_delivery": self._on_delivery}
         flag = cfg["delivery.report.only.error"]  # a Python-client setting: a bool, not a string
         cfg["delivery.report.only.error"] = flag if isinstance(flag, bool) else str(flag).lower() == "true"
         self.producer_config = {k: v for k, v in cfg.items() if k in _PRODUCER_SETTINGS_SHOWN}
@@ -207,7 +212,7 @@ class KafkaOutputs:
             return
         while True:
             try:
-                self._producer.produce(topic, value=value, key=key, headers=headers, on_delivery=self._on_delivery)
+                self._producer.produce(topic, value=value, key=key, headers=headers or None)
                 self.stats["produced"] += 1
                 return
             except BufferError:
@@ -218,23 +223,33 @@ class KafkaOutputs:
                 return
 
     def _produce_lines(self, topic: str, lines: Iterable[str]) -> None:
-        """Verdict lines, ~4 per commit: :meth:`_produce`'s work in one loop (no key, the batch
-        header only, nothing of the batch in Kafka yet); what the producer refuses or has no room
-        for goes through :meth:`_produce`, which waits or records the refusal."""
-        produce, headers, report = self._producer.produce, self._headers, self._on_delivery
+        """Verdict lines, ~4 per commit: :meth:`_produce`'s work in one loop (no key, no header,
+        nothing of the batch in Kafka yet); what the producer refuses or has no room for goes
+        through :meth:`_produce_line`, which waits or records the refusal. The batch header cost
+        2.2 us per record, more than the rest of the call (docs/benchmarks.md, issue 14)."""
+        produce = self._producer.produce
         limit = self.max_record_bytes - HEADROOM
         n = 0
-        for line in lines:
-            value = line.encode()
+        for value in lines:
+            if type(value) is str:
+                value = value.encode()
             if len(value) > limit:
                 self._rejected.append((topic, value, "OUTPUT_TOO_LARGE", None))
                 continue
             try:
-                produce(topic, value, headers=headers, on_delivery=report)
+                produce(topic, value)
                 n += 1
             except Exception:  # BufferError (queue full) or refused: the careful path
-                self._produce(topic, value)
+                self._produce_line(topic, value)
         self.stats["produced"] += n
+
+    def _produce_line(self, topic: str, value: bytes) -> None:
+        """A verdict line through :meth:`_produce`, without the batch header."""
+        headers, self._headers = self._headers, []
+        try:
+            self._produce(topic, value)
+        finally:
+            self._headers = headers
 
     def _dead_letter(self, raw: bytes, reason: str, coords: str, extra=()) -> None:
         """A dead letter, bounded: the record cut to fit, the original length in a header."""
@@ -249,7 +264,7 @@ class KafkaOutputs:
     def _fits(self, value: bytes) -> bool:
         return len(value) <= self.max_record_bytes - HEADROOM
 
-    def write_batch(self, batch_id: int, *, verdict_lines: Iterable[str] = (), alerts: Iterable[Mapping] = (),
+    def write_batch(self, batch_id: int, *, verdict_lines: Iterable[str | bytes] = (), alerts: Iterable[Mapping] = (),
                     dead_letters: Iterable[tuple[bytes | None, str, str]] = ()) -> bool:
         """A whole batch at once: :meth:`begin`, :meth:`write`, :meth:`commit`."""
         if not self.begin(batch_id):
@@ -279,7 +294,7 @@ class KafkaOutputs:
                 self.marker.write(json.dumps({"batch": batch_id, "status": "pending", "start": self._ends()}))
         return True
 
-    def write(self, *, verdict_lines: Iterable[str] = (), alerts: Iterable[Mapping] = (),
+    def write(self, *, verdict_lines: Iterable[str | bytes] = (), alerts: Iterable[Mapping] = (),
               dead_letters: Iterable[tuple[bytes | None, str, str]] = ()) -> None:
         """Produce some of the current batch's records (call as often as needed)."""
         self._write(self._batch, verdict_lines, alerts, dead_letters)
@@ -295,9 +310,9 @@ class KafkaOutputs:
             self._produce_lines(self.verdicts_topic, verdict_lines)
         elif self.verdicts_topic:  # a pending batch again: each record checked against what is there
             for line in verdict_lines:
-                value = line.encode()
+                value = line.encode() if type(line) is str else line
                 if self._fits(value):
-                    self._produce(self.verdicts_topic, value)
+                    self._produce_line(self.verdicts_topic, value)
                 else:
                     self._rejected.append((self.verdicts_topic, value, "OUTPUT_TOO_LARGE", None))
         if self.alerts_topic:
@@ -398,7 +413,8 @@ class KafkaOutputs:
                     eof.add((msg.topic(), msg.partition()))
                     continue
                 raise RuntimeError(f"batch {batch_id}: reading back {msg.topic()}: {msg.error()}")
-            if dict(msg.headers() or ()).get(BATCH_HEADER) == want:
+            # Verdict lines carry no header: every one after the logged offsets is batch N's.
+            if msg.topic() == self.verdicts_topic or dict(msg.headers() or ()).get(BATCH_HEADER) == want:
                 found[(msg.topic(), _digest(msg.key(), msg.value()))] += 1
         c.unassign()
         return found
