@@ -48,7 +48,9 @@ class StreamingConfig:
     log_timezone: str | None = None  # request-log time stamps without an offset: this zone (default UTC)
     input_format: str = "json"  # json | avro
     starting_offsets: str = "latest"  # earliest | latest | JSON
-    max_offsets_per_trigger: int | None = None
+    max_offsets_per_trigger: int | None = None  # None: adaptive (catch_up_batch_ms, at most max_batch_records)
+    catch_up_batch_ms: int = 4_000  # the micro-batch duration the adaptive limit aims at while reading a backlog
+    max_batch_records: int = 500_000  # the adaptive limit's cap: records per micro-batch (memory)
     fail_on_data_loss: bool = True
     trigger_interval: str = "1s"
     max_skew_ms: int = 2_000
@@ -115,6 +117,10 @@ class Config:
             parse_duration_ms(s.trigger_interval, "streaming.trigger_interval")
         except ConfigError as exc:
             problems.append(str(exc))
+        if s.catch_up_batch_ms <= 0:
+            problems.append(f"streaming.catch_up_batch_ms must be > 0, got {s.catch_up_batch_ms}")
+        if s.max_batch_records <= 0:
+            problems.append(f"streaming.max_batch_records must be > 0, got {s.max_batch_records}")
         if s.max_skew_ms < 0:
             problems.append(f"streaming.max_skew_ms must be >= 0, got {s.max_skew_ms}")
         if s.shuffle_partitions <= 0:

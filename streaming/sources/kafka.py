@@ -62,6 +62,7 @@ from pyspark.sql.types import (
 )
 
 from fencewatch.streaming.sources.kafka_config import KafkaConfigError, redact, to_java, to_librdkafka
+from fencewatch.streaming.sources.pacing import BatchPacer
 
 try:  # Spark >= 4.2
     from pyspark.sql.streaming.datasource import (
@@ -160,6 +161,9 @@ _KNOWN_OPTIONS = {
     "endingoffsets": "endingOffsets",
     "failondataloss": "failOnDataLoss",
     "maxoffsetspertrigger": "maxOffsetsPerTrigger",
+    # ours: the per-batch limit adapts to the job's speed (sources/pacing.py)
+    "targetbatchdurationms": "targetBatchDurationMs",
+    "initialoffsetspertrigger": "initialOffsetsPerTrigger",
     "minpartitions": "minPartitions",
     "maxrecordsperpartition": "maxRecordsPerPartition",
     "includeheaders": "includeHeaders",
@@ -197,6 +201,8 @@ class SourceOptions:
     ending_offsets: str | tuple[tuple[TopicPartitionKey, int], ...] | None = None
     fail_on_data_loss: bool = True
     max_offsets_per_trigger: int | None = None
+    target_batch_duration_ms: int | None = None  # set: adaptive limit, capped by max_offsets_per_trigger
+    initial_offsets_per_trigger: int | None = None
     min_partitions: int | None = None
     max_records_per_partition: int | None = None
     include_headers: bool = False
@@ -354,6 +360,12 @@ def parse_options(options: Mapping[str, str], *, streaming: bool = True) -> Sour
     fail_on_data_loss = _parse_bool("failOnDataLoss", source.get("failondataloss", "true"))
     max_offsets = (_parse_positive("maxOffsetsPerTrigger", source["maxoffsetspertrigger"])
                    if "maxoffsetspertrigger" in source else None)
+    target_ms = (_parse_positive("targetBatchDurationMs", source["targetbatchdurationms"])
+                 if "targetbatchdurationms" in source else None)
+    initial = (_parse_positive("initialOffsetsPerTrigger", source["initialoffsetspertrigger"])
+               if "initialoffsetspertrigger" in source else None)
+    if initial is not None and target_ms is None:
+        raise KafkaSourceError("initialOffsetsPerTrigger needs targetBatchDurationMs (the adaptive limit)")
     min_partitions = (_parse_positive("minPartitions", source["minpartitions"])
                       if "minpartitions" in source else None)
     max_records = (_parse_positive("maxRecordsPerPartition", source["maxrecordsperpartition"])
@@ -395,6 +407,8 @@ def parse_options(options: Mapping[str, str], *, streaming: bool = True) -> Sour
         ending_offsets=ending,
         fail_on_data_loss=fail_on_data_loss,
         max_offsets_per_trigger=max_offsets,
+        target_batch_duration_ms=target_ms,
+        initial_offsets_per_trigger=initial,
         min_partitions=min_partitions,
         max_records_per_partition=max_records,
         include_headers=include_headers,
@@ -679,6 +693,24 @@ def _consumer_config(spec: ReadSpec, error_cb, client_log: _ClientLog) -> dict[s
         "error_cb": error_cb,
         "logger": client_log,
     }
+
+
+PACED_FLOOR = 1_000
+"""The adaptive limit's floor (records per micro-batch)."""
+
+
+def pacer_for(options: SourceOptions) -> BatchPacer | None:
+    """The adaptive per-batch limit when ``targetBatchDurationMs`` is set: it starts at
+    ``initialOffsetsPerTrigger`` (else the floor) and stays at or under ``maxOffsetsPerTrigger``."""
+    if options.target_batch_duration_ms is None:
+        return None
+    cap = options.max_offsets_per_trigger or DEFAULT_PACED_CAP
+    return BatchPacer(target_ms=options.target_batch_duration_ms, floor=min(PACED_FLOOR, cap), cap=cap,
+                      limit=options.initial_offsets_per_trigger or PACED_FLOOR)
+
+
+DEFAULT_PACED_CAP = 500_000
+"""The adaptive limit's cap when ``maxOffsetsPerTrigger`` is not given."""
 
 
 class _Planner:
@@ -1025,6 +1057,7 @@ class KafkaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         self._target: dict[TopicPartitionKey, int] | None = None
         self._last_latest: dict[TopicPartitionKey, int] | None = None
         self._available: dict[TopicPartitionKey, int] | None = None  # end offsets at the last planning
+        self._pacer = pacer_for(options)
 
     # The reader is pickled to the executors' read(); the admin client is not picklable.
     def __getstate__(self) -> dict[str, Any]:
@@ -1065,8 +1098,13 @@ class KafkaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         if fresh:
             base.update(self._planner.reader.list_offsets(fresh, "earliest"))
         # Spark 4.0/4.1 call latestOffset() without arguments: no admission control there.
-        if ReadMaxRows is not None and isinstance(limit, ReadMaxRows):
-            latest = rate_limit(base, latest, limit.max_rows)
+        max_rows = limit.max_rows if ReadMaxRows is not None and isinstance(limit, ReadMaxRows) else None
+        if self._pacer is not None:
+            backlog = sum(max(0, o - base.get(tp, o)) for tp, o in latest.items())
+            paced = self._pacer.plan(time.monotonic(), backlog)
+            max_rows = paced if max_rows is None else min(max_rows, paced)
+        if max_rows is not None:
+            latest = rate_limit(base, latest, max_rows)
         return offsets_to_json(latest)
 
     def reportLatestOffset(self) -> dict | None:
@@ -1085,7 +1123,10 @@ class KafkaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         return read_partition(partition)
 
     def commit(self, end: dict) -> None:
-        """Nothing to do: the checkpoint holds the offsets; Kafka groups are left alone."""
+        """The batch ending at ``end`` is processed: its time paces the next (``pacing``). The
+        checkpoint holds the offsets; Kafka groups are left alone."""
+        if self._pacer is not None:
+            self._pacer.done(time.monotonic())
 
     def stop(self) -> None:
         self._planner.close()
