@@ -212,7 +212,10 @@ def engine_floor(spark, bootstrap: str, hb: str, off: str, n_events: int, max_pe
         from fencewatch.streaming import config as cfgmod
         from fencewatch.streaming.job import build_inputs
         from fencewatch.streaming.schemas import DLQ_KEY
-        from fencewatch.streaming.state_fn import _run, parse_key
+        from collections import Counter
+
+        from fencewatch.streaming.routing import parse_key, read_items
+        from fencewatch.streaming.state_fn import _run
 
         job_cfg = cfgmod.load_config(environ={}, overrides={"streaming": {
             "bootstrap_servers": bootstrap, "starting_offsets": "earliest", "heartbeats_topic": hb,
@@ -223,15 +226,17 @@ def engine_floor(spark, bootstrap: str, hb: str, off: str, n_events: int, max_pe
                 yield pd.DataFrame({"key": [key[0]], "n": [0]})
                 return
             st = pickle.loads(state.get[0]) if state.exists else None
-            items = [it for pdf in pdfs for blob in pdf["payload"].tolist() for it in pickle.loads(blob)]
+            pkey = parse_key(key[0])
+            items = [it for pdf in pdfs for source, blob in zip(pdf["source"].tolist(), pdf["payload"].tolist())
+                     for it in read_items(pkey, source, blob, Counter(), [])]
             out = grp.Outputs()
             if items:
                 items.sort(key=lambda it: (it[0], it[1]))
-                st = _run(parse_key(key[0]), st, [(it[0], it[1], it[4], None) for it in items], cfg, out, None)
+                st = _run(pkey, st, items, cfg, out, None)
             state.update((pickle.dumps(st, pickle.HIGHEST_PROTOCOL),))
             yield pd.DataFrame({"key": [key[0]], "n": [len(out.commits)]})
 
-        df, judge = build_inputs(spark, job_cfg).select("key", "payload"), judge_routed
+        df, judge = build_inputs(spark, job_cfg).select("key", "source", "payload"), judge_routed
     else:
         src = read_kafka_stream(spark, bootstrap=bootstrap, topics=[hb, off],
                                 options={"startingOffsets": "earliest", "maxOffsetsPerTrigger": str(limit)})

@@ -169,6 +169,7 @@ def main(argv=None) -> int:
     ap.add_argument("--groups", type=int, default=50)
     ap.add_argument("--master", default="local[2]")
     ap.add_argument("--shuffle-partitions", type=int, default=2)
+    ap.add_argument("--max-offsets-per-trigger", type=int, default=None, help="default: the job's own")
     ap.add_argument("--rate", type=int, default=50, help="py-spy samples per second")
     ap.add_argument("--no-pyspy", action="store_true")
     ap.add_argument("--conf", action="append", default=[], help="extra spark conf KEY=VALUE")
@@ -195,7 +196,8 @@ def main(argv=None) -> int:
         ui = spark.sparkContext.uiWebUrl
         cfg = cfgmod.load_config(environ={}, overrides={"streaming": {
             "bootstrap_servers": broker.bootstrap, "starting_offsets": "earliest", "heartbeats_topic": hb,
-            "offsets_topic": off, "checkpoint_location": str(out / "cp")},
+            "offsets_topic": off, "checkpoint_location": str(out / "cp"),
+            **({"max_offsets_per_trigger": args.max_offsets_per_trigger} if args.max_offsets_per_trigger else {})},
             "sinks": {"verdicts_topic": "fencewatch.verdicts"}})
         kafka = KafkaOutputs({"bootstrap.servers": broker.bootstrap}, verdicts_topic="fencewatch.verdicts",
                              alerts_topic="fencewatch.alerts", dlq_topic="fencewatch.dlq")

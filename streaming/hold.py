@@ -72,22 +72,34 @@ class Hold:
 
     def admit(self, items: Iterable[tuple], now: int) -> None:
         """Events read this micro-batch: (ts, seq, source, payload) each."""
-        seen, pending = self.seen, self.pending
-        n = len(pending)
+        by_source: dict = {}
         for ts, seq, source, payload in items:
-            pending.append((ts, seq, payload, now))
-            key = (ts, seq)
-            prev = seen.get(source)
-            if prev is None or key > _pair(prev):
-                seen[source] = key
-        if len(pending) > n:
-            self.last_input = now
-            if self.input_walls is None:
-                self.input_walls = []
-            self.input_walls.append(now)
-        newest = max((_pair(s)[0] for s in seen.values()), default=0)
-        if newest > self.last_ts:
-            self.last_ts, self.last_wall = newest, now
+            entries = by_source.get(source)
+            if entries is None:
+                entries = by_source[source] = []
+            entries.append((ts, seq, payload, now))
+        for source, entries in by_source.items():
+            self.admit_read(source, entries, now)
+
+    def admit_read(self, source: str, entries: list, now: int) -> None:
+        """Events read from one source this micro-batch, as held entries: (ts, seq, payload, now)
+        each (what the state function builds once per event, instead of a tuple for here)."""
+        if not entries:
+            return
+        self.pending += entries
+        newest = max(map(_TS_SEQ, entries))
+        prev = self.seen.get(source)
+        if prev is None or newest > _pair(prev):
+            self.seen[source] = newest
+        self.last_input = now
+        walls = self.input_walls
+        if walls is None:
+            self.input_walls = [now]
+        elif walls[-1] != now:  # once per call, however many sources it read
+            walls.append(now)
+        newest_ts = max(_pair(s)[0] for s in self.seen.values())
+        if newest_ts > self.last_ts:
+            self.last_ts, self.last_wall = newest_ts, now
 
     def _safe(self, all_sources: bool, expected: Collection[str]) -> tuple:
         """(ts, seq) at or before which every event has arrived."""

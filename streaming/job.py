@@ -41,11 +41,8 @@ def build_inputs(spark, cfg: cfgmod.Config):
     from .state_fn import make_router
 
     s = cfg.streaming
-    # Bounded micro-batches by default (each source): a backlog is read a trigger's work at a time.
     options = {"startingOffsets": s.starting_offsets, "failOnDataLoss": str(s.fail_on_data_loss).lower(),
-               "maxOffsetsPerTrigger": str(s.max_offsets_per_trigger or default_max_offsets(
-                   cfgmod.parse_duration_ms(s.trigger_interval, "streaming.trigger_interval"),
-                   spark.sparkContext.defaultParallelism))}
+               **batch_limit_options(cfg, spark)}
     options.update(cfgmod.kafka_client_config(cfg, "source"))
     sources = cfgmod.source_list(s.source)
     routed, raw = [], []
@@ -132,11 +129,29 @@ EVENTS_PER_CORE_SECOND = 5_000  # what one core judges through the whole query (
 
 
 def default_max_offsets(trigger_ms: int, cores: int) -> int:
-    """Records per micro-batch when none is configured: about one trigger interval of work, so a
-    backlog (a restart, a slow consumer) is read in batches that end near the trigger and the
-    outputs keep flowing, instead of one batch holding the whole backlog. Caught up, batches are
-    as small as the input; the limit never slows the job below what it could do."""
+    """The first micro-batch's limit when none is configured: about one trigger interval of work
+    on a slow machine; the limit then follows the job's speed (:func:`batch_limit_options`)."""
     return max(1_000, int(EVENTS_PER_CORE_SECOND * max(1, cores) * max(trigger_ms, 100) / 1000))
+
+
+def batch_limit_options(cfg: cfgmod.Config, spark) -> dict[str, str]:
+    """The sources' per-batch record limit. ``max_offsets_per_trigger`` set: that, fixed. Else,
+    on our source, adaptive (``sources.pacing``): while a backlog is read (a restart after
+    downtime, a slow hour) each micro-batch reads what the last ones show takes about
+    ``catch_up_batch_ms``, at most ``max_batch_records``; caught up, batches are as small as the
+    input. Spark's own connector has no adaptive limit: it gets the first batch's, fixed."""
+    from .sources import spark_kafka_available
+
+    s = cfg.streaming
+    if s.max_offsets_per_trigger:
+        return {"maxOffsetsPerTrigger": str(s.max_offsets_per_trigger)}
+    first = min(s.max_batch_records, default_max_offsets(
+        cfgmod.parse_duration_ms(s.trigger_interval, "streaming.trigger_interval"),
+        spark.sparkContext.defaultParallelism))
+    if spark_kafka_available(spark):
+        return {"maxOffsetsPerTrigger": str(first)}
+    return {"maxOffsetsPerTrigger": str(s.max_batch_records), "targetBatchDurationMs": str(s.catch_up_batch_ms),
+            "initialOffsetsPerTrigger": str(first)}
 
 
 def _few_partitions(spark, src):
@@ -338,13 +353,15 @@ class BatchWriter:
         """One chunk of a batch's output rows: produced to Kafka, added to the batch's totals."""
         import numpy as np
 
+        from .state_fn import unpack_lines
+
         now_ms = int(time.time() * 1000)
         records = pdf["record"]
-        # "verdicts": a state function call's verdict lines, "\n"-joined, and their commits' ts
-        # packed in ``raw`` (state_fn._verdicts_row).
+        # "verdicts": a state function call's verdict lines as bytes, each ending in "\n", packed
+        # (``raw``), and their commits' ts in ``stamps`` (state_fn._verdicts_row).
         vmask, amask = records == "verdicts", records == "alert"
-        verdict_rows = pdf.loc[vmask, "json"].tolist()
-        verdict_lines = [line for text in verdict_rows for line in text.split("\n")]
+        verdict_lines = [line for packed in pdf.loc[vmask, "raw"].tolist()
+                         for line in unpack_lines(packed).split(b"\n")[:-1]]
         alert_dicts = [json.loads(x) for x in pdf.loc[amask, "json"]]
         dlq = pdf.loc[records.isin(["dlq", "unknown"])]
         dead = [(r.raw, r.reason, r.json) for r in dlq.itertuples() if r.record == "dlq"]
@@ -355,7 +372,7 @@ class BatchWriter:
             self.kafka.write(verdict_lines=verdict_lines, alerts=alert_dicts, dead_letters=dead)
         # One sample per decision (verdict line).
         if vmask.any():
-            stamps = np.frombuffer(b"".join(pdf.loc[vmask, "raw"].tolist()), dtype="<i8")
+            stamps = np.frombuffer(b"".join(pdf.loc[vmask, "stamps"].tolist()), dtype="<i8")
             acc.latencies += ((now_ms - stamps) / 1000.0).tolist()
         acc.latencies += [(now_ms - int(t)) / 1000.0 for t in pdf.loc[amask, "ts"]]
         for st in status:

@@ -6,12 +6,10 @@ Bad lines are reported (line number and reason) and skipped, never fatal.
 """
 from __future__ import annotations
 
-import gc
 import logging
 from collections import Counter
 from itertools import chain, islice, repeat
 from operator import attrgetter, eq
-from contextlib import contextmanager
 import sys
 import time
 from dataclasses import dataclass, field
@@ -24,6 +22,7 @@ from fencewatch.state.engine import LocalEngine, sort_key
 from fencewatch.state.model import Alert, CommitVerdicts, Verdict
 
 from .decoding import DecodeError, decode_json_lines, event_from_dict, sort_result
+from .gc_pause import no_cyclic_gc as _no_cyclic_gc
 
 log = logging.getLogger(__name__)
 
@@ -61,26 +60,6 @@ def decode_lines(lines: Iterable[str | bytes], errors: list, unknown: dict) -> l
     """A JSON-lines input: event ids and coordinates are line numbers (blank lines skipped)."""
     with _no_cyclic_gc():
         return decode_json_lines(lines, errors, unknown)
-
-
-@contextmanager
-def _no_cyclic_gc():
-    """Decoding and judging allocate millions of containers and no cycles: pause the cyclic
-    collector (reference counting still frees everything) instead of letting it rescan the
-    growing list of events and state again and again; it was a third of the decode time."""
-    was_enabled = gc.isenabled()
-    gc.disable()
-    try:
-        yield
-    finally:
-        # Objects allocated meanwhile still sit in the youngest generation, and the first
-        # collection after this would scan them all at once: move them to the oldest one
-        # (through the permanent generation, when nobody else uses it).
-        if gc.get_freeze_count() == 0:
-            gc.freeze()
-            gc.unfreeze()
-        if was_enabled:
-            gc.enable()
 
 
 def judge(events: list, cfg: RulesConfig | None = None, clock: int | None = None) -> tuple[list, list, list]:

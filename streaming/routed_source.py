@@ -5,7 +5,7 @@ a JVM projection building each record's event id and coordinates, then the route
 ``mapInPandas``: every record crossed Python -> JVM -> Python once more, ~700 bytes of JSON
 converted between Arrow and JVM rows on the way, to come out as one pickled row per key.
 ``fencewatch-routed`` reads the same offsets with the same options and admission control, and
-hands the records of each read batch straight to the router (``state_fn.route_records``), so the
+hands the records of each read batch straight to the router (``routing.route_records``), so the
 JVM only sees the routed rows (one per key per read batch; docs/benchmarks.md, issue 14).
 
 Used when the job reads through ``fencewatch-kafka`` (Spark's own connector keeps the
@@ -54,24 +54,25 @@ class _Router:
         from pyspark.sql.pandas.types import to_arrow_schema
 
         from .schemas import ROUTED
-        from .state_fn import make_decoder
+        from .routing import make_checker
 
         self.names = {t: (source, rank) for t, source, rank in spec.topics}
-        self.decode = make_decoder(spec.input_format, spec.schema_ids)
+        self.check = make_checker(spec.input_format, spec.schema_ids)
         self.schema = to_arrow_schema(ROUTED)
 
     def __call__(self, builder) -> Any:
         import pyarrow as pa
 
-        from .state_fn import route_records
+        from .routing import route_records
 
         topic, part = builder.topic, builder.partition
         source, rank = self.names.get(topic, ("other", 2))
-        # (librdkafka timestamp type, ms): type 0 is "none" (the JVM path gave a null there).
-        records = ((value, offset * 4 + rank, f"{topic}/{part}/{offset}", f"{topic}[{part}]@{offset}", source,
-                    ms if kind else None, None)
+        # (librdkafka timestamp type, ms): type 0 is "none" (the JVM path gave a null there). The
+        # coordinates are made from the event id by the router, only for a record that needs them.
+        prefix = f"{topic}/{part}/"
+        records = ((value, offset * 4 + rank, prefix + str(offset), None, source, ms if kind else None, None)
                    for value, offset, (kind, ms) in zip(builder.values, builder.offsets, builder.stamps))
-        cols = route_records(records, self.decode, bool(builder.caught_up))
+        cols = route_records(records, self.check, bool(builder.caught_up))
         builder.clear()
         if not cols["key"]:
             return None

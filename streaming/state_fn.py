@@ -2,14 +2,13 @@
 
 Three functions, no business logic of their own (that is ``state.engine.run_key``):
 
-- ``route_batches`` (``mapInPandas``): decode each record (JSON or Avro) into a
-  typed event, route it to its keys (``state.engine.route``) and emit one row
-  per key per input batch with that key's events pickled together (per-event rows
-  and pickles cost more than the rules); bad records become dead-letter rows
-  under ``DLQ_KEY`` with their reason, unknown types are counted the same way.
-- ``stream_fn`` (``applyInPandasWithState``): per key, hold events back until every
-  source topic has been read past them (see :class:`Hold`), apply them in (ts, seq)
-  order, make the decisions due, and emit rendered records.
+- ``route_batches`` (``mapInPandas``): each record checked and routed to its keys as the
+  record itself (``streaming.routing``), one row per key and source per input batch; bad
+  records become dead-letter rows under ``DLQ_KEY`` with their reason, unknown types are
+  counted the same way. The Kafka source runs the same router inside ``read``.
+- ``stream_fn`` (``applyInPandasWithState``): per key, decode its records, hold the events
+  back until every source topic has been read past them (see :class:`Hold`), apply them in
+  (ts, seq) order, make the decisions due, and emit rendered records.
 - ``batch_fn`` (``applyInPandas``, for ``replay --engine spark``): all of a key's
   events at once, clock = the trace's last ``ts``.
 
@@ -18,89 +17,34 @@ the two engines write identical bytes.
 """
 from __future__ import annotations
 
-import functools
 import json
 import pickle
+import struct
 import sys
-from array import array
-from operator import itemgetter
 import time
+from array import array
+from collections import Counter
+from operator import itemgetter
 from typing import Callable, Iterable, Iterator
 
 import pandas as pd
 
-from collections import Counter
-
-from fencewatch.sinks.jsonl import alert_json, commit_verdicts_block, forget_layouts
+from fencewatch.sinks.jsonl import alert_json, commit_verdicts_block, commit_verdicts_pieces, forget_layouts
 from fencewatch.state.status import summarize_commit_verdicts
 from fencewatch.state import group as grp
 from fencewatch.state.config import RulesConfig
 from fencewatch.state import partition as part
-from fencewatch.state.engine import _by_topic, apply, group_key, new_state, route, run_key, topic_key
-from fencewatch.state.events import OffsetCommit
+from fencewatch.state.engine import apply, new_state, run_key
 
+from .gc_pause import no_cyclic_gc
 from .hold import Hold  # noqa: F401  (older checkpoints pickled it as state_fn.Hold)
-from .decoding import DecodeError, UnknownType, decode_avro_record, decode_json_line, event_type
-from .schemas import DLQ_KEY, OUTPUT, ROUTED
+from .routing import ROUTED_COLUMNS, Rows, make_checker, parse_key, read_items, route_records
+from .schemas import DLQ_KEY, OUTPUT
 
-_SEP = "\x1f"
 _TS_SEQ = itemgetter(0, 1)
 _PICKLE = pickle.HIGHEST_PROTOCOL
 OUTPUT_COLUMNS = OUTPUT.fieldNames()
-ROUTED_COLUMNS = ROUTED.fieldNames()
-
-
-class _Rows:
-    """Column lists filled a row at a time (what ``pd.DataFrame`` takes), in schema order."""
-
-    __slots__ = ("cols", "_appends")
-
-    def __init__(self, names):
-        self.cols: dict[str, list] = {c: [] for c in names}
-        self._appends = [col.append for col in self.cols.values()]
-
-    def add(self, *values) -> None:
-        for append, v in zip(self._appends, values):
-            append(v)
-
-
-@functools.lru_cache(maxsize=1 << 16)
-def key_string(key: tuple) -> str:
-    # Memoised, bounded: the router asks for the same few keys twice per event or so.
-    return _SEP.join(map(str, key))
-
-
-def parse_key(text: str) -> tuple:
-    kind, cluster, name = text.split(_SEP, 2)
-    return (kind, cluster, name)
-
-
-def _route_into(keyed: dict[str, list], ev, source: str) -> None:
-    """Append one event's routed items, (ts, seq, etype, source, payload), to its keys' lists.
-
-    A stored commit's facts for a topic key travel as plain columns (group id, partitions,
-    offsets, leader epochs), not as ``CommitFact`` tuples: pickling and unpickling a plain tuple
-    of ints costs a third as much, and :func:`_run` hands them to the rules as they are."""
-    ts, seq, etype = ev.ts, ev.seq, event_type(ev)
-    if type(ev) is OffsetCommit:
-        _append(keyed, key_string(group_key(ev.cluster, ev.group_id)), (ts, seq, etype, source, ev))
-        if ev.error_code in (None, 0) and ev.offsets.tps:
-            for topic, partitions, offsets, epochs in _by_topic(ev.offsets):
-                _append(keyed, key_string(topic_key(ev.cluster, topic)),
-                        (ts, seq, "commit_fact", source, (ev.group_id, partitions, offsets, epochs)))
-        return
-    first = True
-    for key, kev in route(ev):
-        _append(keyed, key_string(key), (ts, seq, etype if first else "commit_fact", source, kev))
-        first = False
-
-
-def _append(keyed: dict[str, list], key: str, item: tuple) -> None:
-    items = keyed.get(key)
-    if items is None:
-        keyed[key] = [item]
-    else:
-        items.append(item)
+_Rows = Rows
 
 
 def _run(pkey: tuple, st, ready: list, cfg: RulesConfig, out: grp.Outputs, clock: int | None):
@@ -119,24 +63,11 @@ def _run(pkey: tuple, st, ready: list, cfg: RulesConfig, out: grp.Outputs, clock
     return tw
 
 
-def make_decoder(input_format: str = "json", schema_ids: Iterable[int] = (1,), registry=None) -> Callable:
-    """(value, seq, event_id, coords) -> a typed event, :class:`UnknownType` or :class:`DecodeError`."""
-    ids = frozenset(schema_ids)
-
-    def decode(value, seq, eid, coords):
-        if input_format == "avro":
-            return decode_avro_record(bytes(value), seq=seq, default_event_id=eid, coords=coords, schema_ids=ids,
-                                      registry=registry)
-        return decode_json_line(value, seq=seq, default_event_id=eid, coords=coords)
-
-    return decode
-
-
 def make_router(input_format: str = "json", schema_ids: Iterable[int] = (1,), registry=None) -> Callable:
     """The ``mapInPandas`` function: columns value, seq, event_id, coords, source, record_ts, bad_reason
     -> ROUTED rows (``bad_reason`` set: an upstream decoder already rejected the record).
     ``registry``: a ``schema_registry.RegistryEventDecoder`` for Avro input (else the fixed ids)."""
-    decode = make_decoder(input_format, schema_ids, registry)
+    check = make_checker(input_format, schema_ids, registry)
 
     def route_batches(batches: Iterator[pd.DataFrame]) -> Iterator[pd.DataFrame]:
         for pdf in batches:
@@ -146,40 +77,9 @@ def make_router(input_format: str = "json", schema_ids: Iterable[int] = (1,), re
                 pdf["caught_up"].all())
             records = zip(pdf["value"], pdf["seq"], pdf["event_id"], pdf["coords"], pdf["source"], pdf["record_ts"],
                           bad_reasons)
-            yield pd.DataFrame(route_records(records, decode, caught_up), columns=ROUTED_COLUMNS)
+            yield pd.DataFrame(route_records(records, check, caught_up), columns=ROUTED_COLUMNS)
 
     return route_batches
-
-
-def route_records(records: Iterable[tuple], decode: Callable, caught_up: bool | None) -> dict[str, list]:
-    """The router's work on one input batch: records (value, seq, event_id, coords, source,
-    record_ts, bad_reason) -> ROUTED columns, one row per key with its items pickled together,
-    one per dead letter or unknown type. Shared by the ``mapInPandas`` router and the Kafka
-    source that routes inside ``read`` (``routed_source``)."""
-    rows = _Rows(ROUTED_COLUMNS)
-    add = rows.add
-    keyed: dict[str, list] = {}
-    for value, seq, eid, coords, source, record_ts, bad in records:
-        if bad is not None:
-            add(DLQ_KEY, int(record_ts or 0), int(seq), "dlq", source, None if value is None else bytes(value), bad,
-                coords, 0, None)
-            continue
-        if value is None:
-            add(DLQ_KEY, int(record_ts or 0), int(seq), "dlq", source, None, "MISSING_VALUE", coords, 0, None)
-            continue
-        res = decode(value, int(seq), eid, coords)
-        if isinstance(res, DecodeError):
-            raw = value if isinstance(value, (bytes, bytearray)) else str(value).encode()
-            add(DLQ_KEY, int(record_ts or 0), int(seq), "dlq", source, bytes(raw), res.reason, coords, 0, None)
-        elif isinstance(res, UnknownType):
-            add(DLQ_KEY, int(record_ts or 0), int(seq), "unknown", source, None, res.type, coords, 0, None)
-        else:
-            _route_into(keyed, res, source)
-    for key, items in keyed.items():
-        add(key, max(it[0] for it in items), min(it[1] for it in items), "events", None,
-            pickle.dumps(items, _PICKLE), None, None, sum(1 for it in items if it[2] != "commit_fact"),
-            caught_up)
-    return rows.cols
 
 
 def _render(out: grp.Outputs, verdict_rows: Callable[[_Rows, list], None] | None) -> _Rows:
@@ -189,7 +89,7 @@ def _render(out: grp.Outputs, verdict_rows: Callable[[_Rows, list], None] | None
     if verdict_rows is not None:
         verdict_rows(rows, out.commits)
     for a in out.alerts:
-        rows.add("alert", a.ts, None, None, a.cluster, a.group_id, alert_json(a), a.alert_id, None, None)
+        rows.add("alert", a.ts, None, None, a.cluster, a.group_id, alert_json(a), a.alert_id, None, None, None)
     return rows
 
 
@@ -198,7 +98,7 @@ def _commit_rows(rows: _Rows, commits: list) -> None:
     for cv in commits:
         if cv.parts:
             rows.add("verdict", cv.ts, cv.seq, len(cv.parts), cv.cluster, cv.group_id,
-                     commit_verdicts_block(cv), None, None, None)
+                     commit_verdicts_block(cv), None, None, None, None)
 
 
 VERDICT_ROW_LINES = 2_000
@@ -206,26 +106,52 @@ VERDICT_ROW_LINES = 2_000
 
 
 def _verdicts_row(rows: _Rows, commits: list) -> None:
-    """All verdict lines of one state function call in one row: the blocks "\n"-joined in judging
-    order (``json``), how many lines (``ord``), the newest ts, and each line's commit ts packed as
-    little-endian int64 (``raw``: the decision-latency samples). Per-row costs (pandas, Arrow, the
-    JVM, the collect, the driver's columns) then follow keys, not commit requests."""
-    blocks, stamps, first = [], [], None
+    """All verdict lines of one state function call in one row: the lines as UTF-8 bytes in
+    judging order, each ending in a newline, compressed (``raw``, :func:`pack_lines`), how many
+    (``ord``), the newest ts, and each line's commit ts packed as little-endian int64 (``stamps``:
+    the decision-latency samples). Per-row costs (pandas, Arrow, the JVM, the collect, the
+    driver's columns) then follow keys, not commit requests, and the lines stay the bytes the
+    producer sends."""
+    pieces, stamps, first = [], [], None
 
     def flush():
-        rows.add("verdicts", max(stamps), first.seq, len(stamps), first.cluster, first.group_id, "\n".join(blocks),
-                 None, _packed(stamps), None)
+        rows.add("verdicts", max(stamps), first.seq, len(stamps), first.cluster, first.group_id, None,
+                 None, pack_lines(b"".join(pieces)), None, _packed(stamps))
 
     for cv in commits:
-        if cv.parts:
+        parts = cv.parts
+        if parts:
             first = first or cv
-            blocks.append(commit_verdicts_block(cv))
-            stamps += [cv.ts] * len(cv.parts)
+            pieces += commit_verdicts_pieces(cv)
+            stamps += [cv.ts] * len(parts)
             if len(stamps) >= VERDICT_ROW_LINES:  # a row stays ~1 MB, whatever the batch size
                 flush()
-                blocks, stamps, first = [], [], None
-    if blocks:
+                pieces, stamps, first = [], [], None
+    if pieces:
         flush()
+
+
+_LINES_CODEC = "lz4"
+_LENGTH = struct.Struct("<Q")
+
+
+def pack_lines(data: bytes) -> bytes:
+    """Verdict lines as they cross the JVM and the collect: LZ4 (pyarrow's codec), behind their
+    length. The lines are ~1.8 KB of JSON per event and repeat themselves (39x smaller, 0.4 us per
+    event to compress, 1.1 to expand on the driver): uncompressed, moving them through Spark was
+    a third of the job's CPU (docs/benchmarks.md, issue 14)."""
+    import pyarrow as pa
+
+    return _LENGTH.pack(len(data)) + pa.compress(data, codec=_LINES_CODEC, asbytes=True)
+
+
+def unpack_lines(packed: bytes) -> bytes:
+    """The bytes :func:`pack_lines` packed."""
+    import pyarrow as pa
+
+    (size,) = _LENGTH.unpack_from(packed)
+    return pa.decompress(memoryview(packed)[_LENGTH.size:], decompressed_size=size, codec=_LINES_CODEC,
+                         asbytes=True)
 
 
 def _packed(values: list[int]) -> bytes:
@@ -249,7 +175,15 @@ def _dead_letters(pdfs: Iterable[pd.DataFrame]) -> Iterator[pd.DataFrame]:
         yield _frame({"record": ["dlq" if e == "dlq" else "unknown" for e in pdf["etype"]], "ts": list(pdf["ts"]),
                       "seq": list(pdf["seq"]), "ord": [None] * n, "cluster": [None] * n, "group_id": [None] * n,
                       "json": list(pdf["coords"]), "alert_id": [None] * n, "raw": list(pdf["payload"]),
-                      "reason": list(pdf["reason"])})
+                      "reason": list(pdf["reason"]), "stamps": [None] * n})
+
+
+def _add_dead(rows: _Rows, dead: list) -> None:
+    """Records the router accepted that no longer decode where they are judged (a guard, never
+    expected): dead letters all the same, with the decoder's reason; their coordinates are the
+    event ids the router gave them."""
+    for value, reason, eid, seq in dead:
+        rows.add("dlq", None, seq, None, None, None, eid, None, bytes(value), reason, None)
 
 
 def _event_counts(counts: Counter) -> dict[str, int]:
@@ -268,7 +202,7 @@ def _add_status(rows: _Rows, st, cfg: RulesConfig, counts: dict, hb_before: tupl
         "UNKNOWN_MEMBER_ID": st.counters.heartbeat_unknown_member - hb_before[1]}
     summary = summarize_commit_verdicts(out.commits, cfg.broker_policy.value) if out.commits else None
     rows.add("status", st.last_ts, None, None, st.cluster, st.group_id, json.dumps(status, sort_keys=True), None,
-             pickle.dumps(summary, _PICKLE) if summary else None, None)
+             pickle.dumps(summary, _PICKLE) if summary else None, None, None)
 
 
 def make_stream_fn(cfg: RulesConfig, *, max_skew_ms: int = 2_000, emit_verdicts: bool = True,
@@ -284,7 +218,12 @@ def make_stream_fn(cfg: RulesConfig, *, max_skew_ms: int = 2_000, emit_verdicts:
         if k == DLQ_KEY:
             yield from _dead_letters(pdfs)
             return
-        pkey = parse_key(k)
+        with no_cyclic_gc(settle=False):
+            frame = call(parse_key(k), pdfs, state)
+        if frame is not None:
+            yield frame
+
+    def call(pkey: tuple, pdfs: Iterator[pd.DataFrame], state) -> pd.DataFrame | None:
         is_group = pkey[0] == "g"
         now = int(wall_clock() * 1000)
         st, hold = None, Hold()
@@ -293,18 +232,15 @@ def make_stream_fn(cfg: RulesConfig, *, max_skew_ms: int = 2_000, emit_verdicts:
             st = pickle.loads(blob) if blob is not None else None
             hold = pickle.loads(held) if held is not None else Hold()
         counts: Counter = Counter()
+        dead: list = []
         caught_up = False  # every row of this call from a micro-batch that read all sources to their ends
         if not state.hasTimedOut:
             marks = []
             for pdf in pdfs:
                 if "caught_up" in pdf:
                     marks += pdf["caught_up"].tolist()
-                for blob in pdf["payload"].tolist():
-                    items = pickle.loads(blob)
-                    hold.admit([(it[0], it[1], it[3], it[4]) for it in items], now)
-                    counts.update((it[2], it[3]) for it in items)
-            for c in [c for c in counts if c[0] == "commit_fact"]:
-                del counts[c]  # a commit's routed copies to topic keys are not events
+                for source, blob in zip(pdf["source"].tolist(), pdf["payload"].tolist()):
+                    hold.admit_read(source, read_items(pkey, source, blob, counts, dead, now), now)
             caught_up = bool(marks) and all(m is True for m in marks)
         ready = hold.release(now, max_skew_ms, all_sources=is_group, expected=sources, caught_up=caught_up)
         clock = hold.clock(now)
@@ -313,12 +249,14 @@ def make_stream_fn(cfg: RulesConfig, *, max_skew_ms: int = 2_000, emit_verdicts:
             is_group and st is not None) else (0, 0)
         st = _run(pkey, st, ready, cfg, out, clock if is_group and hold.last_ts else None)
         rows = _render(out, _verdicts_row if emit_verdicts else None)
+        _add_dead(rows, dead)
         forget_layouts()  # keyed by this call's objects: no later call can hit them (issue 15)
         if is_group:
             st.judged.clear()  # a cache, rebuilt on demand: keep the stored state small
             _add_status(rows, st, cfg, counts, hb_before, out)
         elif counts:  # partition-scoped events (partition_epochs): counted with group=""
-            rows.add("counts", None, None, None, pkey[1], "", json.dumps(_event_counts(counts)), None, None, None)
+            rows.add("counts", None, None, None, pkey[1], "", json.dumps(_event_counts(counts)), None, None, None,
+                     None)
         state.update((pickle.dumps(st, _PICKLE), pickle.dumps(hold, _PICKLE)))
         waits = []
         if hold.pending:
@@ -329,8 +267,7 @@ def make_stream_fn(cfg: RulesConfig, *, max_skew_ms: int = 2_000, emit_verdicts:
                 waits.append(due - clock)
         if waits:
             state.setTimeoutDuration(max(1, min(waits)))
-        if rows.cols["record"]:
-            yield _frame(rows.cols)
+        return _frame(rows.cols) if rows.cols["record"] else None
 
     return stream_fn
 
@@ -344,12 +281,16 @@ def make_batch_fn(cfg: RulesConfig, clock: int | None) -> Callable:
             frames = list(_dead_letters([pdf]))
             return frames[0] if frames else _frame({c: [] for c in OUTPUT_COLUMNS})
         pkey = parse_key(k)
-        items = [it for blob in pdf["payload"].tolist() for it in pickle.loads(blob)]
-        items.sort(key=_TS_SEQ)
-        out = grp.Outputs()
-        _run(pkey, None, [(it[0], it[1], it[4], None) for it in items], cfg, out,
-             clock if pkey[0] == "g" else None)
-        return _frame(_render(out, _commit_rows).cols)
+        dead: list = []
+        with no_cyclic_gc(settle=False):
+            items = [it for source, blob in zip(pdf["source"].tolist(), pdf["payload"].tolist())
+                     for it in read_items(pkey, source, blob, Counter(), dead)]
+            items.sort(key=_TS_SEQ)
+            out = grp.Outputs()
+            _run(pkey, None, items, cfg, out, clock if pkey[0] == "g" else None)
+            rows = _render(out, _commit_rows)
+            _add_dead(rows, dead)
+            return _frame(rows.cols)
 
     return batch_fn
 

@@ -1,12 +1,13 @@
 """The router (``mapInPandas`` function) and the default batch size, without Spark."""
 import json
-import pickle
 
+import msgspec
 import pandas as pd
 
 from fencewatch.streaming.job import default_max_offsets
 from fencewatch.streaming.schemas import DLQ_KEY, ROUTED
-from fencewatch.streaming.state_fn import make_router, parse_key
+from fencewatch.streaming.routing import parse_key
+from fencewatch.streaming.state_fn import make_router
 
 
 def frame(lines):
@@ -22,7 +23,7 @@ def commit(ts, group, parts, topic="orders"):
                                    for p in parts], "error_code": 0}).encode()
 
 
-def test_one_row_per_key_with_its_events_in_input_order():
+def test_one_row_per_key_with_its_records_in_input_order():
     lines = [commit(100, "g1", [0, 1]), commit(101, "g2", [2]), b"{broken", commit(102, "g1", [1], topic="pay"),
              json.dumps({"type": "heartbeat", "ts": 103, "group_id": "g1", "member_id": "m", "request_epoch": 3,
                          "response_epoch": 3}).encode()]
@@ -31,14 +32,16 @@ def test_one_row_per_key_with_its_events_in_input_order():
     rows = {k: r for k, r in zip(out["key"], out.itertuples())}
     assert set(rows) == {"g\x1fdefault\x1fg1", "g\x1fdefault\x1fg2", "t\x1fdefault\x1forders",
                          "t\x1fdefault\x1fpay", DLQ_KEY}
-    g1 = pickle.loads(rows["g\x1fdefault\x1fg1"].payload)
-    assert [(ts, seq, etype) for ts, seq, etype, _, _ in g1] == [(100, 0, "offset_commit"), (102, 3, "offset_commit"),
-                                                                  (103, 4, "heartbeat")]
+    # A group key gets its records themselves (decoded where they are judged), in input order.
+    g1, counts = msgspec.msgpack.decode(rows["g\x1fdefault\x1fg1"].payload)
+    assert g1 == [[0, lines[0], "e0"], [3, lines[3], "e3"], [4, lines[4], "e4"]]
+    assert counts == {"offset_commit": 2, "heartbeat": 1}
     assert rows["g\x1fdefault\x1fg1"].events == 3 and rows["g\x1fdefault\x1fg1"].ts == 103
+    assert rows["g\x1fdefault\x1fg1"].source == "offsets"
     # A topic key gets each stored commit's columns; they are not counted as events.
-    orders = pickle.loads(rows["t\x1fdefault\x1forders"].payload)
-    assert [(ts, seq, etype, payload) for ts, seq, etype, _, payload in orders] == [
-        (100, 0, "commit_fact", ("g1", (0, 1), (0, 10), (1, 1))), (101, 1, "commit_fact", ("g2", (2,), (20,), (1,)))]
+    orders, counts = msgspec.msgpack.decode(rows["t\x1fdefault\x1forders"].payload)
+    assert orders == [[100, 0, "g1", [0, 1], [0, 10], [1, 1]], [101, 1, "g2", [2], [20], [1]]]
+    assert counts == {}
     assert rows["t\x1fdefault\x1forders"].events == 0
     assert sum(out["events"]) == 4  # every good input event once
     # The bad line stays a row of its own, with its bytes, reason and coordinates.

@@ -20,7 +20,7 @@ from fencewatch.streaming.decoding import MEMBERSHIP_TYPES
 from fencewatch.streaming.job import BatchWriter, JobStats, _BatchTotals, group_sources
 from fencewatch.streaming.replay import judge_events
 from fencewatch.sinks.jsonl import commit_verdicts_block
-from fencewatch.streaming.state_fn import make_router, make_stream_fn
+from fencewatch.streaming.state_fn import make_router, make_stream_fn, unpack_lines
 from reliability_harness import GroupStateStub, micro_batch
 
 NOW_MS = 4_000_000_000_000
@@ -54,10 +54,11 @@ def test_one_verdicts_row_per_call_carries_every_line_and_its_commit_ts(monkeypa
     assert rows and {r.record for r in rows} == {"verdicts"}
     per_call = Counter((id(f), r.group_id) for f in frames for r in f.itertuples() if r.record == "verdicts")
     assert set(per_call.values()) == {1}  # one row per call
-    lines = [line for r in rows for line in r.json.split("\n")]
+    lines = [line for r in rows for line in unpack_lines(r.raw).decode().split("\n")[:-1]]
     for r in rows:
-        text_lines = r.json.split("\n")
-        stamps = np.frombuffer(r.raw, dtype="<i8").tolist()
+        assert r.json is None and unpack_lines(r.raw).endswith(b"\n")  # the producer's bytes, each line ending in "\n"
+        text_lines = unpack_lines(r.raw).decode().split("\n")[:-1]
+        stamps = np.frombuffer(r.stamps, dtype="<i8").tolist()
         assert r.ord == len(text_lines) == len(stamps)
         assert stamps == [json.loads(line)["ts"] for line in text_lines]
         assert r.ts == max(stamps)
@@ -94,7 +95,7 @@ def test_a_large_call_splits_its_verdicts_into_rows_of_bounded_lines(monkeypatch
     widest = max(len(cv.parts) for cv in commits)
     # A row closes once it reaches the bound, with whole commits.
     assert len(rows) > 5 and max(r.ord for r in rows) < 50 + widest
-    lines = [line for r in rows for line in r.json.split("\n")]
+    lines = [line for r in rows for line in unpack_lines(r.raw).decode().split("\n")[:-1]]
     expected = [line for cv in commits for line in commit_verdicts_block(cv).split("\n")]
     assert lines == expected
 
