@@ -214,7 +214,7 @@ def engine_floor(spark, bootstrap: str, hb: str, off: str, n_events: int, max_pe
         from fencewatch.streaming.schemas import DLQ_KEY
         from collections import Counter
 
-        from fencewatch.streaming.routing import parse_key, read_items
+        from fencewatch.streaming.routing import decode_released, parse_key, read_items
         from fencewatch.streaming.state_fn import _run
 
         job_cfg = cfgmod.load_config(environ={}, overrides={"streaming": {
@@ -228,10 +228,11 @@ def engine_floor(spark, bootstrap: str, hb: str, off: str, n_events: int, max_pe
             st = pickle.loads(state.get[0]) if state.exists else None
             pkey = parse_key(key[0])
             items = [it for pdf in pdfs for source, blob in zip(pdf["source"].tolist(), pdf["payload"].tolist())
-                     for it in read_items(pkey, source, blob, Counter(), [])]
+                     for it in read_items(pkey, source, blob, Counter())]
             out = grp.Outputs()
             if items:
                 items.sort(key=lambda it: (it[0], it[1]))
+                items = decode_released(pkey, items, [])
                 st = _run(pkey, st, items, cfg, out, None)
             state.update((pickle.dumps(st, pickle.HIGHEST_PROTOCOL),))
             yield pd.DataFrame({"key": [key[0]], "n": [len(out.commits)]})

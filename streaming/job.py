@@ -202,14 +202,14 @@ def _consumer_offsets_inputs(spark, cfg: cfgmod.Config, options: dict):
 
 def build_outputs(inputs, cfg: cfgmod.Config, *, emit_verdicts: bool | None = None):
     """Routed rows (:func:`build_inputs`) -> keyed state; the DataFrame of output records (schemas.OUTPUT)."""
-    from .schemas import OUTPUT, STATE
+    from .schemas import KEYED, OUTPUT, STATE
     from .state_fn import make_stream_fn
 
     if emit_verdicts is None:
         emit_verdicts = bool(cfg.sinks.verdicts_topic)
     # No event-time watermark: reading a backlog, one topic runs ahead of the other and a
     # watermark would drop the other's events as late. Ordering is per key (state_fn.Hold).
-    return inputs.groupBy("key").applyInPandasWithState(
+    return inputs.select(*KEYED).groupBy("key").applyInPandasWithState(
         make_stream_fn(cfg.state, max_skew_ms=cfg.streaming.max_skew_ms, emit_verdicts=emit_verdicts,
                        sources=group_sources(cfg.streaming.source)),
         OUTPUT, STATE, "append", "ProcessingTimeTimeout")
@@ -353,28 +353,28 @@ class BatchWriter:
         """One chunk of a batch's output rows: produced to Kafka, added to the batch's totals."""
         import numpy as np
 
+        from .outputs import read_frame
         from .state_fn import unpack_lines
 
         now_ms = int(time.time() * 1000)
-        records = pdf["record"]
+        by_kind: dict[str, list] = {"verdicts": [], "alert": [], "status": [], "counts": [], "dlq": [], "unknown": []}
+        for row in read_frame(pdf):
+            by_kind.setdefault(row.record, []).append(row)
+        verdict_rows, alert_rows, status_rows = by_kind["verdicts"], by_kind["alert"], by_kind["status"]
         # "verdicts": a state function call's verdict lines as bytes, each ending in "\n", packed
         # (``raw``), and their commits' ts in ``stamps`` (state_fn._verdicts_row).
-        vmask, amask = records == "verdicts", records == "alert"
-        verdict_lines = [line for packed in pdf.loc[vmask, "raw"].tolist()
-                         for line in unpack_lines(packed).split(b"\n")[:-1]]
-        alert_dicts = [json.loads(x) for x in pdf.loc[amask, "json"]]
-        dlq = pdf.loc[records.isin(["dlq", "unknown"])]
-        dead = [(r.raw, r.reason, r.json) for r in dlq.itertuples() if r.record == "dlq"]
-        status_rows = pdf.loc[records == "status"]
-        status = [json.loads(x) for x in status_rows["json"]]
-        acc.summaries += [pickle.loads(r) for r in status_rows["raw"] if r is not None]
+        verdict_lines = [line for r in verdict_rows for line in unpack_lines(r.raw).split(b"\n")[:-1]]
+        alert_dicts = [json.loads(r.json) for r in alert_rows]
+        dead = [(r.raw, r.reason, r.json) for r in by_kind["dlq"]]
+        status = [json.loads(r.json) for r in status_rows]
+        acc.summaries += [pickle.loads(r.raw) for r in status_rows if r.raw is not None]
         if self.kafka is not None:
             self.kafka.write(verdict_lines=verdict_lines, alerts=alert_dicts, dead_letters=dead)
         # One sample per decision (verdict line).
-        if vmask.any():
-            stamps = np.frombuffer(b"".join(pdf.loc[vmask, "stamps"].tolist()), dtype="<i8")
+        if verdict_rows:
+            stamps = np.frombuffer(b"".join(r.stamps for r in verdict_rows), dtype="<i8")
             acc.latencies += ((now_ms - stamps) / 1000.0).tolist()
-        acc.latencies += [(now_ms - int(t)) / 1000.0 for t in pdf.loc[amask, "ts"]]
+        acc.latencies += [(now_ms - r.ts) / 1000.0 for r in alert_rows]
         for st in status:
             _count_events(acc.events, st["cluster"], st["group_id"], st.pop("events", {}))
             for err, n in st.pop("heartbeat_errors", {}).items():
@@ -382,15 +382,13 @@ class BatchWriter:
                     acc.hb_errors[(st["cluster"], st["group_id"], err)] += n
             st.setdefault("rebalances_total", 0)
         acc.status += status
-        cmask = records == "counts"
-        for cluster, text in zip(pdf.loc[cmask, "cluster"], pdf.loc[cmask, "json"]):
-            _count_events(acc.events, cluster, "", json.loads(text))  # a topic key's partition-scoped events
+        for r in by_kind["counts"]:
+            _count_events(acc.events, r.cluster, "", json.loads(r.json))  # a topic key's partition-scoped events
         acc.alerts += alert_dicts
-        if len(pdf["ts"]):
-            ts_values = [int(t) for t in pdf.loc[vmask | amask | (records == "status"), "ts"] if t is not None]
-            if ts_values:
-                acc.last_ts = max(ts_values + ([acc.last_ts] if acc.last_ts is not None else []))
-        acc.dlq_counts.update(r.split("(")[0] for r in dlq.loc[dlq["record"] == "dlq", "reason"])
+        ts_values = [r.ts for r in (*verdict_rows, *alert_rows, *status_rows) if r.ts is not None]
+        if ts_values:
+            acc.last_ts = max(ts_values + ([acc.last_ts] if acc.last_ts is not None else []))
+        acc.dlq_counts.update(r.reason.split("(")[0] for r in by_kind["dlq"])
         acc.dead += len(dead)
         s = self.stats
         if s.track_ids:

@@ -5,8 +5,9 @@ as it must to know the keys it goes to and that it is valid, and ships the recor
 those keys; the state function decodes them where they are judged. A routed row holds one key's
 records of one source for one input batch, as one msgpack frame:
 
-- ``(seq, value, event_id)`` for an event the key applies: its JSON, decoded again by
-  ``decoding.decode_accepted_json`` (Avro is turned into JSON here, at the edge);
+- ``(seq, ts, value, event_id)`` for an event the key applies: its JSON, decoded again by
+  ``decoding.decode_accepted_json`` when the key applies it (Avro is turned into JSON here, at
+  the edge);
 - ``(ts, seq, group_id, partitions, offsets, leader_epochs)`` for a topic key: the offsets one
   stored commit wrote to that topic (KIP-320 truncation), without the rest of the commit;
 
@@ -110,14 +111,18 @@ def route_records(records: Iterable[tuple], check: Callable, caught_up: bool | N
 def _route(records: Iterable[tuple], check: Callable, caught_up: bool | None) -> dict[str, list]:
     rows = Rows(ROUTED_COLUMNS)
     add = rows.add
-    keyed: dict[str, dict[str, list]] = {}  # source -> key -> [items, newest ts, first seq, {type: n}]
+
+    def dead(ts: int, source: str, etype: str, seq: int, raw: bytes | None, reason: str, coords: str) -> None:
+        add(DLQ_KEY, ts, source, _encode((etype, seq, raw, reason, coords)), 0, caught_up)
+
+    keyed: dict[str, dict[str, list]] = {}  # source -> key -> [items, newest ts, {type: n}]
     fast = getattr(check, "json", False)
     group_keys: dict = {}
     last_source, slots = None, None
     for value, seq, eid, coords, source, record_ts, bad in records:
         if bad is not None or value is None:
-            add(DLQ_KEY, int(record_ts or 0), int(seq), "dlq", source, None if value is None else bytes(value),
-                "MISSING_VALUE" if bad is None else bad, _coords(eid) if coords is None else coords, 0, None)
+            dead(int(record_ts or 0), source, "dlq", int(seq), None if value is None else bytes(value),
+                 "MISSING_VALUE" if bad is None else bad, _coords(eid) if coords is None else coords)
             continue
         if source is not last_source:
             slots = keyed.get(source)
@@ -134,17 +139,17 @@ def _route(records: Iterable[tuple], check: Callable, caught_up: bool | None) ->
             etype = "txn_offset_commit" if type(c) is _TXN_LINE else "offset_commit"
             slot = slots.get(gk)
             if slot is None:
-                slots[gk] = [[(seq, value, eid)], ts, seq, {etype: 1}]
+                slots[gk] = [[(seq, ts, value, eid)], ts, {etype: 1}]
             else:
-                slot[0].append((seq, value, eid))
+                slot[0].append((seq, ts, value, eid))
                 if ts > slot[1]:
                     slot[1] = ts
-                counts = slot[3]
+                counts = slot[2]
                 counts[etype] = counts.get(etype, 0) + 1
             rows_ = c.offsets
             if rows_ and (c.error_code is None or c.error_code == 0):
                 for topic, partitions, offsets, epochs in _facts(rows_):
-                    _put(slots, key_string(("t", cluster, topic)), ts, seq,
+                    _put(slots, key_string(("t", cluster, topic)), ts,
                          (ts, seq, group_id, partitions, offsets, epochs), None)
             continue
         if coords is None:
@@ -152,24 +157,24 @@ def _route(records: Iterable[tuple], check: Callable, caught_up: bool | None) ->
         res, payload = check(value, seq, eid, coords)
         if isinstance(res, DecodeError):
             raw = value if isinstance(value, (bytes, bytearray)) else str(value).encode()
-            add(DLQ_KEY, int(record_ts or 0), seq, "dlq", source, bytes(raw), res.reason, coords, 0, None)
+            dead(int(record_ts or 0), source, "dlq", seq, bytes(raw), res.reason, coords)
         elif isinstance(res, UnknownType):
-            add(DLQ_KEY, int(record_ts or 0), seq, "unknown", source, None, res.type, coords, 0, None)
+            dead(int(record_ts or 0), source, "unknown", seq, None, res.type, coords)
         elif type(res) is OffsetCommit:
-            _put(slots, key_string(("g", res.cluster, res.group_id)), res.ts, seq, (seq, payload, eid),
+            _put(slots, key_string(("g", res.cluster, res.group_id)), res.ts, (seq, res.ts, payload, eid),
                  event_type(res))
             if res.error_code in (None, 0) and res.offsets.tps:
                 for topic, partitions, offsets, epochs in _by_topic(res.offsets):
-                    _put(slots, key_string(("t", res.cluster, topic)), res.ts, seq,
+                    _put(slots, key_string(("t", res.cluster, topic)), res.ts,
                          (res.ts, seq, res.group_id, partitions, offsets, epochs), None)
         else:
             etype = event_type(res)  # counted at the first key it goes to, its own (``state.engine.route``)
             for key, _ in route(res):
-                _put(slots, key_string(key), res.ts, seq, (seq, payload, eid), etype)
+                _put(slots, key_string(key), res.ts, (seq, res.ts, payload, eid), etype)
                 etype = None
     for source, slots in keyed.items():
-        for key, (items, ts, seq, counts) in slots.items():
-            add(key, ts, seq, "events", source, _encode((items, counts)), None, None, sum(counts.values()), caught_up)
+        for key, (items, ts, counts) in slots.items():
+            add(key, ts, source, _encode((items, counts)), sum(counts.values()), caught_up)
     return rows.cols
 
 
@@ -180,17 +185,17 @@ def _coords(eid: str) -> str:
     return f"{topic}[{partition}]@{offset}"
 
 
-def _put(slots: dict, key: str, ts: int, seq: int, item: tuple, etype: str | None) -> None:
+def _put(slots: dict, key: str, ts: int, item: tuple, etype: str | None) -> None:
     """``item`` to ``key``'s row; ``etype``: the event's type when ``key`` is its own."""
     slot = slots.get(key)
     if slot is None:
-        slots[key] = [[item], ts, seq, {etype: 1} if etype else {}]
+        slots[key] = [[item], ts, {etype: 1} if etype else {}]
         return
     slot[0].append(item)
     if ts > slot[1]:
         slot[1] = ts
     if etype:
-        counts = slot[3]
+        counts = slot[2]
         counts[etype] = counts.get(etype, 0) + 1
 
 
@@ -221,37 +226,56 @@ def _facts(rows: list) -> list[tuple]:
 # --------------------------------------------------------------------------- the state function's side
 
 
-def read_items(pkey: tuple, source: str | None, payload: bytes, counts, dead: list, now: int = 0) -> list[tuple]:
-    """A routed row's items as the key holds them (``Hold.admit_read``): (ts, seq, payload, now), the payload a
-    typed event for a group key, and for a topic key what ``state.engine`` routes to it (a
-    ``partition_epochs`` event, an ``offset_committed``'s commit facts) or a stored commit's
-    columns (group id, partitions, offsets, leader epochs). ``counts`` (a Counter) gets the
-    router's (type, source) counts of the events this key owns; ``dead`` gets (value, reason,
-    event id, seq) of a record that no longer decodes (a guard: the router accepted it)."""
+def read_dead(payload: bytes) -> tuple:
+    """A dead letter's or unknown type's routed row: (etype, seq, record, reason, coordinates)."""
+    return tuple(_decode(payload))
+
+
+
+def read_items(pkey: tuple, source: str | None, payload: bytes, counts, now: int = 0) -> list[tuple]:
+    """A routed row's items as the key holds them (``Hold.admit_read``): (ts, seq, payload, now),
+    the payload a record still to decode, ``(JSON, event id)`` (:func:`decode_released`), or a
+    stored commit's columns for a topic key (group id, partitions, offsets, leader epochs).
+    Records are decoded when they are released, not here: events held across micro-batches
+    (a backlog read unevenly) would otherwise be pickled with the key's state batch after batch,
+    which cost more than judging them (docs/benchmarks.md, issue 14). ``counts`` (a Counter) gets
+    the router's (type, source) counts of the events this key owns."""
     items, row_counts = _decode(payload)
     for etype, n in row_counts.items():
         counts[(etype, source)] += n
+    return [(item[1], item[0], (item[2], item[3]), now) if len(item) == 4 else
+            (item[0], item[1], (item[2], tuple(item[3]), tuple(item[4]), tuple(item[5])), now) for item in items]
+
+
+def decode_released(pkey: tuple, ready: list, dead: list) -> list:
+    """The released entries (ts, seq, payload, arrival) with their records decoded: a group
+    key's into typed events, a topic key's into what ``state.engine.route`` gives that key (a
+    ``partition_epochs`` event, an ``offset_committed``'s commit facts). A record is a plain
+    2-tuple; events are NamedTuples or dataclasses, a stored commit's columns a 4-tuple; entries
+    held by an older version hold events already. ``dead`` gets (value, reason, event id, seq) of a record that no
+    longer decodes (a guard: the router accepted it) instead of an entry."""
     out = []
     append = out.append
     is_group = pkey[0] == "g"
     typed = _typed_event
-    for item in items:
-        if len(item) == 3:
-            seq, value, eid = item
-            ev = typed(value, seq, eid) or decode_accepted_json(value, seq, eid, eid)
-            if type(ev) in _NOT_EVENTS:
-                dead.append((value, ev.reason if type(ev) is DecodeError else f"UNKNOWN_TYPE({ev.type})", eid, seq))
-                continue
-            if is_group:
-                append((ev.ts, seq, ev, now))
-                continue
-            for key, kev in route(ev):
-                if key == pkey:
-                    append((ev.ts, seq, kev, now))
-                    break
-        else:
-            ts, seq, group_id, partitions, offsets, epochs = item
-            append((ts, seq, (group_id, tuple(partitions), tuple(offsets), tuple(epochs)), now))
+    for entry in ready:
+        payload = entry[2]
+        if type(payload) is not tuple or len(payload) != 2:
+            append(entry)
+            continue
+        value, eid = payload
+        seq = entry[1]
+        ev = typed(value, seq, eid) or decode_accepted_json(value, seq, eid, eid)
+        if type(ev) in _NOT_EVENTS:
+            dead.append((value, ev.reason if type(ev) is DecodeError else f"UNKNOWN_TYPE({ev.type})", eid, seq))
+            continue
+        if is_group:
+            append((entry[0], seq, ev, entry[3]))
+            continue
+        for key, kev in route(ev):
+            if key == pkey:
+                append((entry[0], seq, kev, entry[3]))
+                break
     return out
 
 

@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from fencewatch.state.config import RulesConfig
 
 from .decoding import DecodeError
+from .outputs import read_rows
 from .schemas import DLQ_KEY, OUTPUT, ROUTED
 
 log = logging.getLogger(__name__)
@@ -48,17 +49,18 @@ def replay_file_spark(path: str, cfg: RulesConfig, *, master: str | None = None,
         ).collect()[0]
         clock, events = stats["clock"], int(stats["n"] or 0)
         outputs = routed.groupBy("key").applyInPandas(make_batch_fn(cfg, clock), OUTPUT)
-        rows = outputs.collect()
+        collected = outputs.collect()
     finally:
         routed.unpersist()
-    verdicts = sorted((r for r in rows if r["record"] == "verdict"), key=lambda r: (r["ts"], r["seq"]))
-    alerts = sorted((r for r in rows if r["record"] == "alert"), key=lambda r: (r["ts"], r["alert_id"], r["json"]))
-    result = SparkReplayResult([line for r in verdicts for line in r["json"].split("\n")],
-                               [r["json"] for r in alerts], events=events)
-    for r in sorted((r for r in rows if r["record"] in ("dlq", "unknown")), key=lambda r: r["seq"]):
-        if r["record"] == "dlq":
-            code, _, rest = r["reason"].partition("(")
-            result.errors.append(DecodeError(code, {"detail": rest.rstrip(")")} if rest else {}, r["json"]))
+    rows = read_rows([r["record"] for r in collected], [r["ts"] for r in collected], [r["data"] for r in collected])
+    verdicts = sorted((r for r in rows if r.record == "verdict"), key=lambda r: (r.ts, r.seq))
+    alerts = sorted((r for r in rows if r.record == "alert"), key=lambda r: (r.ts, r.alert_id, r.json))
+    result = SparkReplayResult([line for r in verdicts for line in r.json.split("\n")],
+                               [r.json for r in alerts], events=events)
+    for r in sorted((r for r in rows if r.record in ("dlq", "unknown")), key=lambda r: r.seq):
+        if r.record == "dlq":
+            code, _, rest = r.reason.partition("(")
+            result.errors.append(DecodeError(code, {"detail": rest.rstrip(")")} if rest else {}, r.json))
         else:
-            result.unknown_types[r["reason"]] = result.unknown_types.get(r["reason"], 0) + 1
+            result.unknown_types[r.reason] = result.unknown_types.get(r.reason, 0) + 1
     return result

@@ -38,7 +38,9 @@ from fencewatch.state.engine import apply, new_state, run_key
 
 from .gc_pause import no_cyclic_gc
 from .hold import Hold  # noqa: F401  (older checkpoints pickled it as state_fn.Hold)
-from .routing import ROUTED_COLUMNS, Rows, make_checker, parse_key, read_items, route_records
+from .outputs import OutRows
+from .routing import (ROUTED_COLUMNS, Rows, decode_released, make_checker, parse_key, read_dead, read_items,
+                      route_records)
 from .schemas import DLQ_KEY, OUTPUT
 
 _TS_SEQ = itemgetter(0, 1)
@@ -82,30 +84,29 @@ def make_router(input_format: str = "json", schema_ids: Iterable[int] = (1,), re
     return route_batches
 
 
-def _render(out: grp.Outputs, verdict_rows: Callable[[_Rows, list], None] | None) -> _Rows:
+def _render(out: grp.Outputs, verdict_rows: Callable[[OutRows, list], None] | None) -> OutRows:
     """A call's outputs: its verdicts as ``verdict_rows`` lays them out (:func:`_verdicts_row` for
     the stream, :func:`_commit_rows` for replay; None: no verdicts topic), then its alerts."""
-    rows = _Rows(OUTPUT_COLUMNS)
+    rows = OutRows()
     if verdict_rows is not None:
         verdict_rows(rows, out.commits)
     for a in out.alerts:
-        rows.add("alert", a.ts, None, None, a.cluster, a.group_id, alert_json(a), a.alert_id, None, None, None)
+        rows.add("alert", a.ts, cluster=a.cluster, group_id=a.group_id, json=alert_json(a), alert_id=a.alert_id)
     return rows
 
 
-def _commit_rows(rows: _Rows, commits: list) -> None:
+def _commit_rows(rows: OutRows, commits: list) -> None:
     """One row per commit request: its verdict lines joined by "\n" (``ord`` = how many)."""
     for cv in commits:
         if cv.parts:
-            rows.add("verdict", cv.ts, cv.seq, len(cv.parts), cv.cluster, cv.group_id,
-                     commit_verdicts_block(cv), None, None, None, None)
+            rows.add("verdict", cv.ts, cv.seq, len(cv.parts), cv.cluster, cv.group_id, commit_verdicts_block(cv))
 
 
 VERDICT_ROW_LINES = 2_000
 """Verdict lines per ``verdicts`` row at most (a line is ~300-500 bytes)."""
 
 
-def _verdicts_row(rows: _Rows, commits: list) -> None:
+def _verdicts_row(rows: OutRows, commits: list) -> None:
     """All verdict lines of one state function call in one row: the lines as UTF-8 bytes in
     judging order, each ending in a newline, compressed (``raw``, :func:`pack_lines`), how many
     (``ord``), the newest ts, and each line's commit ts packed as little-endian int64 (``stamps``:
@@ -115,8 +116,8 @@ def _verdicts_row(rows: _Rows, commits: list) -> None:
     pieces, stamps, first = [], [], None
 
     def flush():
-        rows.add("verdicts", max(stamps), first.seq, len(stamps), first.cluster, first.group_id, None,
-                 None, pack_lines(b"".join(pieces)), None, _packed(stamps))
+        rows.add("verdicts", max(stamps), first.seq, len(stamps), first.cluster, first.group_id,
+                 raw=pack_lines(b"".join(pieces)), stamps=_packed(stamps))
 
     for cv in commits:
         parts = cv.parts
@@ -168,22 +169,24 @@ def _frame(cols: dict[str, list]) -> pd.DataFrame:
 
 
 def _dead_letters(pdfs: Iterable[pd.DataFrame]) -> Iterator[pd.DataFrame]:
+    """Dead letters and unknown types the router decided: passed through as output rows."""
     for pdf in pdfs:
         if pdf.empty:
             continue
-        n = len(pdf)
-        yield _frame({"record": ["dlq" if e == "dlq" else "unknown" for e in pdf["etype"]], "ts": list(pdf["ts"]),
-                      "seq": list(pdf["seq"]), "ord": [None] * n, "cluster": [None] * n, "group_id": [None] * n,
-                      "json": list(pdf["coords"]), "alert_id": [None] * n, "raw": list(pdf["payload"]),
-                      "reason": list(pdf["reason"]), "stamps": [None] * n})
+        rows = OutRows()
+        stamps = pdf["ts"].tolist() if "ts" in pdf else [None] * len(pdf)  # the stream's keyed rows have none
+        for ts, payload in zip(stamps, pdf["payload"].tolist()):
+            etype, seq, raw, reason, coords = read_dead(payload)
+            rows.add(etype, ts, seq, json=coords, raw=raw, reason=reason)
+        yield _frame(rows.cols)
 
 
-def _add_dead(rows: _Rows, dead: list) -> None:
+def _add_dead(rows: OutRows, dead: list) -> None:
     """Records the router accepted that no longer decode where they are judged (a guard, never
     expected): dead letters all the same, with the decoder's reason; their coordinates are the
     event ids the router gave them."""
     for value, reason, eid, seq in dead:
-        rows.add("dlq", None, seq, None, None, None, eid, None, bytes(value), reason, None)
+        rows.add("dlq", None, seq, json=eid, raw=bytes(value), reason=reason)
 
 
 def _event_counts(counts: Counter) -> dict[str, int]:
@@ -191,7 +194,7 @@ def _event_counts(counts: Counter) -> dict[str, int]:
     return {f"{t}/{s}": n for (t, s), n in sorted(counts.items())}
 
 
-def _add_status(rows: _Rows, st, cfg: RulesConfig, counts: dict, hb_before: tuple[int, int],
+def _add_status(rows: OutRows, st, cfg: RulesConfig, counts: dict, hb_before: tuple[int, int],
                 out: grp.Outputs) -> None:
     """One status record per group key per batch: the group's gauges, this batch's counts, and
     its verdicts pre-aggregated for the metrics (``raw``: pickled shape and request counts)."""
@@ -201,8 +204,8 @@ def _add_status(rows: _Rows, st, cfg: RulesConfig, counts: dict, hb_before: tupl
         "FENCED_MEMBER_EPOCH": st.counters.heartbeat_fenced - hb_before[0],
         "UNKNOWN_MEMBER_ID": st.counters.heartbeat_unknown_member - hb_before[1]}
     summary = summarize_commit_verdicts(out.commits, cfg.broker_policy.value) if out.commits else None
-    rows.add("status", st.last_ts, None, None, st.cluster, st.group_id, json.dumps(status, sort_keys=True), None,
-             pickle.dumps(summary, _PICKLE) if summary else None, None, None)
+    rows.add("status", st.last_ts, cluster=st.cluster, group_id=st.group_id, json=json.dumps(status, sort_keys=True),
+             raw=pickle.dumps(summary, _PICKLE) if summary else None)
 
 
 def make_stream_fn(cfg: RulesConfig, *, max_skew_ms: int = 2_000, emit_verdicts: bool = True,
@@ -240,9 +243,10 @@ def make_stream_fn(cfg: RulesConfig, *, max_skew_ms: int = 2_000, emit_verdicts:
                 if "caught_up" in pdf:
                     marks += pdf["caught_up"].tolist()
                 for source, blob in zip(pdf["source"].tolist(), pdf["payload"].tolist()):
-                    hold.admit_read(source, read_items(pkey, source, blob, counts, dead, now), now)
+                    hold.admit_read(source, read_items(pkey, source, blob, counts, now), now)
             caught_up = bool(marks) and all(m is True for m in marks)
-        ready = hold.release(now, max_skew_ms, all_sources=is_group, expected=sources, caught_up=caught_up)
+        ready = decode_released(pkey, hold.release(now, max_skew_ms, all_sources=is_group, expected=sources,
+                                                   caught_up=caught_up), dead)
         clock = hold.clock(now)
         out = grp.Outputs()
         hb_before = (st.counters.heartbeat_fenced, st.counters.heartbeat_unknown_member) if (
@@ -255,8 +259,7 @@ def make_stream_fn(cfg: RulesConfig, *, max_skew_ms: int = 2_000, emit_verdicts:
             st.judged.clear()  # a cache, rebuilt on demand: keep the stored state small
             _add_status(rows, st, cfg, counts, hb_before, out)
         elif counts:  # partition-scoped events (partition_epochs): counted with group=""
-            rows.add("counts", None, None, None, pkey[1], "", json.dumps(_event_counts(counts)), None, None, None,
-                     None)
+            rows.add("counts", None, cluster=pkey[1], group_id="", json=json.dumps(_event_counts(counts)))
         state.update((pickle.dumps(st, _PICKLE), pickle.dumps(hold, _PICKLE)))
         waits = []
         if hold.pending:
@@ -267,7 +270,7 @@ def make_stream_fn(cfg: RulesConfig, *, max_skew_ms: int = 2_000, emit_verdicts:
                 waits.append(due - clock)
         if waits:
             state.setTimeoutDuration(max(1, min(waits)))
-        return _frame(rows.cols) if rows.cols["record"] else None
+        return _frame(rows.cols) if len(rows) else None
 
     return stream_fn
 
@@ -284,8 +287,9 @@ def make_batch_fn(cfg: RulesConfig, clock: int | None) -> Callable:
         dead: list = []
         with no_cyclic_gc(settle=False):
             items = [it for source, blob in zip(pdf["source"].tolist(), pdf["payload"].tolist())
-                     for it in read_items(pkey, source, blob, Counter(), dead)]
+                     for it in read_items(pkey, source, blob, Counter())]
             items.sort(key=_TS_SEQ)
+            items = decode_released(pkey, items, dead)
             out = grp.Outputs()
             _run(pkey, None, items, cfg, out, clock if pkey[0] == "g" else None)
             rows = _render(out, _commit_rows)

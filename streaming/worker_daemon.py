@@ -92,7 +92,45 @@ def preload(modules=PRELOAD) -> list[str]:
     return names[1:]
 
 
+def prefer_installed_pyspark() -> list[str]:
+    """Drop Spark's ``pyspark.zip`` and ``py4j-*-src.zip`` from ``sys.path`` when the same pyspark
+    is installed in this Python; the zips removed.
+
+    Why: Spark puts the zips first on the workers' ``PYTHONPATH``, so they import pyspark from a
+    zip (compiled from source: a zip gets no bytecode cache), and every task's
+    ``setup_spark_files`` calls ``importlib.invalidate_caches``, which makes the zip importer
+    re-read the archive's directory: 3-6% of the workers' time on the job (docs/benchmarks.md,
+    issue 14). Only an installed copy of the same version replaces them (a cluster whose Python
+    has no pyspark, or another version, keeps the zips)."""
+    import importlib.machinery
+    import zipfile
+
+    zips = [p for p in sys.path if p.endswith(".zip") and os.path.basename(p).startswith(("pyspark", "py4j"))]
+    if not zips:
+        return []
+    rest = [p for p in sys.path if p not in zips]
+    spec = importlib.machinery.PathFinder.find_spec("pyspark", rest)
+    if spec is None or not spec.origin:
+        return []
+    installed = os.path.join(os.path.dirname(spec.origin), "version.py")
+    try:
+        with open(installed) as fh:
+            mine = fh.read()
+        spark_zip = next(p for p in zips if os.path.basename(p).startswith("pyspark"))
+        with zipfile.ZipFile(spark_zip) as zf:
+            theirs = zf.read("pyspark/version.py").decode()
+    except (OSError, KeyError, StopIteration, zipfile.BadZipFile):
+        return []
+    if mine != theirs or importlib.machinery.PathFinder.find_spec("py4j", rest) is None:
+        return []
+    sys.path[:] = rest
+    for p in zips:
+        sys.path_importer_cache.pop(p, None)
+    return zips
+
+
 if __name__ == "__main__":
+    prefer_installed_pyspark()
     extra = preload()
     if extra:
         print(f"fencewatch worker daemon: threads besides the main one before forking: {extra}", file=sys.stderr)

@@ -26,6 +26,7 @@ from fencewatch.state.engine import LocalEngine, sort_key
 from fencewatch.streaming.decoding import MEMBERSHIP_TYPES, DecodeError, UnknownType, decode_json_line
 from fencewatch.streaming.job import group_sources
 from fencewatch.streaming.sources.kafka import rate_limit
+from fencewatch.streaming.outputs import read_frame
 from fencewatch.streaming.state_fn import make_router, make_stream_fn, unpack_lines
 from reliability_harness import GroupStateStub, micro_batch
 
@@ -77,11 +78,11 @@ def job_outputs(recs, cfg, plan: list[tuple[int, int]], trigger_ms: int = 500, m
                 rows += [(recs[src][o], o * 4 + RANK[src], f"{src}/0/{o}", "", src, 0) for o in range(pos[src], end)]
                 pos[src] = end
         for _, frame in micro_batch(router, fn, states, rows):
-            for record, text, raw in zip(frame["record"], frame["json"], frame["raw"]):
-                if record == "verdicts":
-                    verdicts.update(unpack_lines(raw).decode().split("\n")[:-1])
-                elif record == "alert":
-                    alerts.add(text)
+            for row in read_frame(frame):
+                if row.record == "verdicts":
+                    verdicts.update(unpack_lines(row.raw).decode().split("\n")[:-1])
+                elif row.record == "alert":
+                    alerts.add(row.json)
         wall[0] += trigger_ms / 1000
         if not plan and not any(s.get and __import__("pickle").loads(s.get[1]).pending for s in states.values()):
             break

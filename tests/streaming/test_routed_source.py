@@ -44,15 +44,15 @@ def _collect(df):
 
 
 def _items(rows):
-    """key -> its items (seq, source, item) in seq order (records: seq first; stored-commit facts:
-    ts, seq); dead letters; caught-up marks."""
+    """key -> its items (seq, source, item) in seq order (records: seq, ts first; stored-commit
+    facts: ts, seq); dead letters; caught-up marks."""
     by_key, dead, marks = {}, [], set()
     for r in rows:
         if r["key"] == DLQ_KEY:
-            dead.append((r["etype"], r["reason"], r["payload"], r["coords"]))
+            dead.append(tuple(msgspec.msgpack.decode(r["payload"])))  # (etype, seq, record, reason, coordinates)
             continue
         by_key.setdefault(r["key"], []).extend(
-            (it[0] if len(it) == 3 else it[1], r["source"], tuple(map(_hashable, it)))
+            (it[0] if len(it) == 4 else it[1], r["source"], tuple(map(_hashable, it)))
             for it in msgspec.msgpack.decode(r["payload"])[0])
         marks.add(r["caught_up"])
     return {k: sorted(v) for k, v in by_key.items()}, sorted(dead), marks

@@ -20,6 +20,7 @@ from fencewatch.streaming.decoding import MEMBERSHIP_TYPES
 from fencewatch.streaming.job import BatchWriter, JobStats, _BatchTotals, group_sources
 from fencewatch.streaming.replay import judge_events
 from fencewatch.sinks.jsonl import commit_verdicts_block
+from fencewatch.streaming.outputs import read_frame
 from fencewatch.streaming.state_fn import make_router, make_stream_fn, unpack_lines
 from reliability_harness import GroupStateStub, micro_batch
 
@@ -50,9 +51,9 @@ def test_one_verdicts_row_per_call_carries_every_line_and_its_commit_ts(monkeypa
     events = simulate(SimConfig(knobs=replace(profile("mixed"), groups=4), seed=7, duration_ms=None,
                                 max_events=3_000, event_id_prefix="e-", labels=False))
     frames = _frames(events)
-    rows = [r for f in frames for r in f.itertuples() if r.record in ("verdicts", "verdict")]
+    rows = [r for f in frames for r in read_frame(f) if r.record in ("verdicts", "verdict")]
     assert rows and {r.record for r in rows} == {"verdicts"}
-    per_call = Counter((id(f), r.group_id) for f in frames for r in f.itertuples() if r.record == "verdicts")
+    per_call = Counter((id(f), r.group_id) for f in frames for r in read_frame(f) if r.record == "verdicts")
     assert set(per_call.values()) == {1}  # one row per call
     lines = [line for r in rows for line in unpack_lines(r.raw).decode().split("\n")[:-1]]
     for r in rows:
@@ -78,7 +79,7 @@ def test_one_verdicts_row_per_call_carries_every_line_and_its_commit_ts(monkeypa
     want = sorted((NOW_MS - json.loads(line)["ts"]) / 1000.0 for line in lines)
     alerts = [a["ts"] for a in acc.alerts]
     assert sorted(acc.latencies) == sorted(want + [(NOW_MS - t) / 1000.0 for t in alerts])
-    assert acc.last_ts == max(int(r.ts) for f in frames for r in f.itertuples()
+    assert acc.last_ts == max(int(r.ts) for f in frames for r in read_frame(f)
                               if r.record in ("verdicts", "alert", "status") and r.ts is not None)
     assert acc.last_ts >= max(json.loads(line)["ts"] for line in lines)
 
@@ -90,7 +91,7 @@ def test_a_large_call_splits_its_verdicts_into_rows_of_bounded_lines(monkeypatch
     events = simulate(SimConfig(knobs=replace(profile("steady"), groups=1), seed=5, duration_ms=None,
                                 max_events=2_000, event_id_prefix="e-", labels=False))
     frames = _frames(events, batch=2_000)
-    rows = [r for f in frames for r in f.itertuples() if r.record == "verdicts"]
+    rows = [r for f in frames for r in read_frame(f) if r.record == "verdicts"]
     commits = [cv for cv in judge_events(events).commit_verdicts if cv.parts]
     widest = max(len(cv.parts) for cv in commits)
     # A row closes once it reaches the bound, with whole commits.

@@ -147,3 +147,38 @@ def test_session_workers_fork_from_the_preloading_daemon(tmp_path):
 ], ids=["relative", "absolute", "file-uri", "hdfs", "s3a", "unset"])
 def test_local_checkpoints_use_the_file_system_manager(location, expected):
     assert checkpoint_conf(location).get("spark.sql.streaming.checkpointFileManagerClass") == expected
+
+
+def test_spark_zips_give_way_to_the_same_installed_pyspark():
+    """Spark puts pyspark.zip first on the workers' path; the daemon imports the installed copy
+    of the same version instead (bytecode cached, no zip directory re-read per task)."""
+    out = _python("""
+        import json, os, sys, pyspark
+        lib = os.path.join(os.path.dirname(pyspark.__file__), "python", "lib")
+        zips = sorted(os.path.join(lib, f) for f in os.listdir(lib) if f.endswith(".zip"))
+        for module in [m for m in sys.modules if m == "pyspark" or m.startswith(("pyspark.", "py4j"))]:
+            del sys.modules[module]
+        sys.path[:0] = zips
+        from fencewatch.streaming.worker_daemon import prefer_installed_pyspark
+        removed = prefer_installed_pyspark()
+        import pyspark.worker
+        print(json.dumps({"zips": zips, "removed": removed, "left": [p for p in sys.path if p in zips],
+                          "from": pyspark.worker.__file__}))
+    """)
+    assert len(out["zips"]) == 2 and sorted(out["removed"]) == out["zips"] and out["left"] == []
+    assert ".zip" not in out["from"]
+
+
+def test_spark_zips_stay_when_the_installed_pyspark_differs(tmp_path):
+    import zipfile
+
+    fake = tmp_path / "pyspark.zip"
+    with zipfile.ZipFile(fake, "w") as zf:
+        zf.writestr("pyspark/version.py", '__version__: str = "0.0.1"\n')
+    out = _python(f"""
+        import json, sys
+        sys.path.insert(0, {str(fake)!r})
+        from fencewatch.streaming.worker_daemon import prefer_installed_pyspark
+        print(json.dumps({{"removed": prefer_installed_pyspark(), "kept": {str(fake)!r} in sys.path}}))
+    """)
+    assert out == {"removed": [], "kept": True}

@@ -18,6 +18,7 @@ from fencewatch.sinks import jsonl
 from fencewatch.state.config import RulesConfig
 from fencewatch.streaming.decoding import MEMBERSHIP_TYPES
 from fencewatch.streaming.job import group_sources
+from fencewatch.streaming.outputs import read_frame
 from fencewatch.streaming.state_fn import make_router, make_stream_fn
 from reliability_harness import GroupStateStub, micro_batch
 
@@ -38,7 +39,7 @@ def test_the_state_function_keeps_no_verdict_layouts_between_calls():
             src = "heartbeats" if e["type"] in MEMBERSHIP_TYPES else "offsets"
             rows.append((json.dumps(e).encode(), off, f"{src}/0/{off}", "", src, e["ts"]))
         for _, frame in micro_batch(router, fn, states, rows):
-            verdicts += int(frame.loc[frame["record"] == "verdicts", "ord"].sum())
+            verdicts += sum(r.ord for r in read_frame(frame) if r.record == "verdicts")
         left.append(len(jsonl._LAYOUTS))
         wall[0] += 1.0
     assert verdicts > 500  # verdict lines were rendered (through the layout memo)
