@@ -42,7 +42,7 @@ def build_inputs(spark, cfg: cfgmod.Config):
 
     s = cfg.streaming
     options = {"startingOffsets": s.starting_offsets, "failOnDataLoss": str(s.fail_on_data_loss).lower(),
-               **batch_limit_options(cfg, spark)}
+               **batch_limit_options(cfg, spark), **task_options(spark)}
     options.update(cfgmod.kafka_client_config(cfg, "source"))
     sources = cfgmod.source_list(s.source)
     routed, raw = [], []
@@ -152,6 +152,15 @@ def batch_limit_options(cfg: cfgmod.Config, spark) -> dict[str, str]:
         return {"maxOffsetsPerTrigger": str(first)}
     return {"maxOffsetsPerTrigger": str(s.max_batch_records), "targetBatchDurationMs": str(s.catch_up_batch_ms),
             "initialOffsetsPerTrigger": str(first)}
+
+
+def task_options(spark) -> dict[str, str]:
+    """Our source reads a micro-batch in one task per core, each with about the same number of
+    records (``sources.kafka.balance``); Spark's connector is coalesced to the cores instead
+    (:func:`_few_partitions`)."""
+    from .sources import spark_kafka_available
+
+    return {} if spark_kafka_available(spark) else {"tasksPerTrigger": str(max(1, spark.sparkContext.defaultParallelism))}
 
 
 def _few_partitions(spark, src):

@@ -22,7 +22,7 @@ from .sources.kafka import (
     KafkaDataSource,
     KafkaStreamReader,
     parse_options,
-    read_partition,
+    read_split,
 )
 
 NAME = "fencewatch-routed"
@@ -97,7 +97,7 @@ class _RoutesInRead:
     def read(self, partition) -> Iterator[Any]:
         if self._router is None:
             self._router = _Router(self._router_spec)
-        return read_partition(partition, flush=self._router)
+        return read_split(partition, flush=self._router)
 
 
 class RoutedStreamReader(_RoutesInRead, KafkaStreamReader):

@@ -8,8 +8,9 @@ records of one source for one input batch, as one msgpack frame:
 - ``(seq, ts, value, event_id)`` for an event the key applies: its JSON, decoded again by
   ``decoding.decode_accepted_json`` when the key applies it (Avro is turned into JSON here, at
   the edge);
-- ``(ts, seq, group_id, partitions, offsets, leader_epochs)`` for a topic key: the offsets one
-  stored commit wrote to that topic (KIP-320 truncation), without the rest of the commit;
+- ``(ts, seq, group_id, partitions, offsets, leader_epochs, topic)`` for a topic bucket: the
+  offsets one stored commit wrote to that topic (KIP-320 truncation), without the rest of the
+  commit (topics share :data:`TOPIC_BUCKETS` keys per cluster);
 
 with, beside the items, the count of the row's events by type (the job's event counts: a
 stored commit's facts are not an event of the topic key).
@@ -24,6 +25,7 @@ would give.
 from __future__ import annotations
 
 import functools
+import zlib
 from typing import Callable, Iterable
 
 import msgspec
@@ -66,6 +68,31 @@ def key_string(key: tuple) -> str:
 def parse_key(text: str) -> tuple:
     kind, cluster, name = text.split(_SEP, 2)
     return (kind, cluster, name)
+
+
+TOPIC_BUCKETS = 16
+"""Topic keys per cluster in the stream: a topic's truncation watch (``state.partition``) lives
+in bucket ``crc32(topic) % 16``. pyspark costs ~3-5 ms per key and micro-batch whatever the key
+holds, and every topic committed to in a batch was a key of its own: two thirds of the keys of
+the ``mixed`` profile, 26 us of Python per event at 20,000-event batches (docs/benchmarks.md,
+issue 14). Fixed for a checkpoint's life: a topic must always land in the same bucket."""
+BUCKET_PREFIX = "#"  # '#' is not a legal character of a Kafka topic name: no topic key looks like a bucket
+
+
+@functools.lru_cache(maxsize=1 << 16)
+def topic_bucket(cluster: str, topic: str) -> str:
+    """The key string of ``topic``'s bucket (:data:`TOPIC_BUCKETS`)."""
+    return _SEP.join(("t", cluster, f"{BUCKET_PREFIX}{zlib.crc32(topic.encode()) % TOPIC_BUCKETS}"))
+
+
+def is_bucket(pkey: tuple) -> bool:
+    """A topic bucket's key (parsed); older checkpoints hold keys of one topic each."""
+    return pkey[0] == "t" and pkey[2].startswith(BUCKET_PREFIX)
+
+
+def _bucket_of(key: tuple) -> str:
+    """The stream's key string for ``state.engine``'s ``key``: a topic key goes to its bucket."""
+    return topic_bucket(key[1], key[2]) if key[0] == "t" else key_string(key)
 
 
 # --------------------------------------------------------------------------- the router
@@ -124,6 +151,8 @@ def _route(records: Iterable[tuple], check: Callable, caught_up: bool | None) ->
             dead(int(record_ts or 0), source, "dlq", int(seq), None if value is None else bytes(value),
                  "MISSING_VALUE" if bad is None else bad, _coords(eid) if coords is None else coords)
             continue
+        if type(value) is str:  # a text file's lines (replay --engine spark): records are bytes
+            value = value.encode()
         if source is not last_source:
             slots = keyed.get(source)
             if slots is None:
@@ -149,8 +178,8 @@ def _route(records: Iterable[tuple], check: Callable, caught_up: bool | None) ->
             rows_ = c.offsets
             if rows_ and (c.error_code is None or c.error_code == 0):
                 for topic, partitions, offsets, epochs in _facts(rows_):
-                    _put(slots, key_string(("t", cluster, topic)), ts,
-                         (ts, seq, group_id, partitions, offsets, epochs), None)
+                    _put(slots, topic_bucket(cluster, topic), ts,
+                         (ts, seq, group_id, partitions, offsets, epochs, topic), None)
             continue
         if coords is None:
             coords = _coords(eid)
@@ -165,12 +194,12 @@ def _route(records: Iterable[tuple], check: Callable, caught_up: bool | None) ->
                  event_type(res))
             if res.error_code in (None, 0) and res.offsets.tps:
                 for topic, partitions, offsets, epochs in _by_topic(res.offsets):
-                    _put(slots, key_string(("t", res.cluster, topic)), res.ts,
-                         (res.ts, seq, res.group_id, partitions, offsets, epochs), None)
+                    _put(slots, topic_bucket(res.cluster, topic), res.ts,
+                         (res.ts, seq, res.group_id, partitions, offsets, epochs, topic), None)
         else:
             etype = event_type(res)  # counted at the first key it goes to, its own (``state.engine.route``)
             for key, _ in route(res):
-                _put(slots, key_string(key), res.ts, (seq, res.ts, payload, eid), etype)
+                _put(slots, _bucket_of(key), res.ts, (seq, res.ts, payload, eid), etype)
                 etype = None
     for source, slots in keyed.items():
         for key, (items, ts, counts) in slots.items():
@@ -235,7 +264,7 @@ def read_dead(payload: bytes) -> tuple:
 def read_items(pkey: tuple, source: str | None, payload: bytes, counts, now: int = 0) -> list[tuple]:
     """A routed row's items as the key holds them (``Hold.admit_read``): (ts, seq, payload, now),
     the payload a record still to decode, ``(JSON, event id)`` (:func:`decode_released`), or a
-    stored commit's columns for a topic key (group id, partitions, offsets, leader epochs).
+    stored commit's columns for a topic bucket (topic, group id, partitions, offsets, leader epochs).
     Records are decoded when they are released, not here: events held across micro-batches
     (a backlog read unevenly) would otherwise be pickled with the key's state batch after batch,
     which cost more than judging them (docs/benchmarks.md, issue 14). ``counts`` (a Counter) gets
@@ -244,23 +273,27 @@ def read_items(pkey: tuple, source: str | None, payload: bytes, counts, now: int
     for etype, n in row_counts.items():
         counts[(etype, source)] += n
     return [(item[1], item[0], (item[2], item[3]), now) if len(item) == 4 else
-            (item[0], item[1], (item[2], tuple(item[3]), tuple(item[4]), tuple(item[5])), now) for item in items]
+            (item[0], item[1], (item[6], item[2], tuple(item[3]), tuple(item[4]), tuple(item[5])), now)
+            for item in items]
 
 
 def decode_released(pkey: tuple, ready: list, dead: list) -> list:
     """The released entries (ts, seq, payload, arrival) with their records decoded: a group
     key's into typed events, a topic key's into what ``state.engine.route`` gives that key (a
-    ``partition_epochs`` event, an ``offset_committed``'s commit facts). A record is a plain
-    2-tuple; events are NamedTuples or dataclasses, a stored commit's columns a 4-tuple; entries
-    held by an older version hold events already. ``dead`` gets (value, reason, event id, seq) of a record that no
+    ``partition_epochs`` event, an ``offset_committed``'s commit facts; a bucket's, paired with
+    their topic). A record is a plain 2-tuple starting with bytes; events are NamedTuples or
+    dataclasses, stored-commit columns 4- (a topic key) or 5-tuples (a bucket); entries held by
+    an older version hold events already. ``dead`` gets (value, reason, event id, seq) of a record that no
     longer decodes (a guard: the router accepted it) instead of an entry."""
     out = []
     append = out.append
     is_group = pkey[0] == "g"
+    bucket = is_bucket(pkey)
+    own = key_string(pkey) if bucket else None
     typed = _typed_event
     for entry in ready:
         payload = entry[2]
-        if type(payload) is not tuple or len(payload) != 2:
+        if type(payload) is not tuple or len(payload) != 2 or type(payload[0]) is not bytes:
             append(entry)
             continue
         value, eid = payload
@@ -273,6 +306,9 @@ def decode_released(pkey: tuple, ready: list, dead: list) -> list:
             append((entry[0], seq, ev, entry[3]))
             continue
         for key, kev in route(ev):
+            if bucket and key[0] == "t" and key[1] == pkey[1] and topic_bucket(key[1], key[2]) == own:
+                append((entry[0], seq, (key[2], kev), entry[3]))  # (topic, what the topic's watch applies)
+                break
             if key == pkey:
                 append((entry[0], seq, kev, entry[3]))
                 break

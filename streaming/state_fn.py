@@ -39,8 +39,8 @@ from fencewatch.state.engine import apply, new_state, run_key
 from .gc_pause import no_cyclic_gc
 from .hold import Hold  # noqa: F401  (older checkpoints pickled it as state_fn.Hold)
 from .outputs import OutRows
-from .routing import (ROUTED_COLUMNS, Rows, decode_released, make_checker, parse_key, read_dead, read_items,
-                      route_records)
+from .routing import (ROUTED_COLUMNS, Rows, decode_released, is_bucket, make_checker, parse_key, read_dead,
+                      read_items, route_records)
 from .schemas import DLQ_KEY, OUTPUT
 
 _TS_SEQ = itemgetter(0, 1)
@@ -52,9 +52,12 @@ _Rows = Rows
 def _run(pkey: tuple, st, ready: list, cfg: RulesConfig, out: grp.Outputs, clock: int | None):
     """Apply a key's released items, (ts, seq, payload, _), in order. A group key's are typed
     events (``run_key``); a topic key's stored-commit columns go straight to
-    ``partition.note_commits``, as the local engine does, without a ``CommitFact`` per partition."""
+    ``partition.note_commits``, as the local engine does, without a ``CommitFact`` per partition;
+    a topic bucket's state is its topics' watches, each applied as a topic key's."""
     if pkey[0] == "g":
         return run_key(pkey, st, [p for _, _, p, _ in ready], cfg, out, clock=clock)
+    if is_bucket(pkey):
+        return _run_bucket(pkey[1], {} if st is None else st, ready, cfg, out)
     tw = new_state(pkey) if st is None else st
     for ts, _, payload, _ in ready:
         if type(payload) is tuple and type(payload[0]) is str:
@@ -63,6 +66,22 @@ def _run(pkey: tuple, st, ready: list, cfg: RulesConfig, out: grp.Outputs, clock
         else:
             tw = apply(tw, payload, cfg, out)
     return tw
+
+
+def _run_bucket(cluster: str, watches: dict, ready: list, cfg: RulesConfig, out: grp.Outputs) -> dict:
+    """A topic bucket's items: (topic, group id, partitions, offsets, leader epochs) stored-commit
+    columns, or (topic, event) for the topic's watch; each topic's in (ts, seq) order."""
+    for ts, _, payload, _ in ready:
+        topic = payload[0]
+        tw = watches.get(topic)
+        if tw is None:
+            tw = watches[topic] = part.new_topic_watch(cluster, topic)
+        if len(payload) == 5:
+            _, group_id, partitions, offsets, epochs = payload
+            watches[topic] = part.note_commits(tw, group_id, partitions, offsets, epochs, ts, out)
+        else:
+            watches[topic] = apply(tw, payload[1], cfg, out)
+    return watches
 
 
 def make_router(input_format: str = "json", schema_ids: Iterable[int] = (1,), registry=None) -> Callable:

@@ -15,7 +15,7 @@ from collections import Counter
 
 import pytest
 from confluent_kafka import Producer
-from hypothesis import given, settings
+from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from fencewatch.streaming.broker import delete_topics, create_topics, produce_marker
@@ -33,7 +33,9 @@ from fencewatch.streaming.sources.kafka import (
     rate_limit,
     read_kafka_batch,
     read_kafka_stream,
+    balance,
     read_partition,
+    read_split,
     split_ranges,
 )
 from fencewatch.streaming.sources.kafka_config import KafkaConfigError, parse_jaas_credentials, to_java
@@ -213,6 +215,26 @@ def test_split_ranges_cover_each_range_exactly(sizes, min_partitions, max_record
         assert len(pieces) >= min(min_partitions, sum(sizes))
 
 
+@settings(max_examples=200, deadline=None)
+@given(sizes=st.lists(st.integers(1, 5_000), min_size=1, max_size=9), n=st.integers(1, 8))
+@example(sizes=[5], n=4)  # three shares of two: three tasks
+def test_balance_puts_each_offset_in_one_task_of_about_equal_size(sizes, n):
+    spec = ReadSpec((), "g", "read_uncommitted", True, 1000, False)
+    parts = [KafkaInputPartition("hb" if i < 2 else "off", i, 100 * i, 100 * i + size, spec) for i, size in
+             enumerate(sizes)]
+    splits = balance(parts, n)
+    total = sum(sizes)
+    share = -(-total // n)
+    assert len(splits) == -(-total // share) <= n  # as many tasks as full shares take, never more than n
+    counts = [sum(r.until_offset - r.from_offset for r in split.ranges) for split in splits]
+    assert sum(counts) == total and max(counts) <= share  # no task reads more than its share
+    assert all(c == share for c in counts[:-1])  # every task but the last reads exactly its share
+    for p in parts:  # each range's offsets, once, in order
+        mine = [r for split in splits for r in split.ranges if (r.topic, r.partition) == (p.topic, p.partition)]
+        assert mine[0].from_offset == p.from_offset and mine[-1].until_offset == p.until_offset
+        assert all(a.until_offset == b.from_offset for a, b in zip(mine, mine[1:]))
+
+
 # --------------------------------------------------------------------------- reading over Tansu
 
 
@@ -241,6 +263,19 @@ def test_read_partition_returns_exactly_the_range_as_spark_kafka_rows(broker, to
     from pyspark.sql.pandas.types import to_arrow_schema
     assert batches[0].schema.equals(to_arrow_schema(kafka_schema(True), timezone="UTC"))
     assert batches[0].schema.field("timestamp").type == pa.timestamp("us", tz="UTC")
+
+
+@pytest.mark.broker
+def test_a_split_reads_its_ranges_with_one_consumer_as_each_range_alone(broker, topic_factory):
+    topic = topic_factory(partitions=3)
+    _produce(broker, topic, [b"v%d" % i for i in range(3000)], partitions=3)
+    spec = _spec(broker)
+    parts = [KafkaInputPartition(topic, p, 0, 1000, spec) for p in range(3)]
+    splits = balance(parts, 2)
+    assert [len(s.ranges) for s in splits] == [2, 2]  # partition 1 is cut between the two tasks
+    alone = [(r["partition"], r["offset"], r["value"]) for p in parts for r in _rows(read_partition(p))]
+    together = [(r["partition"], r["offset"], r["value"]) for s in splits for r in _rows(read_split(s))]
+    assert together == alone and len(alone) == 3000
 
 
 @pytest.mark.broker

@@ -11,6 +11,7 @@ from collections import Counter
 from dataclasses import replace
 
 import numpy as np
+import pytest
 
 from fencewatch.sim.engine import SimConfig, simulate
 from fencewatch.sim.profiles import profile
@@ -19,7 +20,7 @@ from fencewatch.streaming import config as cfgmod
 from fencewatch.streaming.decoding import MEMBERSHIP_TYPES
 from fencewatch.streaming.job import BatchWriter, JobStats, _BatchTotals, group_sources
 from fencewatch.streaming.replay import judge_events
-from fencewatch.sinks.jsonl import commit_verdicts_block
+from fencewatch.sinks.jsonl import alert_json, commit_verdicts_block
 from fencewatch.streaming.outputs import read_frame
 from fencewatch.streaming.state_fn import make_router, make_stream_fn, unpack_lines
 from reliability_harness import GroupStateStub, micro_batch
@@ -118,3 +119,26 @@ def test_every_input_event_is_counted_once_partition_scoped_ones_with_no_group()
         writer._chunk(f, acc)
     assert sum(acc.events.values()) == len(events)
     assert {k: n for k, n in acc.events.items() if k[1] == ""} == {("default", "", "partition_epochs", "offsets"): 3}
+
+
+@pytest.mark.parametrize("buckets", [1, 3])
+def test_topics_sharing_a_bucket_keep_their_own_truncation_watch(monkeypatch, buckets):
+    """Topic keys share TOPIC_BUCKETS keys per cluster in the stream; squeezed into one or three
+    buckets, the topics of a trace with unclean leader elections raise exactly the local engine's
+    truncation alerts (each topic's watch is its own, in (ts, seq) order)."""
+    from fencewatch.streaming import routing
+
+    monkeypatch.setattr(routing, "TOPIC_BUCKETS", buckets)
+    routing.topic_bucket.cache_clear()
+    events = simulate(SimConfig(knobs=replace(profile("unclean-election"), groups=4, topics=6), seed=11,
+                                duration_ms=None, max_events=4_000, event_id_prefix="e-", labels=False))
+    try:
+        frames = _frames(events)
+    finally:
+        routing.topic_bucket.cache_clear()
+    keys = {r.cluster for f in frames for r in read_frame(f) if r.record == "counts"}
+    assert keys == {"default"}  # partition-scoped events were counted from the buckets
+    got = sorted(r.json for f in frames for r in read_frame(f) if r.record == "alert")
+    want = sorted(alert_json(a) for a in judge_events(events).alert_records)
+    truncations = [a for a in got if "LOG_TRUNCATION" in a or "OFFSET_OUT_OF_RANGE" in a]
+    assert truncations and got == want
