@@ -1195,10 +1195,7 @@ class KafkaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         return read_split(partition)
 
     def commit(self, end: dict) -> None:
-        """The batch ending at ``end`` is processed: its time paces the next (``pacing``). The
-        checkpoint holds the offsets; Kafka groups are left alone."""
-        if self._pacer is not None:
-            self._pacer.done(time.monotonic())
+        """Nothing to do: the checkpoint holds the offsets; Kafka groups are left alone."""
 
     def stop(self) -> None:
         self._planner.close()

@@ -14,8 +14,10 @@ the batches before it took, the way Spark Streaming's backpressure did for DStre
 - the limit never leaves [``floor``, ``cap``]: ``cap`` bounds a batch's memory, ``floor`` keeps a
   slow start from reading a trickle.
 
-Pure: no Kafka, no Spark; the stream reader calls :meth:`plan` when it plans a batch and
-:meth:`done` when Spark commits it (docs/kafka-source.md).
+Pure: no Kafka, no Spark. The stream reader calls :meth:`plan` when Spark plans a batch: the
+time since the last planning is the last batch's (Spark plans the next batch when one ends, or
+at the next trigger; it commits a batch to the source only after planning the next, so the
+source's ``commit`` cannot time it). docs/kafka-source.md.
 """
 from __future__ import annotations
 
@@ -41,18 +43,14 @@ class BatchPacer:
         self.limit = min(self.cap, max(self.floor, self.limit))
 
     def plan(self, now: float, backlog: int) -> int:
-        """The limit for the batch planned now, which has ``backlog`` records to read in all."""
+        """The limit for the batch planned now, which has ``backlog`` records to read in all;
+        the batch planned before it has ended (its time adjusts the limit first)."""
+        if self._planned is not None:
+            started, records, limit = self._planned
+            # Caught up (the batch read less than its limit): its time says nothing of a full one.
+            if records >= limit > 0:
+                elapsed_ms = max(1.0, (now - started) * 1000)
+                factor = min(MAX_GROWTH, max(MIN_SHRINK, self.target_ms / elapsed_ms))
+                self.limit = min(self.cap, max(self.floor, int(limit * factor)))
         self._planned = (now, min(backlog, self.limit), self.limit)
         return self.limit
-
-    def done(self, now: float) -> None:
-        """The batch planned last has been processed (Spark committed it): adjust the limit."""
-        if self._planned is None:
-            return
-        started, records, limit = self._planned
-        self._planned = None
-        if records < limit or records <= 0:
-            return  # caught up: the batch's time says nothing about what a full one would take
-        elapsed_ms = max(1.0, (now - started) * 1000)
-        factor = min(MAX_GROWTH, max(MIN_SHRINK, self.target_ms / elapsed_ms))
-        self.limit = min(self.cap, max(self.floor, int(limit * factor)))

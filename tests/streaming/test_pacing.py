@@ -1,8 +1,6 @@
 """The adaptive per-batch record limit (``sources.pacing.BatchPacer``), against simulated jobs."""
 from __future__ import annotations
 
-import pytest
-
 from fencewatch.streaming.sources.pacing import MAX_GROWTH, BatchPacer
 
 
@@ -11,13 +9,13 @@ def run(pacer: BatchPacer, backlog: int, fixed_s: float, per_record_s: float, ba
     per record, reading a backlog of ``backlog`` records."""
     now, out = 1_000.0, []
     for _ in range(batches):
-        limit = pacer.plan(now, backlog)
+        limit = pacer.plan(now, backlog)  # Spark plans a batch when the one before has ended
         records = min(limit, backlog)
         took = fixed_s + per_record_s * records
         now += took
-        pacer.done(now)
         backlog -= records
         out.append((limit, records, took))
+    pacer.plan(now, backlog)  # the next planning times the last batch
     return out
 
 
@@ -40,9 +38,8 @@ def test_a_slower_job_reads_less_per_batch():
 
 def test_caught_up_batches_do_not_move_the_limit():
     pacer = BatchPacer(target_ms=4_000, floor=1_000, cap=1_000_000, limit=20_000)
-    for now in range(10):
+    for now in range(10):  # a batch a second, fast, but only 300 records: says nothing of a full one
         assert pacer.plan(float(now), backlog=300) == 20_000
-        pacer.done(now + 0.5)  # fast, but only 300 records: says nothing of a full batch
     assert pacer.limit == 20_000
 
 
@@ -55,13 +52,7 @@ def test_the_limit_stays_within_floor_and_cap():
     assert pacer.limit == 5_000
 
 
-@pytest.mark.parametrize("done_first", [True, False])
-def test_done_without_a_plan_changes_nothing(done_first):
+def test_the_first_batch_after_a_start_keeps_the_initial_limit():
     pacer = BatchPacer(target_ms=1_000, floor=1_000, cap=10_000, limit=4_000)
-    if done_first:
-        pacer.done(5.0)
-    else:
-        pacer.plan(1.0, 10**6)
-        pacer.done(1.1)
-        pacer.done(9.0)  # a second commit of the same batch (a restart) is ignored
-    assert pacer.limit == (4_000 if done_first else 8_000)
+    assert pacer.plan(100.0, 10**6) == 4_000  # nothing timed yet
+    assert pacer.plan(100.1, 10**6) == 8_000  # the batch before took 0.1 s: twice as much, at most
