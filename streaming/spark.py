@@ -21,7 +21,7 @@ log = logging.getLogger(__name__)
 
 ROCKSDB_PROVIDER = "org.apache.spark.sql.execution.streaming.state.RocksDBStateStoreProvider"
 WORKER_DAEMON = "fencewatch.streaming.worker_daemon"  # preloads the workers' imports (worker_daemon.py)
-LOCAL_JVM_OPTIONS = "-XX:TieredStopAtLevel=1"
+LOCAL_JVM_OPTIONS = "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC"
 CHECKPOINT_MANAGER_CONF = "spark.sql.streaming.checkpointFileManagerClass"
 FS_CHECKPOINT_MANAGER = "org.apache.spark.sql.execution.streaming.checkpointing.FileSystemBasedCheckpointFileManager"  # local masters only: the C1 JIT, no C2
 SPARK_REDACTION_REGEX = r"(?i)secret|password|token|access[.]?key|jaas|user[.]?info|credential"
@@ -129,6 +129,8 @@ def spark_session(master: str = "local[2]", *, app_name: str = "fencewatch", shu
                .config("spark.redaction.regex", SPARK_REDACTION_REGEX))
     # One JVM and the Python workers share the cores: C2 compiling the code each micro-batch
     # generates took 40-60% of a core on local[2] (docs/decisions.md); C1 alone is enough here.
+    # G1's concurrent threads too: the serial collector (the JVM's own choice on one core) cut the
+    # job's CPU per event ~8% (docs/decisions.md, issue 14).
     java_options = driver_java_options(master, extra or {}, log_format)
     if java_options:
         builder = builder.config("spark.driver.extraJavaOptions", java_options)

@@ -169,7 +169,7 @@ def test_conf_flags_that_cannot_work_are_refused(conf, message, capsys):
 
 def test_driver_java_options_keep_the_users_and_add_our_log4j_file():
     ours = f"-Dlog4j2.configurationFile={LOG4J2_FILES['text'].as_uri()}"
-    assert driver_java_options("local[2]", {}) == f"-XX:TieredStopAtLevel=1 {ours}"
+    assert driver_java_options("local[2]", {}) == f"-XX:TieredStopAtLevel=1 -XX:+UseSerialGC {ours}"
     assert driver_java_options("spark://m:7077", {}) == ours
     assert driver_java_options("local[2]", {"spark.driver.extraJavaOptions": "-Xss4m"}) == f"-Xss4m {ours}"
     mine = "-Dlog4j2.configurationFile=file:/etc/mine.properties"
