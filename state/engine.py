@@ -37,8 +37,15 @@ def _by_topic(offsets: CommitOffsets) -> list[tuple[str, tuple, tuple, tuple]]:
     """(topic, partitions, offsets, leader epochs) per topic; a request is usually one topic."""
     if offsets.topic is not None:
         return [(offsets.topic, offsets.partitions, offsets.offsets, offsets.leader_epochs)]
+    return columns_by_topic((topic, partition, offset, epoch) for (topic, partition), offset, epoch
+                            in zip(offsets.tps, offsets.offsets, offsets.leader_epochs))
+
+
+def columns_by_topic(rows: Iterable[tuple]) -> list[tuple[str, tuple, tuple, tuple]]:
+    """(topic, partition, offset, leader epoch) rows -> (topic, partitions, offsets, leader
+    epochs) per topic, topics in order of first appearance (also the router's, for a commit line)."""
     cols: dict[str, tuple[list, list, list]] = {}
-    for (topic, partition), offset, epoch in zip(offsets.tps, offsets.offsets, offsets.leader_epochs):
+    for topic, partition, offset, epoch in rows:
         c = cols.get(topic)
         if c is None:
             c = cols[topic] = ([], [], [])

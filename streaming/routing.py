@@ -30,7 +30,7 @@ from typing import Callable, Iterable
 
 import msgspec
 
-from fencewatch.state.engine import _by_topic, route
+from fencewatch.state.engine import _by_topic, columns_by_topic, route
 from fencewatch.state.events import OffsetCommit
 
 from .decoding import (DecodeError, UnknownType, _TxnCommitLine as _TXN_LINE, _typed_event, avro_record_dict, bounded,
@@ -241,15 +241,7 @@ def _facts(rows: list) -> list[tuple]:
     if len(starts) == len(set(topics)):
         ends = starts[1:] + [n]
         return [(topics[a], partitions[a:b], offsets[a:b], epochs[a:b]) for a, b in zip(starts, ends)]
-    cols: dict[str, tuple[list, list, list]] = {}
-    for topic, p, o, e in zip(topics, partitions, offsets, epochs):
-        c = cols.get(topic)
-        if c is None:
-            c = cols[topic] = ([], [], [])
-        c[0].append(p)
-        c[1].append(o)
-        c[2].append(e)
-    return [(t, tuple(p), tuple(o), tuple(e)) for t, (p, o, e) in cols.items()]
+    return columns_by_topic(zip(topics, partitions, offsets, epochs))
 
 
 # --------------------------------------------------------------------------- the state function's side
