@@ -380,7 +380,7 @@ def _cores(run: dict) -> int:
     return int(label.split()[1].split("x")[0]) if label.startswith("standalone") else 0
 
 
-def report(args, n_events: dict, replay: dict, runs: list[dict]) -> str:
+def report(args, runs: list[dict]) -> str:
     profiles = args.profiles.split(",")
     limit = (f"maxOffsetsPerTrigger {args.max_offsets_per_trigger:,}" if args.max_offsets_per_trigger else
              "fencewatch run's defaults (adaptive batches aiming at catch_up_batch_ms)")
@@ -479,7 +479,7 @@ def main(argv=None) -> int:
     profiles = args.profiles.split(",")
     from fencewatch.streaming.broker import EmbeddedBroker
 
-    replay, topics, counts, traces = {}, {}, {}, {}
+    topics, traces = {}, {}
     with EmbeddedBroker() as broker:
         for name in profiles:
             lines = simulate_lines(name, args.events, args.groups)
@@ -487,7 +487,6 @@ def main(argv=None) -> int:
             broker.create_topics([hb, off], partitions=4)
             produce(broker.bootstrap, lines, hb, off)
             topics[name], traces[name] = (hb, off, len(lines)), lines
-            counts[name] = len(lines)
         broker.create_topics(["fencewatch.verdicts", "fencewatch.alerts", "fencewatch.dlq"], partitions=4,
                              exist_ok=True)
         runs = []
@@ -500,9 +499,6 @@ def main(argv=None) -> int:
             (the better of the two: the host's speed drifts within minutes)."""
             after = replays()
             run["replay"] = {n: max(before[n], after[n], key=lambda r: r["events_per_s"]) for n in profiles}
-            for n in profiles:
-                if n not in replay or run["replay"][n]["events_per_s"] > replay[n]["events_per_s"]:
-                    replay[n] = run["replay"][n]
             return run
 
         for i, master in enumerate(args.masters.split(",")):
@@ -527,7 +523,7 @@ def main(argv=None) -> int:
                 run = run_worker(spec, env=cluster.env)
             runs.append(beside(run, before))
             print(json.dumps(runs[-1]), file=sys.stderr)
-    text = report(args, counts, replay, runs)
+    text = report(args, runs)
     print(text)
     if args.write_docs:
         write_section("streaming job beside replay and Spark's skeleton",

@@ -885,28 +885,6 @@ class _Planner:
 # --------------------------------------------------------------------------- executor side
 
 
-class _Session:
-    """A range's consumer, with its client-level errors (auth, TLS, all brokers down come to
-    ``error_cb``, not as messages) and log."""
-
-    def __init__(self, spec: ReadSpec) -> None:
-        from confluent_kafka import Consumer
-
-        self.client_errors: list[str] = []
-        self.fatal: list[Any] = []
-        self.client_log = _ClientLog()
-        self.consumer = Consumer(_consumer_config(spec, self._on_error, self.client_log))
-
-    def _on_error(self, err) -> None:
-        self.client_errors.append(str(err))
-        del self.client_errors[:-5]
-        if err.fatal() or err.code() in _CONFIG_ERRORS:
-            self.fatal.append(err)
-
-    def close(self) -> None:
-        self.consumer.close()
-
-
 def read_split(split: KafkaInputPartition | KafkaInputSplit,
                flush: Callable[["_BatchBuilder"], Any] | None = None) -> Iterator[Any]:
     """:func:`read_partition` over each range of ``split`` (or the one range), one after the
@@ -929,15 +907,24 @@ def read_partition(part: KafkaInputPartition, flush: Callable[["_BatchBuilder"],
     in the task that reads them, instead of in a stage after the source.
     """
     flush = flush or _BatchBuilder.flush
-    from confluent_kafka import KafkaException, Message, TopicPartition
+    from confluent_kafka import Consumer, KafkaError, KafkaException, Message, TopicPartition
     from pyspark.sql.pandas.types import to_arrow_schema
 
     spec = part.spec
     schema = to_arrow_schema(kafka_schema(spec.include_headers, spec.include_caught_up), timezone="UTC")
     where = f"{part.topic}[{part.partition}]"
-    session = _Session(spec)
-    consumer, client_errors, fatal, client_log = session.consumer, session.client_errors, session.fatal, \
-        session.client_log
+    client_errors: list[str] = []
+    fatal: list[KafkaError] = []
+
+    def on_error(err: KafkaError) -> None:
+        # Client-level errors (auth, TLS, all brokers down) come here, not as messages.
+        client_errors.append(str(err))
+        del client_errors[:-5]
+        if err.fatal() or err.code() in _CONFIG_ERRORS:
+            fatal.append(err)
+
+    client_log = _ClientLog()
+    consumer = Consumer(_consumer_config(spec, on_error, client_log))
     builder = _BatchBuilder(part.topic, part.partition, schema, spec.include_headers,
                             part.caught_up if spec.include_caught_up else None)
     position = part.from_offset
@@ -1003,7 +990,7 @@ def read_partition(part: KafkaInputPartition, flush: Callable[["_BatchBuilder"],
     except KafkaException as exc:
         raise RuntimeError(f"reading {where} at offset {position} failed: {exc}") from exc
     finally:
-        session.close()
+        consumer.close()
 
 
 def _config_error_codes() -> frozenset[int]:
