@@ -13,6 +13,7 @@ from confluent_kafka import Producer
 
 from fencewatch.streaming import config as cfgmod
 from fencewatch.streaming.job import build_inputs
+from fencewatch.streaming.routing import unpack_frame
 from fencewatch.streaming.schemas import DLQ_KEY, ROUTED
 from fencewatch.streaming.state_fn import make_router
 
@@ -53,7 +54,7 @@ def _items(rows):
             continue
         by_key.setdefault(r["key"], []).extend(
             (it[0] if len(it) == 4 else it[1], r["source"], tuple(map(_hashable, it)))
-            for it in msgspec.msgpack.decode(r["payload"])[0])
+            for it in unpack_frame(r["payload"])[0])
         marks.add(r["caught_up"])
     return {k: sorted(v) for k, v in by_key.items()}, sorted(dead), marks
 

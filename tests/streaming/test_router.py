@@ -6,7 +6,7 @@ import pandas as pd
 
 from fencewatch.streaming.job import default_max_offsets
 from fencewatch.streaming.schemas import DLQ_KEY, ROUTED
-from fencewatch.streaming.routing import parse_key, topic_bucket
+from fencewatch.streaming.routing import parse_key, topic_bucket, unpack_frame
 from fencewatch.streaming.state_fn import make_router
 
 
@@ -34,13 +34,13 @@ def test_one_row_per_key_with_its_records_in_input_order():
     assert orders_key != pay_key and orders_key.startswith("t\x1fdefault\x1f#")
     assert set(rows) == {"g\x1fdefault\x1fg1", "g\x1fdefault\x1fg2", orders_key, pay_key, DLQ_KEY}
     # A group key gets its records themselves (decoded where they are judged), in input order.
-    g1, counts = msgspec.msgpack.decode(rows["g\x1fdefault\x1fg1"].payload)
+    g1, counts = unpack_frame(rows["g\x1fdefault\x1fg1"].payload)
     assert g1 == [[0, 100, lines[0], "e0"], [3, 102, lines[3], "e3"], [4, 103, lines[4], "e4"]]
     assert counts == {"offset_commit": 2, "heartbeat": 1}
     assert rows["g\x1fdefault\x1fg1"].events == 3 and rows["g\x1fdefault\x1fg1"].ts == 103
     assert rows["g\x1fdefault\x1fg1"].source == "offsets"
     # A topic's bucket gets each stored commit's columns and the topic; they are not counted as events.
-    orders, counts = msgspec.msgpack.decode(rows[orders_key].payload)
+    orders, counts = unpack_frame(rows[orders_key].payload)
     assert orders == [[100, 0, "g1", [0, 1], [0, 10], [1, 1], "orders"], [101, 1, "g2", [2], [20], [1], "orders"]]
     assert counts == {}
     assert rows[orders_key].events == 0
