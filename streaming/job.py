@@ -366,7 +366,8 @@ class BatchWriter:
         from .state_fn import unpack_lines
 
         now_ms = int(time.time() * 1000)
-        by_kind: dict[str, list] = {"verdicts": [], "alert": [], "status": [], "counts": [], "dlq": [], "unknown": []}
+        # "unknown" rows (unknown types) are counted by the "counts" row that comes with them.
+        by_kind: dict[str, list] = {"verdicts": [], "alert": [], "status": [], "counts": [], "dlq": []}
         for row in read_frame(pdf):
             by_kind.setdefault(row.record, []).append(row)
         verdict_rows, alert_rows, status_rows = by_kind["verdicts"], by_kind["alert"], by_kind["status"]
@@ -392,7 +393,7 @@ class BatchWriter:
             st.setdefault("rebalances_total", 0)
         acc.status += status
         for r in by_kind["counts"]:
-            _count_events(acc.events, r.cluster, "", json.loads(r.json))  # a topic key's partition-scoped events
+            _count_events(acc.events, r.cluster, "", json.loads(r.json))  # partition-scoped events, unknown types
         acc.alerts += alert_dicts
         ts_values = [r.ts for r in (*verdict_rows, *alert_rows, *status_rows) if r.ts is not None]
         if ts_values:

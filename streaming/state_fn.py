@@ -30,7 +30,7 @@ from typing import Callable, Iterable, Iterator
 import pandas as pd
 
 from fencewatch.sinks.jsonl import alert_json, commit_verdicts_block, commit_verdicts_pieces, forget_layouts
-from fencewatch.state.status import summarize_commit_verdicts
+from fencewatch.state.status import DEFAULT_CLUSTER, summarize_commit_verdicts
 from fencewatch.state import group as grp
 from fencewatch.state.config import RulesConfig
 from fencewatch.state import partition as part
@@ -188,15 +188,23 @@ def _frame(cols: dict[str, list]) -> pd.DataFrame:
 
 
 def _dead_letters(pdfs: Iterable[pd.DataFrame]) -> Iterator[pd.DataFrame]:
-    """Dead letters and unknown types the router decided: passed through as output rows."""
+    """Dead letters and unknown types the router decided: passed through as output rows, and the
+    unknown types counted per source as events of type ``unknown`` (a ``counts`` row, cluster
+    ``default``, no group: SPEC 1, "counted and skipped")."""
     for pdf in pdfs:
         if pdf.empty:
             continue
         rows = OutRows()
         stamps = pdf["ts"].tolist() if "ts" in pdf else [None] * len(pdf)  # the stream's keyed rows have none
-        for ts, payload in zip(stamps, pdf["payload"].tolist()):
+        sources = pdf["source"].tolist() if "source" in pdf else [None] * len(pdf)
+        unknown: Counter = Counter()
+        for ts, source, payload in zip(stamps, sources, pdf["payload"].tolist()):
             etype, seq, raw, reason, coords = read_dead(payload)
             rows.add(etype, ts, seq, json=coords, raw=raw, reason=reason)
+            if etype == "unknown":
+                unknown[("unknown", source or "other")] += 1
+        if unknown:
+            rows.add("counts", None, cluster=DEFAULT_CLUSTER, group_id="", json=json.dumps(_event_counts(unknown)))
         yield _frame(rows.cols)
 
 

@@ -254,7 +254,9 @@ def micro_batch(router, fn, states: dict, rows: list[tuple]):
         for out in router([frame]):
             keyed.update(dict(list(out.groupby("key"))))
     for key in sorted(set(keyed) | set(states)):
-        if key == DLQ_KEY:
+        if key == DLQ_KEY:  # dead letters and unknown types: stateless, as in the job
+            for out in fn((key,), iter([keyed[key]]), GroupStateStub()):
+                yield key, out
             continue
         st = states.setdefault(key, GroupStateStub())
         st.hasTimedOut = key not in keyed

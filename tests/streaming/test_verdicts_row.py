@@ -105,20 +105,25 @@ def test_a_large_call_splits_its_verdicts_into_rows_of_bounded_lines(monkeypatch
 def test_every_input_event_is_counted_once_partition_scoped_ones_with_no_group():
     """``fencewatch_events_total`` counts what was read: group events from their group's status
     row, partition-scoped ones (``partition_epochs``, routed to topic keys only) from the topic
-    key's ``counts`` row with group="" (the operator trial of 2026-11-25 found them uncounted)."""
+    key's ``counts`` row with group="" (the operator trial of 2026-11-25 found them uncounted), and
+    unknown types the same way from the dead-letter key."""
     events = simulate(SimConfig(knobs=replace(profile("mixed"), groups=3), seed=3, duration_ms=None,
                                 max_events=1_500, event_id_prefix="e-", labels=False))
     t = events[len(events) // 2]["ts"]
     epochs = [{"type": "partition_epochs", "ts": t + i, "event_id": f"pe-{i}", "topic": "topic-0", "partition": i,
                "log_start_offset": 0, "log_end_offset": 100, "epochs": [{"epoch": 0, "start_offset": 0}]}
               for i in range(3)]
-    events = sorted(events + epochs, key=lambda e: e["ts"])
+    # SPEC 1: unknown types are counted and skipped (the stream's driver dropped them uncounted)
+    unknown = [{"type": "share_group_heartbeat", "ts": t + 10 + i, "group_id": "g-share"} for i in range(2)]
+    events = sorted(events + epochs + unknown, key=lambda e: e["ts"])
     writer = BatchWriter(cfgmod.load_config(environ={}), stats=JobStats())
     acc = _BatchTotals()
     for f in _frames(events):
         writer._chunk(f, acc)
     assert sum(acc.events.values()) == len(events)
-    assert {k: n for k, n in acc.events.items() if k[1] == ""} == {("default", "", "partition_epochs", "offsets"): 3}
+    assert {k: n for k, n in acc.events.items() if k[1] == ""} == {("default", "", "partition_epochs", "offsets"): 3,
+                                                                    ("default", "", "unknown", "offsets"): 2}
+    assert acc.dead == 0  # an unknown type is not a dead letter
 
 
 @pytest.mark.parametrize("buckets", [1, 3])
