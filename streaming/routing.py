@@ -3,7 +3,8 @@
 The router (in the Kafka source's ``read``, or a ``mapInPandas``) reads each record only as far
 as it must to know the keys it goes to and that it is valid, and ships the record's own bytes to
 those keys; the state function decodes them where they are judged. A routed row holds one key's
-records of one source for one input batch, as one msgpack frame:
+records of one source for one input batch, as one msgpack frame, LZ4-compressed
+(:func:`pack_frame`):
 
 - ``(seq, ts, value, event_id)`` for an event the key applies: its JSON, decoded again by
   ``decoding.decode_accepted_json`` when the key applies it (Avro is turned into JSON here, at
