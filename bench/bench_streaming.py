@@ -132,6 +132,9 @@ def _steady_rates(marks: list, warmup_batches: int) -> dict:
     """Events/s (per wall and per busy second), batch sizes and CPU per event over the micro-batches
     after the first ``warmup_batches`` (``_follow``'s marks)."""
     data = [m for m in marks if m[1]]
+    if len(data) < 2:
+        raise RuntimeError(f"{len(data)} micro-batch(es) with input: a rate needs 2 at least (more events, "
+                           "or a lower --max-offsets-per-trigger)")
     steady = data[warmup_batches:] if len(data) > warmup_batches + 1 else data[1:]
     first, last = data[data.index(steady[0]) - 1], steady[-1]
     rows, wall = sum(m[1] for m in steady), last[2] - first[2]
