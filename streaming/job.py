@@ -164,10 +164,11 @@ def task_options(spark) -> dict[str, str]:
 
 
 def _few_partitions(spark, src):
-    """At most one input task per core. The source makes one partition per topic-partition, and
-    every task pays fixed Python costs (a worker per Python stage, pyspark's per-task set-up), which
-    on local[2] outweighed the work of small micro-batches (docs/decisions.md). ``coalesce`` only
-    merges partitions into tasks: each is still read whole, by offset range."""
+    """At most one input task per core. Spark's Kafka connector makes one partition per
+    topic-partition (ours already makes one per core, ``tasksPerTrigger``: there this changes
+    nothing), and every task pays fixed Python costs (a worker per Python stage, pyspark's per-task
+    set-up), which on local[2] outweighed the work of small micro-batches (docs/decisions.md).
+    ``coalesce`` only merges partitions into tasks: each is still read whole, by offset range."""
     return src.coalesce(max(1, spark.sparkContext.defaultParallelism))
 
 
