@@ -30,6 +30,35 @@ def test_chunks_are_partitions_as_they_end_not_merged(spark):
     assert sorted(int(i) for f in frames for i in f["id"]) == list(range(2_500))
 
 
+def test_chunks_leave_no_job_tracked_after_the_iteration(spark):
+    """``DataFrame.toLocalIterator`` registered its per-partition jobs under a SQL execution that
+    had already ended, so Spark kept every job and its collected partition forever: the driver's
+    heap grew with each micro-batch until the soak ran out of it."""
+    df = spark.range(0, 3_000, numPartitions=4).selectExpr("id", "repeat('x', 200) as pad")
+    before = _tracked_executions(spark)
+    for _ in range(3):
+        assert sum(len(f) for f in _chunks(df, 500)) == 3_000
+    assert _tracked_executions(spark) == before
+
+
+def test_chunks_keep_each_partitions_order_and_nulls_as_none(spark):
+    """The sinks rely on a key's records arriving in the order the state function emitted them
+    (a key lives in one partition), and on null numbers staying None (not NaN)."""
+    df = spark.range(0, 4_000, numPartitions=4).selectExpr(
+        "id", "spark_partition_id() as part", "if(id % 3 = 0, null, id) as maybe")
+    frames = list(_chunks(df, 700))
+    assert max(len(f) for f in frames) <= 700
+    ids = [int(i) for f in frames for i in f["id"]]
+    parts = [int(p) for f in frames for p in f["part"]]
+    assert sorted(ids) == list(range(4_000))
+    for p in set(parts):
+        mine = [i for i, q in zip(ids, parts) if q == p]
+        assert mine == sorted(mine)
+    maybe = [m for f in frames for m in f["maybe"]]
+    assert sum(m is None for m in maybe) == len(range(0, 4_000, 3))
+    assert all(m is None or type(m) is int for m in maybe)
+
+
 def test_a_partition_is_handed_on_while_a_slower_one_still_runs(spark, tmp_path):
     """The driver writes the outputs of tasks that ended while others compute: partition 2 waits
     (up to 60 s) for a flag the test sets when it receives its first chunk, and says whether it
