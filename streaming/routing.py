@@ -48,25 +48,33 @@ _ROW = msgspec.structs.astuple  # a commit line's offset row as (topic, partitio
 _LENGTH = struct.Struct("<Q")
 
 
-def pack_frame(obj) -> bytes:
-    """A key's routed items as they cross the JVM: msgpack, LZ4-compressed behind its length.
-    The items are mostly the records' JSON (~640 bytes an event, 5.8x smaller; 0.6 us an event to
-    compress, 0.5 to expand): every byte of a routed row is copied between Arrow and the JVM's
-    rows, written to the shuffle, compressed there, read and copied back (docs/benchmarks.md,
-    issue 14)."""
+def pack_bytes(data: bytes) -> bytes:
+    """Bytes as they cross the JVM: LZ4 (pyarrow's codec), behind their length. Every byte of a
+    row is copied between Arrow and the JVM's rows (and, routed, written to the shuffle and
+    read back): the router's frames (:func:`pack_frame`) and the verdict lines
+    (``state_fn.pack_lines``) both travel this way (docs/benchmarks.md, issue 14)."""
     import pyarrow as pa
 
-    data = _encode(obj)
     return _LENGTH.pack(len(data)) + pa.compress(data, codec="lz4", asbytes=True)
+
+
+def unpack_bytes(packed: bytes) -> bytes:
+    """What :func:`pack_bytes` packed."""
+    import pyarrow as pa
+
+    (size,) = _LENGTH.unpack_from(packed)
+    return pa.decompress(memoryview(packed)[_LENGTH.size:], decompressed_size=size, codec="lz4", asbytes=True)
+
+
+def pack_frame(obj) -> bytes:
+    """A key's routed items: msgpack, packed (:func:`pack_bytes`). Mostly the records' JSON,
+    ~640 bytes an event, 5.8x smaller (0.6 us an event to compress, 0.5 to expand)."""
+    return pack_bytes(_encode(obj))
 
 
 def unpack_frame(payload: bytes):
     """What :func:`pack_frame` packed."""
-    import pyarrow as pa
-
-    (size,) = _LENGTH.unpack_from(payload)
-    return _decode(pa.decompress(memoryview(payload)[_LENGTH.size:], decompressed_size=size, codec="lz4",
-                                 asbytes=True))
+    return _decode(unpack_bytes(payload))
 
 
 class Rows:

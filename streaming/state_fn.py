@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import json
 import pickle
-import struct
 import sys
 import time
 from array import array
@@ -39,8 +38,8 @@ from fencewatch.state.engine import apply, new_state, run_key
 from .gc_pause import no_cyclic_gc
 from .hold import Hold  # noqa: F401  (older checkpoints pickled it as state_fn.Hold)
 from .outputs import OutRows
-from .routing import (ROUTED_COLUMNS, Rows, decode_released, is_bucket, make_checker, parse_key, read_dead,
-                      read_items, route_records)
+from .routing import (ROUTED_COLUMNS, Rows, decode_released, is_bucket, make_checker, pack_bytes, parse_key,
+                      read_dead, read_items, route_records, unpack_bytes)
 from .schemas import DLQ_KEY, OUTPUT
 
 _TS_SEQ = itemgetter(0, 1)
@@ -151,27 +150,15 @@ def _verdicts_row(rows: OutRows, commits: list) -> None:
         flush()
 
 
-_LINES_CODEC = "lz4"
-_LENGTH = struct.Struct("<Q")
-
-
 def pack_lines(data: bytes) -> bytes:
-    """Verdict lines as they cross the JVM and the collect: LZ4 (pyarrow's codec), behind their
-    length. The lines are ~1.8 KB of JSON per event and repeat themselves (39x smaller, 0.4 us per
-    event to compress, 1.1 to expand on the driver): uncompressed, moving them through Spark was
-    a third of the job's CPU (docs/benchmarks.md, issue 14)."""
-    import pyarrow as pa
-
-    return _LENGTH.pack(len(data)) + pa.compress(data, codec=_LINES_CODEC, asbytes=True)
+    """Verdict lines as they cross the JVM and the collect (``routing.pack_bytes``). The lines are
+    ~1.8 KB of JSON per event and repeat themselves (39x smaller, 0.4 us per event to compress,
+    1.1 to expand on the driver): uncompressed, moving them through Spark was a third of the
+    job's CPU (docs/benchmarks.md, issue 14)."""
+    return pack_bytes(data)
 
 
-def unpack_lines(packed: bytes) -> bytes:
-    """The bytes :func:`pack_lines` packed."""
-    import pyarrow as pa
-
-    (size,) = _LENGTH.unpack_from(packed)
-    return pa.decompress(memoryview(packed)[_LENGTH.size:], decompressed_size=size, codec=_LINES_CODEC,
-                         asbytes=True)
+unpack_lines = unpack_bytes  # the bytes :func:`pack_lines` packed
 
 
 def _packed(values: list[int]) -> bytes:
