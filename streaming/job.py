@@ -608,11 +608,11 @@ def make_sinks(cfg: cfgmod.Config, spark, *, metrics_port: int | None = None):
     from fencewatch.sinks.metrics import MetricsConfig
     from fencewatch.sinks.prometheus import MetricsSink
 
-    from .checkpoint import CheckpointSinkLog
+    from .checkpoint import sink_log
 
     k = cfg.sinks
     client = cfgmod.kafka_client_config(cfg, "producer")
-    marker = CheckpointSinkLog(spark, cfg.streaming.checkpoint_location)
+    marker = sink_log(spark, cfg.streaming.checkpoint_location)
     kafka = KafkaOutputs(client, verdicts_topic=k.verdicts_topic, alerts_topic=k.alerts_topic,
                          dlq_topic=k.dlq_topic, alerts_format=k.alerts_format, marker=marker,
                          alert_serializer=_registry(cfg, "encoder"))

@@ -79,10 +79,9 @@ def checkpoint_conf(location: str | None) -> dict[str, str]:
     process four times per file written: profiled at ~1,100 processes per 60k events, 57 ms per
     checkpoint file vs 19-24 ms (docs/benchmarks.md, issue 14), on the micro-batch's critical
     path. A local rename is atomic either way. Other file systems keep Spark's default."""
-    if not location:
-        return {}
-    scheme = location.split(":", 1)[0].lower() if "://" in location or location.startswith("file:") else "file"
-    return {CHECKPOINT_MANAGER_CONF: FS_CHECKPOINT_MANAGER} if scheme == "file" else {}
+    from .checkpoint import is_local
+
+    return {CHECKPOINT_MANAGER_CONF: FS_CHECKPOINT_MANAGER} if location and is_local(location) else {}
 
 
 def driver_java_options(master: str | None, extra: Mapping[str, str], log_format: str = "text") -> str | None:
