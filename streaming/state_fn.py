@@ -56,31 +56,27 @@ def _run(pkey: tuple, st, ready: list, cfg: RulesConfig, out: grp.Outputs, clock
     if pkey[0] == "g":
         return run_key(pkey, st, [p for _, _, p, _ in ready], cfg, out, clock=clock)
     if is_bucket(pkey):
-        return _run_bucket(pkey[1], {} if st is None else st, ready, cfg, out)
+        watches = {} if st is None else st
+        for ts, _, payload, _ in ready:  # (topic, group id, partitions, offsets, epochs) or (topic, event)
+            topic = payload[0]
+            tw = watches.get(topic)
+            if tw is None:
+                tw = part.new_topic_watch(pkey[1], topic)
+            watches[topic] = _topic_step(tw, ts, payload[1:] if len(payload) == 5 else payload[1], cfg, out)
+        return watches
     tw = new_state(pkey) if st is None else st
     for ts, _, payload, _ in ready:
-        if type(payload) is tuple and type(payload[0]) is str:
-            group_id, partitions, offsets, epochs = payload
-            tw = part.note_commits(tw, group_id, partitions, offsets, epochs, ts, out)
-        else:
-            tw = apply(tw, payload, cfg, out)
+        tw = _topic_step(tw, ts, payload, cfg, out)
     return tw
 
 
-def _run_bucket(cluster: str, watches: dict, ready: list, cfg: RulesConfig, out: grp.Outputs) -> dict:
-    """A topic bucket's items: (topic, group id, partitions, offsets, leader epochs) stored-commit
-    columns, or (topic, event) for the topic's watch; each topic's in (ts, seq) order."""
-    for ts, _, payload, _ in ready:
-        topic = payload[0]
-        tw = watches.get(topic)
-        if tw is None:
-            tw = watches[topic] = part.new_topic_watch(cluster, topic)
-        if len(payload) == 5:
-            _, group_id, partitions, offsets, epochs = payload
-            watches[topic] = part.note_commits(tw, group_id, partitions, offsets, epochs, ts, out)
-        else:
-            watches[topic] = apply(tw, payload[1], cfg, out)
-    return watches
+def _topic_step(tw, ts: int, item, cfg: RulesConfig, out: grp.Outputs):
+    """One item of a topic's watch: a stored commit's columns (group id, partitions, offsets,
+    leader epochs) or an event."""
+    if type(item) is tuple and type(item[0]) is str:
+        group_id, partitions, offsets, epochs = item
+        return part.note_commits(tw, group_id, partitions, offsets, epochs, ts, out)
+    return apply(tw, item, cfg, out)
 
 
 def make_router(input_format: str = "json", schema_ids: Iterable[int] = (1,), registry=None) -> Callable:
