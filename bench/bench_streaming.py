@@ -273,8 +273,11 @@ def worker(spec: dict) -> dict:
     # as ``fencewatch run`` sets it for its (local) checkpoint; the A/B flags last
     extra = {**checkpoint_conf(tempfile.gettempdir()), **(spec.get("conf") or {})}
     if not spec["master"].startswith("local"):  # the standalone cluster on loopback: one-core executors
+        # spark.cores.max: the cluster's cores, as a deployment states them (run's default shuffle
+        # partitions follow it: spark.state_partitions)
         extra = {"spark.driver.host": "127.0.0.1", "spark.driver.bindAddress": "127.0.0.1",
-                 "spark.executor.cores": "1", "spark.executor.memory": "1g", **extra}
+                 "spark.executor.cores": "1", "spark.executor.memory": "1g",
+                 "spark.cores.max": str(spec.get("workers", 1)), **extra}
     from fencewatch.streaming.config import StreamingConfig
 
     partitions = spec["shuffle_partitions"] or StreamingConfig().shuffle_partitions  # run's default
@@ -397,7 +400,7 @@ def report(args, runs: list[dict]) -> str:
              "fencewatch run's defaults (adaptive batches aiming at catch_up_batch_ms)")
     from fencewatch.streaming.config import StreamingConfig
 
-    partitions = args.shuffle_partitions or StreamingConfig().shuffle_partitions
+    partitions = args.shuffle_partitions or StreamingConfig().shuffle_partitions or "one per core:"
     lines = [f"backlog: {args.events:,} simulated events per profile, {args.groups} groups, 4 partitions per topic; "
              f"micro-batches: {limit}; {partitions} shuffle partitions; run's sinks (Kafka outputs with their log, "
              f"metrics exporter); trigger 1 s; rates over the batches after the first {WARMUP_BATCHES}; "
@@ -530,7 +533,8 @@ def main(argv=None) -> int:
         for n in [int(w) for w in args.standalone.split(",") if w]:
             before = replays()
             with StandaloneCluster(n) as cluster:
-                spec = {"master": cluster.url, "label": f"standalone {n}x1 core", "bootstrap": broker.bootstrap,
+                spec = {"master": cluster.url, "label": f"standalone {n}x1 core", "workers": n,
+                        "bootstrap": broker.bootstrap,
                         "topics": topics, "groups": args.groups, "shuffle_partitions": args.shuffle_partitions,
                         "max_per_trigger": args.max_offsets_per_trigger, "skeleton_rate": args.skeleton_rate,
                         "skeleton_seconds": 0, "latency": [], "latency_seconds": 0,

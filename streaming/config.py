@@ -57,7 +57,8 @@ class StreamingConfig:
     max_skew_ms: int = 2_000
     checkpoint_location: str = "./fencewatch-checkpoint"
     spark_master: str = "local[2]"
-    shuffle_partitions: int = 8
+    # None (auto): the cores the job starts with (spark.state_partitions); frozen in the checkpoint
+    shuffle_partitions: int | None = None
     state_store: str = "rocksdb"  # rocksdb | hdfs
     jemalloc: str = "auto"  # auto | off | a path: the allocator preloaded into the JVM (spark.jemalloc_path())
     kafka: Mapping[str, str] = field(default_factory=dict)  # extra client settings (security.protocol, sasl.*, ssl.*)
@@ -124,7 +125,7 @@ class Config:
             problems.append(f"streaming.max_batch_records must be > 0, got {s.max_batch_records}")
         if s.max_skew_ms < 0:
             problems.append(f"streaming.max_skew_ms must be >= 0, got {s.max_skew_ms}")
-        if s.shuffle_partitions <= 0:
+        if s.shuffle_partitions is not None and s.shuffle_partitions <= 0:
             problems.append(f"streaming.shuffle_partitions must be > 0, got {s.shuffle_partitions}")
         return problems
 
@@ -201,7 +202,7 @@ def _coerce(section: str, f: dataclasses.Field, value: Any) -> Any:
         except (TypeError, ValueError):
             raise ConfigError(f"{name}: expected a number, got {value!r}") from None
     if target.startswith("int"):
-        if value is None or (isinstance(value, str) and value.lower() in ("", "none", "null")):
+        if value is None or (isinstance(value, str) and value.lower() in ("", "none", "null", "auto")):
             if "None" in target:
                 return None
             raise ConfigError(f"{name}: a value is required")

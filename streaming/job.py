@@ -446,7 +446,8 @@ def _chunks(df, rows: int):
     one core, the other idle; docs/benchmarks.md, issue 14). The JVM's socket buffer (8 KB) holds
     the last bytes of a partition's batch until the next partition's are written, so the driver
     runs one partition behind the tasks: with more shuffle partitions than cores it writes while
-    they compute (``streaming.shuffle_partitions``, default 8). Before, ``df.rdd.toLocalIterator``
+    they compute (``streaming.shuffle_partitions``; by default one per core, when it writes after them:
+    docs/decisions.md, issue 14). Before, ``df.rdd.toLocalIterator``
     ran one job per partition, one after the other, with rows pickled one by one. The jobs run
     inside the collect's own SQL execution, which ends when they do, so Spark 4's
     ``DAGScheduler.activeQueryToJobs`` keeps nothing (the soak's leak with
@@ -832,10 +833,9 @@ def _cmd_demo(args: argparse.Namespace) -> int:
     # --source request-log: the real-cluster path. The simulator writes broker request-log lines to a
     # topic (as a log shipper would) and the job decodes them; topic ids come from the file it writes.
     request_log = getattr(args, "source", "events") == "request-log"
-    # A fresh checkpoint each time, so the shuffle partitions can follow this machine's cores: each
-    # is a Python task per micro-batch, and 8 on local[2] took the batch's sink time from 0.6 to 1.1 s.
+    # A fresh checkpoint each time; its shuffle partitions follow the master's cores (the default).
     streaming = {"bootstrap_servers": None, "starting_offsets": "earliest",
-                 "checkpoint_location": str(workdir / "checkpoint"), "shuffle_partitions": os.cpu_count() or 2,
+                 "checkpoint_location": str(workdir / "checkpoint"),
                  "trigger_interval": args.trigger, "max_skew_ms": args.max_skew}
     if request_log:
         streaming.update(source="request-log", topic_ids_file=str(workdir / "topic-ids.json"))

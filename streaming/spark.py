@@ -32,6 +32,41 @@ JEMALLOC_PATHS = ("/usr/lib/x86_64-linux-gnu/libjemalloc.so.2", "/usr/lib/aarch6
                   "/usr/lib64/libjemalloc.so.2", "/usr/lib/libjemalloc.so.2")
 
 
+DEFAULT_CLUSTER_PARTITIONS = 8
+"""Shuffle (state) partitions on a cluster master whose executor cores the settings do not say."""
+
+
+def state_partitions(master: str | None, setting: int | None = None, conf: Mapping[str, str] | None = None) -> int:
+    """The shuffle partitions, which are the state's partitions: ``setting``, else the cores the job
+    starts with (``local[N]``: N; a cluster: ``spark.executor.instances`` x ``spark.executor.cores``
+    or ``spark.cores.max`` when set, else :data:`DEFAULT_CLUSTER_PARTITIONS`).
+
+    Why the cores: each partition is a state task per micro-batch with fixed costs (the state
+    store's load and commit, two Python runner calls) whatever it reads, and more partitions than
+    cores run those costs in waves. On ``local[2]`` a caught-up micro-batch took 0.8-1.2 s with 8
+    partitions against 0.4-0.5 s with 2 (docs/decisions.md, issue 14). Spark keeps the first start's
+    value in the checkpoint, so a job meant to grow sets it to the cores it will have."""
+    if setting:
+        return setting
+    conf = conf or {}
+    m = master or ""
+    if m.startswith("local-cluster["):  # local-cluster[workers, cores per worker, memory]
+        workers, cores = m[len("local-cluster["):].split(",")[:2]
+        return max(1, int(workers) * int(cores))
+    if m.startswith("local"):
+        inner = m[m.find("[") + 1:m.find("]")] if "[" in m else "1"
+        cores = inner.split(",")[0].strip()
+        return max(1, os.cpu_count() or 1) if cores == "*" else max(1, int(cores)) if cores.isdigit() else 1
+    try:
+        if "spark.executor.instances" in conf and "spark.executor.cores" in conf:
+            return max(1, int(conf["spark.executor.instances"]) * int(conf["spark.executor.cores"]))
+        if "spark.cores.max" in conf:
+            return max(1, int(conf["spark.cores.max"]))
+    except ValueError:
+        pass  # Spark itself refuses such a setting at start, with its own message
+    return DEFAULT_CLUSTER_PARTITIONS
+
+
 def spark_session_for(cfg, *, app_name: str = "fencewatch"):
     """The session for a :class:`~fencewatch.streaming.config.Config` (master, state store, ``spark_conf``)."""
     s = cfg.streaming
@@ -95,11 +130,12 @@ def driver_java_options(master: str | None, extra: Mapping[str, str], log_format
     return " ".join(parts) or None
 
 
-def spark_session(master: str = "local[2]", *, app_name: str = "fencewatch", shuffle_partitions: int = 8,
+def spark_session(master: str = "local[2]", *, app_name: str = "fencewatch", shuffle_partitions: int | None = None,
                   state_store: str = "rocksdb", extra: Mapping[str, str] | None = None, log_format: str = "text",
                   jemalloc: str = "auto"):
     """A session with the settings the job relies on (RocksDB state store, Arrow, loopback locally);
-    ``extra`` (``streaming.spark_conf``) last, so it wins. ``jemalloc`` (see :func:`jemalloc_path`):
+    ``extra`` (``streaming.spark_conf``) last, so it wins. ``shuffle_partitions`` None: the cores
+    it starts with (:func:`state_partitions`). ``jemalloc`` (see :func:`jemalloc_path`):
     preloaded into the JVM this process starts; on a cluster master an explicit path goes to the
     executors (``spark.executorEnv.LD_PRELOAD``), which must have it there."""
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
@@ -114,7 +150,6 @@ def spark_session(master: str = "local[2]", *, app_name: str = "fencewatch", shu
     if master:  # empty: the master comes from spark-submit
         builder = builder.master(master)
     builder = (builder.appName(app_name)
-               .config("spark.sql.shuffle.partitions", str(shuffle_partitions))
                .config("spark.sql.session.timeZone", "UTC")
                .config("spark.sql.execution.arrow.pyspark.enabled", "true")
                .config("spark.sql.catalogImplementation", "in-memory")
@@ -163,6 +198,10 @@ def spark_session(master: str = "local[2]", *, app_name: str = "fencewatch", shu
             _launch_jvm_in_own_session(builder)
         session = builder.getOrCreate()
     session.sparkContext.setLogLevel("WARN")
+    # After the start: under spark-submit the master and the executors come from its own settings.
+    sc = session.sparkContext
+    shuffle_partitions = state_partitions(sc.master, shuffle_partitions, dict(sc.getConf().getAll()))
+    session.conf.set("spark.sql.shuffle.partitions", str(shuffle_partitions))
     log.info("Spark %s, master %s, shuffle partitions %d, state store %s, malloc %s%s", session.version, master,
              shuffle_partitions, state_store,
              _malloc_label(library, local, starts_jvm, executor_preload),

@@ -116,7 +116,7 @@ def test_session_workers_fork_from_the_preloading_daemon(tmp_path):
     out = _python(f"""
         import json
         from fencewatch.streaming.spark import spark_session
-        spark = spark_session("local[1]", shuffle_partitions=1)
+        spark = spark_session("local[1]")  # shuffle partitions: the master's cores
 
         def probe(batches):
             import gc, sys
@@ -129,9 +129,12 @@ def test_session_workers_fork_from_the_preloading_daemon(tmp_path):
                                  "frozen": [gc.get_freeze_count()], "trims": [trims]}})
 
         row = spark.range(3).mapInPandas(probe, "daemon string, frozen long, trims boolean").collect()[0]
+        partitions = spark.conf.get("spark.sql.shuffle.partitions")
         spark.stop()
-        print(json.dumps({{"daemon": row.daemon, "frozen": row.frozen, "trims": row.trims}}))
+        print(json.dumps({{"daemon": row.daemon, "frozen": row.frozen, "trims": row.trims,
+                           "partitions": partitions}}))
     """)
+    assert out["partitions"] == "1"  # not a fixed default: one state task per core
     assert out["daemon"] == WORKER_DAEMON
     assert out["frozen"] > 10_000
     assert out["trims"] is True  # the worker's task loop calls malloc_trim after each task
