@@ -120,23 +120,45 @@ class SinkLog(Protocol):
 
 
 class BatchMarker:
-    """A :class:`SinkLog` in a local file (tests, single-machine runs). The job uses the same
-    document through Spark's checkpoint file manager, which also works on HDFS and object stores."""
+    """A :class:`SinkLog` in a local file, written durably: a temporary file fsynced, renamed over
+    the log, the directory fsynced (what Spark's checkpoint file manager does on a local disk, with
+    the same atomicity). The job's log on a local checkpoint (``streaming.checkpoint.sink_log``);
+    HDFS and object stores go through Spark's manager (``checkpoint.CheckpointSinkLog``), whose log
+    this one reads and replaces: Hadoop's checksum of an older write (``.NAME.crc``) is removed on
+    the first write, so a checkpoint moves between the two either way. ``legacy``: an older log's
+    path, read while this one does not exist."""
 
-    def __init__(self, path: str | os.PathLike):
+    def __init__(self, path: str | os.PathLike, legacy: str | os.PathLike | None = None):
         self.path = Path(path)
+        self._legacy = None if legacy is None else Path(legacy)
+        self._crc: Path | None = self.path.with_name(f".{self.path.name}.crc")
 
     def read(self) -> str | None:
-        try:
-            return self.path.read_text()
-        except OSError:
-            return None
+        for path in (self.path, self._legacy):
+            if path is None:
+                continue
+            try:
+                return path.read_text(encoding="utf-8")
+            except FileNotFoundError:
+                continue
+        return None
 
     def write(self, text: str) -> None:
         self.path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = self.path.with_suffix(".tmp")
-        tmp.write_text(text)
+        tmp = self.path.with_name(f".{self.path.name}.{os.getpid()}.tmp")
+        with open(tmp, "wb") as f:
+            f.write(text.encode())
+            f.flush()
+            os.fsync(f.fileno())
         os.replace(tmp, self.path)
+        if self._crc is not None:
+            self._crc.unlink(missing_ok=True)  # Hadoop's checksum of an older content
+            self._crc = None
+        fd = os.open(self.path.parent, os.O_RDONLY)
+        try:
+            os.fsync(fd)
+        finally:
+            os.close(fd)
 
 
 def parse_log(text: str | None) -> dict:

@@ -14,7 +14,6 @@ from __future__ import annotations
 import argparse
 import json
 import logging
-import os
 import sys
 from pathlib import Path
 from urllib.parse import urlparse
@@ -70,56 +69,20 @@ class CheckpointSinkLog:
             raise
 
 
-class LocalSinkLog:
-    """The sink log in a checkpoint on the local file system, written from Python: a temporary
-    file fsynced, renamed over the log, the directory fsynced (what Spark's checkpoint file manager
-    does on a local disk, with the same atomicity).
+def sink_log(spark, checkpoint_location: str, name: str = SINK_LOG):
+    """The sink log for a checkpoint: on the local file system a file written from Python
+    (``sinks.kafka.BatchMarker``), else :class:`CheckpointSinkLog` (HDFS, object stores).
 
-    Why not through Hadoop: without Hadoop's native library (not in the pyspark wheel) its local
-    file system starts a ``chmod`` process per file it creates and a ``readlink`` per status it
-    reads; the log is written twice per micro-batch, ~16 processes a batch on the driver's cores
-    (docs/decisions.md, issue 14). The log's path is the one :class:`CheckpointSinkLog` uses, and
-    Hadoop's checksum of an older write (``.state.json.crc``) is removed on the first write, so a
-    checkpoint moves between the two either way."""
+    Why not through Hadoop locally: without Hadoop's native library (not in the pyspark wheel) its
+    local file system starts a ``chmod`` process per file it creates and a ``readlink`` per status
+    it reads; the log is written twice per micro-batch, ~16 processes a batch on the driver's cores
+    (docs/decisions.md, issue 14). Both write the same path."""
+    if is_local(checkpoint_location):
+        from fencewatch.sinks.kafka import BatchMarker
 
-    def __init__(self, checkpoint_location: str, name: str = SINK_LOG):
         root = Path(urlparse(checkpoint_location).path if checkpoint_location.lower().startswith("file:")
                     else checkpoint_location)
-        self.path = root / name
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        self._legacy = root / "fencewatch-sink-batch"
-        self._crc = self.path.with_name(f".{self.path.name}.crc")
-
-    def read(self) -> str | None:
-        for path in (self.path, self._legacy):
-            try:
-                return path.read_text(encoding="utf-8")
-            except FileNotFoundError:
-                continue
-        return None
-
-    def write(self, text: str) -> None:
-        tmp = self.path.with_name(f".{self.path.name}.{os.getpid()}.tmp")
-        with open(tmp, "wb") as f:
-            f.write(text.encode())
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, self.path)
-        if self._crc is not None:
-            self._crc.unlink(missing_ok=True)  # Hadoop's checksum of an older content
-            self._crc = None
-        fd = os.open(self.path.parent, os.O_RDONLY)
-        try:
-            os.fsync(fd)
-        finally:
-            os.close(fd)
-
-
-def sink_log(spark, checkpoint_location: str, name: str = SINK_LOG):
-    """The sink log for a checkpoint: :class:`LocalSinkLog` on the local file system, else
-    :class:`CheckpointSinkLog` (HDFS, object stores)."""
-    if is_local(checkpoint_location):
-        return LocalSinkLog(checkpoint_location, name)
+        return BatchMarker(root / name, legacy=root / "fencewatch-sink-batch")
     return CheckpointSinkLog(spark, checkpoint_location, name)
 
 

@@ -85,14 +85,14 @@ def test_local_sink_log_and_sparks_file_manager_read_each_other(spark, tmp_path)
     """A local checkpoint's sink log is written from Python (no Hadoop process per write); a log
     Hadoop wrote before (with its ``.crc``) is read, replaced, and its stale checksum removed, so
     Hadoop reads the new content back instead of failing its checksum."""
-    from fencewatch.sinks.kafka import parse_log
-    from fencewatch.streaming.checkpoint import CheckpointSinkLog, LocalSinkLog, sink_log
+    from fencewatch.sinks.kafka import BatchMarker, parse_log
+    from fencewatch.streaming.checkpoint import CheckpointSinkLog, sink_log
 
     hadoop = CheckpointSinkLog(spark, str(tmp_path))
     hadoop.write('{"batch": 7, "status": "done"}')
     assert (tmp_path / "fencewatch-sink" / ".state.json.crc").exists()
     local = sink_log(spark, f"file://{tmp_path}")
-    assert isinstance(local, LocalSinkLog)
+    assert isinstance(local, BatchMarker)
     assert parse_log(local.read())["batch"] == 7
     local.write('{"batch": 8, "status": "pending", "start": {"t": {"0": 3}}}')
     assert not (tmp_path / "fencewatch-sink" / ".state.json.crc").exists()
@@ -102,13 +102,15 @@ def test_local_sink_log_and_sparks_file_manager_read_each_other(spark, tmp_path)
 
 def test_local_sink_log_reads_the_legacy_marker_then_its_own(tmp_path):
     from fencewatch.sinks.kafka import parse_log
-    from fencewatch.streaming.checkpoint import LocalSinkLog, is_local
+    from fencewatch.streaming.checkpoint import is_local, sink_log
 
-    log = LocalSinkLog(str(tmp_path / "cp"))
+    log = sink_log(None, str(tmp_path / "cp"))  # no Spark call on a local checkpoint
     assert log.read() is None
+    (tmp_path / "cp").mkdir()
     (tmp_path / "cp" / "fencewatch-sink-batch").write_text("41")
     assert parse_log(log.read())["batch"] == 41
     log.write('{"batch": 42, "status": "done"}')
-    assert parse_log(LocalSinkLog(f"file:{tmp_path}/cp").read())["batch"] == 42
+    assert parse_log(sink_log(None, f"file:{tmp_path}/cp").read())["batch"] == 42
+    assert sorted(p.name for p in (tmp_path / "cp" / "fencewatch-sink").iterdir()) == ["state.json"]  # no temp left
     assert [is_local(x) for x in ("cp", "/var/cp", "file:///var/cp", "FILE:/cp", "hdfs://nn/cp", "s3a://b/cp")] == \
         [True, True, True, True, False, False]
