@@ -227,12 +227,10 @@ def engine_floor(spark, bootstrap: str, hb: str, off: str, n_events: int, max_pe
         yield pd.DataFrame({"key": [key[0]], "n": [len(out.commits)]})
 
     if routed:
-        from collections import Counter
-
         from fencewatch.streaming.job import build_inputs
-        from fencewatch.streaming.routing import decode_released, parse_key, read_items
+        from fencewatch.streaming.routing import parse_key
         from fencewatch.streaming.schemas import DLQ_KEY
-        from fencewatch.streaming.state_fn import _run
+        from fencewatch.streaming.state_fn import _run, read_whole
 
         def judge_routed(key, pdfs, state):
             if key[0] == DLQ_KEY:  # dead letters and unknown types (the bench's tail records)
@@ -240,12 +238,9 @@ def engine_floor(spark, bootstrap: str, hb: str, off: str, n_events: int, max_pe
                 return
             st = pickle.loads(state.get[0]) if state.exists else None
             pkey = parse_key(key[0])
-            items = [it for pdf in pdfs for source, blob in zip(pdf["source"].tolist(), pdf["payload"].tolist())
-                     for it in read_items(pkey, source, blob, Counter())]
+            items = read_whole(pkey, pdfs, [])  # as replay reads a key's rows (the job adds the hold)
             out = grp.Outputs()
             if items:
-                items.sort(key=lambda it: (it[0], it[1]))
-                items = decode_released(pkey, items, [])
                 st = _run(pkey, st, items, cfg, out, None)
             state.update((pickle.dumps(st, pickle.HIGHEST_PROTOCOL),))
             yield pd.DataFrame({"key": [key[0]], "n": [len(out.commits)]})

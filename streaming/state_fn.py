@@ -296,10 +296,7 @@ def make_batch_fn(cfg: RulesConfig, clock: int | None) -> Callable:
         pkey = parse_key(k)
         dead: list = []
         with no_cyclic_gc(settle=False):
-            items = [it for source, blob in zip(pdf["source"].tolist(), pdf["payload"].tolist())
-                     for it in read_items(pkey, source, blob, Counter())]
-            items.sort(key=_TS_SEQ)
-            items = decode_released(pkey, items, dead)
+            items = read_whole(pkey, [pdf], dead)
             out = grp.Outputs()
             _run(pkey, None, items, cfg, out, clock if pkey[0] == "g" else None)
             rows = _render(out, _commit_rows)
@@ -307,6 +304,15 @@ def make_batch_fn(cfg: RulesConfig, clock: int | None) -> Callable:
             return _frame(rows.cols)
 
     return batch_fn
+
+
+def read_whole(pkey: tuple, pdfs: Iterable[pd.DataFrame], dead: list) -> list:
+    """A key's routed rows all at once, in (ts, seq) order, decoded: replay's input to
+    :func:`_run` (no hold: nothing can arrive later). Records that no longer decode go to ``dead``."""
+    items = [it for pdf in pdfs for source, blob in zip(pdf["source"].tolist(), pdf["payload"].tolist())
+             for it in read_items(pkey, source, blob, Counter())]
+    items.sort(key=_TS_SEQ)
+    return decode_released(pkey, items, dead)
 
 
 def make_bridge_mapper(topic_ids: dict[str, str] | None = None, cluster: str | None = None) -> Callable:
