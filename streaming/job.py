@@ -340,7 +340,7 @@ class BatchWriter:
             s.dead_letters += acc.dead
             s.batch_seconds.append(elapsed)
             if len(s.latencies_ms) < self.MAX_LATENCY_SAMPLES:
-                s.latencies_ms.extend(x * 1000 for x in acc.latencies)
+                s.latencies_ms += [x * 1000 for x in acc.latencies]
         self._finished(batch_id)
 
     def _finished(self, batch_id: int) -> None:

@@ -456,3 +456,27 @@ def test_a_renamed_metric_is_also_exported_under_its_deprecated_name_for_one_rel
     assert series(data, new) and series(data, old) == series(data, new)
     sink.add_batch(group_status=[status(state="Stable")])  # nothing expires: both go together
     assert series(scrape(sink), old) == series(scrape(sink), new) == {}
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.one_of(st.sampled_from([0.0, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0]),  # on a bound
+                          st.floats(min_value=-1.0, max_value=100.0, allow_nan=False)), max_size=60))
+def test_a_batch_of_latencies_lands_in_the_buckets_one_observation_each_would(values):
+    from fencewatch.sinks.prometheus import _Histogram
+
+    bounds = (0.25, 0.5, 1.0, 2.5, 5.0, 10.0)
+    each, batch = _Histogram(bounds), _Histogram(bounds)
+    for v in values:
+        each.observe(v)
+    batch.observe_all(values)
+    assert batch.counts == each.counts and batch.n == each.n
+    assert batch.total == pytest.approx(each.total)
+
+
+def test_a_malformed_latency_is_rejected_alone():
+    sink = MetricsSink(MetricsConfig(port=0))
+    sink.add_batch(decision_latencies_s=[0.2, "soon", 3.0])
+    data = scrape(sink)
+    assert value(data, "fencewatch_decision_latency_seconds_count") == 2
+    assert value(data, "fencewatch_decision_latency_seconds_sum") == 3.2
+    assert value(data, "fencewatch_exporter_rejected_records_total", record="count") == 1
