@@ -395,9 +395,10 @@ def report(args, runs: list[dict]) -> str:
              "fencewatch run's defaults (adaptive batches aiming at catch_up_batch_ms)")
     from fencewatch.streaming.config import StreamingConfig
 
-    partitions = args.shuffle_partitions or StreamingConfig().shuffle_partitions or "one per core:"
+    partitions = args.shuffle_partitions or StreamingConfig().shuffle_partitions
+    partitions = f"{partitions} shuffle partitions" if partitions else "shuffle partitions: one per core (run's default)"
     lines = [f"backlog: {args.events:,} simulated events per profile, {args.groups} groups, 4 partitions per topic; "
-             f"micro-batches: {limit}; {partitions} shuffle partitions; run's sinks (Kafka outputs with their log, "
+             f"micro-batches: {limit}; {partitions}; run's sinks (Kafka outputs with their log, "
              f"metrics exporter); trigger 1 s; rates over the batches after the first {WARMUP_BATCHES}; "
              "replay --engine local on the same events, one core, measured just before and just after each "
              "run (the better of the two)",
