@@ -10,6 +10,7 @@ Offsets and state live in the checkpoint: a restart resumes where it stopped.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import functools
 import json
 import logging
@@ -493,13 +494,51 @@ def _arrival_order():
     return ArrivalOrder
 
 
+COLLECT_BATCH_ROWS = 40
+"""Rows per Arrow batch of the query when no ``mapInPandas`` is in it (see :func:`_collect_batching`)."""
+_MAX_RECORDS_PER_BATCH = "spark.sql.execution.arrow.maxRecordsPerBatch"
+
+
+@contextlib.contextmanager
+def _collect_batching(spark, cfg: cfgmod.Config):
+    """Small Arrow batches for the query's outputs, so the driver writes a state task's outputs
+    while the other tasks still run; set while the query starts (a streaming query runs in a copy
+    of the session made at its start), then the session's own value again.
+
+    Why: Spark's collect writes each partition's Arrow batches to the driver's socket through an
+    8 KB buffer it flushes only when more bytes come, so the driver can read a finished partition's
+    last batch only when the next partition's arrive. A partition's outputs are ~50-150 rows, one
+    batch at Spark's default (10,000 rows): with one state partition per core the driver wrote a
+    whole batch's outputs after the last task, ~1.3 s of a 7 s batch with the executors idle. At
+    40 rows a partition's outputs are several batches and only the last waits: `steady` ran 0.52x
+    and 0.55x replay against 0.44x and 0.47x, interleaved (docs/decisions.md, issue 14). The same
+    setting sizes ``mapInPandas`` input batches, where 40 rows would cost a pandas frame per 40
+    records: only a query without one gets it (the events source routing inside ``read``), and a
+    ``streaming.spark_conf`` value wins."""
+    s = cfg.streaming
+    if (_MAX_RECORDS_PER_BATCH in s.spark_conf or cfgmod.source_list(s.source) != ("events",)
+            or not _routes_in_source(spark, cfg)):
+        yield
+        return
+    before = spark.conf.get(_MAX_RECORDS_PER_BATCH, None)
+    spark.conf.set(_MAX_RECORDS_PER_BATCH, str(COLLECT_BATCH_ROWS))
+    try:
+        yield
+    finally:
+        if before is None:
+            spark.conf.unset(_MAX_RECORDS_PER_BATCH)
+        else:
+            spark.conf.set(_MAX_RECORDS_PER_BATCH, before)
+
+
 def start_query(spark, cfg: cfgmod.Config, writer: BatchWriter, *, trigger: str | None = None):
     """Start the query. (No ``availableNow``: processing-time timeouts keep a stateful query
     scheduling batches, so it would never finish; use :func:`drain` to process a backlog.)"""
-    outputs = build_outputs(build_inputs(spark, cfg), cfg)
-    query = (outputs.writeStream.queryName("fencewatch").foreachBatch(writer)
-             .option("checkpointLocation", cfg.streaming.checkpoint_location).outputMode("append")
-             .trigger(processingTime=trigger or _spark_interval(cfg.streaming.trigger_interval)).start())
+    with _collect_batching(spark, cfg):
+        outputs = build_outputs(build_inputs(spark, cfg), cfg)
+        query = (outputs.writeStream.queryName("fencewatch").foreachBatch(writer)
+                 .option("checkpointLocation", cfg.streaming.checkpoint_location).outputMode("append")
+                 .trigger(processingTime=trigger or _spark_interval(cfg.streaming.trigger_interval)).start())
     writer.query = query
     return query
 

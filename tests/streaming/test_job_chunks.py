@@ -99,3 +99,43 @@ def test_a_partition_is_handed_on_while_a_slower_one_still_runs(spark, tmp_path)
     assert sorted(int(f["id"].iloc[0]) for f in frames[:2]) == [0, 10]  # the fast partitions first
     assert frames[2]["id"].tolist() == list(range(20, 30))
     assert frames[2]["saw_flag"].all()
+
+
+def test_the_events_query_gets_small_output_batches_and_the_session_keeps_its_own(spark, tmp_path):
+    """With one state partition per core the driver could read a finished partition's outputs only
+    once the last partition's arrived (one Arrow batch each, the socket buffer holding its tail):
+    the events query starts with 40-row Arrow batches, which its own copy of the session keeps,
+    while the session itself gets its value back; a query with a ``mapInPandas`` (here
+    consumer-offsets) and a ``spark_conf`` value are left alone."""
+    from fencewatch.streaming import config as cfgmod
+    from fencewatch.streaming.job import COLLECT_BATCH_ROWS, _collect_batching
+
+    key = "spark.sql.execution.arrow.maxRecordsPerBatch"
+    before = spark.conf.get(key)
+    seen: list = []
+
+    def start(cfg):
+        with _collect_batching(spark, cfg):
+            inside = spark.conf.get(key)
+            q = (spark.readStream.format("rate").option("rowsPerSecond", 5).load().writeStream
+                 .foreachBatch(lambda df, _: seen.append(df.sparkSession.conf.get(key)))
+                 .option("checkpointLocation", str(tmp_path / f"cp{len(seen)}-{time.monotonic_ns()}"))
+                 .trigger(processingTime="0.5 second").start())
+        try:
+            deadline = time.monotonic() + 30
+            while not seen and time.monotonic() < deadline:
+                time.sleep(0.1)
+        finally:
+            q.stop()
+        return inside
+
+    events = cfgmod.load_config(environ={})
+    assert start(events) == str(COLLECT_BATCH_ROWS)
+    assert seen and set(seen) == {str(COLLECT_BATCH_ROWS)}
+    assert spark.conf.get(key) == before
+    seen.clear()
+    offsets = cfgmod.load_config(environ={}, overrides={"streaming": {"source": "consumer-offsets"}})
+    assert start(offsets) == before and set(seen) == {before}
+    chosen = cfgmod.load_config(environ={}, overrides={"streaming": {"spark_conf": {key: "500"}}})
+    with _collect_batching(spark, chosen):
+        assert spark.conf.get(key) == before
