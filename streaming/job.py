@@ -45,21 +45,23 @@ def build_inputs(spark, cfg: cfgmod.Config):
     options = {"startingOffsets": s.starting_offsets, "failOnDataLoss": str(s.fail_on_data_loss).lower(),
                **batch_limit_options(cfg, spark), **task_options(spark)}
     options.update(cfgmod.kafka_client_config(cfg, "source"))
-    sources = cfgmod.source_list(s.source)
     routed, raw = [], []
-    if "events" in sources:
-        if _routes_in_source(spark, cfg):
+    through_router = router_sources(spark, cfg)
+    for name in cfgmod.source_list(s.source):
+        if name not in through_router:
             routed.append(_routed_event_inputs(spark, cfg, options))
-        else:
+        elif name == "events":
             raw.append(_event_inputs(spark, cfg, options))
-    if "consumer-offsets" in sources:
-        raw.append(_consumer_offsets_inputs(spark, cfg, options))
-    if "request-log" in sources:
-        from .request_log_source import request_log_inputs
+        elif name == "consumer-offsets":
+            raw.append(_consumer_offsets_inputs(spark, cfg, options))
+        elif name == "request-log":
+            from .request_log_source import request_log_inputs
 
-        # With __consumer_offsets, membership comes from the coordinator's records (exact epochs).
-        raw.append(request_log_inputs(spark, cfg, options, _topic_ids(cfg),
-                                      membership="consumer-offsets" not in sources))
+            # With __consumer_offsets, membership comes from the coordinator's records (exact epochs).
+            raw.append(request_log_inputs(spark, cfg, options, _topic_ids(cfg),
+                                          membership="consumer-offsets" not in through_router))
+        else:
+            raise cfgmod.ConfigError(f"unknown streaming.source {name!r}")
     if raw:
         # ``caught_up`` (see state_fn.Hold): only the events source knows it; the others say "unknown".
         raw = [f if "caught_up" in f.columns else f.withColumn("caught_up", _null_bool()) for f in raw]
@@ -106,12 +108,17 @@ def _event_inputs(spark, cfg: cfgmod.Config, options: dict):
     )
 
 
-def _routes_in_source(spark, cfg: cfgmod.Config) -> bool:
-    """The events source routes inside ``read`` when it is ours (not Spark's connector) and no
-    Schema Registry decoder is needed (the registry client lives in the router)."""
+def router_sources(spark, cfg: cfgmod.Config) -> tuple[str, ...]:
+    """The configured sources whose records go through the ``mapInPandas`` router: all but the
+    events source when that source routes inside ``read``, which it does when it is ours (not
+    Spark's connector) and no Schema Registry decoder is needed (the registry client lives in the
+    router). The one place this is decided: :func:`build_inputs` and :func:`_collect_batching`
+    both ask."""
     from .sources import spark_kafka_available
 
-    return not cfg.streaming.schema_registry and not spark_kafka_available(spark)
+    sources = cfgmod.source_list(cfg.streaming.source)
+    in_source = not cfg.streaming.schema_registry and not spark_kafka_available(spark)
+    return tuple(name for name in sources if not (name == "events" and in_source))
 
 
 def _routed_event_inputs(spark, cfg: cfgmod.Config, options: dict):
@@ -516,8 +523,7 @@ def _collect_batching(spark, cfg: cfgmod.Config):
     records: only a query without one gets it (the events source routing inside ``read``), and a
     ``streaming.spark_conf`` value wins."""
     s = cfg.streaming
-    if (_MAX_RECORDS_PER_BATCH in s.spark_conf or cfgmod.source_list(s.source) != ("events",)
-            or not _routes_in_source(spark, cfg)):
+    if _MAX_RECORDS_PER_BATCH in s.spark_conf or router_sources(spark, cfg):
         yield
         return
     before = spark.conf.get(_MAX_RECORDS_PER_BATCH, None)

@@ -139,3 +139,20 @@ def test_the_events_query_gets_small_output_batches_and_the_session_keeps_its_ow
     chosen = cfgmod.load_config(environ={}, overrides={"streaming": {"spark_conf": {key: "500"}}})
     with _collect_batching(spark, chosen):
         assert spark.conf.get(key) == before
+
+
+def test_router_sources_name_the_sources_the_mapinpandas_router_decodes(spark):
+    """One decision for both the query's assembly and its output batching: the events source
+    routes inside ``read`` unless a Schema Registry decoder is configured; every other source goes
+    through the router."""
+    from fencewatch.streaming import config as cfgmod
+    from fencewatch.streaming.job import router_sources
+
+    def chosen(**streaming):
+        return router_sources(spark, cfgmod.load_config(environ={}, overrides={"streaming": streaming}))
+
+    assert chosen() == ()
+    assert chosen(source="consumer-offsets") == ("consumer-offsets",)
+    assert chosen(source="events,request-log") == ("request-log",)
+    assert chosen(source="request-log,consumer-offsets") == ("request-log", "consumer-offsets")
+    assert chosen(schema_registry={"url": "http://127.0.0.1:1"}) == ("events",)
