@@ -95,7 +95,7 @@ def replay_rate(lines: list[bytes]) -> dict:
 
 WARMUP_BATCHES = 3
 """Micro-batches left out of the rates: the query's start, and the adaptive limit's growth from its
-first batch (x2 per batch) to batches near ``catch_up_batch_ms``."""
+first batch (up to x4 per batch, ``sources.pacing.MAX_GROWTH``) to batches near ``catch_up_batch_ms``."""
 
 
 def job_backlog(spark, bootstrap: str, hb: str, off: str, n_events: int, max_per_trigger: int | None,
