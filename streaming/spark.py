@@ -36,10 +36,14 @@ DEFAULT_CLUSTER_PARTITIONS = 8
 """Shuffle (state) partitions on a cluster master whose executor cores the settings do not say."""
 
 
-def state_partitions(master: str | None, setting: int | None = None, conf: Mapping[str, str] | None = None) -> int:
+def state_partitions(master: str | None, setting: int | None = None, conf: Mapping[str, str] | None = None,
+                     local_cores: int | None = None) -> int:
     """The shuffle partitions, which are the state's partitions: ``setting``, else the cores the job
-    starts with (``local[N]``: N; a cluster: ``spark.executor.instances`` x ``spark.executor.cores``
-    or ``spark.cores.max`` when set, else :data:`DEFAULT_CLUSTER_PARTITIONS`).
+    starts with. A local master: ``local_cores``, Spark's own count (``defaultParallelism``: N of
+    ``local[N]``; for ``local[*]`` the JVM's processors, which respect a container's CPU limit where
+    ``os.cpu_count`` sees the node's). A cluster: ``spark.executor.instances`` x
+    ``spark.executor.cores`` or ``spark.cores.max`` when set, else :data:`DEFAULT_CLUSTER_PARTITIONS`
+    (its executors may not have registered when the job starts, so Spark's count is not yet theirs).
 
     Why the cores: each partition is a state task per micro-batch with fixed costs (the state
     store's load and commit, two Python runner calls) whatever it reads, and more partitions than
@@ -54,9 +58,7 @@ def state_partitions(master: str | None, setting: int | None = None, conf: Mappi
         workers, cores = m[len("local-cluster["):].split(",")[:2]
         return max(1, int(workers) * int(cores))
     if m.startswith("local"):
-        inner = m[m.find("[") + 1:m.find("]")] if "[" in m else "1"
-        cores = inner.split(",")[0].strip()
-        return max(1, os.cpu_count() or 1) if cores == "*" else max(1, int(cores)) if cores.isdigit() else 1
+        return max(1, local_cores or 1)
     try:
         if "spark.executor.instances" in conf and "spark.executor.cores" in conf:
             return max(1, int(conf["spark.executor.instances"]) * int(conf["spark.executor.cores"]))
@@ -200,7 +202,8 @@ def spark_session(master: str = "local[2]", *, app_name: str = "fencewatch", shu
     session.sparkContext.setLogLevel("WARN")
     # After the start: under spark-submit the master and the executors come from its own settings.
     sc = session.sparkContext
-    shuffle_partitions = state_partitions(sc.master, shuffle_partitions, dict(sc.getConf().getAll()))
+    shuffle_partitions = state_partitions(sc.master, shuffle_partitions, dict(sc.getConf().getAll()),
+                                          sc.defaultParallelism)
     session.conf.set("spark.sql.shuffle.partitions", str(shuffle_partitions))
     log.info("Spark %s, master %s, shuffle partitions %d, state store %s, malloc %s%s", session.version, master,
              shuffle_partitions, state_store,

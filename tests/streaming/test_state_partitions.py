@@ -1,8 +1,6 @@
 """The shuffle (state) partitions a first start picks: the setting, else the cores it starts with."""
 from __future__ import annotations
 
-import os
-
 import pytest
 
 from fencewatch.streaming import config as cfgmod
@@ -10,10 +8,6 @@ from fencewatch.streaming.spark import DEFAULT_CLUSTER_PARTITIONS, state_partiti
 
 
 @pytest.mark.parametrize("master, conf, expected", [
-    ("local[2]", {}, 2),
-    ("local[1]", {}, 1),
-    ("local[4, 3]", {}, 4),  # local[N, maxFailures]
-    ("local", {}, 1),
     ("local-cluster[3, 2, 1024]", {}, 6),
     ("spark://10.0.0.5:7077", {"spark.cores.max": "12"}, 12),
     ("k8s://https://api:6443", {"spark.executor.instances": "4", "spark.executor.cores": "3"}, 12),
@@ -25,12 +19,23 @@ def test_unset_follows_the_cores_the_job_starts_with(master, conf, expected):
     assert state_partitions(master, None, conf) == expected
 
 
-def test_local_star_is_this_machines_cores():
-    assert state_partitions("local[*]") == (os.cpu_count() or 1)
+@pytest.mark.parametrize("master", ["local[2]", "local[4, 3]", "local[*]", "local"])
+def test_a_local_master_takes_sparks_own_core_count(master):
+    """Spark's count, not ours: ``local[*]`` in a container limited to 2 CPUs on a 64-core node is
+    2 to the JVM and 64 to ``os.cpu_count``."""
+    assert state_partitions(master, None, {}, 3) == 3
+    assert state_partitions(master, None, {"spark.cores.max": "12"}, 3) == 3  # a cluster's setting
+
+
+def test_the_session_sets_its_cores_as_the_shuffle_partitions(spark):
+    """What ``spark_session`` passes for a local master: N of local[N] (the shared session is
+    local[2]; its ``spark.default.parallelism`` says 2 as well)."""
+    sc = spark.sparkContext
+    assert state_partitions(sc.master, None, dict(sc.getConf().getAll()), sc.defaultParallelism) == 2
 
 
 def test_a_setting_wins_over_the_cores():
-    assert state_partitions("local[2]", 16) == 16
+    assert state_partitions("local[2]", 16, {}, 2) == 16
     assert state_partitions("spark://h:7077", 3, {"spark.cores.max": "40"}) == 3
 
 
