@@ -46,8 +46,8 @@ def build_inputs(spark, cfg: cfgmod.Config):
                **batch_limit_options(cfg, spark), **task_options(spark)}
     options.update(cfgmod.kafka_client_config(cfg, "source"))
     routed, raw = [], []
-    through_router = router_sources(spark, cfg)
-    for name in cfgmod.source_list(s.source):
+    sources, through_router = cfgmod.source_list(s.source), router_sources(spark, cfg)
+    for name in sources:
         if name not in through_router:
             routed.append(_routed_event_inputs(spark, cfg, options))
         elif name == "events":
@@ -59,7 +59,7 @@ def build_inputs(spark, cfg: cfgmod.Config):
 
             # With __consumer_offsets, membership comes from the coordinator's records (exact epochs).
             raw.append(request_log_inputs(spark, cfg, options, _topic_ids(cfg),
-                                          membership="consumer-offsets" not in through_router))
+                                          membership="consumer-offsets" not in sources))
         else:
             raise cfgmod.ConfigError(f"unknown streaming.source {name!r}")
     if raw:
