@@ -517,8 +517,9 @@ def _collect_batching(spark, cfg: cfgmod.Config):
     last batch only when the next partition's arrive. A partition's outputs are ~50-150 rows, one
     batch at Spark's default (10,000 rows): with one state partition per core the driver wrote a
     whole batch's outputs after the last task, ~1.3 s of a 7 s batch with the executors idle. At
-    40 rows a partition's outputs are several batches and only the last waits: `steady` ran 0.52x
-    and 0.55x replay against 0.44x and 0.47x, interleaved (docs/decisions.md, issue 14). The same
+    40 rows a partition's outputs are several batches and only the last waits, so the driver writes
+    each finished task's outputs while the others run; the last task's still come after it ends
+    (~0.7 s of a 6 s `steady` batch: docs/decisions.md, issue 14, "Sixth pass"). The same
     setting sizes ``mapInPandas`` input batches, where 40 rows would cost a pandas frame per 40
     records: only a query without one gets it (the events source routing inside ``read``), and a
     ``streaming.spark_conf`` value wins."""
