@@ -128,6 +128,23 @@ def test_options_are_case_insensitive_and_defaults_match_spark():
     assert parse_options({**BOOT, "subscribe": "a"}, streaming=False).starting_offsets == "earliest"
 
 
+def test_a_task_s_consumer_reads_ahead_a_bounded_amount_unless_the_user_says_otherwise():
+    """A task reads a bounded range: librdkafka's default prefetch (100,000 records per partition)
+    fetched far past its end, for nothing (READ_AHEAD_MESSAGES)."""
+    from fencewatch.streaming.sources.kafka import (READ_AHEAD_BACKOFF_MS, READ_AHEAD_MESSAGES, _ClientLog,
+                                                    _consumer_config)
+
+    def config(**kafka):
+        opts = parse_options({**BOOT, "subscribe": "a", **{f"kafka.{k}": v for k, v in kafka.items()}})
+        return _consumer_config(ReadSpec.of(opts), lambda err: None, _ClientLog())
+
+    assert config()["queued.min.messages"] == READ_AHEAD_MESSAGES < 100_000
+    # ... and a full queue is fetched again soon: librdkafka's 1 s wait made a task crawl
+    assert config()["fetch.queue.backoff.ms"] == READ_AHEAD_BACKOFF_MS < 100
+    assert config(**{"queued.min.messages": "50000"})["queued.min.messages"] == "50000"
+    assert config(**{"queued.min.messages": "50000"})["enable.auto.commit"] is False  # ours still win where they must
+
+
 def test_jaas_plain_and_scram_translate_to_librdkafka_and_secrets_stay_out_of_logs(caplog):
     jaas = ('org.apache.kafka.common.security.scram.ScramLoginModule required '
             'username="svc" password="s3cr\\"et";')
