@@ -9,6 +9,7 @@ Owns: :func:`status` (a group's gauges and counters), :class:`VerdictShape` and
 from __future__ import annotations
 
 from collections import Counter
+from itertools import chain
 from dataclasses import fields
 from operator import attrgetter
 from typing import Iterable, NamedTuple
@@ -81,7 +82,7 @@ def request_facts(cluster: str, group_id, kind, broker_error: str | None, predic
 
 def first_rejection(answers: Iterable[str]) -> str:
     """A request's answer from its partitions': Kafka fails it on the first bad partition."""
-    return next((a for a in answers if a != "NONE"), "NONE")
+    return next(filter(_NONE.__ne__, answers), _NONE)
 
 
 def summarize_commit_verdicts(commits: Iterable[CommitVerdicts], broker_policy: str = "strict"
@@ -96,6 +97,7 @@ def summarize_commit_verdicts(commits: Iterable[CommitVerdicts], broker_policy: 
     answer = attrgetter(POLICY_ANSWER_FIELD[Policy(broker_policy)])
     raw: Counter = Counter()
     raw_requests: Counter = Counter()
+    mixed: dict = {}  # head -> the parts lists of its requests with a judgement per partition
     for cv in commits:
         parts = cv.parts
         kind = cv.kind
@@ -108,11 +110,20 @@ def summarize_commit_verdicts(commits: Iterable[CommitVerdicts], broker_policy: 
                 raw_requests[head[0], cv.group_id, kind, cv.broker_error, answer(first),
                              first.kip1251 == "NONE"] += 1
             continue
-        for p in parts:
-            raw[head, _PART_SHAPE(p)] += 1
+        lists = mixed.get(head)
+        if lists is None:
+            mixed[head] = [parts]
+        else:
+            lists.append(parts)
         if counted:
-            raw_requests[head[0], cv.group_id, kind, cv.broker_error, first_rejection(map(answer, parts)),
-                         all(p.kip1251 == "NONE" for p in parts)] += 1
+            raw_requests[head[0], cv.group_id, kind, cv.broker_error,
+                         first_rejection(map(answer, parts)),
+                         not any(map(_NONE.__ne__, map(_KIP1251, parts)))] += 1
+    # Per-partition shapes counted by Counter's C loop, a head's requests at once: ~4 partitions a
+    # commit in the ``mixed`` profile, a Python-level step each before (docs/decisions.md, issue 14).
+    for head, lists in mixed.items():
+        for shape, n in Counter(map(_PART_SHAPE, chain.from_iterable(lists))).items():
+            raw[head, shape] += n
     shapes: Counter = Counter()
     for ((cluster, group_id, kind, agrees), (strict, revocation, epoch_check, kip1251, cls, unsafe)), n in raw.items():
         shapes[VerdictShape(cluster, group_id, kind, strict, revocation, epoch_check, kip1251, cls, bool(unsafe),
@@ -125,3 +136,5 @@ def summarize_commit_verdicts(commits: Iterable[CommitVerdicts], broker_policy: 
 
 _PART_SHAPE = attrgetter("strict", "member_revocation", "assignment_epoch_check", "kip1251", "cls", "unsafe")
 """A partition judgement's part of its :class:`VerdictShape`."""
+_KIP1251 = attrgetter("kip1251")
+_NONE = "NONE"
