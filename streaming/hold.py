@@ -11,7 +11,9 @@ No Spark, no pandas: ``state_fn.stream_fn`` calls it once per key per micro-batc
 """
 from __future__ import annotations
 
+from bisect import bisect_right
 from dataclasses import dataclass, field
+from itertools import islice
 from operator import itemgetter
 from typing import Collection, Iterable
 
@@ -137,14 +139,17 @@ class Hold:
         walls = self.input_walls or []
         # Arrived before this wall time and waited MAX_HOLD_BATCHES calls with input since.
         forced = min(now - MAX_HOLD_MS, walls[-MAX_HOLD_BATCHES] - 1 if len(walls) >= MAX_HOLD_BATCHES else -1)
-        cut = 0
-        for item in pending:
-            ts, seq, _, arrived = item
-            if ((ts, seq) <= safe or quiet or arrived <= forced
-                    or (arrived <= expired and arrived - ts <= LIVE_LAG_MS)):
-                cut += 1
-            else:
-                break
+        if quiet:
+            cut = len(pending)
+        else:
+            # Sorted: every event at or before ``safe`` is a prefix (found by bisection, not a
+            # step per held event); the wait rules go on from there, event by event.
+            cut = bisect_right(pending, safe, key=_TS_SEQ)
+            for ts, _, _, arrived in islice(pending, cut, None):
+                if arrived <= forced or (arrived <= expired and arrived - ts <= LIVE_LAG_MS):
+                    cut += 1
+                else:
+                    break
         if cut == 0:
             return []
         ready, self.pending = pending[:cut], pending[cut:]

@@ -2,6 +2,9 @@
 import pickle
 import random
 
+from hypothesis import example, given, settings
+from hypothesis import strategies as st
+
 from fencewatch.streaming.hold import Hold
 
 SKEW = 2_000
@@ -169,3 +172,39 @@ def test_events_held_by_a_lagging_batch_go_with_the_next_caught_up_one():
     assert payloads(h.release(1_000, SKEW, all_sources=True)) == [(100, 1)]  # offsets lag: 300 waits
     admit(h, 1_500, (250, 3, "offsets"))
     assert payloads(h.release(1_500, SKEW, all_sources=True, caught_up=True)) == [(250, 3), (300, 2)]
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.tuples(st.integers(0, 50), st.integers(0, 50), st.integers(0, 120_000)), max_size=30),
+       st.dictionaries(st.sampled_from(["heartbeats", "offsets"]), st.tuples(st.integers(0, 50), st.integers(0, 50))),
+       st.integers(0, 150_000), st.integers(0, 4), st.integers(0, 150_000),
+       st.one_of(st.lists(st.integers(0, 150_000), max_size=5),  # the hold's bound needs 100 calls with input
+                 st.lists(st.integers(40_000, 150_000), min_size=100, max_size=110)))
+@example([(10, 5, 35_000)], {}, 150_000, 0, 150_000, [50_000] * 100)  # a backlog event past the hold's bound
+@example([(10, 5, 149_000), (20, 1, 0)], {"offsets": (30, 0)}, 150_000, 0, 150_000, [])  # live, and past max_skew
+def test_release_takes_the_longest_prefix_that_may_go(pending, seen, last_input, idle_calls, now, walls):
+    """The rule as the class states it, applied event by event in (ts, seq) order: an event goes
+    if every source has passed it, the key is quiet, it waited past the hold's bounds, or it was
+    read live and waited ``max_skew``; the first that may not stops the release."""
+    from fencewatch.streaming.hold import LIVE_LAG_MS, MAX_HOLD_BATCHES, MAX_HOLD_MS, QUIET_CALLS
+
+    entries = [(ts, seq, (ts, seq, arrived), arrived) for ts, seq, arrived in pending]
+    h = Hold(pending=list(entries), seen=dict(seen), last_input=last_input, idle_calls=idle_calls,
+             input_walls=sorted(walls) or None)
+    expected_sources = ("heartbeats", "offsets")
+    pairs = list(seen.values())
+    safe = min(pairs) if pairs and all(s in seen for s in expected_sources) else (float("-inf"), -1)
+    idle = 0 if last_input == now else idle_calls + 1
+    quiet = last_input <= now - SKEW and idle >= QUIET_CALLS
+    ws = sorted(walls)
+    forced = min(now - MAX_HOLD_MS, ws[-MAX_HOLD_BATCHES] - 1 if len(ws) >= MAX_HOLD_BATCHES else -1)
+    ordered = sorted(entries, key=lambda e: (e[0], e[1]))
+    n = 0
+    for ts, seq, _, arrived in ordered:
+        if not ((ts, seq) <= safe or quiet or arrived <= forced
+                or (arrived <= now - SKEW and arrived - ts <= LIVE_LAG_MS)):
+            break
+        n += 1
+    ready = h.release(now, SKEW, all_sources=True, expected=expected_sources)
+    assert [e[2] for e in ready] == [e[2] for e in ordered[:n]]
+    assert sorted(e[2] for e in h.pending) == sorted(e[2] for e in ordered[n:])
