@@ -396,7 +396,7 @@ def report(args, runs: list[dict]) -> str:
     from fencewatch.streaming.config import StreamingConfig
 
     partitions = args.shuffle_partitions or StreamingConfig().shuffle_partitions
-    partitions = f"{partitions} shuffle partitions" if partitions else "shuffle partitions: one per core (run's default)"
+    partitions = f"{partitions} shuffle partitions" if partitions else "shuffle partitions: two per core (run's default)"
     lines = [f"backlog: {args.events:,} simulated events per profile, {args.groups} groups, 4 partitions per topic; "
              f"micro-batches: {limit}; {partitions}; run's sinks (Kafka outputs with their log, "
              f"metrics exporter); trigger 1 s; rates over the batches after the first {WARMUP_BATCHES}; "

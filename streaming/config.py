@@ -57,7 +57,7 @@ class StreamingConfig:
     max_skew_ms: int = 2_000
     checkpoint_location: str = "./fencewatch-checkpoint"
     spark_master: str = "local[2]"
-    # None (auto): the cores the job starts with (spark.state_partitions); frozen in the checkpoint
+    # None (auto): two per core the job starts with (spark.state_partitions); frozen in the checkpoint
     shuffle_partitions: int | None = None
     state_store: str = "rocksdb"  # rocksdb | hdfs
     jemalloc: str = "auto"  # auto | off | a path: the allocator preloaded into the JVM (spark.jemalloc_path())

@@ -454,8 +454,8 @@ def _chunks(df, rows: int):
     one core, the other idle; docs/benchmarks.md, issue 14). The JVM's socket buffer (8 KB) holds
     the last bytes of a partition's batch until the next partition's are written, so the driver
     runs one partition behind the tasks: with more shuffle partitions than cores it writes while
-    they compute (``streaming.shuffle_partitions``; by default one per core, when it writes after them:
-    docs/decisions.md, issue 14). Before, ``df.rdd.toLocalIterator``
+    they compute (``streaming.shuffle_partitions``; by default two per core: docs/decisions.md,
+    issue 14). Before, ``df.rdd.toLocalIterator``
     ran one job per partition, one after the other, with rows pickled one by one. The jobs run
     inside the collect's own SQL execution, which ends when they do, so Spark 4's
     ``DAGScheduler.activeQueryToJobs`` keeps nothing (the soak's leak with
@@ -515,7 +515,7 @@ def _collect_batching(spark, cfg: cfgmod.Config):
     Why: Spark's collect writes each partition's Arrow batches to the driver's socket through an
     8 KB buffer it flushes only when more bytes come, so the driver can read a finished partition's
     last batch only when the next partition's arrive. A partition's outputs are ~50-150 rows, one
-    batch at Spark's default (10,000 rows): with one state partition per core the driver wrote a
+    batch at Spark's default (10,000 rows): with one state partition per core (then the default) the driver wrote a
     whole batch's outputs after the last task, ~1.3 s of a 7 s batch with the executors idle. At
     40 rows a partition's outputs are several batches and only the last waits, so the driver writes
     each finished task's outputs while the others run; the last task's still come after it ends

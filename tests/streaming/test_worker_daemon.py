@@ -116,7 +116,7 @@ def test_session_workers_fork_from_the_preloading_daemon(tmp_path):
     out = _python(f"""
         import json
         from fencewatch.streaming.spark import spark_session
-        spark = spark_session("local[1]")  # shuffle partitions: the master's cores
+        spark = spark_session("local[1]")  # shuffle partitions: two per core of the master
 
         def probe(batches):
             import gc, sys
@@ -134,7 +134,7 @@ def test_session_workers_fork_from_the_preloading_daemon(tmp_path):
         print(json.dumps({{"daemon": row.daemon, "frozen": row.frozen, "trims": row.trims,
                            "partitions": partitions}}))
     """)
-    assert out["partitions"] == "1"  # not a fixed default: one state task per core
+    assert out["partitions"] == "2"  # not a fixed default: two state tasks per core (PARTITIONS_PER_CORE)
     assert out["daemon"] == WORKER_DAEMON
     assert out["frozen"] > 10_000
     assert out["trims"] is True  # the worker's task loop calls malloc_trim after each task
