@@ -9,8 +9,8 @@ Owns: :func:`status` (a group's gauges and counters), :class:`VerdictShape` and
 from __future__ import annotations
 
 from collections import Counter
-from itertools import chain
 from dataclasses import fields
+from itertools import chain
 from operator import attrgetter
 from typing import Iterable, NamedTuple
 
