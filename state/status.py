@@ -108,7 +108,7 @@ def summarize_commit_verdicts(commits: Iterable[CommitVerdicts], broker_policy: 
             raw[head, _PART_SHAPE(first)] += len(parts)
             if counted:
                 raw_requests[head[0], cv.group_id, kind, cv.broker_error, answer(first),
-                             first.kip1251 == "NONE"] += 1
+                             first.kip1251 == _NONE] += 1
             continue
         lists = mixed.get(head)
         if lists is None:

@@ -59,22 +59,25 @@ def state_partitions(master: str | None, setting: int | None = None, conf: Mappi
     in the checkpoint, so a job meant to grow sets it for the cores it will have."""
     if setting:
         return setting
-    conf = conf or {}
-    m = master or ""
-    if m.startswith("local-cluster["):  # local-cluster[workers, cores per worker, memory]
-        workers, cores = m[len("local-cluster["):].split(",")[:2]
-        return PARTITIONS_PER_CORE * max(1, int(workers) * int(cores))
-    if m.startswith("local"):
-        return PARTITIONS_PER_CORE * max(1, local_cores or 1)
+    cores = _starting_cores(master or "", conf or {}, local_cores)
+    return DEFAULT_CLUSTER_PARTITIONS if cores is None else PARTITIONS_PER_CORE * max(1, cores)
+
+
+def _starting_cores(master: str, conf: Mapping[str, str], local_cores: int | None) -> int | None:
+    """The cores the job starts with, as :func:`state_partitions` reads them; None: not said."""
+    if master.startswith("local-cluster["):  # local-cluster[workers, cores per worker, memory]
+        workers, cores = master[len("local-cluster["):].split(",")[:2]
+        return int(workers) * int(cores)
+    if master.startswith("local"):
+        return local_cores or 1
     try:
         if "spark.executor.instances" in conf and "spark.executor.cores" in conf:
-            cores = int(conf["spark.executor.instances"]) * int(conf["spark.executor.cores"])
-            return PARTITIONS_PER_CORE * max(1, cores)
+            return int(conf["spark.executor.instances"]) * int(conf["spark.executor.cores"])
         if "spark.cores.max" in conf:
-            return PARTITIONS_PER_CORE * max(1, int(conf["spark.cores.max"]))
+            return int(conf["spark.cores.max"])
     except ValueError:
         pass  # Spark itself refuses such a setting at start, with its own message
-    return DEFAULT_CLUSTER_PARTITIONS
+    return None
 
 
 def spark_session_for(cfg, *, app_name: str = "fencewatch"):

@@ -28,7 +28,9 @@ def test_state_fn_frame_converts_to_the_output_schema_and_reads_back():
     """The state function's frame (one block of object columns) as pyspark hands it to Arrow:
     column by column with the OUTPUT types; nulls stay nulls, ints stay exact, bytes stay bytes."""
     import pyarrow as pa
+    from pyspark.sql.pandas.types import to_arrow_schema
 
+    from fencewatch.streaming.schemas import OUTPUT
     from fencewatch.streaming.state_fn import OUTPUT_COLUMNS, _frame
 
     rows = OutRows()
@@ -39,7 +41,7 @@ def test_state_fn_frame_converts_to_the_output_schema_and_reads_back():
     rows.add("dlq", None, 9, json="t/0/1", raw=b"\xff", reason="FIELD_TOO_LONG(x)")
     pdf = _frame(rows.cols)
     assert list(pdf.columns) == OUTPUT_COLUMNS and all(str(t) == "object" for t in pdf.dtypes)
-    types = {"record": pa.string(), "ts": pa.int64(), "data": pa.binary()}
+    types = {f.name: f.type for f in to_arrow_schema(OUTPUT)}
     arrays = {c: pa.Array.from_pandas(pdf[c], type=types[c]) for c in OUTPUT_COLUMNS}
     assert arrays["ts"].to_pylist() == [2**62 + 1, None, None]  # not through float64
     assert read_rows(*(arrays[c].to_pylist() for c in OUTPUT_COLUMNS)) == read_rows(
