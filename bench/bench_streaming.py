@@ -274,7 +274,6 @@ def worker(spec: dict) -> dict:
                  "spark.executor.cores": "1", "spark.executor.memory": "1g",
                  "spark.cores.max": str(spec.get("workers", 1)), **extra}
     from fencewatch.streaming.config import StreamingConfig
-    from fencewatch.streaming.spark import PARTITIONS_PER_CORE
 
     partitions = spec["shuffle_partitions"] or StreamingConfig().shuffle_partitions  # run's default
     spark = spark_session(spec["master"], shuffle_partitions=partitions, extra=extra,
@@ -395,9 +394,11 @@ def report(args, runs: list[dict]) -> str:
     limit = (f"maxOffsetsPerTrigger {args.max_offsets_per_trigger:,}" if args.max_offsets_per_trigger else
              "fencewatch run's defaults (adaptive batches aiming at catch_up_batch_ms)")
     from fencewatch.streaming.config import StreamingConfig
+    from fencewatch.streaming.spark import PARTITIONS_PER_CORE
 
     partitions = args.shuffle_partitions or StreamingConfig().shuffle_partitions
-    partitions = f"{partitions} shuffle partitions" if partitions else f"shuffle partitions: {PARTITIONS_PER_CORE} per core (run's default)"
+    partitions = (f"{partitions} shuffle partitions" if partitions else
+                  f"shuffle partitions: {PARTITIONS_PER_CORE} per core (run's default)")
     lines = [f"backlog: {args.events:,} simulated events per profile, {args.groups} groups, 4 partitions per topic; "
              f"micro-batches: {limit}; {partitions}; run's sinks (Kafka outputs with their log, "
              f"metrics exporter); trigger 1 s; rates over the batches after the first {WARMUP_BATCHES}; "
