@@ -35,7 +35,7 @@ PACKAGES = ("state", "streaming", "sinks", "sim", "dashboards")
 # Older commits wrote verdicts to a text handle, newer ones to a binary one.
 CHILD = r"""
 import gc, inspect, os, sys, time
-from fencewatch.streaming.replay import decode_lines, judge, write_verdicts
+from fencewatch.streaming.runtime.replay import decode_lines, judge, write_verdicts
 from fencewatch.state.config import RulesConfig
 path, stop = sys.argv[1], sys.argv[2]
 if stop == "none":

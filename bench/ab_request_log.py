@@ -38,9 +38,9 @@ from bench.ab_replay import run as run_child  # noqa: E402
 
 CHILD = r"""
 import gc, io, json, os, sys, time
-from fencewatch.streaming.bridge.command import run_from_request_log, tune_gc
-from fencewatch.streaming.bridge import request_log
-from fencewatch.streaming.bridge.request_log import RequestLogBridge, event_json
+from fencewatch.streaming.commands.bridge import run_from_request_log, tune_gc
+from fencewatch.streaming.ingest import request_log
+from fencewatch.streaming.ingest.request_log import RequestLogBridge, event_json
 batch = getattr(request_log, "BATCH_LINES", 1000)
 path, stop = sys.argv[1], sys.argv[2]
 with open(path, "rb") as f:

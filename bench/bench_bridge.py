@@ -30,10 +30,10 @@ sys.path.insert(0, str(ROOT / "tests" / "bridge"))
 
 from bridge_encoder import encode_record, version_prefixed  # noqa: E402
 
-from fencewatch.streaming.bridge.command import tune_gc  # noqa: E402
-from fencewatch.streaming.bridge.mapping import Bridge  # noqa: E402
-from fencewatch.streaming.bridge.records import decode  # noqa: E402
-from fencewatch.streaming.bridge.schemas import (  # noqa: E402
+from fencewatch.streaming.commands.bridge import tune_gc  # noqa: E402
+from fencewatch.streaming.ingest.consumer_offsets.mapping import Bridge  # noqa: E402
+from fencewatch.streaming.ingest.consumer_offsets.records import decode  # noqa: E402
+from fencewatch.streaming.ingest.consumer_offsets.record_types import (  # noqa: E402
     CONSUMER_PROTOCOL_ASSIGNMENT,
     CONSUMER_PROTOCOL_SUBSCRIPTION,
 )

@@ -34,7 +34,7 @@ logging.basicConfig(level=logging.WARNING)
 
 
 def _cfg(bootstrap, checkpoint, **streaming):
-    from fencewatch.streaming import config as cfgmod
+    from fencewatch.streaming.config import settings as cfgmod
 
     return cfgmod.load_config(environ={}, overrides={"streaming": {
         "bootstrap_servers": bootstrap, "starting_offsets": "earliest", "checkpoint_location": checkpoint,
@@ -107,7 +107,7 @@ def sustained(spark, broker, n_events: int, groups: int, max_per_trigger: int, w
     from fencewatch.sim.engine import SimConfig
     from fencewatch.sim.profiles import profile
     from fencewatch.sinks.kafka import KafkaOutputs
-    from fencewatch.streaming.job import BatchWriter, JobStats, start_query, stop_between_batches
+    from fencewatch.streaming.runtime.job import BatchWriter, JobStats, start_query, stop_between_batches
 
     hb, off = f"hb-{time.time_ns()}", f"off-{time.time_ns()}"
     broker.create_topics([hb, off, "fencewatch.verdicts", "fencewatch.alerts", "fencewatch.dlq"], partitions=4,
@@ -148,7 +148,7 @@ def latency(spark, broker, seconds: int, groups: int, max_skew: str = "2s") -> d
     from fencewatch.sim.command import run_simulation
     from fencewatch.sim.engine import SimConfig
     from fencewatch.sim.profiles import profile
-    from fencewatch.streaming.job import BatchWriter, JobStats, start_query, stop_between_batches
+    from fencewatch.streaming.runtime.job import BatchWriter, JobStats, start_query, stop_between_batches
 
     hb, off = f"hbl-{time.time_ns()}", f"offl-{time.time_ns()}"
     broker.create_topics([hb, off], partitions=4, exist_ok=True)
@@ -185,8 +185,8 @@ def python_stages(n_events: int, groups: int) -> dict:
     from fencewatch.sim.engine import SimConfig, simulate
     from fencewatch.sim.profiles import profile
     from fencewatch.state.config import RulesConfig
-    from fencewatch.streaming.replay import judge, decode_lines
-    from fencewatch.streaming.state_fn import make_router, make_stream_fn
+    from fencewatch.streaming.runtime.replay import judge, decode_lines
+    from fencewatch.streaming.runtime.state_fn import make_router, make_stream_fn
 
     events = simulate(SimConfig(knobs=replace(profile("mixed"), groups=groups), seed=5, duration_ms=None,
                                 max_events=n_events, labels=False))
@@ -246,8 +246,8 @@ def main(argv=None) -> int:
     ap.add_argument("--latency-groups-high", type=int, default=200)
     ap.add_argument("--write-docs", action="store_true")
     args = ap.parse_args(argv)
-    from fencewatch.streaming.broker import EmbeddedBroker
-    from fencewatch.streaming.spark import spark_session
+    from fencewatch.streaming.brokers.tansu import EmbeddedBroker
+    from fencewatch.streaming.runtime.session import spark_session
 
     py = python_stages(min(args.events, 30_000), args.groups)
     print(f"python stages: {py}", file=sys.stderr)

@@ -28,7 +28,7 @@ from fencewatch.state.config import RulesConfig  # noqa: E402
 from fencewatch.state import group as grp  # noqa: E402
 from fencewatch.state import partition as part  # noqa: E402
 from fencewatch.state.engine import LocalEngine  # noqa: E402
-from fencewatch.streaming.replay import decode_lines, judge, write_verdicts  # noqa: E402
+from fencewatch.streaming.runtime.replay import decode_lines, judge, write_verdicts  # noqa: E402
 
 
 def phases(path: Path) -> dict:

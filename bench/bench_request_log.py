@@ -48,8 +48,8 @@ from request_log_lines import envelope, heartbeat, kafka_id, log_line, offset_co
 
 from bench_bridge import bench_feed  # noqa: E402
 from bench_bridge import build as build_records  # noqa: E402
-from fencewatch.streaming.bridge.command import run_from_request_log, tune_gc  # noqa: E402
-from fencewatch.streaming.bridge.request_log import (  # noqa: E402
+from fencewatch.streaming.commands.bridge import run_from_request_log, tune_gc  # noqa: E402
+from fencewatch.streaming.ingest.request_log import (  # noqa: E402
     _BODY_DECODERS, _FAST_API, _FAST_APIS, _FAST_BODY, _FAST_END, BATCH_LINES, Heartbeat, Offset, OffsetCommit,
     RequestLogBridge, _api_key, event_json)
 

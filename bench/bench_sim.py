@@ -84,7 +84,7 @@ def bench_file(events: int, repeat: int) -> list[tuple[str, int, float, float, i
 
 
 def bench_broker(events: int) -> list[tuple[str, int, float, float, int]]:
-    from fencewatch.streaming.broker import EmbeddedBroker
+    from fencewatch.streaming.brokers.tansu import EmbeddedBroker
 
     rows = []
     with EmbeddedBroker() as broker:

@@ -254,7 +254,7 @@ def main() -> int:
     from fencewatch.sim.command import run_simulation
     from fencewatch.sim.engine import SimConfig
     from fencewatch.sim.profiles import profile
-    from fencewatch.streaming.broker import EmbeddedBroker
+    from fencewatch.streaming.brokers.tansu import EmbeddedBroker
     from dataclasses import replace
 
     if args.from_samples:
@@ -325,8 +325,8 @@ def main() -> int:
 def with_nmt(conf: list[str]) -> list[str]:
     """``conf`` (``KEY=VALUE``s) with NMT added to ``spark.driver.extraJavaOptions``: to the user's
     options if given, else to the ones the job uses on a local master (the C1-only JIT), which a
-    user setting replaces (fencewatch.streaming.spark.driver_java_options)."""
-    from fencewatch.streaming.spark import LOCAL_JVM_OPTIONS
+    user setting replaces (fencewatch.streaming.runtime.session.driver_java_options)."""
+    from fencewatch.streaming.runtime.session import LOCAL_JVM_OPTIONS
 
     key = "spark.driver.extraJavaOptions"
     user = [kv.split("=", 1)[1] for kv in conf if kv.split("=", 1)[0] == key]

@@ -45,7 +45,7 @@ def produce(bootstrap: str, topic: str, records: int, partitions: int) -> float:
     """Batched produce of ``records`` JSON-ish values, a marker per partition; returns seconds."""
     from confluent_kafka import Producer
 
-    from fencewatch.streaming.broker import produce_marker
+    from fencewatch.streaming.brokers.tansu import produce_marker
 
     producer = Producer({"bootstrap.servers": bootstrap, "linger.ms": 20, "batch.num.messages": 10_000,
                          "queue.buffering.max.messages": 1_000_000, "compression.type": "none"})
@@ -134,7 +134,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.verbose:
         logging.getLogger("bench").setLevel(logging.INFO)
 
-    from fencewatch.streaming.broker import connect
+    from fencewatch.streaming.brokers.tansu import connect
 
     with connect(args.bootstrap) as broker, tempfile.TemporaryDirectory(prefix="bench-source-") as tmp:
         root = Path(tmp)

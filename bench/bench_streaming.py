@@ -57,7 +57,7 @@ def produce(bootstrap: str, lines: list[bytes], hb: str, off: str) -> None:
     watermark covers every record (NOTES.md)."""
     from confluent_kafka import Producer
 
-    from fencewatch.streaming.decoding import MEMBERSHIP_TYPES
+    from fencewatch.streaming.ingest.events import MEMBERSHIP_TYPES
 
     p = Producer({"bootstrap.servers": bootstrap, "linger.ms": 20, "batch.num.messages": 10_000})
     for line in lines:
@@ -76,7 +76,7 @@ def produce(bootstrap: str, lines: list[bytes], hb: str, off: str) -> None:
 def replay_rate(lines: list[bytes]) -> dict:
     """``replay --engine local``'s work on the same events, one core: events per wall and per CPU second."""
     from fencewatch.state.config import RulesConfig
-    from fencewatch.streaming.replay import decode_lines, judge, write_verdicts
+    from fencewatch.streaming.runtime.replay import decode_lines, judge, write_verdicts
 
     best = None
     for _ in range(3):
@@ -104,8 +104,8 @@ def job_backlog(spark, bootstrap: str, hb: str, off: str, n_events: int, max_per
     ``max_per_trigger``) and its sinks (``make_sinks``: the Kafka outputs with their log in the
     checkpoint, the metrics exporter on a free port, the query's facts read each batch):
     events/s over the micro-batches after the first ``warmup_batches``."""
-    from fencewatch.streaming import config as cfgmod
-    from fencewatch.streaming.job import BatchWriter, make_sinks, query_facts, start_query, stop_between_batches
+    from fencewatch.streaming.config import settings as cfgmod
+    from fencewatch.streaming.runtime.job import BatchWriter, make_sinks, query_facts, start_query, stop_between_batches
 
     streaming = {"bootstrap_servers": bootstrap, "starting_offsets": "earliest", "heartbeats_topic": hb,
                  "offsets_topic": off, "checkpoint_location": tempfile.mkdtemp() + "/cp"}
@@ -200,9 +200,9 @@ def engine_floor(spark, bootstrap: str, hb: str, off: str, n_events: int, max_pe
     from fencewatch.state import group as grp
     from fencewatch.state.config import RulesConfig
     from fencewatch.state.engine import group_key, run_key, sort_key
-    from fencewatch.streaming.decoding import DecodeError, UnknownType, decode_json_line
-    from fencewatch.streaming import config as cfgmod
-    from fencewatch.streaming.job import batch_limit_options, task_options
+    from fencewatch.streaming.ingest.events import DecodeError, UnknownType, decode_json_line
+    from fencewatch.streaming.config import settings as cfgmod
+    from fencewatch.streaming.runtime.job import batch_limit_options, task_options
     from fencewatch.streaming.sources import read_kafka_stream
 
     # The job's micro-batches: its defaults (adaptive) unless ``max_per_trigger``.
@@ -227,10 +227,10 @@ def engine_floor(spark, bootstrap: str, hb: str, off: str, n_events: int, max_pe
         yield pd.DataFrame({"key": [key[0]], "n": [len(out.commits)]})
 
     if routed:
-        from fencewatch.streaming.job import build_inputs
-        from fencewatch.streaming.routing import parse_key
-        from fencewatch.streaming.schemas import DLQ_KEY
-        from fencewatch.streaming.state_fn import _run, read_whole
+        from fencewatch.streaming.runtime.job import build_inputs
+        from fencewatch.streaming.runtime.routing import parse_key
+        from fencewatch.streaming.runtime.columns import DLQ_KEY
+        from fencewatch.streaming.runtime.state_fn import _run, read_whole
 
         def judge_routed(key, pdfs, state):
             if key[0] == DLQ_KEY:  # dead letters and unknown types (the bench's tail records)
@@ -263,7 +263,7 @@ def engine_floor(spark, bootstrap: str, hb: str, off: str, n_events: int, max_pe
 
 
 def worker(spec: dict) -> dict:
-    from fencewatch.streaming.spark import checkpoint_conf, spark_session
+    from fencewatch.streaming.runtime.session import checkpoint_conf, spark_session
 
     # as ``fencewatch run`` sets it for its (local) checkpoint; the A/B flags last
     extra = {**checkpoint_conf(tempfile.gettempdir()), **(spec.get("conf") or {})}
@@ -273,7 +273,7 @@ def worker(spec: dict) -> dict:
         extra = {"spark.driver.host": "127.0.0.1", "spark.driver.bindAddress": "127.0.0.1",
                  "spark.executor.cores": "1", "spark.executor.memory": "1g",
                  "spark.cores.max": str(spec.get("workers", 1)), **extra}
-    from fencewatch.streaming.config import StreamingConfig
+    from fencewatch.streaming.config.settings import StreamingConfig
 
     partitions = spec["shuffle_partitions"] or StreamingConfig().shuffle_partitions  # run's default
     spark = spark_session(spec["master"], shuffle_partitions=partitions, extra=extra,
@@ -393,8 +393,8 @@ def report(args, runs: list[dict]) -> str:
     profiles = args.profiles.split(",")
     limit = (f"maxOffsetsPerTrigger {args.max_offsets_per_trigger:,}" if args.max_offsets_per_trigger else
              "fencewatch run's defaults (adaptive batches aiming at catch_up_batch_ms)")
-    from fencewatch.streaming.config import StreamingConfig
-    from fencewatch.streaming.spark import PARTITIONS_PER_CORE
+    from fencewatch.streaming.config.settings import StreamingConfig
+    from fencewatch.streaming.runtime.session import PARTITIONS_PER_CORE
 
     partitions = args.shuffle_partitions or StreamingConfig().shuffle_partitions
     partitions = (f"{partitions} shuffle partitions" if partitions else
@@ -494,7 +494,7 @@ def main(argv=None) -> int:
         print(json.dumps(worker(json.loads(args.worker))))
         return 0
     profiles = args.profiles.split(",")
-    from fencewatch.streaming.broker import EmbeddedBroker
+    from fencewatch.streaming.brokers.tansu import EmbeddedBroker
 
     topics, traces = {}, {}
     with EmbeddedBroker() as broker:

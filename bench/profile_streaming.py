@@ -179,10 +179,10 @@ def main(argv=None) -> int:
     out.mkdir(parents=True, exist_ok=True)
 
     from fencewatch.sinks.kafka import KafkaOutputs
-    from fencewatch.streaming import config as cfgmod
-    from fencewatch.streaming.broker import EmbeddedBroker
-    from fencewatch.streaming.job import BatchWriter, JobStats, start_query, stop_between_batches
-    from fencewatch.streaming.spark import checkpoint_conf, spark_session
+    from fencewatch.streaming.config import settings as cfgmod
+    from fencewatch.streaming.brokers.tansu import EmbeddedBroker
+    from fencewatch.streaming.runtime.job import BatchWriter, JobStats, start_query, stop_between_batches
+    from fencewatch.streaming.runtime.session import checkpoint_conf, spark_session
 
     extra = {**checkpoint_conf(str(out)), "spark.ui.enabled": "true", "spark.ui.port": "4077", "spark.sql.ui.retainedExecutions": "1000"}
     extra.update(dict(c.split("=", 1) for c in args.conf))

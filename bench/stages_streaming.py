@@ -31,8 +31,8 @@ from bench.bench_streaming import produce, replay_rate, simulate_lines  # noqa: 
 
 def run_variant(spark, broker: str, variant: str, hb: str, off: str, n: int, per_trigger: int) -> str:
     from fencewatch.sinks.kafka import KafkaOutputs
-    from fencewatch.streaming import config as cfgmod
-    from fencewatch.streaming import job
+    from fencewatch.streaming.config import settings as cfgmod
+    from fencewatch.streaming.runtime import job
 
     checkpoint = tempfile.mkdtemp() + "/cp"
     streaming = {"bootstrap_servers": broker, "starting_offsets": "earliest", "heartbeats_topic": hb,
@@ -75,8 +75,8 @@ def main(argv=None) -> int:
     ap.add_argument("--profile", default="mixed")
     ap.add_argument("--variants", default="source,state,collect,full")
     args = ap.parse_args(argv)
-    from fencewatch.streaming.broker import EmbeddedBroker
-    from fencewatch.streaming.spark import checkpoint_conf, spark_session
+    from fencewatch.streaming.brokers.tansu import EmbeddedBroker
+    from fencewatch.streaming.runtime.session import checkpoint_conf, spark_session
 
     with EmbeddedBroker() as broker:
         lines = simulate_lines(args.profile, args.events, 50)

@@ -63,7 +63,7 @@ def _pymalloc_arenas() -> dict[str, int]:
 def _memo_entries() -> dict[str, int]:
     """Entries in fencewatch's bounded memo tables (module globals; only those loaded)."""
     out = {}
-    for mod, names in (("fencewatch.streaming.decoding", ("_SHARED_TPS",)), ("fencewatch.state.judging", ("_OUTCOMES",)),
+    for mod, names in (("fencewatch.streaming.ingest.events", ("_SHARED_TPS",)), ("fencewatch.state.judging", ("_OUTCOMES",)),
                        ("fencewatch.sinks.jsonl", ("_LAYOUTS", "_RESTS", "_REQUEST_TEXTS", "_js"))):
         m = sys.modules.get(mod)
         for name in names:
@@ -132,7 +132,7 @@ def install(daemon_module) -> None:
 
 
 if __name__ == "__main__":
-    from fencewatch.streaming.worker_daemon import preload, trim_after_tasks
+    from fencewatch.streaming.runtime.worker_daemon import preload, trim_after_tasks
 
     preload()
     from pyspark import daemon

@@ -20,7 +20,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from .coordinator import (
+from fencewatch.sim.coordinator import (
     ACCEPTED,
     ILLEGAL_GENERATION,
     NONE,

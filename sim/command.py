@@ -77,8 +77,8 @@ def parse_start_ts(text: str) -> int:
 
 def register(subparsers: Any) -> argparse.ArgumentParser:
     """Add ``simulate`` to the ``fencewatch`` command line."""
-    from .profiles import PROFILES
-    from .request_log import DEFAULT_BROKER_VERSIONS, RELEASES
+    from fencewatch.sim.profiles import PROFILES
+    from fencewatch.sim.request_log import DEFAULT_BROKER_VERSIONS, RELEASES
 
     p = subparsers.add_parser(
         "simulate",
@@ -180,7 +180,7 @@ def register(subparsers: Any) -> argparse.ArgumentParser:
 
 
 def _knobs_from_args(args: argparse.Namespace):
-    from .profiles import parse_knob, profile, validate
+    from fencewatch.sim.profiles import parse_knob, profile, validate
 
     knobs = profile(args.profile)
     sizes = {
@@ -196,7 +196,7 @@ def _knobs_from_args(args: argparse.Namespace):
 
 
 def _list_profiles() -> int:
-    from .profiles import PROFILES, Knobs
+    from fencewatch.sim.profiles import PROFILES, Knobs
 
     defaults = Knobs()
     for name, knobs in PROFILES.items():
@@ -235,13 +235,13 @@ def run_simulation(
     ``bootstrap_servers`` to ``request_log_topic``; the summary then also has
     ``lines``, ``skipped`` and ``versions``.
     """
-    from .emit import HEARTBEATS, DictEmitter, JsonEmitter
-    from .engine import Done, Simulator
-    from .writers import AvroFileWriter, JsonLinesWriter, KafkaWriter, Pacer
+    from fencewatch.sim.emit import HEARTBEATS, DictEmitter, JsonEmitter
+    from fencewatch.sim.engine import Done, Simulator
+    from fencewatch.sim.writers import AvroFileWriter, JsonLinesWriter, KafkaWriter, Pacer
 
     encoder = None
     if fmt == "request-log":
-        from .request_log import RequestLogEncoder
+        from fencewatch.sim.request_log import RequestLogEncoder
 
         encoder = RequestLogEncoder(
             broker_versions=broker_versions,
@@ -346,7 +346,7 @@ def run_simulation(
 def _cmd_simulate(args: argparse.Namespace) -> int:
     if args.list_profiles:
         return _list_profiles()
-    from .engine import DEFAULT_START_TS, SimConfig
+    from fencewatch.sim.engine import DEFAULT_START_TS, SimConfig
 
     try:
         knobs = _knobs_from_args(args)
@@ -364,7 +364,7 @@ def _cmd_simulate(args: argparse.Namespace) -> int:
               file=sys.stderr)
         return 2
     if args.format == "request-log":
-        from .request_log import parse_broker_versions
+        from fencewatch.sim.request_log import parse_broker_versions
 
         try:
             parse_broker_versions(args.broker_versions)
@@ -384,7 +384,7 @@ def _cmd_simulate(args: argparse.Namespace) -> int:
     if args.bootstrap_servers:
         # The one translation every fencewatch client gets (streaming.config.kafka_client_config):
         # merged over FENCEWATCH_STREAMING__KAFKA__*, Java names translated or refused.
-        from fencewatch.streaming import config as cfgmod
+        from fencewatch.streaming.config import settings as cfgmod
 
         cfg = cfgmod.load_config(overrides={"streaming": {"bootstrap_servers": args.bootstrap_servers,
                                                           "kafka": producer_config}})

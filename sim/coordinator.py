@@ -27,7 +27,7 @@ from __future__ import annotations
 
 from collections.abc import Collection, Iterable, Sequence
 
-from .assignor import sticky_assign
+from fencewatch.sim.assignor import sticky_assign
 
 __all__ = [
     "FENCED_MEMBER_EPOCH",

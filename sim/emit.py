@@ -22,8 +22,8 @@ import json
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from .coordinator import ConsumerGroupMember
-from .topology import SAFE_NAME, GroupTopology, PartitionLog
+from fencewatch.sim.coordinator import ConsumerGroupMember
+from fencewatch.sim.topology import SAFE_NAME, GroupTopology, PartitionLog
 
 __all__ = ["HEARTBEATS", "OFFSETS", "DictEmitter", "JsonEmitter", "Truth"]
 

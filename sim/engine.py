@@ -41,9 +41,9 @@ import random
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 
-from .classic import ClassicGroup
-from .clients import CommitPlan, ConsumerClient
-from .coordinator import (
+from fencewatch.sim.classic import ClassicGroup
+from fencewatch.sim.clients import CommitPlan, ConsumerClient
+from fencewatch.sim.coordinator import (
     FENCED_MEMBER_EPOCH,
     HB_CHANGED,
     HB_LEFT,
@@ -56,9 +56,9 @@ from .coordinator import (
     UNREVOKED_PARTITIONS,
     ConsumerGroup,
 )
-from .emit import HEARTBEATS, OFFSETS, DictEmitter, Truth
-from .profiles import Knobs, validate
-from .topology import GroupTopology, PartitionLog
+from fencewatch.sim.emit import HEARTBEATS, OFFSETS, DictEmitter, Truth
+from fencewatch.sim.profiles import Knobs, validate
+from fencewatch.sim.topology import GroupTopology, PartitionLog
 
 __all__ = ["DEFAULT_START_TS", "Done", "SimConfig", "SimGroup", "Simulator", "iter_events", "simulate"]
 

@@ -216,8 +216,8 @@ def simulated_topic_ids(config: Any) -> dict[str, str]:
     For a consumer of the lines that must know the ids up front (the demo's
     streaming job reads ``--topic-ids`` at start).
     """
-    from .emit import DictEmitter
-    from .engine import Simulator
+    from fencewatch.sim.emit import DictEmitter
+    from fencewatch.sim.engine import Simulator
 
     sim = Simulator(config, DictEmitter(lambda kind, key, event: None))
     return {topic_id(name): name for name in sorted({log.topic for log in sim.logs.values()})}

@@ -18,7 +18,7 @@ alone, one flush per partition: brokers that report the high watermark as the
 base offset of the last batch + 1 (Tansu, see NOTES.md) then show every record
 to readers that trust the watermark.
 
-May import: confluent_kafka, fastavro, and fencewatch.streaming.event_schema.
+May import: confluent_kafka, fastavro, and fencewatch.streaming.ingest.avro.
 """
 
 from __future__ import annotations
@@ -28,7 +28,7 @@ import time
 from collections.abc import Callable
 from typing import IO, Any
 
-from .emit import HEARTBEATS, OFFSETS
+from fencewatch.sim.emit import HEARTBEATS, OFFSETS
 
 __all__ = ["AvroFileWriter", "JsonLinesWriter", "KafkaWriter", "Pacer", "murmur2_partition"]
 
@@ -66,7 +66,7 @@ class AvroFileWriter:
     """Write event dicts to an Avro object container file (schema embedded, null codec)."""
 
     def __init__(self, stream: IO[bytes]) -> None:
-        from fencewatch.streaming.event_schema import AvroContainerWriter
+        from fencewatch.streaming.ingest.avro import AvroContainerWriter
 
         self._writer = AvroContainerWriter(stream)
         self.count = 0
@@ -132,7 +132,7 @@ class KafkaWriter:
     ) -> None:
         from confluent_kafka import KafkaException, Producer
 
-        from fencewatch.streaming.event_schema import encode_avro
+        from fencewatch.streaming.ingest.avro import encode_avro
 
         if value_format not in ("json", "avro"):
             raise ValueError(f"unknown value format {value_format!r}; valid: json, avro")

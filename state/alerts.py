@@ -12,7 +12,7 @@ from __future__ import annotations
 import hashlib
 from typing import Callable, Mapping, NamedTuple, Protocol
 
-from .model import Alert, AlertKind, Severity
+from fencewatch.state.model import Alert, AlertKind, Severity
 
 
 def alert_id(cluster: str, group_id: str, kind: str, occurrence: str) -> str:

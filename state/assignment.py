@@ -10,8 +10,8 @@ from __future__ import annotations
 from operator import itemgetter
 from typing import Mapping, NamedTuple
 
-from .events import MemberAssignment
-from .model import MemberState, Protocol, TopicPartition
+from fencewatch.state.events import MemberAssignment
+from fencewatch.state.model import MemberState, Protocol, TopicPartition
 
 _TOPIC = itemgetter(0)
 _new_tuple = tuple.__new__

@@ -4,8 +4,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from functools import lru_cache
 
-from .model import Policy
-from .spike import SpikeConfig
+from fencewatch.state.model import Policy
+from fencewatch.state.spike import SpikeConfig
 
 
 @dataclass(frozen=True, slots=True)

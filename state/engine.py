@@ -14,10 +14,10 @@ from dataclasses import dataclass, field
 from operator import attrgetter
 from typing import Iterable, Iterator
 
-from . import group as grp
-from . import partition as part
-from .config import RulesConfig
-from .events import (ClassicJoin, ClassicSync, CommitOffsets, GroupStateChange, Heartbeat,
+from fencewatch.state import group as grp
+from fencewatch.state import partition as part
+from fencewatch.state.config import RulesConfig
+from fencewatch.state.events import (ClassicJoin, ClassicSync, CommitOffsets, GroupStateChange, Heartbeat,
                      MemberAssignment, MemberLeft, OffsetCommit, OffsetCommitted, OffsetDeleted, PartitionEpochs)
 
 GroupKey = tuple[str, str, str]

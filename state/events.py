@@ -8,7 +8,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Iterable, NamedTuple
 
-from .model import MemberState, Protocol, TopicPartition
+from fencewatch.state.model import MemberState, Protocol, TopicPartition
 
 
 class CommitOffset(NamedTuple):

@@ -11,7 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Iterable, Mapping, NamedTuple
 
-from .model import TopicPartition
+from fencewatch.state.model import TopicPartition
 
 
 class CommittedOffset(NamedTuple):

@@ -11,7 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Callable, Mapping
 
-from .model import CommitClass, KafkaError, Policy
+from fencewatch.state.model import CommitClass, KafkaError, Policy
 
 # --------------------------------------------------------------------------- policies
 # Each takes (client epoch c, broker epoch b, member revocation epoch, assignment

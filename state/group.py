@@ -23,24 +23,24 @@ from dataclasses import dataclass, field
 from itertools import repeat
 from typing import Callable
 
-from . import alerts
-from . import expiry as exp
-from . import judging
-from . import membership as ms
-from . import offsets as offs
-from . import spike as spk
-from .assignment import (Member, apply_classic_generation, apply_member_assignment, apply_static_leave,
+from fencewatch.state import alerts
+from fencewatch.state import expiry as exp
+from fencewatch.state import judging
+from fencewatch.state import membership as ms
+from fencewatch.state import offsets as offs
+from fencewatch.state import spike as spk
+from fencewatch.state.assignment import (Member, apply_classic_generation, apply_member_assignment, apply_static_leave,
                          resolve_unchanged_assignment)
-from .config import RulesConfig
-from .events import (ClassicJoin, ClassicSync, GroupStateChange, Heartbeat, MemberAssignment, MemberLeft,
+from fencewatch.state.config import RulesConfig
+from fencewatch.state.events import (ClassicJoin, ClassicSync, GroupStateChange, Heartbeat, MemberAssignment, MemberLeft,
                      OffsetCommit, OffsetCommitted, OffsetDeleted)
-from .fencing import pre_check
-from .judgement_cache import JudgementCache
-from .judging import POLICY_ANSWER, commit_stored, model_agrees
-from .model import Alert, AlertKind, CommitClass, CommitVerdicts, KafkaError, Protocol, TopicPartition, Verdict
-from .offsets import ExpiryTrack, committed_offsets, note_commit, store_request
-from .status import status  # noqa: F401  (the group's snapshot, for callers of this module)
-from .sticky import add_claims
+from fencewatch.state.fencing import pre_check
+from fencewatch.state.judgement_cache import JudgementCache
+from fencewatch.state.judging import POLICY_ANSWER, commit_stored, model_agrees
+from fencewatch.state.model import Alert, AlertKind, CommitClass, CommitVerdicts, KafkaError, Protocol, TopicPartition, Verdict
+from fencewatch.state.offsets import ExpiryTrack, committed_offsets, note_commit, store_request
+from fencewatch.state.status import status  # noqa: F401  (the group's snapshot, for callers of this module)
+from fencewatch.state.sticky import add_claims
 
 _new_tuple = tuple.__new__  # NamedTuples without their Python-level __new__ (hot path)
 

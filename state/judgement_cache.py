@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from typing import Iterable
 
-from .model import PartitionJudgement, TopicPartition
+from fencewatch.state.model import PartitionJudgement, TopicPartition
 
 MAX_KEYS = 1024  # (member, epoch, transactional) keys kept before the cache is emptied
 MAX_REQUESTS = 64  # request shapes kept per key before that key's requests are emptied

@@ -16,10 +16,10 @@ from itertools import repeat
 from operator import add, attrgetter
 from typing import Mapping, NamedTuple, Protocol as Shape
 
-from .assignment import Member
-from .fencing import POLICY_ORDER, PreCheck, classify, evaluate, is_unsafe, rejection_error
-from .memo import Memo
-from .model import (CommitClass, KafkaError, POLICY_ANSWER_FIELD, PartitionJudgement, Policy, Protocol,
+from fencewatch.state.assignment import Member
+from fencewatch.state.fencing import POLICY_ORDER, PreCheck, classify, evaluate, is_unsafe, rejection_error
+from fencewatch.state.memo import Memo
+from fencewatch.state.model import (CommitClass, KafkaError, POLICY_ANSWER_FIELD, PartitionJudgement, Policy, Protocol,
                     TopicPartition, TRANSIENT_ERRORS, UniformParts)
 
 _new_tuple = tuple.__new__  # NamedTuples without their Python-level __new__ (hot path)

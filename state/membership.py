@@ -11,9 +11,9 @@ from __future__ import annotations
 
 from typing import Iterable, Mapping, Protocol
 
-from .assignment import Member
-from .judgement_cache import JudgementCache
-from .model import TopicPartition
+from fencewatch.state.assignment import Member
+from fencewatch.state.judgement_cache import JudgementCache
+from fencewatch.state.model import TopicPartition
 
 
 class Roster(Protocol):

@@ -14,11 +14,11 @@ from itertools import repeat
 from operator import itemgetter
 from typing import Iterable, Protocol
 
-from . import alerts
-from . import expiry as exp
-from . import folding
-from .membership import Roster, derived_state
-from .model import Alert, AlertKind, TopicPartition
+from fencewatch.state import alerts
+from fencewatch.state import expiry as exp
+from fencewatch.state import folding
+from fencewatch.state.membership import Roster, derived_state
+from fencewatch.state.model import Alert, AlertKind, TopicPartition
 
 _TOPIC = itemgetter(0)
 _TPS = itemgetter(0)  # a logged request's (topic, partition) keys: its shape, by identity

@@ -13,12 +13,12 @@ from dataclasses import dataclass, field
 from operator import itemgetter
 from typing import NamedTuple
 
-from .alerts import make_alert
-from .events import PartitionEpochs
-from . import folding
-from .group import Outputs
-from .model import AlertKind, Severity
-from .truncation import TruncationFinding, check_committed
+from fencewatch.state.alerts import make_alert
+from fencewatch.state.events import PartitionEpochs
+from fencewatch.state import folding
+from fencewatch.state.group import Outputs
+from fencewatch.state.model import AlertKind, Severity
+from fencewatch.state.truncation import TruncationFinding, check_committed
 
 
 class CommitFact(NamedTuple):

@@ -14,10 +14,10 @@ from itertools import chain
 from operator import attrgetter
 from typing import Iterable, NamedTuple
 
-from .judging import commit_stored
-from .membership import derived_state
-from .model import CommitVerdicts, POLICY_ANSWER_FIELD, Policy, UniformParts
-from .offsets import OffsetStore, committed_offsets, deadlines
+from fencewatch.state.judging import commit_stored
+from fencewatch.state.membership import derived_state
+from fencewatch.state.model import CommitVerdicts, POLICY_ANSWER_FIELD, Policy, UniformParts
+from fencewatch.state.offsets import OffsetStore, committed_offsets, deadlines
 
 DEFAULT_CLUSTER = "default"  # the cluster label of a verdict without one
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Mapping
 
-from .model import TopicPartition
+from fencewatch.state.model import TopicPartition
 
 
 @dataclass(frozen=True, slots=True)

@@ -9,19 +9,19 @@ import os
 import sys
 from typing import Sequence
 
-from . import config as cfgmod
-from . import logsetup
+from fencewatch.streaming.config import settings as cfgmod
+from fencewatch.streaming.config import logsetup
 
 log = logging.getLogger("fencewatch")
 
 # Subcommands living next to the code they drive, by name; each module has ``register(subparsers)``.
 _COMMAND_MODULES = {
     "simulate": "fencewatch.sim.command",
-    "bridge": "fencewatch.streaming.bridge.command",
-    "grafana": "fencewatch.sinks.grafana_command",
-    "run": "fencewatch.streaming.job",
-    "demo": "fencewatch.streaming.job",
-    "checkpoint": "fencewatch.streaming.checkpoint",
+    "bridge": "fencewatch.streaming.commands.bridge",
+    "grafana": "fencewatch.streaming.commands.grafana",
+    "run": "fencewatch.streaming.runtime.job",
+    "demo": "fencewatch.streaming.runtime.job",
+    "checkpoint": "fencewatch.streaming.runtime.checkpoint",
 }
 
 
@@ -108,7 +108,7 @@ def maybe_print_config(args: argparse.Namespace, cfg: cfgmod.Config) -> bool:
 
 
 def _cmd_replay(args: argparse.Namespace) -> int:
-    from .replay import run_replay
+    from fencewatch.streaming.runtime.replay import run_replay
 
     cfg = build_config(args)
     if maybe_print_config(args, cfg):

@@ -35,7 +35,7 @@ def pytest_configure(config: pytest.Config) -> None:
 @pytest.fixture(scope="session")
 def broker() -> Iterator[str]:
     """Bootstrap address of the session's broker (embedded Tansu unless overridden)."""
-    from fencewatch.streaming.broker import EmbeddedBroker
+    from fencewatch.streaming.brokers.tansu import EmbeddedBroker
 
     external = os.environ.get(BOOTSTRAP_ENV, "").strip()
     if external:
@@ -48,7 +48,7 @@ def broker() -> Iterator[str]:
 @pytest.fixture
 def topic_factory(broker: str) -> Iterator[Callable[..., str]]:
     """Create uuid-named topics for one test; they are deleted afterwards."""
-    from fencewatch.streaming.broker import create_topics, delete_topics
+    from fencewatch.streaming.brokers.tansu import create_topics, delete_topics
 
     created: list[str] = []
     config = {"bootstrap.servers": broker}

@@ -1,4 +1,4 @@
-"""Kafka sources for the Spark query (bytes in; decoding lives in ``fencewatch.streaming.decoding``).
+"""Kafka sources for the Spark query (bytes in; decoding lives in ``fencewatch.streaming.ingest.events``).
 
 Names are loaded lazily so ``kafka_config`` (standard library only) can be
 used without importing pyspark.

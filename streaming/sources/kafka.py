@@ -61,7 +61,7 @@ from pyspark.sql.types import (
     TimestampType,
 )
 
-from fencewatch.streaming.sources.kafka_config import KafkaConfigError, redact, to_java, to_librdkafka
+from fencewatch.streaming.config.kafka import KafkaConfigError, redact, to_java, to_librdkafka
 from fencewatch.streaming.sources.pacing import BatchPacer
 
 try:  # Spark >= 4.2

@@ -110,7 +110,7 @@ def test_nmt_parse(monkeypatch):
 
 
 def test_nmt_added_to_the_jobs_java_options():
-    from fencewatch.streaming.spark import LOCAL_JVM_OPTIONS
+    from fencewatch.streaming.runtime.session import LOCAL_JVM_OPTIONS
 
     nmt = "-XX:NativeMemoryTracking=summary"
     assert bench_soak.with_nmt(["spark.x=1"]) == ["spark.x=1", f"spark.driver.extraJavaOptions={LOCAL_JVM_OPTIONS} {nmt}"]

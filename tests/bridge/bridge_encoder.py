@@ -1,5 +1,5 @@
 """Test-side ENCODER for coordinator records, built from the same schema tables
-as the decoder (``fencewatch.streaming.bridge.schemas``), following the writer
+as the decoder (``fencewatch.streaming.ingest.consumer_offsets.record_types``), following the writer
 rules of Kafka's generated message classes (``MessageDataGenerator``):
 
 - non-flexible versions: int16-length strings (-1 null), int32-length bytes and
@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import struct
 
-from fencewatch.streaming.bridge.schemas import RECORD_TYPES, Field, Message, in_versions
+from fencewatch.streaming.ingest.consumer_offsets.record_types import RECORD_TYPES, Field, Message, in_versions
 
 
 def uvarint(n: int) -> bytes:

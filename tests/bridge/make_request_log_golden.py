@@ -80,7 +80,7 @@ def corpus() -> tuple[list[dict], dict[str, str]]:
 
 
 def outputs(cases: list[dict], names: dict[str, str], config: dict) -> dict:
-    from fencewatch.streaming.bridge.request_log import RequestLogBridge
+    from fencewatch.streaming.ingest.request_log import RequestLogBridge
 
     b = RequestLogBridge(names, **config)
     events = []

@@ -13,8 +13,8 @@ import uuid
 import pytest
 
 from bridge_encoder import encode_record
-from fencewatch.streaming.bridge.command import parse_client_config, register, run_from_file
-from fencewatch.streaming.bridge.records import uuid_to_kafka_string
+from fencewatch.streaming.commands.bridge import parse_client_config, register, run_from_file
+from fencewatch.streaming.ingest.consumer_offsets.records import uuid_to_kafka_string
 
 ORDERS = uuid.UUID(int=0xA1).bytes
 

@@ -17,7 +17,7 @@ import time
 import pytest
 
 from bridge_encoder import encode_record
-from fencewatch.streaming.bridge.command import register
+from fencewatch.streaming.commands.bridge import register
 
 pytestmark = [pytest.mark.broker]
 

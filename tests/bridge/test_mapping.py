@@ -10,9 +10,9 @@ import uuid
 import pytest
 
 from bridge_encoder import encode_record, sticky_user_data, version_prefixed
-from fencewatch.streaming.bridge.mapping import Bridge, TopicNames, decode_record, event_role, map_records
-from fencewatch.streaming.bridge.records import RecordDecodeError, uuid_to_kafka_string
-from fencewatch.streaming.bridge.schemas import CONSUMER_PROTOCOL_ASSIGNMENT, CONSUMER_PROTOCOL_SUBSCRIPTION
+from fencewatch.streaming.ingest.consumer_offsets.mapping import Bridge, TopicNames, decode_record, event_role, map_records
+from fencewatch.streaming.ingest.consumer_offsets.records import RecordDecodeError, uuid_to_kafka_string
+from fencewatch.streaming.ingest.consumer_offsets.record_types import CONSUMER_PROTOCOL_ASSIGNMENT, CONSUMER_PROTOCOL_SUBSCRIPTION
 
 ORDERS = uuid.UUID(int=0xA1).bytes
 PAYMENTS = uuid.UUID(int=0xB2).bytes
@@ -449,7 +449,7 @@ def test_offset_commit_fast_path_falls_back_on_truncation():
 
 def test_bridged_events_decode_with_the_monitors_own_decoder():
     """Every event type the bridge writes passes streaming.decoding (the run/replay input path)."""
-    from fencewatch.streaming.decoding import event_from_dict
+    from fencewatch.streaming.ingest.events import event_from_dict
 
     b = Bridge(NAMES)
     events = feed(b, [

@@ -6,7 +6,7 @@ import bisect
 
 import pytest
 
-from fencewatch.streaming.bridge.poller import build_epochs, epoch_starts
+from fencewatch.streaming.sources.partition_facts import build_epochs, epoch_starts
 
 
 class Log:

@@ -8,7 +8,7 @@ import struct
 import pytest
 
 from bridge_encoder import sticky_user_data, version_prefixed
-from fencewatch.streaming.bridge.protocol import (
+from fencewatch.streaming.ingest.consumer_offsets.protocol import (
     DEFAULT_GENERATION,
     claimed_generation_and_owned,
     parse_assignment,
@@ -16,8 +16,8 @@ from fencewatch.streaming.bridge.protocol import (
     parse_sticky_user_data,
     parse_subscription,
 )
-from fencewatch.streaming.bridge.records import RecordDecodeError
-from fencewatch.streaming.bridge.schemas import CONSUMER_PROTOCOL_ASSIGNMENT, CONSUMER_PROTOCOL_SUBSCRIPTION
+from fencewatch.streaming.ingest.consumer_offsets.records import RecordDecodeError
+from fencewatch.streaming.ingest.consumer_offsets.record_types import CONSUMER_PROTOCOL_ASSIGNMENT, CONSUMER_PROTOCOL_SUBSCRIPTION
 
 
 def subscription(version, **fields):

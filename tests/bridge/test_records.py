@@ -24,7 +24,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from bridge_encoder import encode_message, encode_record, uvarint, version_prefixed
-from fencewatch.streaming.bridge.records import (
+from fencewatch.streaming.ingest.consumer_offsets.records import (
     RecordDecodeError,
     decode,
     decode_key,
@@ -33,7 +33,7 @@ from fencewatch.streaming.bridge.records import (
     uuid_to_kafka_string,
     uuid_to_standard_string,
 )
-from fencewatch.streaming.bridge.schemas import (
+from fencewatch.streaming.ingest.consumer_offsets.record_types import (
     CONSUMER_PROTOCOL_ASSIGNMENT,
     CONSUMER_PROTOCOL_SUBSCRIPTION,
     RECORD_TYPES,
@@ -319,7 +319,7 @@ def test_embedded_protocol_messages_round_trip():
     for version in range(4):
         sub = sample_struct(CONSUMER_PROTOCOL_SUBSCRIPTION.fields, version, 1)
         data = version_prefixed(CONSUMER_PROTOCOL_SUBSCRIPTION, version, sub)
-        from fencewatch.streaming.bridge.records import decode_message
+        from fencewatch.streaming.ingest.consumer_offsets.records import decode_message
         assert decode_message(CONSUMER_PROTOCOL_SUBSCRIPTION, version, data, 2) == sub
         asg = sample_struct(CONSUMER_PROTOCOL_ASSIGNMENT.fields, version, 2)
         assert decode_message(CONSUMER_PROTOCOL_ASSIGNMENT, version,

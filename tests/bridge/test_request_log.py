@@ -11,8 +11,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from fencewatch.streaming.bridge.request_log import RequestLogBridge
-from fencewatch.streaming.decoding import DecodeError, decode_json_line
+from fencewatch.streaming.ingest.request_log import RequestLogBridge
+from fencewatch.streaming.ingest.events import DecodeError, decode_json_line
 from request_log_lines import envelope, heartbeat, kafka_id, log_line, offset_commit, txn_offset_commit
 
 TS = 1795165200123  # 2026-11-20 09:00:00,123 UTC

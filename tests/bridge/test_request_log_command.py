@@ -9,7 +9,7 @@ import uuid
 
 import pytest
 
-from fencewatch.streaming.bridge.command import register
+from fencewatch.streaming.commands.bridge import register
 from request_log_lines import envelope, heartbeat, kafka_id, log_line, offset_commit
 
 ORDERS = kafka_id(uuid.UUID(int=0xA1))

@@ -11,7 +11,7 @@ import sys
 
 import pytest
 
-from fencewatch.streaming.bridge.request_log import RequestLogBridge
+from fencewatch.streaming.ingest.request_log import RequestLogBridge
 from make_request_log_golden import CONFIGS, GOLDEN, ROOT
 from request_log_lines import heartbeat, log_line, offset_commit
 

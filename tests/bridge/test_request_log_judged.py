@@ -11,8 +11,8 @@ import uuid
 from fencewatch.sinks.jsonl import alert_json, commit_verdicts_block
 from fencewatch.state.assignment import Member, resolve_unchanged_assignment
 from fencewatch.state.model import Protocol
-from fencewatch.streaming.bridge.request_log import RequestLogBridge
-from fencewatch.streaming.replay import judge_events
+from fencewatch.streaming.ingest.request_log import RequestLogBridge
+from fencewatch.streaming.runtime.replay import judge_events
 from fencewatch.state.events import MemberAssignment
 from request_log_lines import heartbeat, kafka_id, log_line, offset_commit
 

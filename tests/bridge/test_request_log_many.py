@@ -13,7 +13,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from fencewatch.streaming.bridge.request_log import (RequestLogBridge, event_json, events_json_lines,
+from fencewatch.streaming.ingest.request_log import (RequestLogBridge, event_json, events_json_lines,
                                                      events_json_many)
 from make_request_log_golden import CONFIGS, ROOT
 from request_log_lines import heartbeat, kafka_id, log_line, offset_commit

@@ -124,7 +124,7 @@ def test_provisioning_files():
 
 
 def test_metrics_doc_states_the_jobs_own_group_budget_default():
-    from fencewatch.streaming.config import SinksConfig
+    from fencewatch.streaming.config.settings import SinksConfig
 
     assert SinksConfig().metrics_top_groups == metrics.MetricsConfig().max_groups  # one default
     doc = (ROOT / "docs" / "metrics.md").read_text()

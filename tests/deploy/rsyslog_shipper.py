@@ -24,7 +24,7 @@ from pathlib import Path
 
 from confluent_kafka import OFFSET_BEGINNING, Consumer, TopicPartition
 
-from fencewatch.streaming.broker import _parent_death_preexec
+from fencewatch.streaming.brokers.tansu import _parent_death_preexec
 
 ROOT = Path(__file__).resolve().parents[2]
 SHIPPED_CONFIG = ROOT / "deploy" / "request-log" / "rsyslog-fencewatch.conf"

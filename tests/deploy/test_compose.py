@@ -72,7 +72,7 @@ def listening_ports(name: str, service: dict) -> set[int]:
         args = _fencewatch_args(service)
         if args.command != "run":
             return set()
-        from fencewatch.streaming.config import load_config
+        from fencewatch.streaming.config.settings import load_config
 
         environ = {k: v for k, v in env.items() if k.startswith("FENCEWATCH_")}
         port = load_config(environ=environ).sinks.metrics_port

@@ -81,7 +81,7 @@ def test_runtime_has_java_17_runs_as_non_root_and_checks_its_metrics_endpoint():
     assert not [i for i in runtime[last_user:] if i.keyword == "RUN"]
     assert [i for i in runtime if i.keyword == "HEALTHCHECK"]
     expose = [i.args for i in runtime if i.keyword == "EXPOSE"]
-    from fencewatch.streaming.config import SinksConfig
+    from fencewatch.streaming.config.settings import SinksConfig
     assert expose == [str(SinksConfig().metrics_port)]
 
 
@@ -220,7 +220,7 @@ def test_entrypoint_executor_branch_runs_the_jvm_on_jemalloc(tmp_path):
     """The executor JVM (real java, Spark's real backend class) maps jemalloc; it is stopped once
     seen (no driver answers at the URL it is given)."""
     import pyspark
-    from fencewatch.streaming.spark import jemalloc_path
+    from fencewatch.streaming.runtime.session import jemalloc_path
 
     assert jemalloc_path("auto"), "make installs libjemalloc2 (Debian)"
     env = {k: v for k, v in os.environ.items() if k != "LD_PRELOAD"} | {

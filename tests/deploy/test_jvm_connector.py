@@ -74,7 +74,7 @@ def _reader_state(spark, reader) -> tuple[str, dict[str, str]]:
 
 
 def _job_options(cfg) -> dict[str, str]:
-    """The source options ``fencewatch run`` builds from its config (streaming/job.py build_inputs)."""
+    """The source options ``fencewatch run`` builds from its config (streaming/runtime/job.py build_inputs)."""
     s = cfg.streaming
     options = {"startingOffsets": s.starting_offsets, "failOnDataLoss": str(s.fail_on_data_loss).lower()}
     if s.max_offsets_per_trigger:
@@ -85,7 +85,7 @@ def _job_options(cfg) -> dict[str, str]:
 
 @pytest.fixture(scope="module")
 def jvm_reader_options(spark):
-    from fencewatch.streaming.config import load_config
+    from fencewatch.streaming.config.settings import load_config
     from fencewatch.streaming.sources.kafka import _apply, _reader_options, spark_kafka_available
 
     assert not spark_kafka_available(spark), "the connector is loadable here after all: run it for real"

@@ -166,7 +166,7 @@ def test_pods_run_as_the_images_non_root_user_on_a_read_only_root(role):
 
 
 def _job_config(environ: dict | None = None):
-    from fencewatch.streaming.config import load_config
+    from fencewatch.streaming.config.settings import load_config
 
     text = one("ConfigMap", "fencewatch")["data"]["fencewatch.yaml"]
     path = Path(pytest.importorskip("tempfile").mkdtemp()) / "fencewatch.yaml"

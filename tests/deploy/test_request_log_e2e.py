@@ -26,9 +26,9 @@ from pathlib import Path
 import pytest
 
 from fencewatch.sinks.kafka import KafkaOutputs
-from fencewatch.streaming import config as cfgmod
-from fencewatch.streaming.broker import create_topics
-from fencewatch.streaming.job import BatchWriter, JobStats, drain, query_failure, start_query
+from fencewatch.streaming.config import settings as cfgmod
+from fencewatch.streaming.brokers.tansu import create_topics
+from fencewatch.streaming.runtime.job import BatchWriter, JobStats, drain, query_failure, start_query
 from rsyslog_shipper import read_lines
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "streaming"))

@@ -17,7 +17,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from fencewatch.state.config import RulesConfig
-from fencewatch.streaming.replay import judge_events
+from fencewatch.streaming.runtime.replay import judge_events
 
 # Exactly-once groups commit every 100 ms; a few keep the stream realistic without
 # making the judge the slow part of the suite.
@@ -213,7 +213,7 @@ def test_summary_counts_every_verdict_once(sim_events, name):
     same totals as counting the verdict records one by one."""
     from collections import Counter
 
-    from fencewatch.streaming.replay import count_classes
+    from fencewatch.streaming.runtime.replay import count_classes
 
     _, result = judged(sim_events, name)
     naive = Counter(v["class"] for v in result.verdicts)

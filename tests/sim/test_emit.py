@@ -13,7 +13,7 @@ from fencewatch.sim.emit import DictEmitter, JsonEmitter, Truth
 from fencewatch.sim.engine import SimConfig, Simulator
 from fencewatch.sim.profiles import profile
 from fencewatch.sim.topology import PartitionLog
-from fencewatch.streaming.event_schema import (
+from fencewatch.streaming.ingest.avro import (
     PARSED_SCHEMA,
     AvroContainerWriter,
     AvroWireError,

@@ -12,7 +12,7 @@ from fencewatch.sim.command import run_simulation
 from fencewatch.sim.engine import SimConfig, simulate
 from fencewatch.sim.profiles import profile
 from fencewatch.sim.writers import murmur2_partition
-from fencewatch.streaming.event_schema import decode_avro
+from fencewatch.streaming.ingest.avro import decode_avro
 
 pytestmark = pytest.mark.broker
 
@@ -105,7 +105,7 @@ def test_avro_events_in_the_confluent_wire_format(broker, topic_factory):
 def test_topics_are_created_when_missing(broker, capsys):
     import uuid
 
-    from fencewatch.streaming.broker import delete_topics
+    from fencewatch.streaming.brokers.tansu import delete_topics
 
     names = [f"sim-hb-{uuid.uuid4().hex[:8]}", f"sim-off-{uuid.uuid4().hex[:8]}"]
     try:

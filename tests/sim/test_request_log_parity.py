@@ -5,7 +5,7 @@ The same simulation is judged three ways with the rules engine
 
 * **full** -- the simulator's SPEC events, as ``simulate --format json`` writes them;
 * **log** -- the same run as broker request-log lines (``sim/request_log.py``)
-  decoded by ``RequestLogBridge`` (``streaming/bridge/request_log.py``, the
+  decoded by ``RequestLogBridge`` (``streaming/ingest/request_log.py``, the
   issue-13 decoder, written against SPEC §10 by another helper at the same
   time: on a branch without it these tests fail with ModuleNotFoundError, by design);
 * **visible** -- the SPEC events reduced to what a request log carries, with
@@ -29,7 +29,7 @@ import pytest
 from fencewatch.sim.engine import SimConfig, simulate
 from fencewatch.sim.profiles import profile
 from fencewatch.sim.request_log import RequestLogEncoder
-from fencewatch.streaming.replay import judge_events
+from fencewatch.streaming.runtime.replay import judge_events
 
 # What a request log cannot carry, and why (docs/simulator.md).
 CATEGORIES = {
@@ -58,7 +58,7 @@ VERDICT_FIELDS = ("member_id", "client_epoch", "class", "strict", "member_revoca
 def through_the_log(events: list[dict], **encoder_options) -> tuple[list[dict], RequestLogEncoder]:
     """Events -> request-log lines -> RequestLogBridge -> events."""
     # Imported here, not at the top: on a branch without the decoder these tests fail, and only they.
-    from fencewatch.streaming.bridge.request_log import RequestLogBridge
+    from fencewatch.streaming.ingest.request_log import RequestLogBridge
 
     encoder = RequestLogEncoder(**encoder_options)
     lines = encoder.encode_all(events)

@@ -17,7 +17,7 @@ from urllib.parse import parse_qs, urlsplit
 import pytest
 
 from fencewatch.dashboards import generate
-from fencewatch.sinks import grafana_command
+from fencewatch.streaming.commands import grafana as grafana_command
 
 TOKEN = "glsa_secret_token_do_not_log"
 

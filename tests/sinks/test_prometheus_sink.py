@@ -400,7 +400,7 @@ def test_executor_summary_equals_per_verdict_counting():
 
     from fencewatch.sinks.prometheus import summarize_commit_verdicts, summarize_verdicts
     from fencewatch.sinks.jsonl import verdict_dict
-    from fencewatch.streaming.replay import judge_events
+    from fencewatch.streaming.runtime.replay import judge_events
 
     events = [
         {"type": "member_assignment", "ts": 1, "group_id": "g", "member_id": "A", "member_epoch": 1,
@@ -434,7 +434,7 @@ def test_executor_summary_equals_per_verdict_counting_on_simulated_traces(profil
     from fencewatch.sinks.jsonl import verdict_dict
     from fencewatch.sinks.prometheus import summarize_commit_verdicts, summarize_verdicts
     from fencewatch.state.model import UniformParts
-    from fencewatch.streaming.replay import judge_events
+    from fencewatch.streaming.runtime.replay import judge_events
 
     events = simulate(SimConfig(knobs=replace(profile(profile_name), groups=8), seed=3, duration_ms=None,
                                 max_events=6_000))

@@ -23,7 +23,7 @@ from fencewatch.state import membership as ms
 from fencewatch.state.config import RulesConfig
 from fencewatch.state.events import CommitOffset, CommitOffsets, OffsetCommit
 from fencewatch.state.model import UniformParts
-from fencewatch.streaming.replay import judge_events
+from fencewatch.streaming.runtime.replay import judge_events
 
 from .kip848_model import Coordinator
 
@@ -264,7 +264,7 @@ def test_local_engine_hot_path_equals_keyed_processing(seed):
     """``LocalEngine.feed`` takes commits and group events straight to their keys; the Spark
     engine routes every event (``engine.route``) and runs each key on its own. Same outputs."""
     from fencewatch.state.engine import route, run_key, sort_key
-    from fencewatch.streaming.replay import decode_dicts, judge
+    from fencewatch.streaming.runtime.replay import decode_dicts, judge
 
     cfg = RulesConfig(alert_cooldown_ms=0)
     typed = decode_dicts(_with_other_events(seed), [], {})
@@ -288,7 +288,7 @@ def test_subscribed_fast_check_implies_the_rule(seed):
     """``offsets.subscribed_to_all`` skips the expiry rule's state for a group with members; the
     rule must agree for every group state a history passes through."""
     from fencewatch.state.engine import LocalEngine
-    from fencewatch.streaming.replay import decode_dicts
+    from fencewatch.streaming.runtime.replay import decode_dicts
 
     engine = LocalEngine(RulesConfig())
     checked = 0
@@ -311,7 +311,7 @@ def test_request_fast_check_is_the_held_by_another_member_definition(seed):
     for every member and group state a legal KIP-848 history passes through."""
     from fencewatch.state import judging
     from fencewatch.state.engine import LocalEngine
-    from fencewatch.streaming.replay import decode_dicts
+    from fencewatch.streaming.runtime.replay import decode_dicts
 
     rnd = random.Random(seed)
     engine = LocalEngine(RulesConfig())

@@ -28,7 +28,7 @@ def test_state_imports_without_io_libraries():
 def test_spark_state_function_does_not_import_prometheus():
     """Every Spark Python worker imports ``streaming.state_fn``: the verdict summary it ships
     comes from ``state.status``, so the workers never load the exporter's client library."""
-    code = "import sys, fencewatch.streaming.state_fn; print(sorted(m for m in sys.modules if 'prometheus' in m))"
+    code = "import sys, fencewatch.streaming.runtime.state_fn; print(sorted(m for m in sys.modules if 'prometheus' in m))"
     res = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
     assert res.returncode == 0, res.stderr
     assert res.stdout.strip() == "[]"

@@ -100,7 +100,7 @@ def run_args(bootstrap: str, topics: dict, checkpoint: Path, *extra: str) -> lis
 # --------------------------------------------------------------------------- Kafka in and out
 
 def produce_events(bootstrap: str, hb: str, off: str, events: list[dict]) -> None:
-    from fencewatch.streaming.decoding import MEMBERSHIP_TYPES
+    from fencewatch.streaming.ingest.events import MEMBERSHIP_TYPES
 
     p = Producer({"bootstrap.servers": bootstrap, "linger.ms": 5, "message.max.bytes": 2_000_000})
     for e in events:
@@ -159,8 +159,8 @@ def engine_reference(bootstrap: str, hb: str, off: str, state_cfg=None):
     """``replay --engine local`` on the records of the two input topics in the job's order (seq:
     offset * 4 + topic rank): its ``Outputs`` (verdicts and alerts the job must equal)."""
     from fencewatch.state.engine import LocalEngine, sort_key
-    from fencewatch.streaming.config import load_config
-    from fencewatch.streaming.decoding import DecodeError, UnknownType, decode_json_line
+    from fencewatch.streaming.config.settings import load_config
+    from fencewatch.streaming.ingest.events import DecodeError, UnknownType, decode_json_line
 
     typed = []
     for topic, rank in ((hb, 0), (off, 1)):
@@ -246,7 +246,7 @@ def micro_batch(router, fn, states: dict, rows: list[tuple]):
     others as a state timeout); yields (key, output frame)."""
     import pandas as pd
 
-    from fencewatch.streaming.schemas import DLQ_KEY
+    from fencewatch.streaming.runtime.columns import DLQ_KEY
 
     keyed = {}
     if rows:

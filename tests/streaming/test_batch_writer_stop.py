@@ -6,8 +6,8 @@ import threading
 
 import pytest
 
-from fencewatch.streaming.config import Config
-from fencewatch.streaming.job import BatchWriter, StopRequested
+from fencewatch.streaming.config.settings import Config
+from fencewatch.streaming.runtime.job import BatchWriter, StopRequested
 
 
 class SlowWriter(BatchWriter):

@@ -13,7 +13,7 @@ import pytest
 from confluent_kafka import Consumer, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient
 
-from fencewatch.streaming.broker import (
+from fencewatch.streaming.brokers.tansu import (
     BrokerStartError,
     EmbeddedBroker,
     ExternalBroker,
@@ -209,7 +209,7 @@ def test_connect_external_address_is_not_managed():
 _CHILD = textwrap.dedent(
     """
     import signal, sys, time
-    from fencewatch.streaming.broker import EmbeddedBroker
+    from fencewatch.streaming.brokers.tansu import EmbeddedBroker
     # An interactive owner: a shell starts background jobs with SIGINT ignored, and Python
     # keeps an ignored SIGINT ignored, so a suite run in the background would wait forever.
     signal.signal(signal.SIGINT, signal.default_int_handler)

@@ -6,7 +6,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from fencewatch.streaming import config as cfgmod
+from fencewatch.streaming.config import settings as cfgmod
 
 REFERENCE = Path(__file__).resolve().parents[2] / "docs" / "reference-config.yaml"
 

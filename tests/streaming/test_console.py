@@ -14,11 +14,11 @@ from pathlib import Path
 
 import pytest
 
-from fencewatch.streaming import config as cfgmod
-from fencewatch.streaming import logsetup
+from fencewatch.streaming.config import settings as cfgmod
+from fencewatch.streaming.config import logsetup
 from fencewatch.streaming.cli import build_parser, main
-from fencewatch.streaming.redaction import REDACTED, REDACTOR, is_secret_key
-from fencewatch.streaming.spark import LOG4J2_FILES, driver_java_options, jemalloc_path
+from fencewatch.streaming.config.redaction import REDACTED, REDACTOR, is_secret_key
+from fencewatch.streaming.runtime.session import LOG4J2_FILES, driver_java_options, jemalloc_path
 
 SECRET = "s3cret-Value-91c"
 EXE = Path(sys.executable).with_name("fencewatch")
@@ -114,7 +114,7 @@ def test_third_parties_are_quiet_unless_debugging(console):
     logsetup.configure("INFO", stream=console)
     for name in ("py4j", "fencewatch.kafka", "pyspark"):
         assert logging.getLogger(name).getEffectiveLevel() == logging.WARNING, name
-    assert logging.getLogger("fencewatch.streaming.job").getEffectiveLevel() == logging.INFO
+    assert logging.getLogger("fencewatch.streaming.runtime.job").getEffectiveLevel() == logging.INFO
 
 
 def test_version():
@@ -127,7 +127,7 @@ def test_version():
 @pytest.mark.parametrize("flag, expected_ms", [("90", 90_000), ("90s", 90_000), ("1.5m", 90_000), ("250ms", 250)])
 def test_a_bare_number_in_a_flag_means_seconds(flag, expected_ms, monkeypatch):
     from fencewatch.streaming.cli import build_config
-    from fencewatch.streaming.job import _streaming_overrides
+    from fencewatch.streaming.runtime.job import _streaming_overrides
 
     args = build_parser(["run"]).parse_args(["run", "--max-skew", flag, "--warmup", flag, "--trigger", flag])
     cfg = build_config(args, _streaming_overrides(args))
@@ -180,7 +180,7 @@ def test_driver_java_options_keep_the_users_and_add_our_log4j_file():
 
 @pytest.mark.spark
 def test_metrics_never_carry_secrets(spark, tmp_path, monkeypatch):
-    from fencewatch.streaming.job import make_sinks
+    from fencewatch.streaming.runtime.job import make_sinks
 
     cfg = cfgmod.load_config(environ={"FENCEWATCH_STREAMING__KAFKA__SASL_PASSWORD": SECRET + "-m",
                                       "FENCEWATCH_SINKS__GRAFANA_TOKEN": SECRET + "-t"},
@@ -207,8 +207,8 @@ def test_spark_at_debug_logs_no_secret_and_spark_conf_sizes_the_driver(tmp_path)
     script = tmp_path / "debug_run.py"
     script.write_text(textwrap.dedent(f"""
         import logging, os
-        from fencewatch.streaming import config as cfgmod, logsetup
-        from fencewatch.streaming.spark import spark_session_for
+        from fencewatch.streaming.config import settings as cfgmod, logsetup
+        from fencewatch.streaming.runtime.session import spark_session_for
         from fencewatch.streaming.sources import read_kafka_stream
         logsetup.configure("DEBUG")
         cfg = cfgmod.load_config(overrides={{"streaming": {{
@@ -249,7 +249,7 @@ def test_spark_at_debug_logs_no_secret_and_spark_conf_sizes_the_driver(tmp_path)
 
 
 def test_jemalloc_setting_picks_the_library_or_none(tmp_path, monkeypatch):
-    from fencewatch.streaming import spark as sparkmod
+    from fencewatch.streaming.runtime import session as sparkmod
 
     lib = tmp_path / "libjemalloc.so.2"
     monkeypatch.setattr(sparkmod, "JEMALLOC_PATHS", (str(tmp_path / "absent.so"), str(lib)))

@@ -5,7 +5,7 @@ import pytest
 
 from fencewatch.state.events import MemberAssignment, OffsetCommit, PartitionEpochs
 from fencewatch.state.model import MemberState
-from fencewatch.streaming.decoding import DecodeError, UnknownType, decode_json_line, event_from_dict
+from fencewatch.streaming.ingest.events import DecodeError, UnknownType, decode_json_line, event_from_dict
 
 
 def dec(obj, n=0):

@@ -12,7 +12,7 @@ import json
 from hypothesis import example, given, settings, strategies as st
 
 from fencewatch.state.events import CommitOffset, CommitOffsets, MemberAssignment
-from fencewatch.streaming import decoding as dec
+from fencewatch.streaming.ingest import events as dec
 
 ODD_VALUES = st.one_of(st.none(), st.booleans(), st.floats(allow_nan=False, allow_infinity=False),
                        st.text(max_size=3), st.lists(st.integers(), max_size=1), st.integers(-2**70, 2**70))

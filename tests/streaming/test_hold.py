@@ -5,7 +5,7 @@ import random
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
-from fencewatch.streaming.hold import Hold
+from fencewatch.streaming.runtime.hold import Hold
 
 SKEW = 2_000
 
@@ -96,7 +96,7 @@ def test_a_slow_micro_batch_alone_does_not_end_a_backlog_hold():
 
 
 def test_backlog_hold_is_bounded():
-    from fencewatch.streaming.hold import MAX_HOLD_BATCHES, MAX_HOLD_MS
+    from fencewatch.streaming.runtime.hold import MAX_HOLD_BATCHES, MAX_HOLD_MS
 
     h, now = Hold(), BACKLOG_NOW
     admit(h, now, (9_000, 2, "heartbeats"), (100, 1, "offsets"))
@@ -186,7 +186,7 @@ def test_release_takes_the_longest_prefix_that_may_go(pending, seen, last_input,
     """The rule as the class states it, applied event by event in (ts, seq) order: an event goes
     if every source has passed it, the key is quiet, it waited past the hold's bounds, or it was
     read live and waited ``max_skew``; the first that may not stops the release."""
-    from fencewatch.streaming.hold import LIVE_LAG_MS, MAX_HOLD_BATCHES, MAX_HOLD_MS, QUIET_CALLS
+    from fencewatch.streaming.runtime.hold import LIVE_LAG_MS, MAX_HOLD_BATCHES, MAX_HOLD_MS, QUIET_CALLS
 
     entries = [(ts, seq, (ts, seq, arrived), arrived) for ts, seq, arrived in pending]
     h = Hold(pending=list(entries), seen=dict(seen), last_input=last_input, idle_calls=idle_calls,

@@ -6,7 +6,7 @@ import time
 
 import pytest
 
-from fencewatch.streaming.job import _chunks
+from fencewatch.streaming.runtime.job import _chunks
 
 pytestmark = pytest.mark.spark
 
@@ -107,8 +107,8 @@ def test_the_events_query_gets_small_output_batches_and_the_session_keeps_its_ow
     the events query starts with 40-row Arrow batches, which its own copy of the session keeps,
     while the session itself gets its value back; a query with a ``mapInPandas`` (here
     consumer-offsets) and a ``spark_conf`` value are left alone."""
-    from fencewatch.streaming import config as cfgmod
-    from fencewatch.streaming.job import COLLECT_BATCH_ROWS, _collect_batching
+    from fencewatch.streaming.config import settings as cfgmod
+    from fencewatch.streaming.runtime.job import COLLECT_BATCH_ROWS, _collect_batching
 
     key = "spark.sql.execution.arrow.maxRecordsPerBatch"
     before = spark.conf.get(key)
@@ -145,8 +145,8 @@ def test_router_sources_name_the_sources_the_mapinpandas_router_decodes(spark):
     """One decision for both the query's assembly and its output batching: the events source
     routes inside ``read`` unless a Schema Registry decoder is configured; every other source goes
     through the router."""
-    from fencewatch.streaming import config as cfgmod
-    from fencewatch.streaming.job import router_sources
+    from fencewatch.streaming.config import settings as cfgmod
+    from fencewatch.streaming.runtime.job import router_sources
 
     def chosen(**streaming):
         return router_sources(spark, cfgmod.load_config(environ={}, overrides={"streaming": streaming}))

@@ -15,8 +15,8 @@ from confluent_kafka import Producer
 from fencewatch.sim.engine import SimConfig, simulate
 from fencewatch.sim.profiles import profile
 from fencewatch.sinks.kafka import BatchMarker, KafkaOutputs, decode_alert_avro
-from fencewatch.streaming import config as cfgmod
-from fencewatch.streaming.job import BatchWriter, JobStats, drain, query_facts, query_failure, start_query
+from fencewatch.streaming.config import settings as cfgmod
+from fencewatch.streaming.runtime.job import BatchWriter, JobStats, drain, query_facts, query_failure, start_query
 from kafka_helpers import read_all
 from reliability_harness import engine_reference, produce_clock, produce_events
 

@@ -14,8 +14,8 @@ import pytest
 from confluent_kafka import Producer
 
 from fencewatch.sinks.kafka import KafkaOutputs
-from fencewatch.streaming import config as cfgmod
-from fencewatch.streaming.job import BatchWriter, JobStats, drain, query_failure, start_query
+from fencewatch.streaming.config import settings as cfgmod
+from fencewatch.streaming.runtime.job import BatchWriter, JobStats, drain, query_failure, start_query
 from kafka_helpers import read_all
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "bridge"))

@@ -11,11 +11,11 @@ import logging
 
 import pytest
 
-from fencewatch.streaming import config as cfgmod
+from fencewatch.streaming.config import settings as cfgmod
 from fencewatch.streaming.cli import build_config, build_parser
-from fencewatch.streaming.job import _streaming_overrides
+from fencewatch.streaming.runtime.job import _streaming_overrides
 from fencewatch.streaming.sources.kafka import parse_options
-from fencewatch.streaming.sources.kafka_config import to_java
+from fencewatch.streaming.config.kafka import to_java
 
 PASSWORD = "pw-from-env-7f3a"
 CA_FILE = "/etc/ssl/certs/ca-certificates.crt"  # a real PEM bundle: librdkafka loads it
@@ -129,7 +129,7 @@ def test_pem_keystore_round_trips_to_java():
 
 
 def test_the_bridge_and_the_simulator_get_the_same_translation(tmp_path, monkeypatch, capsys):
-    from fencewatch.streaming.bridge.command import _translated_client_config, parse_client_config
+    from fencewatch.streaming.commands.bridge import _translated_client_config, parse_client_config
 
     monkeypatch.setenv("FENCEWATCH_STREAMING__KAFKA__SECURITY_PROTOCOL", "SASL_SSL")
     props = tmp_path / "client.properties"  # Kafka's --command-config, Java names

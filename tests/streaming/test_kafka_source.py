@@ -18,7 +18,7 @@ from confluent_kafka import Producer
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
-from fencewatch.streaming.broker import delete_topics, create_topics, produce_marker
+from fencewatch.streaming.brokers.tansu import delete_topics, create_topics, produce_marker
 from fencewatch.streaming.sources.kafka import (
     KafkaDataLossError,
     KafkaInputPartition,
@@ -38,7 +38,7 @@ from fencewatch.streaming.sources.kafka import (
     read_split,
     split_ranges,
 )
-from fencewatch.streaming.sources.kafka_config import KafkaConfigError, parse_jaas_credentials, to_java
+from fencewatch.streaming.config.kafka import KafkaConfigError, parse_jaas_credentials, to_java
 
 BOOT = {"kafka.bootstrap.servers": "127.0.0.1:9"}
 

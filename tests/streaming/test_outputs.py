@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import inspect
 
-from fencewatch.streaming.outputs import OutRow, OutRows, read_rows
+from fencewatch.streaming.runtime.outputs import OutRow, OutRows, read_rows
 
 
 def test_add_packs_in_outrows_field_order():
@@ -30,8 +30,8 @@ def test_state_fn_frame_converts_to_the_output_schema_and_reads_back():
     import pyarrow as pa
     from pyspark.sql.pandas.types import to_arrow_schema
 
-    from fencewatch.streaming.schemas import OUTPUT
-    from fencewatch.streaming.state_fn import OUTPUT_COLUMNS, _frame
+    from fencewatch.streaming.runtime.columns import OUTPUT
+    from fencewatch.streaming.runtime.state_fn import OUTPUT_COLUMNS, _frame
 
     rows = OutRows()
     # Trailing NUL bytes (an int64 LE stamp ends in them) must survive: numpy's "S" dtype drops them.

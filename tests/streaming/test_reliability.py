@@ -184,7 +184,7 @@ def test_sigkill_mid_batch_three_times_then_restart(broker, topic_factory, tmp_p
 def test_broker_paused_60s(topic_factory, tmp_path):
     import os
 
-    from fencewatch.streaming.broker import EmbeddedBroker
+    from fencewatch.streaming.brokers.tansu import EmbeddedBroker
 
     with EmbeddedBroker() as paused:
         bootstrap = paused.bootstrap

@@ -7,7 +7,7 @@ import json
 
 import pytest
 
-from fencewatch.streaming.checkpoint import bound_planned_batch, plan
+from fencewatch.streaming.runtime.checkpoint import bound_planned_batch, plan
 from fencewatch.streaming.cli import main
 
 META = '{"batchWatermarkMs":0,"batchTimestampMs":1795446000000,"conf":{"spark.sql.shuffle.partitions":"8"}}'
@@ -67,7 +67,7 @@ def test_sink_log_through_sparks_checkpoint_file_manager(spark, tmp_path):
     """The sink log is written and read through Spark's CheckpointFileManager; a checkpoint from
     before it (the last batch as a number in ``fencewatch-sink-batch``) is read on upgrade."""
     from fencewatch.sinks.kafka import parse_log
-    from fencewatch.streaming.checkpoint import CheckpointSinkLog
+    from fencewatch.streaming.runtime.checkpoint import CheckpointSinkLog
 
     log = CheckpointSinkLog(spark, str(tmp_path))
     assert log.read() is None
@@ -86,7 +86,7 @@ def test_local_sink_log_and_sparks_file_manager_read_each_other(spark, tmp_path)
     Hadoop wrote before (with its ``.crc``) is read, replaced, and its stale checksum removed, so
     Hadoop reads the new content back instead of failing its checksum."""
     from fencewatch.sinks.kafka import BatchMarker, parse_log
-    from fencewatch.streaming.checkpoint import CheckpointSinkLog, sink_log
+    from fencewatch.streaming.runtime.checkpoint import CheckpointSinkLog, sink_log
 
     hadoop = CheckpointSinkLog(spark, str(tmp_path))
     hadoop.write('{"batch": 7, "status": "done"}')
@@ -102,7 +102,7 @@ def test_local_sink_log_and_sparks_file_manager_read_each_other(spark, tmp_path)
 
 def test_local_sink_log_reads_the_legacy_marker_then_its_own(tmp_path):
     from fencewatch.sinks.kafka import parse_log
-    from fencewatch.streaming.checkpoint import is_local, sink_log
+    from fencewatch.streaming.runtime.checkpoint import is_local, sink_log
 
     log = sink_log(None, str(tmp_path / "cp"))  # no Spark call on a local checkpoint
     assert log.read() is None

@@ -13,8 +13,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from fencewatch.streaming.decoding import DecodeError, UnknownType, decode_avro_record, decode_json_line
-from fencewatch.streaming.event_schema import encode_avro
+from fencewatch.streaming.ingest.events import DecodeError, UnknownType, decode_avro_record, decode_json_line
+from fencewatch.streaming.ingest.avro import encode_avro
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "bridge"))
 from bridge_encoder import encode_record  # noqa: E402  (the bridge tests' encoder, from Kafka's schemas)
@@ -133,8 +133,8 @@ def consumer_offsets_records(draw):
 @FUZZ
 @given(consumer_offsets_records())
 def test_consumer_offsets_decoder_never_raises(record):
-    from fencewatch.streaming.bridge.mapping import decode_record
-    from fencewatch.streaming.bridge.records import RecordDecodeError
+    from fencewatch.streaming.ingest.consumer_offsets.mapping import decode_record
+    from fencewatch.streaming.ingest.consumer_offsets.records import RecordDecodeError
 
     COUNT["consumer_offsets"] += 1
     key, value = record
@@ -206,7 +206,7 @@ def request_log_lines(draw):
 def test_request_log_decoder_never_raises(line):
     """As ``request_log_source.make_request_log_mapper`` runs it: a broken line is a dead letter with
     its code (``problems``), every event it gives decodes; no line reaches the bridge's INTERNAL."""
-    from fencewatch.streaming.bridge.request_log import RequestLogBridge
+    from fencewatch.streaming.ingest.request_log import RequestLogBridge
 
     COUNT["request_log"] += 1
     bridge = RequestLogBridge({TOPIC_ID: "orders"}, carry=False)

@@ -2,7 +2,7 @@
 the chunkings the Kafka source plans (``rate_limit``; a batch 0 cut by ``checkpoint bound``)
 through the job's own router and state function give the local engine's verdicts and alerts.
 
-Before the fix (``streaming/hold.py``) a group's held events went after ``max_skew`` of wall time
+Before the fix (``streaming/runtime/hold.py``) a group's held events went after ``max_skew`` of wall time
 even while the other topic was still being read from a backlog, and a source that had delivered
 nothing for a group yet counted as read: events were applied out of (ts, seq) order, 5,042 of
 41,395 verdict lines differed and 3 of the engine's 5 alerts were not raised (the slow tests saw
@@ -23,11 +23,11 @@ from fencewatch.sim.profiles import profile
 from fencewatch.sinks.jsonl import alert_json, commit_verdicts_block
 from fencewatch.state.config import RulesConfig
 from fencewatch.state.engine import LocalEngine, sort_key
-from fencewatch.streaming.decoding import MEMBERSHIP_TYPES, DecodeError, UnknownType, decode_json_line
-from fencewatch.streaming.job import group_sources
+from fencewatch.streaming.ingest.events import MEMBERSHIP_TYPES, DecodeError, UnknownType, decode_json_line
+from fencewatch.streaming.runtime.job import group_sources
 from fencewatch.streaming.sources.kafka import rate_limit
-from fencewatch.streaming.outputs import read_frame
-from fencewatch.streaming.state_fn import make_router, make_stream_fn, unpack_lines
+from fencewatch.streaming.runtime.outputs import read_frame
+from fencewatch.streaming.runtime.state_fn import make_router, make_stream_fn, unpack_lines
 from reliability_harness import GroupStateStub, micro_batch
 
 SOURCES = ("heartbeats", "offsets")

@@ -11,7 +11,7 @@ from hypothesis import strategies as st
 from fencewatch.sinks.jsonl import alert_json
 from fencewatch.state.model import Alert
 from fencewatch.streaming.cli import main
-from fencewatch.streaming.replay import sorted_alerts
+from fencewatch.streaming.runtime.replay import sorted_alerts
 
 TRACE = [
     {"type": "member_assignment", "ts": 1000, "group_id": "g1", "member_id": "A", "member_epoch": 1,
@@ -110,7 +110,7 @@ def test_replay_does_not_import_the_other_commands(trace, tmp_path):
     code = ("import sys; from fencewatch.streaming.cli import main; "
             f"rc = main(['replay', {str(trace)!r}, '--out', {str(tmp_path / 'v.jsonl')!r}, '--quiet']); "
             "print(sorted(m for m in sys.modules if m.startswith(('fencewatch.streaming.bridge', 'fencewatch.sim', "
-            "'fencewatch.streaming.job', 'fencewatch.sinks.grafana')))); sys.exit(rc)")
+            "'fencewatch.streaming.runtime.job', 'fencewatch.sinks.grafana')))); sys.exit(rc)")
     res = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert res.stdout.strip() == "[]"
 

@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pandas as pd
 
-from fencewatch.streaming.config import Config, StreamingConfig, source_list
-from fencewatch.streaming.request_log_source import COLUMNS, make_request_log_mapper
+from fencewatch.streaming.config.settings import Config, StreamingConfig, source_list
+from fencewatch.streaming.runtime.request_log_input import COLUMNS, make_request_log_mapper
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "bridge"))
 from test_request_log_judged import ORDERS, scenario  # noqa: E402
@@ -54,8 +54,8 @@ def test_source_lists_validate():
 def test_chunks_of_lines_give_the_rows_of_line_by_line():
     """The mapper decodes ``BATCH_LINES`` lines per call (``events_many``): the rows are those of
     ``events`` line by line (as it ran before), across chunk ends, with dead letters and nulls."""
-    from fencewatch.streaming.bridge.request_log import BATCH_LINES, RequestLogBridge, event_json
-    from fencewatch.streaming.request_log_source import EVENTS_PER_LINE
+    from fencewatch.streaming.ingest.request_log import BATCH_LINES, RequestLogBridge, event_json
+    from fencewatch.streaming.runtime.request_log_input import EVENTS_PER_LINE
 
     sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "bench"))
     from bench_request_log import build

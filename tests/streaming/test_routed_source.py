@@ -11,11 +11,11 @@ import msgspec
 import pytest
 from confluent_kafka import Producer
 
-from fencewatch.streaming import config as cfgmod
-from fencewatch.streaming.job import build_inputs
-from fencewatch.streaming.routing import unpack_frame
-from fencewatch.streaming.schemas import DLQ_KEY, ROUTED
-from fencewatch.streaming.state_fn import make_router
+from fencewatch.streaming.config import settings as cfgmod
+from fencewatch.streaming.runtime.job import build_inputs
+from fencewatch.streaming.runtime.routing import unpack_frame
+from fencewatch.streaming.runtime.columns import DLQ_KEY, ROUTED
+from fencewatch.streaming.runtime.state_fn import make_router
 
 pytestmark = [pytest.mark.spark, pytest.mark.broker]
 
@@ -77,7 +77,7 @@ def test_routed_source_gives_the_routers_items(spark, broker, topic_factory):
     routed = build_inputs(spark, cfg)  # our source: routes inside read()
     assert routed.schema == ROUTED
 
-    from fencewatch.streaming.job import _event_inputs
+    from fencewatch.streaming.runtime.job import _event_inputs
     options = {"startingOffsets": "earliest", "maxOffsetsPerTrigger": "100000"}
     legacy = _event_inputs(spark, cfg, options).mapInPandas(make_router("json"), ROUTED)
 
@@ -88,7 +88,7 @@ def test_routed_source_gives_the_routers_items(spark, broker, topic_factory):
     assert new_marks == old_marks == {False}  # AvailableNow batches are not marked caught up
     assert {d[0] for d in new_dead} == {"dlq", "unknown"}
     # spark.read (a one-shot range) routes the same records the same way
-    from fencewatch.streaming.routed_source import NAME, ROUTER_OPTION, RouterSpec
+    from fencewatch.streaming.runtime.routed_source import NAME, ROUTER_OPTION, RouterSpec
     batch = (spark.read.format(NAME).option("kafka.bootstrap.servers", broker).option("subscribe", f"{hb},{off}")
              .option(ROUTER_OPTION, RouterSpec(((hb, "heartbeats", 0), (off, "offsets", 1))).to_option())
              .option("startingOffsets", "earliest").option("endingOffsets", "latest").load())

@@ -4,10 +4,10 @@ import json
 import msgspec
 import pandas as pd
 
-from fencewatch.streaming.job import default_max_offsets
-from fencewatch.streaming.schemas import DLQ_KEY, ROUTED
-from fencewatch.streaming.routing import parse_key, topic_bucket, unpack_frame
-from fencewatch.streaming.state_fn import make_router
+from fencewatch.streaming.runtime.job import default_max_offsets
+from fencewatch.streaming.runtime.columns import DLQ_KEY, ROUTED
+from fencewatch.streaming.runtime.routing import parse_key, topic_bucket, unpack_frame
+from fencewatch.streaming.runtime.state_fn import make_router
 
 
 def frame(lines):
@@ -63,8 +63,8 @@ def test_held_records_are_decoded_when_released_and_older_holds_events_pass_as_t
     pickled with the state each batch, a record costs a bytes copy, an event a Python object
     per field) and decodes them on release; a Hold pickled by a version that held typed events
     releases those unchanged (upgrading with a checkpoint)."""
-    from fencewatch.streaming.decoding import decode_json_line
-    from fencewatch.streaming.routing import decode_released, read_items
+    from fencewatch.streaming.ingest.events import decode_json_line
+    from fencewatch.streaming.runtime.routing import decode_released, read_items
 
     lines = [commit(100, "g1", [0, 1]), commit(101, "g1", [1])]
     (out,) = list(make_router()([frame(lines)]))

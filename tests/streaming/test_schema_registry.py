@@ -18,9 +18,9 @@ from confluent_kafka.schema_registry import Schema, SchemaRegistryClient  # noqa
 from confluent_kafka.schema_registry.avro import AvroDeserializer, AvroSerializer  # noqa: E402
 from confluent_kafka.serialization import MessageField, SerializationContext  # noqa: E402
 
-from fencewatch.streaming.decoding import DecodeError, decode_avro_record  # noqa: E402
-from fencewatch.streaming.event_schema import EVENT_SCHEMA, encode_avro  # noqa: E402
-from fencewatch.streaming.schema_registry import (RegistryAlertEncoder, RegistryEventDecoder,  # noqa: E402
+from fencewatch.streaming.ingest.events import DecodeError, decode_avro_record  # noqa: E402
+from fencewatch.streaming.ingest.avro import EVENT_SCHEMA, encode_avro  # noqa: E402
+from fencewatch.streaming.ingest.schema_registry import (RegistryAlertEncoder, RegistryEventDecoder,  # noqa: E402
                                                   RegistryUnavailable, _schema_json)
 
 EVENTS = [
@@ -186,8 +186,8 @@ def test_kafka_outputs_write_registry_encoded_alerts(registry, broker, topic_fac
 
 
 def test_settings_come_from_the_config_and_the_secret_is_redacted():
-    from fencewatch.streaming import config as cfgmod
-    from fencewatch.streaming.job import _registry
+    from fencewatch.streaming.config import settings as cfgmod
+    from fencewatch.streaming.runtime.job import _registry
 
     cfg = cfgmod.load_config(environ={"FENCEWATCH_STREAMING__SCHEMA_REGISTRY__URL": "mock://cfg",
                                       "FENCEWATCH_STREAMING__SCHEMA_REGISTRY__BASIC_AUTH_USER_INFO": "u:s3cret"})

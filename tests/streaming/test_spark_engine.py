@@ -11,8 +11,8 @@ import pytest
 from fencewatch.sim.engine import SimConfig, simulate
 from fencewatch.sim.profiles import PROFILES, profile
 from fencewatch.state.config import RulesConfig
-from fencewatch.streaming.replay import replay_file, write_alerts, write_verdicts
-from fencewatch.streaming.spark_replay import replay_file_spark
+from fencewatch.streaming.runtime.replay import replay_file, write_alerts, write_verdicts
+from fencewatch.streaming.runtime.spark_replay import replay_file_spark
 
 pytestmark = pytest.mark.spark
 

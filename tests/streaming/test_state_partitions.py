@@ -3,8 +3,8 @@ from __future__ import annotations
 
 import pytest
 
-from fencewatch.streaming import config as cfgmod
-from fencewatch.streaming.spark import DEFAULT_CLUSTER_PARTITIONS, PARTITIONS_PER_CORE, state_partitions
+from fencewatch.streaming.config import settings as cfgmod
+from fencewatch.streaming.runtime.session import DEFAULT_CLUSTER_PARTITIONS, PARTITIONS_PER_CORE, state_partitions
 
 
 @pytest.mark.parametrize("master, conf, expected", [

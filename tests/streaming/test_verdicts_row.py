@@ -16,13 +16,13 @@ import pytest
 from fencewatch.sim.engine import SimConfig, simulate
 from fencewatch.sim.profiles import profile
 from fencewatch.state.config import RulesConfig
-from fencewatch.streaming import config as cfgmod
-from fencewatch.streaming.decoding import MEMBERSHIP_TYPES
-from fencewatch.streaming.job import BatchWriter, JobStats, _BatchTotals, group_sources
-from fencewatch.streaming.replay import judge_events
+from fencewatch.streaming.config import settings as cfgmod
+from fencewatch.streaming.ingest.events import MEMBERSHIP_TYPES
+from fencewatch.streaming.runtime.job import BatchWriter, JobStats, _BatchTotals, group_sources
+from fencewatch.streaming.runtime.replay import judge_events
 from fencewatch.sinks.jsonl import alert_json, commit_verdicts_block
-from fencewatch.streaming.outputs import read_frame
-from fencewatch.streaming.state_fn import make_router, make_stream_fn, unpack_lines
+from fencewatch.streaming.runtime.outputs import read_frame
+from fencewatch.streaming.runtime.state_fn import make_router, make_stream_fn, unpack_lines
 from reliability_harness import GroupStateStub, micro_batch
 
 NOW_MS = 4_000_000_000_000
@@ -72,7 +72,7 @@ def test_one_verdicts_row_per_call_carries_every_line_and_its_commit_ts(monkeypa
     assert by_group(lines) == by_group(expected)
 
     # The driver: every line produced, one latency sample per line from its commit's ts.
-    monkeypatch.setattr("fencewatch.streaming.job.time.time", lambda: NOW_MS / 1000)
+    monkeypatch.setattr("fencewatch.streaming.runtime.job.time.time", lambda: NOW_MS / 1000)
     writer = BatchWriter(cfgmod.load_config(environ={}), stats=JobStats())
     acc = _BatchTotals()
     for f in frames:
@@ -88,7 +88,7 @@ def test_one_verdicts_row_per_call_carries_every_line_and_its_commit_ts(monkeypa
 def test_a_large_call_splits_its_verdicts_into_rows_of_bounded_lines(monkeypatch):
     """A key with many commits in one micro-batch (a backlog, a large maxOffsetsPerTrigger) ships
     several rows, each at most VERDICT_ROW_LINES lines (~1 MB): the same lines, in order."""
-    monkeypatch.setattr("fencewatch.streaming.state_fn.VERDICT_ROW_LINES", 50)
+    monkeypatch.setattr("fencewatch.streaming.runtime.state_fn.VERDICT_ROW_LINES", 50)
     events = simulate(SimConfig(knobs=replace(profile("steady"), groups=1), seed=5, duration_ms=None,
                                 max_events=2_000, event_id_prefix="e-", labels=False))
     frames = _frames(events, batch=2_000)
@@ -131,7 +131,7 @@ def test_topics_sharing_a_bucket_keep_their_own_truncation_watch(monkeypatch, bu
     """Topic keys share TOPIC_BUCKETS keys per cluster in the stream; squeezed into one or three
     buckets, the topics of a trace with unclean leader elections raise exactly the local engine's
     truncation alerts (each topic's watch is its own, in (ts, seq) order)."""
-    from fencewatch.streaming import routing
+    from fencewatch.streaming.runtime import routing
 
     monkeypatch.setattr(routing, "TOPIC_BUCKETS", buckets)
     routing.topic_bucket.cache_clear()

@@ -11,8 +11,8 @@ import types
 
 import pytest
 
-from fencewatch.streaming.spark import FS_CHECKPOINT_MANAGER, WORKER_DAEMON, checkpoint_conf
-from fencewatch.streaming.worker_daemon import malloc_trim, trim_after_tasks
+from fencewatch.streaming.runtime.session import FS_CHECKPOINT_MANAGER, WORKER_DAEMON, checkpoint_conf
+from fencewatch.streaming.runtime.worker_daemon import malloc_trim, trim_after_tasks
 
 
 def _python(code: str, timeout: float = 300) -> dict:
@@ -25,21 +25,21 @@ def _python(code: str, timeout: float = 300) -> dict:
 def test_preload_leaves_no_thread_to_fork_beside():
     out = _python("""
         import gc, json, sys
-        from fencewatch.streaming.worker_daemon import preload
+        from fencewatch.streaming.runtime.worker_daemon import preload
         extra = preload()
         print(json.dumps({"extra": extra, "frozen": gc.get_freeze_count(),
                           "loaded": [m for m in ("pandas", "pyarrow", "pyspark.worker",
-                                                 "fencewatch.streaming.state_fn") if m in sys.modules]}))
+                                                 "fencewatch.streaming.runtime.state_fn") if m in sys.modules]}))
     """)
     assert out["extra"] == []
     assert out["frozen"] > 10_000  # pandas, pyarrow and pyspark's objects, out of every task's gc.collect()
-    assert out["loaded"] == ["pandas", "pyarrow", "pyspark.worker", "fencewatch.streaming.state_fn"]
+    assert out["loaded"] == ["pandas", "pyarrow", "pyspark.worker", "fencewatch.streaming.runtime.state_fn"]
 
 
 def test_a_failing_preload_is_reported_not_fatal():
     out = _python("""
         import json
-        from fencewatch.streaming.worker_daemon import preload
+        from fencewatch.streaming.runtime.worker_daemon import preload
         print(json.dumps({"extra": preload(("fencewatch.no_such_module", "pandas"))}))
     """)
     assert out["extra"] == []
@@ -82,7 +82,7 @@ def test_malloc_trim_returns_what_an_ended_thread_freed():
     the thread ends; ``malloc_trim`` gives it back."""
     out = _python("""
         import ctypes, json, threading
-        from fencewatch.streaming.worker_daemon import malloc_trim
+        from fencewatch.streaming.runtime.worker_daemon import malloc_trim
         libc = ctypes.CDLL(None)
         libc.malloc.restype, libc.malloc.argtypes = ctypes.c_void_p, [ctypes.c_size_t]
         libc.free.argtypes = [ctypes.c_void_p]
@@ -115,7 +115,7 @@ def test_session_workers_fork_from_the_preloading_daemon(tmp_path):
     with the preloaded objects frozen (so pyspark's per-task ``gc.collect()`` skips them)."""
     out = _python(f"""
         import json
-        from fencewatch.streaming.spark import spark_session
+        from fencewatch.streaming.runtime.session import spark_session
         spark = spark_session("local[1]")  # shuffle partitions: two per core of the master
 
         def probe(batches):
@@ -162,7 +162,7 @@ def test_spark_zips_give_way_to_the_same_installed_pyspark():
         for module in [m for m in sys.modules if m == "pyspark" or m.startswith(("pyspark.", "py4j"))]:
             del sys.modules[module]
         sys.path[:0] = zips
-        from fencewatch.streaming.worker_daemon import prefer_installed_pyspark
+        from fencewatch.streaming.runtime.worker_daemon import prefer_installed_pyspark
         removed = prefer_installed_pyspark()
         import pyspark.worker
         print(json.dumps({"zips": zips, "removed": removed, "left": [p for p in sys.path if p in zips],
@@ -181,7 +181,7 @@ def test_spark_zips_stay_when_the_installed_pyspark_differs(tmp_path):
     out = _python(f"""
         import json, sys
         sys.path.insert(0, {str(fake)!r})
-        from fencewatch.streaming.worker_daemon import prefer_installed_pyspark
+        from fencewatch.streaming.runtime.worker_daemon import prefer_installed_pyspark
         print(json.dumps({{"removed": prefer_installed_pyspark(), "kept": {str(fake)!r} in sys.path}}))
     """)
     assert out == {"removed": [], "kept": True}

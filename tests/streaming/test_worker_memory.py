@@ -16,10 +16,10 @@ from fencewatch.sim.engine import SimConfig, simulate
 from fencewatch.sim.profiles import profile
 from fencewatch.sinks import jsonl
 from fencewatch.state.config import RulesConfig
-from fencewatch.streaming.decoding import MEMBERSHIP_TYPES
-from fencewatch.streaming.job import group_sources
-from fencewatch.streaming.outputs import read_frame
-from fencewatch.streaming.state_fn import make_router, make_stream_fn
+from fencewatch.streaming.ingest.events import MEMBERSHIP_TYPES
+from fencewatch.streaming.runtime.job import group_sources
+from fencewatch.streaming.runtime.outputs import read_frame
+from fencewatch.streaming.runtime.state_fn import make_router, make_stream_fn
 from reliability_harness import GroupStateStub, micro_batch
 
 

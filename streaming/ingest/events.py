@@ -620,14 +620,14 @@ def avro_record_dict(data: bytes, *, coords: str, schema_ids: frozenset[int] = f
     """An Avro record's fields as a dict (what :func:`event_from_dict` reads), or a :class:`DecodeError`
     (wire format, schema id, Schema Registry). The router turns the dict into JSON for the state
     function, so that only the edge knows Avro (``streaming.routing``)."""
-    from .event_schema import AvroWireError, decode_avro  # fastavro only when Avro is read
+    from fencewatch.streaming.ingest.avro import AvroWireError, decode_avro  # fastavro only when Avro is read
 
     if not data:
         return DecodeError("INVALID_AVRO", {"problem": "empty record"}, coords)
     # A plain body starts with the length of the non-empty ``type`` string, never 0.
     wire = "confluent" if data[0] == 0 else "plain"
     if wire == "confluent" and registry is not None:
-        from .schema_registry import RegistryDecodeError
+        from fencewatch.streaming.ingest.schema_registry import RegistryDecodeError
 
         try:
             return registry.decode(data)

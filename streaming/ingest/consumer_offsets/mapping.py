@@ -66,8 +66,8 @@ from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any, Iterable, Mapping
 
-from .protocol import claimed_generation_and_owned, parse_assignment, parse_subscription
-from .records import (
+from fencewatch.streaming.ingest.consumer_offsets.protocol import claimed_generation_and_owned, parse_assignment, parse_subscription
+from fencewatch.streaming.ingest.consumer_offsets.records import (
     RecordDecodeError,
     decode_key,
     decode_value,

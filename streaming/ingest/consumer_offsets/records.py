@@ -27,7 +27,7 @@ import uuid
 from dataclasses import dataclass
 from typing import Any, Callable
 
-from .schemas import (
+from fencewatch.streaming.ingest.consumer_offsets.record_types import (
     KNOWN_UNDECODED_TYPES,
     RECORD_TYPES,
     Field,

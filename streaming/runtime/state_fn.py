@@ -36,12 +36,12 @@ from fencewatch.state.config import RulesConfig
 from fencewatch.state import partition as part
 from fencewatch.state.engine import apply, new_state, run_key
 
-from .gc_pause import no_cyclic_gc
-from .hold import Hold  # noqa: F401  (older checkpoints pickled it as state_fn.Hold)
-from .outputs import OutRows
-from .routing import (ROUTED_COLUMNS, Rows, decode_released, is_bucket, make_checker, pack_bytes, parse_key,
+from fencewatch.streaming.runtime.gc_pause import no_cyclic_gc
+from fencewatch.streaming.runtime.hold import Hold  # noqa: F401  (older checkpoints pickled it as state_fn.Hold)
+from fencewatch.streaming.runtime.outputs import OutRows
+from fencewatch.streaming.runtime.routing import (ROUTED_COLUMNS, Rows, decode_released, is_bucket, make_checker, pack_bytes, parse_key,
                       read_dead, read_items, route_records, unpack_bytes)
-from .schemas import DLQ_KEY, OUTPUT
+from fencewatch.streaming.runtime.columns import DLQ_KEY, OUTPUT
 
 _TS_SEQ = itemgetter(0, 1)
 _PICKLE = pickle.HIGHEST_PROTOCOL
@@ -325,8 +325,8 @@ def make_bridge_mapper(topic_ids: dict[str, str] | None = None, cluster: str | N
     """``mapInPandas`` over ``__consumer_offsets`` records: each record -> its SPEC events (the
     bridge's stateless ``decode_record``) as router input rows; undecodable records carry
     ``bad_reason`` (unknown record types and versions are skipped, as Kafka does)."""
-    from .bridge.mapping import TopicNames, decode_record
-    from .bridge.records import RecordDecodeError
+    from fencewatch.streaming.ingest.consumer_offsets.mapping import TopicNames, decode_record
+    from fencewatch.streaming.ingest.consumer_offsets.records import RecordDecodeError
 
     names = TopicNames(topic_ids or {})
 

@@ -21,8 +21,8 @@ from fencewatch.state.config import RulesConfig
 from fencewatch.state.engine import LocalEngine, sort_key
 from fencewatch.state.model import Alert, CommitVerdicts, Verdict
 
-from .decoding import DecodeError, decode_json_lines, event_from_dict, sort_result
-from .gc_pause import no_cyclic_gc as _no_cyclic_gc
+from fencewatch.streaming.ingest.events import DecodeError, decode_json_lines, event_from_dict, sort_result
+from fencewatch.streaming.runtime.gc_pause import no_cyclic_gc as _no_cyclic_gc
 
 log = logging.getLogger(__name__)
 
@@ -156,7 +156,7 @@ def run_replay(path: str, *, out: str | None, alerts: str | None, cfg: RulesConf
                spark_master: str | None = None, quiet: bool = False) -> int:
     t0 = time.perf_counter()
     if engine == "spark":
-        from .spark_replay import replay_file_spark  # Spark only when asked for
+        from fencewatch.streaming.runtime.spark_replay import replay_file_spark  # Spark only when asked for
 
         sres = replay_file_spark(path, cfg, master=spark_master)
         verdict_lines, alert_lines = sres.verdict_lines, sres.alert_lines

@@ -36,8 +36,8 @@ def make_request_log_mapper(topic_ids: Mapping[str, str] | None = None, *, clust
     router input rows, one per SPEC event; a broken line -> one row with ``bad_reason`` (the
     router sends it to the dead-letter topic); lines of other APIs or loggers -> nothing.
     ``membership`` False drops ``member_assignment`` / ``member_left``."""
-    from .bridge.mapping import TopicNames
-    from .bridge.request_log import BATCH_LINES, RequestLogBridge, event_json
+    from fencewatch.streaming.ingest.consumer_offsets.mapping import TopicNames
+    from fencewatch.streaming.ingest.request_log import BATCH_LINES, RequestLogBridge, event_json
 
     names = TopicNames(topic_ids or {})
 
@@ -94,8 +94,8 @@ def request_log_inputs(spark, cfg, options: dict, topic_ids: Mapping[str, str], 
     """The lines topic as router input (the columns every source gives, ``SCHEMA``)."""
     from pyspark.sql import functions as F
 
-    from .bridge.command import parse_timezone
-    from .sources import read_kafka_stream
+    from fencewatch.streaming.commands.bridge import parse_timezone
+    from fencewatch.streaming.sources import read_kafka_stream
 
     s = cfg.streaming
     src = read_kafka_stream(spark, bootstrap=s.bootstrap_servers, topics=[s.request_log_topic], options=options)

@@ -31,7 +31,7 @@ from typing import Callable
 os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
 os.environ.setdefault("JE_ARROW_MALLOC_CONF", "background_thread:false")
 
-PRELOAD = ("pandas", "pyarrow", "pyspark.worker", "fencewatch.streaming.state_fn",
+PRELOAD = ("pandas", "pyarrow", "pyspark.worker", "fencewatch.streaming.runtime.state_fn",
            "fencewatch.streaming.sources.kafka")
 
 

@@ -74,8 +74,8 @@ from typing import Annotated, Any, Callable, ClassVar, Mapping, Sequence
 import msgspec
 from msgspec import UNSET, UnsetType
 
-from .mapping import TopicNames
-from .records import parse_topic_id, uuid_to_standard_string
+from fencewatch.streaming.ingest.consumer_offsets.mapping import TopicNames
+from fencewatch.streaming.ingest.consumer_offsets.records import parse_topic_id, uuid_to_standard_string
 
 __all__ = ["RequestLogBridge", "Event", "event_json", "events_json_lines", "events_json_many", "OFFSET_COMMIT",
            "TXN_OFFSET_COMMIT", "CONSUMER_GROUP_HEARTBEAT", "COORDINATOR_ERRORS", "DEFAULT_LINES_TOPIC", "BATCH_LINES"]

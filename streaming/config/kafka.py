@@ -20,7 +20,7 @@ from __future__ import annotations
 import re
 from collections.abc import Mapping
 
-from fencewatch.streaming.redaction import REDACTED, is_secret_key, redact_mapping  # noqa: F401 (re-exported)
+from fencewatch.streaming.config.redaction import REDACTED, is_secret_key, redact_mapping  # noqa: F401 (re-exported)
 
 
 class KafkaConfigError(ValueError):

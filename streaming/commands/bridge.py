@@ -35,9 +35,9 @@ import uuid
 from itertools import islice
 from typing import IO, Any, Callable, Iterable, Iterator
 
-from .mapping import ABSENT_EPOCH_MODES, Bridge, TopicNames, event_role
-from .records import RecordDecodeError, decode, kafka_json
-from .request_log import BATCH_LINES, RequestLogBridge, event_json, events_json_lines
+from fencewatch.streaming.ingest.consumer_offsets.mapping import ABSENT_EPOCH_MODES, Bridge, TopicNames, event_role
+from fencewatch.streaming.ingest.consumer_offsets.records import RecordDecodeError, decode, kafka_json
+from fencewatch.streaming.ingest.request_log import BATCH_LINES, RequestLogBridge, event_json, events_json_lines
 
 __all__ = ["register", "run_bridge", "run_from_file", "run_from_request_log", "run_request_log_bridge",
            "load_topic_ids", "parse_client_config", "parse_timezone"]
@@ -185,7 +185,7 @@ def _translated_client_config(bootstrap: str, conf: dict[str, str]) -> dict[str,
     """-X and --command-config merged over the environment's ``streaming.kafka`` and translated
     once, as for every fencewatch client (``config.kafka_client_config``): Java names such as a
     PLAIN/SCRAM ``sasl.jaas.config`` work, what cannot work is refused with a ConfigError."""
-    from fencewatch.streaming import config as cfgmod
+    from fencewatch.streaming.config import settings as cfgmod
 
     cfg = cfgmod.load_config(overrides={"streaming": {"bootstrap_servers": bootstrap, "kafka": conf}})
     return cfgmod.kafka_client_config(cfg, "consumer")
@@ -381,7 +381,7 @@ def run_bridge(conf: dict[str, Any], *, topic_names: TopicNames | None = None,
     from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, Producer, TopicPartition
     from confluent_kafka.admin import AdminClient
 
-    from .poller import PartitionFactsPoller
+    from fencewatch.streaming.sources.partition_facts import PartitionFactsPoller
 
     tune_gc()
     names = topic_names if topic_names is not None else TopicNames()

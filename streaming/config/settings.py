@@ -27,8 +27,8 @@ from typing import Any, Mapping
 from fencewatch.state.config import RulesConfig
 from fencewatch.state.model import Policy
 
-from . import redaction as _redaction
-from .sources.kafka_config import KafkaConfigError, to_librdkafka
+from fencewatch.streaming.config import redaction as _redaction
+from fencewatch.streaming.config.kafka import KafkaConfigError, to_librdkafka
 
 log = logging.getLogger(__name__)
 

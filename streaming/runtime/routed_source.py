@@ -17,7 +17,7 @@ import json
 from dataclasses import dataclass
 from typing import Any, Iterator, Mapping
 
-from .sources.kafka import (
+from fencewatch.streaming.sources.kafka import (
     KafkaBatchReader,
     KafkaDataSource,
     KafkaStreamReader,
@@ -53,8 +53,8 @@ class _Router:
     def __init__(self, spec: RouterSpec) -> None:
         from pyspark.sql.pandas.types import to_arrow_schema
 
-        from .schemas import ROUTED
-        from .routing import make_checker
+        from fencewatch.streaming.runtime.columns import ROUTED
+        from fencewatch.streaming.runtime.routing import make_checker
 
         self.names = {t: (source, rank) for t, source, rank in spec.topics}
         self.check = make_checker(spec.input_format, spec.schema_ids)
@@ -63,7 +63,7 @@ class _Router:
     def __call__(self, builder) -> Any:
         import pyarrow as pa
 
-        from .routing import route_records
+        from fencewatch.streaming.runtime.routing import route_records
 
         topic, part = builder.topic, builder.partition
         source, rank = self.names.get(topic, ("other", 2))
@@ -129,7 +129,7 @@ class RoutedKafkaSource(KafkaDataSource):
         self._router = RouterSpec.from_option(options[ROUTER_OPTION])
 
     def schema(self):
-        from .schemas import ROUTED
+        from fencewatch.streaming.runtime.columns import ROUTED
 
         return ROUTED
 

@@ -35,10 +35,10 @@ import msgspec
 from fencewatch.state.engine import _by_topic, columns_by_topic, route
 from fencewatch.state.events import OffsetCommit
 
-from .decoding import (DecodeError, UnknownType, _TxnCommitLine as _TXN_LINE, _typed_event, avro_record_dict, bounded,
+from fencewatch.streaming.ingest.events import (DecodeError, UnknownType, _TxnCommitLine as _TXN_LINE, _typed_event, avro_record_dict, bounded,
                        commit_line, decode_accepted_json, decode_json_line, event_from_dict, event_type, oversized)
-from .gc_pause import no_cyclic_gc
-from .schemas import DLQ_KEY, ROUTED
+from fencewatch.streaming.runtime.gc_pause import no_cyclic_gc
+from fencewatch.streaming.runtime.columns import DLQ_KEY, ROUTED
 
 ROUTED_COLUMNS = ROUTED.fieldNames()
 _SEP = "\x1f"

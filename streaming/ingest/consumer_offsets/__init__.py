@@ -1,0 +1,1 @@
+"""fencewatch.streaming.ingest.consumer_offsets."""

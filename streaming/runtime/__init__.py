@@ -1,0 +1,1 @@
+"""fencewatch.streaming.runtime."""
