@@ -1,4 +1,4 @@
-"""Decoder benchmark: ``__consumer_offsets`` records -> SPEC events on one core.
+"""Decoder benchmark: ``__consumer_offsets`` records -> contract events on one core.
 
 Builds N records in a commit-heavy mix (45% OffsetCommit v3, 45% v4, 5%
 KIP-848 current member assignments with KIP-1251 epochs, 2% member metadata,
