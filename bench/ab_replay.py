@@ -96,13 +96,14 @@ def head() -> str:
 
 
 def finish(lines: list[str], title: str, command: str, write_docs: bool) -> None:
-    """Print the A/B's table (load at the end added) and, asked to, write it to docs/benchmarks.md."""
+    """Print the A/B's table (load at the end added) and, asked to, write it at the top of
+    docs/archive/benchmarks-history.md: it is the evidence of one change, not a standing figure."""
     lines.append(f"load average at end: {os.getloadavg()[0]:.2f}")
     text = "\n".join(lines)
     print(text)
     if write_docs:
         write_section(title, command, "Old and new code run alternately, seconds apart (this host's speed "
-                      "drifts).\n\n```\n" + text + "\n```")
+                      "drifts).\n\n```\n" + text + "\n```", history=True)
 
 
 def run(pythonpath: Path | None, path: Path, stop: str, under: list[str] = (), child: str = CHILD) -> str:

@@ -1,4 +1,4 @@
-"""Decoder benchmark: ``__consumer_offsets`` records -> SPEC events on one core.
+"""Decoder benchmark: ``__consumer_offsets`` records -> contract events on one core.
 
 Builds N records in a commit-heavy mix (45% OffsetCommit v3, 45% v4, 5%
 KIP-848 current member assignments with KIP-1251 epochs, 2% member metadata,
@@ -14,12 +14,9 @@ Anchor: kminion decodes 100-120k offsets/s on 2 cores; target >= 200,000 records
 from __future__ import annotations
 
 import argparse
-import datetime as dt
 import gc
 import os
-import platform
 import random
-import subprocess
 import sys
 import time
 import uuid
@@ -111,23 +108,11 @@ def bench_decode(records) -> tuple[float, float]:
     return time.process_time() - c0, time.perf_counter() - w0
 
 
-def machine() -> str:
-    model = platform.processor() or "unknown"
-    try:
-        for line in open("/proc/cpuinfo"):
-            if line.startswith("model name"):
-                model = line.split(":", 1)[1].strip()
-                break
-    except OSError:
-        pass
-    return f"nproc={os.cpu_count()}, {model}, Python {platform.python_version()}"
-
-
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--records", type=int, default=500_000)
     ap.add_argument("--repeat", type=int, default=3, help="best of N runs")
-    ap.add_argument("--write-docs", action="store_true", help="append a section to docs/benchmarks.md")
+    ap.add_argument("--write-docs", action="store_true", help="write (replace) its section of docs/benchmarks.md")
     args = ap.parse_args(argv)
     from report import pin_one_core
 
@@ -162,20 +147,11 @@ def main(argv: list[str] | None = None) -> int:
     ]
     print("\n".join(lines))
     if args.write_docs:
-        docs = ROOT / "docs" / "benchmarks.md"
-        try:
-            rev = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True,
-                                 text=True).stdout.strip()
-        except OSError:
-            rev = "?"
-        section = [
-            "", f"## bridge decoder ({dt.date.today().isoformat()}, commit {rev})", "",
-            f"Command: `python bench/bench_bridge.py --records {args.records}` (pinned to one core, best of "
-            f"{args.repeat})", f"Machine: {machine()}", "", "```", *lines, "```", "",
-        ]
-        with docs.open("a", encoding="utf-8") as f:
-            f.write("\n".join(section))
-        print(f"appended to {docs}")
+        from report import write_section
+
+        write_section("bridge decoder", f"python bench/bench_bridge.py --records {args.records}",
+                      f"Pinned to one core, best of {args.repeat}.\n\n```\n" + "\n".join(lines) + "\n```")
+        print("docs/benchmarks.md updated")
     return 0
 
 

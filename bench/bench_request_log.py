@@ -1,4 +1,4 @@
-"""Request-log decoding benchmark: broker request-log lines -> SPEC events on one core.
+"""Request-log decoding benchmark: broker request-log lines -> contract events on one core.
 
 Builds N lines as a busy cluster's brokers write them (``tests/bridge/request_log_lines.py``,
 field presence as Kafka's message specs): 62% steady ConsumerGroupHeartbeats (no assignment),

@@ -103,7 +103,7 @@ def bench_broker(events: int) -> list[tuple[str, int, float, float, int]]:
 
 
 def bench_request_log(events: int, repeat: int) -> str:
-    """``--format request-log``: SPEC events simulated and written as broker request-log lines."""
+    """``--format request-log``: contract events simulated and written as broker request-log lines."""
     cases = [
         ("steady, default versions", "steady", {}),
         ("eos-heavy, default versions", "eos-heavy", {}),

@@ -14,11 +14,8 @@ ceiling the Spark path is measured against.
 from __future__ import annotations
 
 import argparse
-import datetime as dt
 import logging
 import os
-import platform
-import subprocess
 import sys
 import tempfile
 import time
@@ -26,19 +23,6 @@ import uuid
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-
-
-def machine() -> str:
-    model = platform.processor() or "unknown"
-    try:
-        with open("/proc/cpuinfo") as fh:
-            for line in fh:
-                if line.startswith("model name"):
-                    model = line.split(":", 1)[1].strip()
-                    break
-    except OSError:
-        pass
-    return f"nproc={os.cpu_count()}, {model}, Python {platform.python_version()}"
 
 
 def produce(bootstrap: str, topic: str, records: int, partitions: int) -> float:
@@ -127,7 +111,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--max-offsets-per-trigger", type=int, default=None,
                     help="admission control per micro-batch (default: one batch)")
     ap.add_argument("--bootstrap", default=None, help="use this broker instead of an embedded Tansu")
-    ap.add_argument("--write-docs", action="store_true", help="append a section to docs/benchmarks.md")
+    ap.add_argument("--write-docs", action="store_true", help="write (replace) its section of docs/benchmarks.md")
     ap.add_argument("-v", "--verbose", action="store_true", help="log per-batch durations")
     args = ap.parse_args(argv)
     logging.basicConfig(level=logging.WARNING)
@@ -175,17 +159,14 @@ def main(argv: list[str] | None = None) -> int:
     ]
     print("\n".join(lines))
     if args.write_docs:
-        docs = ROOT / "docs" / "benchmarks.md"
-        rev = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True,
-                             text=True).stdout.strip() or "?"
+        sys.path.insert(0, str(Path(__file__).resolve().parent))
+        from report import write_section
+
         command = f"python bench/bench_source.py --records {args.records} --partitions {args.partitions}"
         if args.max_offsets_per_trigger:
             command += f" --max-offsets-per-trigger {args.max_offsets_per_trigger}"
-        section = ["", f"## Kafka source, fencewatch-kafka ({dt.date.today().isoformat()}, commit {rev})", "",
-                   f"Command: `{command}`", f"Machine: {machine()}", "", "```", *lines, "```", ""]
-        with docs.open("a", encoding="utf-8") as fh:
-            fh.write("\n".join(section))
-        print(f"appended to {docs}")
+        write_section("Kafka source, fencewatch-kafka", command, "```\n" + "\n".join(lines) + "\n```")
+        print("docs/benchmarks.md updated")
     return 0
 
 
