@@ -34,7 +34,7 @@ logging.basicConfig(level=logging.WARNING)
 
 
 def _cfg(bootstrap, checkpoint, **streaming):
-    from fencewatch.streaming.config.settings import settings as cfgmod
+    from fencewatch.streaming.config import settings as cfgmod
 
     return cfgmod.load_config(environ={}, overrides={"streaming": {
         "bootstrap_servers": bootstrap, "starting_offsets": "earliest", "checkpoint_location": checkpoint,

@@ -104,7 +104,7 @@ def job_backlog(spark, bootstrap: str, hb: str, off: str, n_events: int, max_per
     ``max_per_trigger``) and its sinks (``make_sinks``: the Kafka outputs with their log in the
     checkpoint, the metrics exporter on a free port, the query's facts read each batch):
     events/s over the micro-batches after the first ``warmup_batches``."""
-    from fencewatch.streaming.config.settings import settings as cfgmod
+    from fencewatch.streaming.config import settings as cfgmod
     from fencewatch.streaming.runtime.job import BatchWriter, make_sinks, query_facts, start_query, stop_between_batches
 
     streaming = {"bootstrap_servers": bootstrap, "starting_offsets": "earliest", "heartbeats_topic": hb,
@@ -201,7 +201,7 @@ def engine_floor(spark, bootstrap: str, hb: str, off: str, n_events: int, max_pe
     from fencewatch.state.config import RulesConfig
     from fencewatch.state.engine import group_key, run_key, sort_key
     from fencewatch.streaming.ingest.events import DecodeError, UnknownType, decode_json_line
-    from fencewatch.streaming.config.settings import settings as cfgmod
+    from fencewatch.streaming.config import settings as cfgmod
     from fencewatch.streaming.runtime.job import batch_limit_options, task_options
     from fencewatch.streaming.sources import read_kafka_stream
 
@@ -273,7 +273,7 @@ def worker(spec: dict) -> dict:
         extra = {"spark.driver.host": "127.0.0.1", "spark.driver.bindAddress": "127.0.0.1",
                  "spark.executor.cores": "1", "spark.executor.memory": "1g",
                  "spark.cores.max": str(spec.get("workers", 1)), **extra}
-    from fencewatch.streaming.config.settings.settings import StreamingConfig
+    from fencewatch.streaming.config.settings import StreamingConfig
 
     partitions = spec["shuffle_partitions"] or StreamingConfig().shuffle_partitions  # run's default
     spark = spark_session(spec["master"], shuffle_partitions=partitions, extra=extra,
@@ -393,7 +393,7 @@ def report(args, runs: list[dict]) -> str:
     profiles = args.profiles.split(",")
     limit = (f"maxOffsetsPerTrigger {args.max_offsets_per_trigger:,}" if args.max_offsets_per_trigger else
              "fencewatch run's defaults (adaptive batches aiming at catch_up_batch_ms)")
-    from fencewatch.streaming.config.settings.settings import StreamingConfig
+    from fencewatch.streaming.config.settings import StreamingConfig
     from fencewatch.streaming.runtime.session import PARTITIONS_PER_CORE
 
     partitions = args.shuffle_partitions or StreamingConfig().shuffle_partitions

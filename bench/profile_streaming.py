@@ -179,7 +179,7 @@ def main(argv=None) -> int:
     out.mkdir(parents=True, exist_ok=True)
 
     from fencewatch.sinks.kafka import KafkaOutputs
-    from fencewatch.streaming.config.settings import settings as cfgmod
+    from fencewatch.streaming.config import settings as cfgmod
     from fencewatch.streaming.brokers.tansu import EmbeddedBroker
     from fencewatch.streaming.runtime.job import BatchWriter, JobStats, start_query, stop_between_batches
     from fencewatch.streaming.runtime.session import checkpoint_conf, spark_session

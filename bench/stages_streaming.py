@@ -31,7 +31,7 @@ from bench.bench_streaming import produce, replay_rate, simulate_lines  # noqa: 
 
 def run_variant(spark, broker: str, variant: str, hb: str, off: str, n: int, per_trigger: int) -> str:
     from fencewatch.sinks.kafka import KafkaOutputs
-    from fencewatch.streaming.config.settings import settings as cfgmod
+    from fencewatch.streaming.config import settings as cfgmod
     from fencewatch.streaming.runtime import job
 
     checkpoint = tempfile.mkdtemp() + "/cp"
