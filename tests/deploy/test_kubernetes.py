@@ -372,6 +372,8 @@ def test_the_prometheus_rule_is_the_shipped_rules_with_the_job_label_the_pod_mon
     assert f'up{{job="{job}"}}' in absent["expr"]
     other = yaml.safe_load(rules.render_prometheus_rule(rules.load(overrides={"monitor_job": "team-a/fencewatch"})))
     assert 'up{job="team-a/fencewatch"}' in yaml.safe_dump(other), "the job label is a setting"
+    with pytest.raises(rules.AlertRulesConfigError, match="monitor_job"):
+        rules.load(overrides={"monitor_job": 'a"b'})
 
 
 def test_promtool_accepts_the_prometheus_rules_groups(tmp_path):
