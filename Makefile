@@ -5,7 +5,12 @@ PY     := $(VENV)/bin/python
 PIP    := $(VENV)/bin/pip
 STAMP  := $(VENV)/.installed
 
-.PHONY: install test test-fast demo bench screenshot clean system-deps
+.PHONY: install test test-fast demo bench screenshot clean system-deps kustomize
+
+# Tools built from source into a cache outside the repository (tests/deploy finds them there).
+TOOLS ?= $(HOME)/.cache/fencewatch-tools
+KUSTOMIZE_VERSION ?= v5.7.1
+KUSTOMIZE := $(TOOLS)/kustomize-$(KUSTOMIZE_VERSION)/kustomize
 
 # Bytecode of the project's own modules. pip compiles an installed package but not an editable
 # one, and with PYTHONDONTWRITEBYTECODE set (as on these machines) nothing else writes it: every
@@ -36,10 +41,17 @@ system-deps:
 	  (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq libjemalloc2 >/dev/null) \
 	  || echo "warning: could not install libjemalloc2; the job runs on glibc's malloc"; }
 
-test: $(STAMP) system-deps
+# kustomize renders deploy/kubernetes in tests/deploy, built with Go (on the machines) from its
+# module. v5.7.1 needs Go 1.22.7 or later; the releases after it need a newer Go.
+kustomize: $(KUSTOMIZE)
+$(KUSTOMIZE):
+	@command -v go >/dev/null 2>&1 || { echo "error: go not found; kustomize is built with it" >&2; exit 1; }
+	GOBIN=$(dir $(KUSTOMIZE)) GOFLAGS=-mod=mod go install sigs.k8s.io/kustomize/kustomize/v5@$(KUSTOMIZE_VERSION)
+
+test: $(STAMP) system-deps kustomize
 	$(PY) -m pytest -q --durations=25
 
-test-fast: $(STAMP)
+test-fast: $(STAMP) kustomize
 	$(PY) -m pytest -q -m "not slow"
 
 demo: $(STAMP) system-deps

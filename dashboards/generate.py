@@ -523,6 +523,7 @@ def outputs() -> dict[Path, str]:
     if (REPO_ROOT / "pyproject.toml").exists():
         files[METRICS_DOC] = metrics_doc()
         files[REPO_ROOT / "docs" / "reference-alerting.yaml"] = rules.defaults_yaml()
+        files[REPO_ROOT / "deploy" / "kubernetes" / "prometheusrule.yaml"] = rules.render_prometheus_rule()
     return files
 
 

@@ -1,9 +1,14 @@
 """Readers for the files in deploy/ that the deploy tests share: the Dockerfile's instructions,
-the Kubernetes manifests, pyproject's pins. Plain parsing, no container engine or cluster."""
+the Kubernetes manifests as kustomize renders them, pyproject's pins. No container engine or
+cluster."""
 from __future__ import annotations
 
+import functools
+import os
 import re
 import shlex
+import shutil
+import subprocess
 import tomllib
 from dataclasses import dataclass
 from pathlib import Path
@@ -77,13 +82,44 @@ def pyproject() -> dict:
 
 
 def manifests() -> dict[str, list[dict]]:
-    """Every Kubernetes document under deploy/kubernetes, by file name."""
+    """Every Kubernetes document in the files under deploy/kubernetes (not its folders), by file name."""
     return {p.name: [d for d in yaml.safe_load_all(p.read_text()) if d]
             for p in sorted(KUBERNETES.glob("*.yaml"))}
 
 
-def one(kind: str, name: str | None = None) -> dict:
-    found = [d for docs in manifests().values() for d in docs
-             if d.get("kind") == kind and (name is None or d["metadata"]["name"] == name)]
+def kustomize() -> str:
+    """The kustomize binary: $KUSTOMIZE, the one `make kustomize` builds, or one on the PATH."""
+    makefile = (ROOT / "Makefile").read_text()
+    version = re.search(r"^KUSTOMIZE_VERSION \?= (\S+)", makefile, re.M).group(1)
+    cache = Path(os.environ.get("TOOLS", Path.home() / ".cache" / "fencewatch-tools"))
+    for candidate in (os.environ.get("KUSTOMIZE"), cache / f"kustomize-{version}" / "kustomize", shutil.which("kustomize")):
+        if candidate and Path(candidate).is_file():
+            return str(candidate)
+    raise AssertionError(f"kustomize {version} not found: `make kustomize` builds it into {cache}")
+
+
+def build(folder: Path) -> list[dict]:
+    """``kustomize build folder``: the objects `kubectl apply -k` would send."""
+    done = subprocess.run([kustomize(), "build", str(folder)], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    return [d for d in yaml.safe_load_all(done.stdout) if d]
+
+
+@functools.cache
+def _rendered() -> tuple[str, ...]:
+    return tuple(yaml.safe_dump(d) for d in build(KUBERNETES))
+
+
+def rendered() -> list[dict]:
+    """deploy/kubernetes as kustomize renders it (a fresh copy each call)."""
+    return [yaml.safe_load(text) for text in _rendered()]
+
+
+def one(kind: str, name: str | None = None, docs: list[dict] | None = None) -> dict:
+    """The one rendered object of this kind (and name; a generated ConfigMap's name has kustomize's
+    hash suffix, so a name also matches ``name-<hash>``)."""
+    found = [d for d in (rendered() if docs is None else docs)
+             if d.get("kind") == kind and (name is None or re.fullmatch(rf"{re.escape(name)}(-[a-z0-9]{{10}})?",
+                                                                         d["metadata"]["name"]))]
     assert len(found) == 1, f"expected one {kind} {name or ''}, found {len(found)}"
     return found[0]

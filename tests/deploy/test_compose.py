@@ -319,3 +319,52 @@ def test_the_job_keeps_its_checkpoint_on_a_volume_and_images_carry_the_project_v
     k8s = {one("SparkApplication")["spec"]["image"],
            one("Deployment", "fencewatch-bridge")["spec"]["template"]["spec"]["containers"][0]["image"]}
     assert {i.rsplit(":", 1)[1] for i in k8s} == {version}
+
+
+# Kafka's own default for where partitions live when neither log.dirs nor log.dir is set
+# (ServerLogConfigs.LOG_DIR_DEFAULT): inside the container, lost with it.
+KAFKA_DEFAULT_LOG_DIR = "/tmp/kafka-logs"
+
+
+def _kafka_properties(env: dict[str, str]) -> dict[str, str]:
+    """Broker properties from the apache/kafka image's KAFKA_* variables (Kafka's docker/README:
+    '.' is written '_', '_' is '__', '-' is '___'; the prefix dropped, lower case)."""
+    out = {}
+    for name, value in env.items():
+        if name.startswith("KAFKA_"):
+            key = name[len("KAFKA_"):].lower().replace("___", "-").replace("__", "\0").replace("_", ".").replace("\0", "_")
+            out[key] = value
+    return out
+
+
+def _broker_data_dirs(service: dict) -> list[str]:
+    """Where the broker writes its partitions and its KRaft metadata log."""
+    props = _kafka_properties(_env(service))
+    dirs = (props.get("log.dirs") or props.get("log.dir") or KAFKA_DEFAULT_LOG_DIR).split(",")
+    return dirs + [props["metadata.log.dir"]] if "metadata.log.dir" in props else dirs
+
+
+def _named_volume_mounts(service: dict) -> list[str]:
+    return [str(v).split(":")[1] for v in service.get("volumes", []) if not str(v).startswith((".", "/"))]
+
+
+def _on_a_volume(path: str, mounts: list[str]) -> bool:
+    return any(path == m or path.startswith(m.rstrip("/") + "/") for m in mounts)
+
+
+def test_the_broker_keeps_its_data_on_its_volume():
+    kafka = _services()["kafka"]
+    mounts = _named_volume_mounts(kafka)
+    assert mounts, "the broker has a named volume"
+    for path in _broker_data_dirs(kafka):
+        assert _on_a_volume(path, mounts), f"the broker writes {path}, outside its volume {mounts}"
+
+
+def test_without_log_dirs_the_broker_would_write_outside_its_volume():
+    """Negative control: the image's variables unset, Kafka's default folder is in the container."""
+    kafka = _services()["kafka"]
+    kafka["environment"] = {k: v for k, v in _env(kafka).items() if k not in ("KAFKA_LOG_DIRS", "KAFKA_LOG_DIR")}
+    assert _broker_data_dirs(kafka) == [KAFKA_DEFAULT_LOG_DIR]
+    assert not _on_a_volume(KAFKA_DEFAULT_LOG_DIR, _named_volume_mounts(kafka))
+    assert _kafka_properties({"KAFKA_LISTENER_SECURITY_PROTOCOL_MAP": "x", "KAFKA_SASL___X__Y": "z"}) == \
+        {"listener.security.protocol.map": "x", "sasl-x_y": "z"}

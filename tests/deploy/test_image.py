@@ -111,7 +111,7 @@ def test_the_wheel_is_installed_with_extras_pyproject_defines():
 def test_build_stage_copies_every_source_the_wheel_is_made_of_and_dockerignore_keeps_them():
     project = pyproject()
     copied = {src for sources, _ in _copies(BUILD) for src in sources}
-    needed = {"pyproject.toml", project["project"]["readme"]}
+    needed = {"pyproject.toml", project["project"]["readme"], "LICENSE"}
     needed |= {d.split("/")[0] for d in project["tool"]["setuptools"]["package-dir"].values()}
     assert needed <= copied, f"not copied into the build stage: {sorted(needed - copied)}"
     assert not [p for p in sorted(needed) if _dockerignored(p)], ".dockerignore drops a build input"
@@ -159,6 +159,10 @@ def test_the_wheel_holds_every_package_and_requires_what_pyproject_says(built_wh
     required = {str(Requirement(r)) for r in meta.get_all("Requires-Dist") if "extra ==" not in r}
     assert required == {str(Requirement(r)) for r in project["project"]["dependencies"]}
     assert "fencewatch = fencewatch.streaming.cli:console_main" in entry_points
+    licence = [n for n in names if ".dist-info/" in n and n.endswith("/LICENSE")]
+    assert licence and meta["License-Expression"] == project["project"]["license"] == "Apache-2.0"
+    with zipfile.ZipFile(built_wheel) as z:
+        assert z.read(licence[0]) == (ROOT / "LICENSE").read_bytes(), "the wheel carries the licence text"
 
 
 @pytest.mark.slow

@@ -1,19 +1,20 @@
-"""deploy/kubernetes: valid against Kubernetes' own schemas, and wired to each other and to the image.
+"""deploy/kubernetes as ``kubectl apply -k`` sends it: valid against Kubernetes' and the
+operators' own schemas, and wired to each other, to fencewatch's config and to the image.
 
-Built-in kinds are checked with ``kubernetes-validate`` (Kubernetes' OpenAPI schemas, strict: an
-unknown field fails). The ``SparkApplication`` is a custom resource whose schema is not among
-Kubernetes' and whose CRD we may not copy into this repository, so its own fields are checked
-against the spark-operator's API types (``api/v1beta2/sparkapplication_types.go``, kubeflow/
-spark-operator at 38082f3, Aug 2026: the json names listed below), and its Kubernetes parts
-(volumes, env, mounts, security contexts, probes) are validated by Kubernetes' schemas as the
-Pod the operator makes of them. No cluster runs here: what the operator and the kubelet do at
-run time is not exercised.
+The manifests are rendered with kustomize (``make kustomize``). Built-in kinds are checked with
+``kubernetes-validate`` (Kubernetes' OpenAPI schemas, strict: an unknown field fails); the
+custom resources (SparkApplication, PodMonitor, PrometheusRule) against their CRDs' schemas
+(``crd_schemas.py``, sources in ``crds/README.md``); the driver and executor pods the
+spark-operator makes of the SparkApplication are validated as Pods. No cluster runs here: what
+the operators and the kubelet do at run time is not exercised (``k8s_objects.py`` restates the
+kubelet's environment rules).
 """
 from __future__ import annotations
 
 import copy
 import re
-import shlex
+import shutil
+import subprocess
 from pathlib import Path
 
 import kubernetes_validate
@@ -22,136 +23,99 @@ import yaml
 from packaging.requirements import Requirement
 from packaging.version import Version
 
-from deploy_files import KUBERNETES, ROOT, dockerfile_args, dockerfile_instructions, manifests, one, pyproject
+import crd_schemas
+from deploy_files import KUBERNETES, ROOT, dockerfile_args, dockerfile_instructions, one, pyproject, rendered
+from k8s_objects import SECRET_VALUES, container_env, expand, pod_of
 
 K8S = kubernetes_validate.latest_version()
-CUSTOM_KINDS = {"SparkApplication", "Kustomization"}
-
-# spark-operator api/v1beta2 json field names (SparkApplicationSpec, DriverSpec, ExecutorSpec and
-# the SparkPodSpec both inline, RestartPolicy), see the module docstring for the source.
-SPARK_POD_SPEC = {
-    "template", "cores", "coreLimit", "memory", "memoryLimit", "memoryOverhead", "gpu", "image", "configMaps",
-    "secrets", "env", "envVars", "envFrom", "envSecretKeyRefs", "labels", "annotations", "volumeMounts",
-    "affinity", "tolerations", "podSecurityContext", "securityContext", "schedulerName", "sidecars",
-    "initContainers", "hostNetwork", "nodeSelector", "dnsConfig", "terminationGracePeriodSeconds",
-    "serviceAccount", "hostAliases", "shareProcessNamespace"}
-SPEC_FIELDS = {
-    "suspend", "type", "sparkVersion", "mode", "proxyUser", "image", "imagePullPolicy", "imagePullSecrets",
-    "mainClass", "mainApplicationFile", "arguments", "sparkConf", "hadoopConf", "sparkConfigMap",
-    "hadoopConfigMap", "volumes", "driver", "executor", "deps", "restartPolicy", "nodeSelector",
-    "failureRetries", "retryInterval", "pythonVersion", "memoryOverheadFactor", "monitoring", "batchScheduler",
-    "timeToLiveSeconds", "batchSchedulerOptions", "sparkUIOptions", "driverIngressOptions", "dynamicAllocation",
-    "driverPodDisruptionBudget"}
-SPEC_REQUIRED = {"type", "sparkVersion", "mainApplicationFile", "driver", "executor"}
-DRIVER_FIELDS = SPARK_POD_SPEC | {"podName", "coreRequest", "javaOptions", "lifecycle", "kubernetesMaster",
-                                  "serviceAnnotations", "serviceLabels", "ports", "priorityClassName"}
-EXECUTOR_FIELDS = SPARK_POD_SPEC | {"instances", "coreRequest", "javaOptions", "lifecycle", "deleteOnTermination",
-                                    "ports", "priorityClassName"}
-RESTART_FIELDS = {"type", "onSubmissionFailureRetries", "onFailureRetries", "onSubmissionFailureRetryInterval",
-                  "onFailureRetryInterval"}
-RESTART_TYPES = {"Never", "Always", "OnFailure"}  # RestartPolicyType constants
-APP_TYPES = {"Java", "Scala", "Python", "R"}      # SparkApplicationType constants
-PORT_FIELDS = {"name", "protocol", "containerPort"}
-# Spark's name for the driver container, which a pod template's container is merged into
-# (Spark's Constants.DEFAULT_DRIVER_CONTAINER_NAME).
-DRIVER_CONTAINER = "spark-kubernetes-driver"
 
 
-def _docs():
-    return [(name, d) for name, docs in manifests().items() for d in docs]
+def _custom(doc: dict) -> bool:
+    return (doc["apiVersion"], doc["kind"]) in crd_schemas.stored()
+
+
+def _ids(doc: dict) -> str:
+    return f"{doc['kind']}/{doc['metadata']['name']}"
 
 
 def _app() -> dict:
     return one("SparkApplication")
 
 
-# --------------------------------------------------------------------------- Kubernetes' schemas
+def _bridge() -> dict:
+    return one("Deployment", "fencewatch-bridge")
 
 
-@pytest.mark.parametrize("name,doc", [(n, d) for n, d in _docs() if d["kind"] not in CUSTOM_KINDS],
-                         ids=lambda v: v if isinstance(v, str) else f"{v['kind']}/{v['metadata']['name']}")
-def test_manifest_is_valid_for_kubernetes(name, doc):
+# --------------------------------------------------------------------------- schemas
+
+
+@pytest.mark.parametrize("doc", [d for d in rendered() if not _custom(d)], ids=_ids)
+def test_built_in_object_is_valid_for_kubernetes(doc):
     kubernetes_validate.validate(doc, K8S, strict=True)
 
 
-def test_the_validator_would_catch_a_misspelt_field():
-    """Negative control: strict validation rejects an unknown field, so the test above can fail."""
-    bridge = copy.deepcopy(one("Deployment", "fencewatch-bridge"))
+@pytest.mark.parametrize("doc", [d for d in rendered() if _custom(d)], ids=_ids)
+def test_custom_resource_is_valid_for_its_operators_crd(doc):
+    assert crd_schemas.problems(doc) == []
+
+
+def test_every_kind_rendered_is_validated_somewhere():
+    kinds = {d["kind"] for d in rendered()}
+    assert {"SparkApplication", "PodMonitor", "PrometheusRule", "Deployment", "ConfigMap"} <= kinds
+
+
+def test_the_validators_would_catch_a_misspelt_field():
+    """Negative controls: strict validation rejects an unknown field, so the tests above can fail."""
+    bridge = copy.deepcopy(_bridge())
     bridge["spec"]["template"]["spec"]["containers"][0]["livenesProbe"] = {}
     with pytest.raises(kubernetes_validate.ValidationError):
         kubernetes_validate.validate(bridge, K8S, strict=True)
+    app = copy.deepcopy(_app())
+    app["spec"]["driver"]["javaOption"] = "-Dx=1"
+    app["spec"]["executor"]["instances"] = "2"
+    assert len(crd_schemas.problems(app)) == 2
+    monitor = copy.deepcopy(one("PodMonitor", "fencewatch"))
+    monitor["spec"]["podMetricsEndpoints"][0]["scrapeIntervall"] = "30s"
+    assert crd_schemas.problems(monitor)
+    rule = copy.deepcopy(one("PrometheusRule"))
+    rule["spec"]["groups"][0]["rules"][0]["for"] = "2 minutes"
+    assert crd_schemas.problems(rule)
 
 
 def test_kustomization_lists_every_manifest():
     kust = yaml.safe_load((KUBERNETES / "kustomization.yaml").read_text())
-    files = {p.name for p in KUBERNETES.glob("*.yaml")} - {"kustomization.yaml"}
-    assert set(kust["resources"]) == files
+    generated = {f for g in kust["configMapGenerator"] for f in g.get("files", [])}
+    files = {str(p.relative_to(KUBERNETES)) for p in KUBERNETES.glob("*.yaml")} | \
+            {str(p.relative_to(KUBERNETES)) for p in (KUBERNETES / "log4j2").iterdir()}
+    assert set(kust["resources"]) | generated | {"kustomization.yaml", *kust["configurations"]} == files
 
 
 def test_every_namespaced_object_lives_in_the_namespace():
     ns = one("Namespace")["metadata"]["name"]
-    for name, doc in _docs():
-        if doc["kind"] not in ("Namespace", "Kustomization"):
-            assert doc["metadata"].get("namespace") == ns, f"{name}: {doc['kind']}"
+    for doc in rendered():
+        if doc["kind"] != "Namespace":
+            assert doc["metadata"].get("namespace") == ns, _ids(doc)
 
 
 # --------------------------------------------------------------------------- the SparkApplication
 
 
-def _pod_of(app: dict, role: str) -> dict:
-    """The Pod the operator builds for the driver or an executor, from the fields it copies."""
-    spec = app["spec"]
-    part = spec[role]
-    container = {"name": DRIVER_CONTAINER if role == "driver" else "spark-kubernetes-executor",
-                 "image": part.get("image", spec["image"]),
-                 "env": part.get("env", []),
-                 "volumeMounts": part.get("volumeMounts", []),
-                 "ports": part.get("ports", []),
-                 "securityContext": part.get("securityContext", {})}
-    template = copy.deepcopy(part.get("template", {"spec": {"containers": []}}))
-    merged = next((c for c in template["spec"]["containers"] if c["name"] == container["name"]), None)
-    if merged is not None:
-        template["spec"]["containers"].remove(merged)
-        container = {**merged, **container}
-    pod_spec = {**template["spec"], "containers": [container, *template["spec"]["containers"]],
-                "volumes": spec.get("volumes", []), "securityContext": part.get("podSecurityContext", {})}
-    if part.get("serviceAccount"):
-        pod_spec["serviceAccountName"] = part["serviceAccount"]
-    return {"apiVersion": "v1", "kind": "Pod",
-            "metadata": {"name": f"fencewatch-{role}", "namespace": app["metadata"]["namespace"],
-                         "labels": part.get("labels", {}), "annotations": part.get("annotations", {})},
-            "spec": pod_spec}
-
-
-def test_spark_application_fields_are_the_operators():
-    app = _app()
-    assert app["apiVersion"] == "sparkoperator.k8s.io/v1beta2"
-    spec = app["spec"]
-    assert set(spec) <= SPEC_FIELDS, set(spec) - SPEC_FIELDS
-    assert SPEC_REQUIRED <= set(spec)
-    assert spec["type"] in APP_TYPES and spec["type"] == "Python"
-    assert spec["mode"] == "cluster"
-    assert set(spec["driver"]) <= DRIVER_FIELDS, set(spec["driver"]) - DRIVER_FIELDS
-    assert set(spec["executor"]) <= EXECUTOR_FIELDS, set(spec["executor"]) - EXECUTOR_FIELDS
-    assert set(spec["restartPolicy"]) <= RESTART_FIELDS and spec["restartPolicy"]["type"] in RESTART_TYPES
+def test_spark_application_is_a_restarting_python_streaming_job():
+    spec = _app()["spec"]
+    assert spec["type"] == "Python" and spec["mode"] == "cluster"
     assert spec["restartPolicy"]["type"] == "Always", "a streaming query is restarted from its checkpoint"
-    for port in spec["driver"].get("ports", []):
-        assert set(port) == PORT_FIELDS, "Port needs name, protocol and containerPort"
-    assert all(isinstance(v, str) for v in spec["sparkConf"].values()), "sparkConf is map[string]string"
     for role in ("driver", "executor"):
-        assert isinstance(spec[role]["cores"], int), "cores is an int32"
         assert re.fullmatch(r"\d+[kmg]", spec[role]["memory"]), "Spark memory syntax (512m, 4g)"
-    assert spec["executor"]["instances"] >= 1
 
 
 @pytest.mark.parametrize("role", ["driver", "executor"])
 def test_the_pods_the_operator_makes_are_valid_for_kubernetes(role):
-    kubernetes_validate.validate(_pod_of(_app(), role), K8S, strict=True)
+    kubernetes_validate.validate(pod_of(_app(), role), K8S, strict=True)
 
 
 @pytest.mark.parametrize("role", ["driver", "executor"])
 def test_pods_run_as_the_images_non_root_user_on_a_read_only_root(role):
-    pod = _pod_of(_app(), role)
+    pod = pod_of(_app(), role)
     uid = int(dockerfile_args(dockerfile_instructions())["UID"])
     assert pod["spec"]["securityContext"]["runAsNonRoot"] is True
     assert pod["spec"]["securityContext"]["runAsUser"] == uid
@@ -165,30 +129,56 @@ def test_pods_run_as_the_images_non_root_user_on_a_read_only_root(role):
     assert _app()["spec"]["sparkConf"]["spark.jars.ivy"].startswith("/tmp/")
 
 
-def _job_config(environ: dict | None = None):
+def _driver_env(docs: list[dict] | None = None, secrets: dict | None = None) -> dict[str, str]:
+    docs = rendered() if docs is None else docs
+    return container_env(pod_of(one("SparkApplication", docs=docs), "driver")["spec"]["containers"][0], docs, secrets)
+
+
+def job_config(docs: list[dict] | None = None, environ: dict | None = None, tmp: Path | None = None):
+    """The job's Config as its driver loads it: the mounted file, then the pod's environment."""
     from fencewatch.streaming.config.settings import load_config
 
-    text = one("ConfigMap", "fencewatch")["data"]["fencewatch.yaml"]
-    path = Path(pytest.importorskip("tempfile").mkdtemp()) / "fencewatch.yaml"
+    docs = rendered() if docs is None else docs
+    text = one("ConfigMap", "fencewatch-config", docs=docs)["data"]["fencewatch.yaml"]
+    path = Path(pytest.importorskip("tempfile").mkdtemp() if tmp is None else tmp) / "fencewatch.yaml"
     path.write_text(text)
-    return load_config(file=path, environ=environ or {})
+    return load_config(file=path, environ=_driver_env(docs) if environ is None else environ)
 
 
-def test_the_config_map_is_a_valid_fencewatch_config_and_the_secret_reaches_the_kafka_clients():
-    driver = _pod_of(_app(), "driver")["spec"]["containers"][0]
-    secret_env = {e["name"]: e["valueFrom"]["secretKeyRef"] for e in driver["env"] if "valueFrom" in e}
-    assert secret_env, "the SASL password comes from a Secret"
-    cfg = _job_config({name: "s3cret" for name in secret_env})
-    assert cfg.streaming.kafka["sasl.password"] == "s3cret"
-    assert cfg.streaming.kafka["sasl.username"] and cfg.streaming.kafka["security.protocol"] == "SASL_SSL"
-    assert "password" not in one("ConfigMap", "fencewatch")["data"]["fencewatch.yaml"]
+def test_the_job_config_is_valid_and_its_secrets_reach_the_kafka_clients():
+    from fencewatch.streaming.config.settings import kafka_client_config
+
+    env = _driver_env()
+    cfg = job_config()
+    kafka = one("ConfigMap", "fencewatch-kafka")["data"]
+    assert cfg.streaming.bootstrap_servers == kafka["FENCEWATCH_STREAMING__BOOTSTRAP_SERVERS"]
+    assert cfg.streaming.kafka["security.protocol"] == kafka["FENCEWATCH_STREAMING__KAFKA__SECURITY_PROTOCOL"]
+    assert cfg.streaming.kafka["sasl.username"] == "fencewatch" and cfg.streaming.kafka["sasl.password"] == "job-s3cret"
+    assert kafka_client_config(cfg, "producer")["sasl.password"] == "job-s3cret"
+    assert cfg.sinks.grafana_token == "glsa_token"
+    assert cfg.streaming.schema_registry["basic.auth.user.info"] == "sr-user:sr-s3cret"
+    assert cfg.sinks.alerts_topic == kafka["FENCEWATCH_SINKS__ALERTS_TOPIC"]
     assert cfg.streaming.spark_master == "", "the master is the operator's, not local[2]"
+    unknown = [k for k in env if k.startswith("FENCEWATCH_") and k.split("__")[0] not in
+               ("FENCEWATCH_STREAMING", "FENCEWATCH_SINKS", "FENCEWATCH_STATE", "FENCEWATCH_LOGGING")]
+    assert not unknown, "every variable is one of fencewatch's settings"
+    rendered_text = yaml.safe_dump_all(rendered())
+    assert "s3cret" not in rendered_text, "no secret in the manifests"
+
+
+def test_the_optional_secrets_may_be_left_out_of_the_secret():
+    secrets = {"fencewatch": {k: v for k, v in SECRET_VALUES.items()
+                              if k not in ("grafana-token", "schema-registry-user-info")}}
+    cfg = job_config(environ=_driver_env(secrets=secrets))
+    assert cfg.sinks.grafana_token is None and not cfg.streaming.schema_registry
+    with pytest.raises(AssertionError, match="job-sasl-password"):
+        _driver_env(secrets={"fencewatch": {"job-sasl-username": "fencewatch"}})
 
 
 @pytest.mark.parametrize("role", ["driver", "executor"])
 def test_checkpoint_is_on_the_shared_claim_in_every_pod(role):
-    cfg = _job_config()
-    pod = _pod_of(_app(), role)
+    cfg = job_config()
+    pod = pod_of(_app(), role)
     volumes = {v["name"]: v for v in pod["spec"]["volumes"]}
     mounts = pod["spec"]["containers"][0]["volumeMounts"]
     holding = [m for m in mounts if cfg.streaming.checkpoint_location.startswith(m["mountPath"] + "/")]
@@ -198,39 +188,73 @@ def test_checkpoint_is_on_the_shared_claim_in_every_pod(role):
     assert pvc["spec"]["accessModes"] == ["ReadWriteMany"], "driver and executors write the checkpoint"
 
 
+@pytest.mark.parametrize("role", ["driver", "executor"])
+def test_the_kafka_ca_is_mounted_wherever_kafka_clients_run(role):
+    """The Python source's consumers run in the executors: an ssl.ca.location must exist there too."""
+    pod = pod_of(_app(), role)
+    volumes = {v["name"]: v for v in pod["spec"]["volumes"]}
+    ca = [m for m in pod["spec"]["containers"][0]["volumeMounts"] if "secret" in volumes[m["name"]]]
+    assert [volumes[m["name"]]["secret"] for m in ca] == [{"secretName": "fencewatch-kafka-ca", "optional": True}]
+    bridge = _bridge()["spec"]["template"]["spec"]
+    assert [m["mountPath"] for m in bridge["containers"][0]["volumeMounts"] if m["name"] == "kafka-ca"] == \
+        [m["mountPath"] for m in ca]
+
+
 def test_driver_config_file_is_mounted_where_the_arguments_read_it():
     app = _app()
     from fencewatch.streaming.cli import build_parser
 
     args = build_parser(app["spec"]["arguments"]).parse_args(app["spec"]["arguments"])
     assert args.command == "run"
-    mounts = _pod_of(app, "driver")["spec"]["containers"][0]["volumeMounts"]
+    mounts = pod_of(app, "driver")["spec"]["containers"][0]["volumeMounts"]
     config_mount = next(m for m in mounts if args.config.startswith(m["mountPath"] + "/"))
     volume = next(v for v in app["spec"]["volumes"] if v["name"] == config_mount["name"])
     cm = one("ConfigMap", volume["configMap"]["name"])
+    assert cm["metadata"]["name"] == volume["configMap"]["name"], "the generated (hashed) name is referenced"
     assert Path(args.config).name in cm["data"]
     main = app["spec"]["mainApplicationFile"]
     copied = [i.args for i in dockerfile_instructions() if i.keyword == "COPY" and "fencewatch_main.py" in i.args]
     assert main == "local://" + copied[0].split()[-1], "the main file is the one the image holds"
 
 
+def _references(node, kinds=("configMapRef", "configMapKeyRef", "configMap")):
+    """Names under configMapRef / configMapKeyRef / configMap anywhere in an object."""
+    if isinstance(node, dict):
+        for key, value in node.items():
+            if key in kinds and isinstance(value, dict):
+                yield value["name"]
+            yield from _references(value, kinds)
+    elif isinstance(node, list):
+        for value in node:
+            yield from _references(value, kinds)
+
+
+def test_every_config_map_a_pod_reads_is_rendered_under_its_hashed_name():
+    """kustomize's hashed names reached every reference (kustomizeconfig.yaml's nameReference)."""
+    docs = rendered()
+    names = {d["metadata"]["name"] for d in docs if d["kind"] == "ConfigMap"}
+    for workload in ("SparkApplication", "Deployment"):
+        refs = set(_references(one(workload, docs=docs)))
+        assert refs and refs <= names, f"{workload}: {refs - names}"
+    assert all(re.search(r"-[a-z0-9]{10}$", n) for n in names), "generated: a change rolls the pods"
+
+
 def test_probes_and_scrape_point_at_the_metrics_port_the_job_serves():
-    cfg = _job_config()
+    cfg = job_config()
     port = cfg.sinks.metrics_port
     assert cfg.sinks.metrics_host == "0.0.0.0", "reachable from the kubelet and Prometheus"
-    pod = _pod_of(_app(), "driver")
+    pod = pod_of(_app(), "driver")
     container = pod["spec"]["containers"][0]
-    for probe in ("livenessProbe", "readinessProbe"):
-        assert container[probe]["httpGet"] == {"path": "/metrics", "port": port}, probe
+    assert container["livenessProbe"]["httpGet"] == {"path": "/healthz", "port": port}
+    assert container["readinessProbe"]["httpGet"] == {"path": "/readyz", "port": port}
     assert {"name": "metrics", "protocol": "TCP", "containerPort": port} in container["ports"]
     notes = pod["metadata"]["annotations"]
     assert notes["prometheus.io/scrape"] == "true" and notes["prometheus.io/port"] == str(port)
     service = one("Service", "fencewatch-metrics")
-    labels = {**pod["metadata"]["labels"], "spark-role": "driver"}  # the operator adds spark-role
-    assert service["spec"]["selector"].items() <= labels.items()
+    assert service["spec"]["selector"].items() <= pod["metadata"]["labels"].items()
     assert service["spec"]["ports"][0]["port"] == port
-    exec_labels = {**_pod_of(_app(), "executor")["metadata"]["labels"], "spark-role": "executor"}
-    assert not service["spec"]["selector"].items() <= exec_labels.items(), "executors serve no metrics"
+    executor = pod_of(_app(), "executor")
+    assert not service["spec"]["selector"].items() <= executor["metadata"]["labels"].items(), "executors serve no metrics"
 
 
 def test_driver_runs_with_the_service_account_the_role_binding_grants():
@@ -263,21 +287,99 @@ def test_kafka_connector_matches_spark_scala_and_the_image():
 # --------------------------------------------------------------------------- the bridge
 
 
-def test_bridge_deployment_runs_a_command_the_cli_accepts_with_its_secret_mounted():
+def bridge_args(docs: list[dict] | None = None, secrets: dict | None = None):
+    """The bridge's parsed command line and environment, ``$(VAR)`` expanded as the kubelet does."""
     from fencewatch.streaming.cli import build_parser
 
-    bridge = one("Deployment", "fencewatch-bridge")
+    docs = rendered() if docs is None else docs
+    container = one("Deployment", "fencewatch-bridge", docs=docs)["spec"]["template"]["spec"]["containers"][0]
+    env = container_env(container, docs, secrets)
+    argv = [expand(a, env) for a in container["args"]]
+    return build_parser(argv).parse_args(argv), env
+
+
+def test_bridge_runs_a_command_the_cli_accepts_on_the_jobs_kafka_with_its_own_credentials():
+    from fencewatch.streaming.config.settings import load_config
+
+    bridge = _bridge()
     assert bridge["spec"]["replicas"] == 1, "two bridges would write every event twice"
-    pod = bridge["spec"]["template"]["spec"]
-    container = pod["containers"][0]
-    args = build_parser(container["args"]).parse_args(container["args"])
-    assert args.command == "bridge" and args.bootstrap_servers
-    assert args.bootstrap_servers == _job_config().streaming.bootstrap_servers, "one cluster"
-    mount = next(m for m in container["volumeMounts"] if args.command_config.startswith(m["mountPath"] + "/"))
-    volume = next(v for v in pod["volumes"] if v["name"] == mount["name"])
-    items = {i["path"]: i["key"] for i in volume["secret"]["items"]}
-    assert Path(args.command_config).name in items
-    assert not any("password" in a for a in container["args"]), "no secret on the command line"
-    assert pod["securityContext"]["runAsNonRoot"] is True
+    args, env = bridge_args()
+    cfg = job_config()
+    assert args.command == "bridge"
+    assert not any("$(" in a for a in vars(args).values() if isinstance(a, str)), "every $(VAR) is defined"
+    assert args.bootstrap_servers == cfg.streaming.bootstrap_servers, "one cluster"
+    assert (args.heartbeats_topic, args.offsets_topic) == (cfg.streaming.heartbeats_topic, cfg.streaming.offsets_topic)
+    # The bridge's clients take the environment's streaming.kafka (streaming/commands/bridge.py).
+    bridge_cfg = load_config(environ=env)
+    assert bridge_cfg.streaming.kafka["sasl.username"] == "fencewatch-bridge"
+    assert bridge_cfg.streaming.kafka["sasl.password"] == "bridge-s3cret"
+    assert bridge_cfg.streaming.kafka["sasl.mechanism"] == cfg.streaming.kafka["sasl.mechanism"]
+    container = bridge["spec"]["template"]["spec"]["containers"][0]
+    assert not any("s3cret" in a for a in container["args"]), "no secret on the command line"
+    assert bridge["spec"]["template"]["spec"]["securityContext"]["runAsNonRoot"] is True
     assert container["securityContext"]["readOnlyRootFilesystem"] is True
     assert container["image"] == _app()["spec"]["image"], "one image for every role"
+
+
+def test_an_undefined_variable_in_the_bridges_arguments_would_show():
+    """Negative control: without the ConfigMap, $(VAR) stays unexpanded (as the kubelet leaves it)."""
+    docs = [d for d in rendered() if not d["metadata"]["name"].startswith("fencewatch-kafka")]
+    container = one("Deployment", "fencewatch-bridge", docs=docs)["spec"]["template"]["spec"]["containers"][0]
+    container["envFrom"][0]["configMapRef"]["optional"] = True
+    argv = [expand(a, container_env(container, docs)) for a in container["args"]]
+    assert "--bootstrap-servers=$(FENCEWATCH_STREAMING__BOOTSTRAP_SERVERS)" in argv
+
+
+def test_bridge_serves_metrics_and_probes_on_its_metrics_port():
+    _, env = bridge_args()
+    from fencewatch.streaming.config.settings import load_config
+
+    port = load_config(environ=env).sinks.metrics_port
+    assert port != job_config().sinks.metrics_port, "its own port (it may share a host with the job locally)"
+    container = _bridge()["spec"]["template"]["spec"]["containers"][0]
+    assert {"name": "metrics", "containerPort": port, "protocol": "TCP"} in container["ports"]
+    assert container["livenessProbe"]["httpGet"] == {"path": "/healthz", "port": "metrics"}
+    assert container["readinessProbe"]["httpGet"] == {"path": "/readyz", "port": "metrics"}
+    assert env["FENCEWATCH_SINKS__METRICS_HOST"] == "0.0.0.0"
+
+
+# --------------------------------------------------------------------------- monitoring
+
+
+@pytest.mark.parametrize("monitor,workload", [("fencewatch", "driver"), ("fencewatch-bridge", "bridge")])
+def test_pod_monitor_scrapes_the_metrics_port_of_the_pods_that_serve_it(monitor, workload):
+    pm = one("PodMonitor", monitor)
+    if workload == "driver":
+        pod = pod_of(_app(), "driver")
+        labels, containers = pod["metadata"]["labels"], pod["spec"]["containers"]
+        assert not pm["spec"]["selector"]["matchLabels"].items() <= pod_of(_app(), "executor")["metadata"]["labels"].items()
+    else:
+        template = _bridge()["spec"]["template"]
+        labels, containers = template["metadata"]["labels"], template["spec"]["containers"]
+    assert pm["spec"]["selector"]["matchLabels"].items() <= labels.items()
+    ports = {p["name"] for c in containers for p in c.get("ports", [])}
+    for endpoint in pm["spec"]["podMetricsEndpoints"]:
+        assert endpoint["port"] in ports and endpoint["path"] == "/metrics"
+
+
+def test_the_prometheus_rule_is_the_shipped_rules_with_the_job_label_the_pod_monitor_gives():
+    from fencewatch.dashboards import rules
+
+    rule = one("PrometheusRule")
+    assert rule["spec"]["groups"] == yaml.safe_load(rules.render())["groups"], "generate: dashboards/generate.py"
+    job = pod_of(_app(), "driver")["metadata"]["labels"][one("PodMonitor", "fencewatch")["spec"]["jobLabel"]]
+    absent = next(r for g in rule["spec"]["groups"] for r in g["rules"] if r["alert"] == "FencewatchMonitorAbsent")
+    assert f'up{{job="{job}"}}' in absent["expr"]
+    other = yaml.safe_load(rules.render_prometheus_rule(rules.load(overrides={"monitor_job": "team-a/fencewatch"})))
+    assert 'up{job="team-a/fencewatch"}' in yaml.safe_dump(other), "the job label is a setting"
+    with pytest.raises(rules.AlertRulesConfigError, match="monitor_job"):
+        rules.load(overrides={"monitor_job": 'a"b'})
+
+
+def test_promtool_accepts_the_prometheus_rules_groups(tmp_path):
+    promtool = shutil.which("promtool")
+    assert promtool, "promtool not found: install Debian's prometheus package (`make system-deps`)"
+    path = tmp_path / "rules.yml"
+    path.write_text(yaml.safe_dump({"groups": one("PrometheusRule")["spec"]["groups"]}))
+    done = subprocess.run([promtool, "check", "rules", str(path)], capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, done.stdout + done.stderr
