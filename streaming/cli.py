@@ -22,6 +22,7 @@ _COMMAND_MODULES = {
     "run": "fencewatch.streaming.job",
     "demo": "fencewatch.streaming.job",
     "checkpoint": "fencewatch.streaming.checkpoint",
+    "report": "fencewatch.streaming.commands.report",
 }
 
 

@@ -1,0 +1,1 @@
+"""The ``fencewatch`` commands, one module each, with ``register(subparsers)`` (see LAYOUT)."""
