@@ -1,0 +1,20 @@
+"""Helpers of the report's tests: the ``fencewatch`` command, the simulated trace's options."""
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+FENCEWATCH = str(Path(sys.executable).with_name("fencewatch"))
+# Six groups for 20 simulated minutes; 40% of them stop after 4 min and lose their offsets (6 min
+# retention): fences, avoidable and aborted transactions, zombies, truncations and expiry alike.
+SIMULATE = ["--profile", "mixed", "--duration", "20m", "--groups", "6", "--seed", "0",
+            "--set", "empty_fraction=0.4", "--set", "empty_after_ms=240000", "--set", "retention_minutes=6",
+            "--set", "retention_check_interval_ms=60000"]
+RULES = ["--retention", "6m", "--retention-check-interval", "1m"]
+
+
+def fencewatch(*args: str, cwd: Path | None = None) -> subprocess.CompletedProcess:
+    done = subprocess.run([FENCEWATCH, *args], capture_output=True, text=True, cwd=cwd, timeout=300)
+    assert done.returncode == 0, done.stderr[-3000:]
+    return done
