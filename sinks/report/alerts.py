@@ -112,7 +112,10 @@ class AlertDigest:
                     **_details(_INCIDENT_FIELDS, details)}
         self.truncated_records[cluster, group, kind] += incident["records"] or 0
         self._n += 1
-        item = (ts, self._n, incident)
+        # by time, then by content (not by arrival: two inputs in another order list the same)
+        order = (cluster, group, kind, str(incident["topic"]), incident["partition"] or 0,
+                 incident["committed_offset"] or 0, self._n)
+        item = (ts, _Desc(order), incident)
         if len(self.incidents) < MAX_INCIDENTS:
             heapq.heappush(self.incidents, item)
         elif item > self.incidents[0]:
@@ -159,7 +162,7 @@ class AlertDigest:
                                                      **{k: 0 for k in TRUNCATIONS}, "records": 0})
             g[kind] += n
             g["records"] += self.truncated_records[cluster, group, kind]
-        incidents = [i for _, _, i in sorted(self.incidents, key=lambda x: (-x[0], x[1]))]
+        incidents = [i for _, _, i in sorted(self.incidents, key=lambda x: (-x[0], x[1].key))]
         counts = {k: sum(g[k] for g in groups.values()) for k in TRUNCATIONS}
         counts["records"] = sum(g["records"] for g in groups.values())
         counts["listed"] = len(incidents)
@@ -169,6 +172,21 @@ class AlertDigest:
     def transactional(self, limit: int) -> list[dict]:
         rows = sorted(self.transactional_ids.items(), key=lambda kv: (-kv[1], kv[0]))[:limit]
         return [{"cluster": c, "group_id": g, "transactional_id": t, "alerts": n} for (c, g, t), n in rows]
+
+
+class _Desc:
+    """A heap key that keeps, among incidents of one time stamp, the first in content order."""
+
+    __slots__ = ("key",)
+
+    def __init__(self, key: tuple) -> None:
+        self.key = key
+
+    def __lt__(self, other: "_Desc") -> bool:
+        return self.key > other.key
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, _Desc) and self.key == other.key
 
 
 def _kinds(counts: Counter) -> list[str]:

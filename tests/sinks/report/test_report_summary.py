@@ -6,23 +6,10 @@ counted by hand from the table in each test's docstring.
 from __future__ import annotations
 
 import pytest
+from report_helpers import T0, I, N, S, U, verdict
 
 from fencewatch.sinks.report.summary import ReportAggregator, classic_client_id
 from fencewatch.sinks.report.timeline import MAX_BUCKETS, MINUTE_MS
-
-T0 = 1_735_689_600_000  # 2025-01-01T00:00:00Z
-S, I, U, N = "STALE_MEMBER_EPOCH", "ILLEGAL_GENERATION", "UNKNOWN_MEMBER_ID", "NONE"
-
-
-def verdict(event_id, ts, group, member, kind, partition, answers, cls, *, unsafe=False, broker_error=None,
-            agrees=None, warming=False, cluster="default"):
-    strict, mr, ae, kip = answers
-    return {"event_id": event_id, "ts": ts, "cluster": cluster, "group_id": group, "member_id": member,
-            "kind": kind, "client_epoch": 3, "broker_epoch": 4, "topic": "t", "partition": partition,
-            "assignment_epoch": 3, "revocation_epoch": 0, "strict": strict, "member_revocation": mr,
-            "assignment_epoch_check": ae, "kip1251": kip, "class": cls, "unsafe": unsafe, "owner_member_id": None,
-            "broker_error": broker_error, "model_agrees": agrees, "warming_up": warming}
-
 
 def sample() -> list[dict]:
     """| request | group | kind | partition: strict / member_revocation / assignment_epoch / kip1251 -> class |
