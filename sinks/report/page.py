@@ -117,9 +117,18 @@ def _count_cells(path: str, c: dict, s: dict) -> str:
     return "".join(cells)
 
 
+def _head(text: str) -> str:
+    """A column header: the policy on its own line, breakable after its underscores."""
+    name, _, policy = text.partition(" (")
+    html = escape(name)
+    if policy:
+        html += "<br><small>" + escape(policy.rstrip(")")).replace("_", "_<wbr>") + "</small>"
+    return html
+
+
 def _thead(heads: list[tuple[str, str]], lead: list[str]) -> str:
     cols = "".join(f"<th>{escape(h)}</th>" for h in lead)
-    cols += "".join(f'<th class="n" title="{escape(t)}">{escape(h)}</th>' for h, t in heads)
+    cols += "".join(f'<th class="n" title="{escape(t)}">{_head(h)}</th>' for h, t in heads)
     return f"<thead><tr>{cols}</tr></thead>"
 
 
@@ -173,10 +182,11 @@ def _plots(s: dict) -> str:
     parts = [f'<h2 id="plots">Over time <span class="range">{escape(_range_text(s))}</span></h2>']
     for i, c in enumerate(s["series"]["clusters"][:MAX_CLUSTER_PLOTS]):
         parts.append(plots.fences_plot(s, c, f"fences{i}"))
-    r = s["rank_policy"]
-    parts.append(plots.groups_plot(s, "avoidable", r, "avoidable", "avoidable fences (commit requests)"))
-    parts.append(plots.groups_plot(s, "unsafe_added", r, "unsafe", f"unsafe accepts {s['broker_policy']} stops "
-                                   "(verdicts)"))
+    r, b = s["rank_policy"], s["broker_policy"]
+    parts.append(plots.groups_plot(s, "avoidable", r, "avoidable", "avoidable fences (commit requests)",
+                                   f"Commits {b} fences that {r} would accept"))
+    parts.append(plots.groups_plot(s, "unsafe_added", r, "unsafe", "unsafe accepts (verdicts)",
+                                   f"Unsafe accepts {r} would let through that {b} stops (verdicts)"))
     return "".join(parts)
 
 

@@ -86,15 +86,16 @@ def fences_plot(summary: dict, cluster: dict, prefix: str) -> str:
         return _svg(fig, prefix, titles)
 
 
-def groups_plot(summary: dict, field: str, policy: str, prefix: str, what: str) -> str:
-    """One line per top group: ``field`` (``avoidable`` or ``unsafe_added``) under ``policy``."""
+def groups_plot(summary: dict, field: str, policy: str, prefix: str, what: str, title: str) -> str:
+    """One line per top group: ``field`` (``avoidable`` or ``unsafe_added``) under ``policy``;
+    ``what`` names one count (hover text), ``title`` the plot."""
     series = summary["series"]
     minutes = series["bucket_ms"] // 60_000
+    groups = [g for g in series["groups"] if policy in g[field] and sum(g[field][policy])]
     with matplotlib.rc_context(_RC):
-        fig = _figure()
+        fig = _figure(2.6 if groups else 1.1)
         ax = fig.add_subplot()
         titles = {}
-        groups = [g for g in series["groups"] if policy in g[field] and sum(g[field][policy])]
         if not groups:
             _empty(ax, f"no {what} under {policy} in the range")
         else:
@@ -108,10 +109,6 @@ def groups_plot(summary: dict, field: str, policy: str, prefix: str, what: str) 
                 titles[f"fw-g{i}"] = f"{label}: {sum(values):,} {what} under {policy} in the range"
             ax.legend(loc="upper left", fontsize=8, frameon=False, ncols=4)
             _axes_time(ax)
-        ax.set_ylabel(f"per {minutes} min")
-        ax.set_title(f"{what.capitalize()} under {policy} per {minutes} min, by group (the top {SERIES_NOTE})",
-                     loc="left", fontsize=10)
+        ax.set_ylabel(f"per {minutes} min" if groups else "")
+        ax.set_title(f"{title} per {minutes} min, the groups with the most avoidable fences", loc="left", fontsize=10)
         return _svg(fig, prefix, titles)
-
-
-SERIES_NOTE = "groups by avoidable fences"
