@@ -135,7 +135,8 @@ def _thead(heads: list[tuple[str, str]], lead: list[str]) -> str:
 def _headline(s: dict) -> str:
     t, b, r = s["totals"], s["broker_policy"], s["rank_policy"]
     cards = [_card("totals.requests", t["requests"], "commit requests judged"),
-             _card("totals.rejected.requests", t["rejected"]["requests"], f"rejected under {b} (the brokers' check)", b)]
+             _card("totals.rejected.requests", t["rejected"]["requests"], f"rejected under {b} (the brokers' check)",
+                   b)]
     if r in t["avoidable"]:
         cards.append(_card(f"totals.avoidable.{r}.requests", t["avoidable"][r]["requests"],
                            f"of those, {r} would accept (avoidable)", r))
@@ -210,11 +211,13 @@ def _who(s: dict) -> str:
                       f"{_num(f'top_clients.rows.{i}.members', x['members'])}{cells(f'top_clients.rows.{i}', x)}</tr>"
                       for i, x in enumerate(c["rows"]))
     tids = "".join(f"<tr>{_text(x['cluster'])}{_text(x['group_id'])}{_text(x['transactional_id'])}"
-                   f"{_num(f'transactional_ids.{i}.alerts', x['alerts'])}</tr>" for i, x in enumerate(s["transactional_ids"]))
+                   f"{_num(f'transactional_ids.{i}.alerts', x['alerts'])}</tr>"
+                   for i, x in enumerate(s["transactional_ids"]))
     approx = ' <span class="note">(approximate: the busiest were kept)</span>' if m["approximate"] else ""
     return (f'<h2 id="members">Who is behind the avoidable fences <span class="range">{rng}; ranked by {escape(r)}'
             f"</span></h2><h3>Members{approx}</h3>"
-            + _table(_thead(heads, ["cluster", "group", "member", "client (classic id)"]), members, "no avoidable fence")
+            + _table(_thead(heads, ["cluster", "group", "member", "client (classic id)"]), members,
+                     "no avoidable fence")
             + "<h3>Clients (read from classic member ids)</h3>"
             + _table(_thead([("members", "members of this client")] + heads, ["cluster", "client", "groups"]), clients,
                      "no client id could be read from the members' ids")
@@ -240,7 +243,8 @@ def _expiry(s: dict) -> str:
         f"{_ts(f'expiry.forecasts.{i}.ts', f['ts'])}{_num(f'expiry.forecasts.{i}.forecasts', f['forecasts'])}</tr>"
         for i, f in enumerate(e["forecasts"]))
     x_rows = "".join(
-        f"<tr>{_text(x['cluster'])}{_text(x['group_id'])}{_num(f'expiry.expired.{i}.expired_offsets', x['expired_offsets'])}"
+        f"<tr>{_text(x['cluster'])}{_text(x['group_id'])}"
+        f"{_num(f'expiry.expired.{i}.expired_offsets', x['expired_offsets'])}"
         f"{_num(f'expiry.expired.{i}.alerts', x['alerts'])}{_ts(f'expiry.expired.{i}.last_ts', x['last_ts'])}"
         f"{_text((x['last'] or {}).get('severity'))}{_text((x['last'] or {}).get('expired_partitions'))}</tr>"
         for i, x in enumerate(e["expired"]))
@@ -258,7 +262,8 @@ def _expiry(s: dict) -> str:
 def _truncation(s: dict) -> str:
     t, rng = s["truncation"], escape(_range_text(s))
     g_rows = "".join(
-        f"<tr>{_text(g['cluster'])}{_text(g['group_id'])}{_num(f'truncation.by_group.{i}.LOG_TRUNCATION', g['LOG_TRUNCATION'])}"
+        f"<tr>{_text(g['cluster'])}{_text(g['group_id'])}"
+        f"{_num(f'truncation.by_group.{i}.LOG_TRUNCATION', g['LOG_TRUNCATION'])}"
         f"{_num(f'truncation.by_group.{i}.OFFSET_OUT_OF_RANGE', g['OFFSET_OUT_OF_RANGE'])}"
         f"{_num(f'truncation.by_group.{i}.records', g['records'])}</tr>" for i, g in enumerate(t["by_group"]))
     i_rows = "".join(_incident(i, x) for i, x in enumerate(t["incidents"]))
@@ -279,7 +284,8 @@ def _incident(i: int, x: dict) -> str:
     path = f"truncation.incidents.{i}"
     return (f"<tr>{_ts(f'{path}.ts', x['ts'])}{_text(x['cluster'])}{_text(x['group_id'])}{_text(x['kind'])}"
             f"{_text(str(x['topic']) + '-' + str(x['partition']))}"
-            f"{_num(f'{path}.committed_offset', x['committed_offset'])}{_num(f'{path}.leader_epoch', x['leader_epoch'])}"
+            f"{_num(f'{path}.committed_offset', x['committed_offset'])}"
+            f"{_num(f'{path}.leader_epoch', x['leader_epoch'])}"
             f"{_num(f'{path}.divergent_offset', x['divergent_offset'])}{_num(f'{path}.records', x['records'])}</tr>")
 
 
@@ -288,8 +294,9 @@ def _alerts(s: dict) -> str:
     kinds = [k for k in dict.fromkeys(k for c in by_cluster for k in c["counts"])
              if any(c["counts"].get(k) for c in by_cluster)]
     head = "<thead><tr><th>cluster</th>" + "".join(f'<th class="n">{escape(k)}</th>' for k in kinds) + "</tr></thead>"
-    rows = "".join(f"<tr>{_text(c['cluster'])}" + "".join(_num(f"alerts.by_cluster.{i}.counts.{k}", c["counts"].get(k, 0))
-                                                         for k in kinds) + "</tr>" for i, c in enumerate(by_cluster))
+    rows = "".join(f"<tr>{_text(c['cluster'])}"
+                   + "".join(_num(f"alerts.by_cluster.{i}.counts.{k}", c["counts"].get(k, 0)) for k in kinds)
+                   + "</tr>" for i, c in enumerate(by_cluster))
     folded = s["alerts"]["folded_by_cooldown"]
     note = ("".join(f'<p class="note">{escape(k)}: <span data-num="alerts.folded_by_cooldown.{escape(k)}">{n:,}'
                     "</span> more occurrences folded by the cool-down</p>" for k, n in folded.items()))
@@ -319,8 +326,9 @@ def render(summary: dict, *, json_name: str | None = None) -> str:
              f"column headers name the check each number is under; hover a header for its meaning.{json_note}</p>")
     body = (f'<h1>{escape(title)}</h1><p class="meta">{escape(s["generated_by"])} &middot; brokers&rsquo; check '
             f'<b data-policy="{escape(b)}" id="broker-policy">{escape(b)}</b> &middot; headline compared with '
-            f'<b id="rank-policy">{escape(r)}</b> &middot; range <span id="range" data-from-ms="{s["range"]["from_ms"]}" '
-            f'data-to-ms="{s["range"]["to_ms"]}">{escape(_range_text(s))}</span></p>'
+            f'<b id="rank-policy">{escape(r)}</b> &middot; range <span id="range" '
+            f'data-from-ms="{s["range"]["from_ms"]}" data-to-ms="{s["range"]["to_ms"]}">'
+            f"{escape(_range_text(s))}</span></p>"
             + intro + _headline(s) + _limits(s) + _scopes(s) + _plots(s) + _groups(s) + _who(s) + _expiry(s)
             + _truncation(s) + _alerts(s) + _inputs(s))
     return (f'<!DOCTYPE html><html lang="en"><head><meta charset="utf-8"><title>{escape(title)}</title>'

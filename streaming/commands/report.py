@@ -120,7 +120,8 @@ class Progress:
         log.info("report: read %s records from %s in %.1fs", f"{self.n:,}", self.what, time.monotonic() - self.t0)
 
 
-def read_file(agg: ReportAggregator, path: str, kind: str, fold: Callable[[ReportAggregator, bytes, int], None]) -> None:
+def read_file(agg: ReportAggregator, path: str, kind: str,
+              fold: Callable[[ReportAggregator, bytes, int], None]) -> None:
     source = agg.input(kind, path)
     progress = Progress(path)
     with (sys.stdin.buffer if path == "-" else open(path, "rb")) as fh:

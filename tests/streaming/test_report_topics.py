@@ -41,8 +41,8 @@ def produce(bootstrap: str, topic: str, partitions: list[list[bytes]]) -> None:
 def files(tmp_path_factory) -> Path:
     d = tmp_path_factory.mktemp("report-topics")
     # ~4k verdicts and ~30 alerts (unclean elections truncate logs under committed offsets)
-    run("simulate", "--profile", "mixed", "--duration", "10m", "--groups", "3", "--seed", "2", "--set", "eos_fraction=0",
-        "--set", "unclean_elections_per_hour=60", "--out", str(d / "trace.jsonl"))
+    run("simulate", "--profile", "mixed", "--duration", "10m", "--groups", "3", "--seed", "2",
+        "--set", "eos_fraction=0", "--set", "unclean_elections_per_hour=60", "--out", str(d / "trace.jsonl"))
     run("replay", str(d / "trace.jsonl"), "--out", str(d / "verdicts.jsonl"), "--alerts", str(d / "alerts.jsonl"))
     return d
 

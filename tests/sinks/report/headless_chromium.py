@@ -156,7 +156,8 @@ def _problems(events: list[dict]) -> list[str]:
     for e in events:
         method, p = e.get("method"), e.get("params", {})
         if method == "Runtime.consoleAPICalled" and p.get("type") in ("error", "warning", "assert"):
-            out.append(f"console.{p['type']}: " + " ".join(str(a.get("value", a.get("description"))) for a in p["args"]))
+            args = " ".join(str(a.get("value", a.get("description"))) for a in p["args"])
+            out.append(f"console.{p['type']}: {args}")
         elif method == "Runtime.exceptionThrown":
             d = p["exceptionDetails"]
             out.append(f"exception: {d.get('exception', {}).get('description') or d.get('text')}")

@@ -21,7 +21,8 @@ PAGE_FACTS = """JSON.stringify((() => {
   });
   const table = document.getElementById("groups-table");
   const th = [...table.tHead.rows[0].cells].find(c => c.textContent === "commits");
-  const column = () => [...table.tBodies[0].rows].map(r => parseInt(r.cells[th.cellIndex].textContent.replace(/,/g, "")));
+  const column = () => [...table.tBodies[0].rows].map(
+    r => parseInt(r.cells[th.cellIndex].textContent.replace(/,/g, "")));
   th.click(); const up = column(); th.click(); const down = column();
   return {plots: plots, up: up, down: down, marked: document.querySelectorAll("[data-num]").length};
 })())"""

@@ -189,7 +189,8 @@ def test_expiry_truncation_and_alert_sections():
     s = agg.summary(alerts_read=True)
     f = s["expiry"]["forecasts"]
     assert len(f) == 1 and f[0]["deadline_ms"] == T0 + 3_700_000 and f[0]["partitions"] == 5 and f[0]["forecasts"] == 2
-    assert s["expiry"]["counts"]["expired_offsets"] == 5 and s["expiry"]["expired"][0]["last"]["expired_partitions"] == "t-0,t-1"
+    assert s["expiry"]["counts"]["expired_offsets"] == 5
+    assert s["expiry"]["expired"][0]["last"]["expired_partitions"] == "t-0,t-1"
     tr = s["truncation"]
     assert tr["counts"] == {"LOG_TRUNCATION": 1, "OFFSET_OUT_OF_RANGE": 1, "records": 124, "listed": 2}
     assert tr["incidents"][0]["kind"] == "OFFSET_OUT_OF_RANGE"  # latest first
