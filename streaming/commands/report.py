@@ -190,14 +190,14 @@ def read_topic(client: dict, topic: str, handle: Callable[[bytes], None], *, tim
         consumer.close()
 
 
-def read_events(agg: ReportAggregator, path: str, cfg) -> dict:
+def read_events(agg: ReportAggregator, path: str, cfg) -> dict | None:
     """Judge a trace with replay's local engine and fold its verdicts and alerts; returns what the
     trace says about its own membership (event types, assignments carrying assignment epochs)."""
     from fencewatch.sinks.jsonl import alert_dict
 
     from ..replay import replay_file
 
-    facts = _trace_facts(path)
+    facts = _trace_facts(path) if path != "-" else None  # stdin is read once, by replay
     t0 = time.monotonic()
     result = replay_file(path, cfg)
     log.info("report: judged %s: %d events in %.1fs", path, result.events, time.monotonic() - t0)
@@ -296,7 +296,7 @@ def _cmd_report(args: argparse.Namespace) -> int:
     for path in args.alerts:
         read_file(agg, path, "alerts file", fold_alert_value)
     if args.events:
-        facts["events"] = read_events(agg, args.events, cfg.state)
+        facts["events"] = read_events(agg, args.events, cfg.state)  # None: what the trace held is unknown
     if topics:
         _read_topics(agg, cfg, args)
     summary = agg.summary(**facts)
