@@ -5,7 +5,7 @@ PY     := $(VENV)/bin/python
 PIP    := $(VENV)/bin/pip
 STAMP  := $(VENV)/.installed
 
-.PHONY: install test test-fast demo bench screenshot clean system-deps kustomize
+.PHONY: install test test-fast demo bench screenshot report-screenshot clean system-deps kustomize
 
 # Tools built from source into a cache outside the repository (tests/deploy finds them there).
 TOOLS ?= $(HOME)/.cache/fencewatch-tools
@@ -36,6 +36,9 @@ system-deps:
 	  || { echo "installing Debian's rsyslog-kafka package (log shipping test)"; \
 	  (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq rsyslog-kafka >/dev/null) \
 	  || echo "warning: could not install rsyslog-kafka; tests/deploy will fail"; }
+	@command -v chromium >/dev/null 2>&1 || { echo "installing Debian's chromium package (the report page's test)"; \
+	  (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null) \
+	  || echo "warning: could not install chromium; tests/sinks/report will fail"; }
 	@test -e /usr/lib/x86_64-linux-gnu/libjemalloc.so.2 -o -e /usr/lib/aarch64-linux-gnu/libjemalloc.so.2 \
 	  || { echo "installing Debian's libjemalloc2 package (Spark's JVM allocator, docs/reliability.md)"; \
 	  (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq libjemalloc2 >/dev/null) \
@@ -65,6 +68,10 @@ bench: $(STAMP) system-deps
 screenshot: $(STAMP) system-deps
 	@command -v chromium >/dev/null 2>&1 || (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null)
 	$(PY) docs/make_screenshot.py
+
+# docs/report.png: the top of a `fencewatch report` page for a simulated trace, headless Chromium.
+report-screenshot: $(STAMP) system-deps
+	$(PY) docs/make_report_screenshot.py
 
 clean:
 	rm -rf $(VENV) build *.egg-info .pytest_cache

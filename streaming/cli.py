@@ -22,6 +22,7 @@ _COMMAND_MODULES = {
     "run": "fencewatch.streaming.runtime.job",
     "demo": "fencewatch.streaming.runtime.job",
     "checkpoint": "fencewatch.streaming.runtime.checkpoint",
+    "report": "fencewatch.streaming.commands.report",
 }
 
 

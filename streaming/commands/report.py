@@ -1,0 +1,375 @@
+"""``fencewatch report``: what an upgrade to KIP-1251 would change, as one HTML page and a JSON
+summary with the same numbers (``sinks/report``).
+
+Inputs, any mix: verdict JSON-lines files (``replay``'s output) and ``--alerts`` files; the job's
+verdicts and alerts topics (``--bootstrap-servers``), each read from its beginning to the end
+offsets seen at start, with progress on stderr; or a trace of SPEC events (``--events``) judged
+first by replay's local engine. ``--compare BEFORE.json AFTER.json`` compares a 4.2 run's
+summary with a 4.3 run's (``sinks/report/compare.py``) instead.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import os
+import sys
+import time
+import uuid
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Callable, Iterable
+
+import msgspec
+
+from fencewatch.sinks.report.summary import ReportAggregator, rank_policy
+
+log = logging.getLogger(__name__)
+
+PROGRESS_EVERY_S = 2.0
+
+
+class VerdictLine(msgspec.Struct):
+    """The verdict fields the report reads (contract §8); the others are skipped unparsed."""
+
+    event_id: str
+    ts: int
+    group_id: str
+    kind: str
+    strict: str
+    member_revocation: str
+    assignment_epoch_check: str
+    kip1251: str
+    cls: str = msgspec.field(name="class")
+    cluster: str | None = None
+    member_id: str | None = None
+    unsafe: bool | None = None
+    broker_error: str | None = None
+    model_agrees: bool | None = None
+    warming_up: bool | None = None
+
+
+_VERDICT = msgspec.json.Decoder(VerdictLine)
+_JSON = msgspec.json.Decoder()
+
+
+def parse_time(text: str, flag: str) -> int:
+    """Epoch milliseconds, or an ISO 8601 time (UTC unless it names an offset)."""
+    from fencewatch.streaming.config import ConfigError
+
+    t = text.strip()
+    if t.lstrip("-").isdigit():
+        return int(t)
+    try:
+        dt = datetime.fromisoformat(t.replace("Z", "+00:00"))
+    except ValueError:
+        raise ConfigError(f"{flag} {text!r}: expected epoch milliseconds or an ISO 8601 time "
+                          "(2026-11-20T09:00:00Z)") from None
+    if dt.tzinfo is None:
+        dt = dt.replace(tzinfo=timezone.utc)
+    return int(dt.timestamp() * 1000)
+
+
+# --------------------------------------------------------------------------- reading
+
+def fold_verdict_line(agg: ReportAggregator, line: bytes, source: int) -> None:
+    try:
+        v = _VERDICT.decode(line)
+    except (msgspec.DecodeError, msgspec.ValidationError) as exc:
+        agg.reject(source, "verdict", exc)
+        return
+    agg.add_fields(v.ts, v.cluster, v.group_id, v.kind, v.strict, v.member_revocation, v.assignment_epoch_check,
+                   v.kip1251, v.cls, v.unsafe, v.broker_error, v.model_agrees, v.warming_up, v.event_id, v.member_id,
+                   source=source)
+
+
+def fold_alert_value(agg: ReportAggregator, value: bytes, source: int) -> None:
+    """An alert as JSON, or Avro in the Confluent wire format (magic byte 0), as the job writes it."""
+    try:
+        if value[:1] == b"\x00":
+            from fencewatch.sinks.kafka import decode_alert_avro
+
+            alert = decode_alert_avro(value)
+        else:
+            alert = _JSON.decode(value)
+        if not isinstance(alert, dict):
+            raise ValueError(f"not an alert record: {type(alert).__name__}")
+    except Exception as exc:  # fastavro and msgspec raise several types on bad bytes
+        agg.reject(source, "alert", exc)
+        return
+    agg.add_alert(alert, source)
+
+
+class Progress:
+    """A progress line on stderr (logging) every few seconds while reading."""
+
+    def __init__(self, what: str, total: int | None = None) -> None:
+        self.what, self.total, self.n = what, total, 0
+        self.t0 = self.last = time.monotonic()
+
+    def step(self, n: int = 1) -> None:
+        self.n += n
+        now = time.monotonic()
+        if now - self.last >= PROGRESS_EVERY_S:
+            self.last = now
+            share = f" of {self.total:,} ({100 * self.n / self.total:.0f}%)" if self.total else ""
+            log.info("report: read %s records%s from %s (%.0f/s)", f"{self.n:,}", share, self.what,
+                     self.n / max(now - self.t0, 1e-9))
+
+    def done(self) -> None:
+        log.info("report: read %s records from %s in %.1fs", f"{self.n:,}", self.what, time.monotonic() - self.t0)
+
+
+def read_file(agg: ReportAggregator, path: str, kind: str,
+              fold: Callable[[ReportAggregator, bytes, int], None]) -> None:
+    source = agg.input(kind, path)
+    progress = Progress(path)
+    with (sys.stdin.buffer if path == "-" else open(path, "rb")) as fh:
+        for line in fh:
+            if line.strip():
+                fold(agg, line, source)
+                progress.step()
+    progress.done()
+
+
+def read_topic(client: dict, topic: str, handle: Callable[[bytes], None], *, timeout_s: float = 30.0) -> int:
+    """Every record of ``topic`` from the beginning of each partition to the end offset seen at
+    start; ``handle(value)`` for each. Records written after the start are left for the next run."""
+    from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, TopicPartition
+
+    from fencewatch.streaming.config import ConfigError
+
+    consumer = Consumer({**client, "group.id": f"fencewatch-report-{uuid.uuid4().hex[:12]}",
+                         "enable.auto.commit": False, "enable.partition.eof": True,
+                         "auto.offset.reset": "earliest"})
+    try:
+        meta = consumer.list_topics(topic, timeout=timeout_s).topics.get(topic)
+        if meta is None or meta.error is not None or not meta.partitions:
+            raise ConfigError(f"topic {topic!r}: {meta.error if meta is not None and meta.error else 'not found'}")
+        ends, starts, total = {}, [], 0
+        for p in sorted(meta.partitions):
+            low, high = consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=timeout_s)
+            if high > low:
+                ends[p] = high
+                total += high - low
+                starts.append(TopicPartition(topic, p, OFFSET_BEGINNING))
+        log.info("report: reading %s: %d partition(s), %s records up to the end offsets seen now",
+                 topic, len(meta.partitions), f"{total:,}")
+        progress = Progress(f"topic {topic}", total)
+        if starts:
+            consumer.assign(starts)
+        open_parts = set(ends)
+        idle_since = time.monotonic()
+        while open_parts:
+            msgs = consumer.consume(1000, timeout=1.0)
+            if msgs:
+                idle_since = time.monotonic()
+            elif time.monotonic() - idle_since > timeout_s:
+                log.warning("report: %s: nothing arrived for %.0fs; partitions %s stop short of the end offsets "
+                            "seen at start", topic, timeout_s, sorted(open_parts))
+                break
+            n = 0
+            for m in msgs:
+                p = m.partition()
+                if m.error() is not None:
+                    if m.error().code() == KafkaError._PARTITION_EOF:
+                        open_parts.discard(p)
+                        continue
+                    raise RuntimeError(f"reading {topic}[{p}]: {m.error()}")
+                if p not in open_parts or m.offset() >= ends[p]:
+                    open_parts.discard(p)
+                    continue
+                handle(m.value() or b"")
+                n += 1
+                if m.offset() + 1 >= ends[p]:
+                    open_parts.discard(p)
+            progress.step(n)
+        progress.done()
+        return progress.n
+    finally:
+        consumer.close()
+
+
+def read_events(agg: ReportAggregator, path: str, cfg) -> dict | None:
+    """Judge a trace with replay's local engine and fold its verdicts and alerts; returns what the
+    trace says about its own membership (event types, assignments carrying assignment epochs)."""
+    from fencewatch.sinks.jsonl import alert_dict
+
+    from fencewatch.streaming.runtime.replay import replay_file
+
+    facts = _trace_facts(path) if path != "-" else None  # stdin is read once, by replay
+    t0 = time.monotonic()
+    result = replay_file(path, cfg)
+    log.info("report: judged %s: %d events in %.1fs", path, result.events, time.monotonic() - t0)
+    source = agg.input("events (replayed)", path)
+    for err in result.errors:
+        agg.reject(source, "event", ValueError(str(err)))
+    for cv in result.commit_verdicts:
+        for v in cv.expand():
+            agg.add_fields(v.ts, v.cluster, v.group_id, v.kind, v.strict, v.member_revocation,
+                           v.assignment_epoch_check, v.kip1251, v.cls, v.unsafe, v.broker_error, v.model_agrees,
+                           v.warming_up, v.event_id, v.member_id, source=source)
+    alerts = agg.input("alerts (replayed)", path)
+    for a in result.alert_records:
+        agg.add_alert(alert_dict(a), alerts)
+    return facts
+
+
+class _Typed(msgspec.Struct):
+    type: str | None = None
+
+
+def _trace_facts(path: str) -> dict:
+    decode = msgspec.json.Decoder(_Typed).decode
+    types: dict[str, int] = {}
+    with_epochs = 0
+    with open(path, "rb") as fh:
+        for line in fh:
+            try:
+                t = decode(line).type
+            except (msgspec.DecodeError, msgspec.ValidationError):
+                continue
+            types[t] = types.get(t, 0) + 1
+            if t == "member_assignment" and b'"assignment_epochs"' in line:
+                with_epochs += 1
+    return {"types": types, "assignments_with_epochs": with_epochs}
+
+
+# --------------------------------------------------------------------------- the command
+
+def register(subparsers) -> None:
+    from fencewatch.streaming.cli import _add_rules_flags
+
+    p = subparsers.add_parser(
+        "report", help="what moving the brokers to KIP-1251 would change: one HTML page and a JSON summary",
+        description="Read the job's verdicts and alerts (files, the job's topics, or a trace judged first by "
+                    "replay) and write one self-contained HTML page and a JSON summary with the same numbers: "
+                    "commits rejected under the brokers' check, how many each relaxed check would accept, the "
+                    "transactions they aborted, the unsafe accepts each would let through, zombie and stale commits, "
+                    "offset expiry and truncation. See docs/report.md.")
+    p.add_argument("verdicts", nargs="*", metavar="VERDICTS.jsonl", help="verdict JSON-lines files ('-' = stdin)")
+    p.add_argument("--alerts", action="append", default=[], metavar="FILE", help="alert JSON-lines file, repeatable")
+    p.add_argument("--events", metavar="TRACE.jsonl", help="a trace of SPEC events: judge it with replay's local "
+                   "engine first (the rules flags below apply)")
+    k = p.add_argument_group("topics (the job's outputs)")
+    k.add_argument("--bootstrap-servers", help="read --verdicts-topic and --alerts-topic from this cluster")
+    k.add_argument("--verdicts-topic", help="the job's verdicts topic (e.g. fencewatch.verdicts)")
+    k.add_argument("--alerts-topic", help="the job's alerts topic (Avro or JSON; e.g. fencewatch.alerts)")
+    k.add_argument("-X", dest="kafka", action="append", default=[], metavar="KEY=VALUE",
+                   help="Kafka client setting (security.protocol, sasl.*, ssl.*), repeatable")
+    r = p.add_argument_group("range and output")
+    r.add_argument("--from", dest="from_time", help="keep records at or after this time (epoch ms or ISO 8601)")
+    r.add_argument("--to", dest="to_time", help="keep records at or before this time (epoch ms or ISO 8601)")
+    r.add_argument("--out", default="report.html", help="the HTML page (default report.html)")
+    r.add_argument("--json", dest="json_out", help="the JSON summary (default: the page's name with .json)")
+    r.add_argument("--compare", nargs=2, metavar=("BEFORE.json", "AFTER.json"),
+                   help="compare two summaries of one scenario, run on a strict (4.2) and a KIP-1251 (4.3) broker, "
+                        "print the predicted against the observed avoided fences, and exit")
+    _add_rules_flags(p)
+    p.set_defaults(func=_cmd_report)
+
+
+def _cmd_report(args: argparse.Namespace) -> int:
+    from fencewatch.streaming.cli import _pairs, build_config, maybe_print_config
+    from fencewatch.streaming.config import ConfigError
+
+    if args.compare:
+        return _compare(args)
+    extra = {"streaming": {"bootstrap_servers": args.bootstrap_servers, "kafka": _pairs(args.kafka, "-X") or None}}
+    cfg = build_config(args, extra)
+    if maybe_print_config(args, cfg):
+        return 0
+    topics = [t for t in (args.verdicts_topic, args.alerts_topic) if t]
+    if topics and not args.bootstrap_servers:
+        raise ConfigError("--verdicts-topic / --alerts-topic need --bootstrap-servers")
+    if args.bootstrap_servers and not topics:
+        raise ConfigError("--bootstrap-servers needs --verdicts-topic and/or --alerts-topic")
+    if not (args.verdicts or args.alerts or args.events or topics):
+        raise ConfigError("nothing to read: give verdict files, --alerts, --events, or topics (see --help)")
+    agg = ReportAggregator(cfg.state.broker_policy.value,
+                           from_ms=parse_time(args.from_time, "--from") if args.from_time else None,
+                           to_ms=parse_time(args.to_time, "--to") if args.to_time else None)
+    facts: dict = {"verdicts_read": bool(args.verdicts or args.events or args.verdicts_topic),
+                   "alerts_read": bool(args.alerts or args.events or args.alerts_topic), "topics": topics}
+    for path in args.verdicts:
+        read_file(agg, path, "verdicts file", fold_verdict_line)
+    for path in args.alerts:
+        read_file(agg, path, "alerts file", fold_alert_value)
+    if args.events:
+        facts["events"] = read_events(agg, args.events, cfg.state)  # None: what the trace held is unknown
+    if topics:
+        _read_topics(agg, cfg, args)
+    summary = agg.summary(**facts)
+    json_out = args.json_out or str(Path(args.out).with_suffix(".json"))
+    _write_outputs(summary, args.out, json_out)
+    print(summary_text(summary, args.out, json_out))
+    return 0
+
+
+def _read_topics(agg: ReportAggregator, cfg, args: argparse.Namespace) -> None:
+    from fencewatch.streaming.config import kafka_client_config
+
+    client = {k: v for k, v in kafka_client_config(cfg, "consumer").items()}
+    if args.verdicts_topic:
+        source = agg.input("verdicts topic", args.verdicts_topic)
+
+        def verdicts(value: bytes) -> None:
+            for line in value.split(b"\n"):  # one line a record; a block of lines is read the same way
+                if line.strip():
+                    fold_verdict_line(agg, line, source)
+
+        read_topic(client, args.verdicts_topic, verdicts)
+    if args.alerts_topic:
+        source = agg.input("alerts topic", args.alerts_topic)
+        read_topic(client, args.alerts_topic, lambda value: fold_alert_value(agg, value, source))
+
+
+def _write_outputs(summary: dict, out: str, json_out: str) -> None:
+    from fencewatch.sinks.report.page import render
+
+    Path(json_out).write_text(json.dumps(summary, indent=1) + "\n")
+    _atomic_write(out, render(summary, json_name=os.path.basename(json_out)))
+
+
+def _atomic_write(path: str, text: str) -> None:
+    tmp = f"{path}.tmp"
+    Path(tmp).write_text(text, encoding="utf-8")
+    os.replace(tmp, path)
+
+
+def summary_text(s: dict, out: str | None = None, json_out: str | None = None) -> str:
+    """The command's closing lines: the headline numbers with their policy and range."""
+    t, b, r = s["totals"], s["broker_policy"], rank_policy(s["broker_policy"])
+    rng = s["range"]
+    lines = [f"fencewatch report: {t['requests']:,} commit requests ({t['verdicts']:,} verdicts) in "
+             f"{len(s['groups']):,} group(s) of {len(s['clusters'])} cluster(s), {rng['from']} to {rng['to']}",
+             f"  rejected under {b} (the brokers' check): {t['rejected']['requests']:,} requests "
+             f"({t['rejected']['verdicts']:,} verdicts)"]
+    if t["avoidable"]:
+        lines.append("  avoidable (would be accepted): " + ", ".join(
+            f"{p} {c['requests']:,}" for p, c in t["avoidable"].items()))
+    lines.append(f"  aborted transactions under {b}: {t['aborted_transactions']['requests']:,}"
+                 + "".join(f", {p} saves {n:,}" for p, n in t["aborted_transactions"]["saved"].items()))
+    lines.append("  unsafe accepts added (verdicts): " + ", ".join(
+        f"{p} {t['unsafe'][p]['added']:,}" for p in s["relaxed_policies"]))
+    lines.append(f"  zombie {t['zombie']['verdicts']:,}, stale {t['stale']['verdicts']:,} verdicts; "
+                 f"expiry forecasts for {s['expiry']['counts']['groups_forecast']:,} group(s), "
+                 f"{s['expiry']['counts']['expired_offsets']:,} offsets expired; "
+                 f"{s['truncation']['counts']['LOG_TRUNCATION']:,} log truncations, "
+                 f"{s['truncation']['counts']['OFFSET_OUT_OF_RANGE']:,} out of range")
+    if s["limits"]:
+        lines.append("  the input could not show: " + ", ".join(x["code"] for x in s["limits"]))
+    if out:
+        lines.append(f"  wrote {out} ({os.path.getsize(out):,} bytes) and {json_out}; ranked by {r}")
+    return "\n".join(lines)
+
+
+def _compare(args: argparse.Namespace) -> int:
+    from fencewatch.sinks.report.compare import compare, render_text
+
+    before, after = (json.loads(Path(p).read_text()) for p in args.compare)
+    result = compare(before, after)
+    print(render_text(result))
+    if args.json_out:
+        Path(args.json_out).write_text(json.dumps(result, indent=1) + "\n")
+    return 0
