@@ -29,6 +29,8 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--groups", type=int, default=0, help="load: this many groups beside the scenarios (0: none)")
     p.add_argument("--members", type=int, default=3, help="load: members per group (default %(default)s)")
     p.add_argument("--commits", type=int, default=0, help="load: run until this many commits were answered")
+    p.add_argument("--rate", type=float, default=400.0,
+                   help="load: commits per second over all members, roughly (0: as fast as they go)")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--short", action="store_true", help="the quick variant of every scenario (tests)")
     p.add_argument("-X", dest="client_config", action="append", default=[], metavar="KEY=VALUE",
@@ -73,7 +75,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"{exc}", file=sys.stderr)
         return 2
     result = run(args.bootstrap_servers, names, groups=args.groups, commits=args.commits, members=args.members,
-                 seed=args.seed, short=args.short, client_config=extra)
+                 rate=args.rate, seed=args.seed, short=args.short, client_config=extra)
     if args.expectations_out:
         with open(args.expectations_out, "w", encoding="utf-8") as f:
             f.write(dump_expectations(result.expectations))

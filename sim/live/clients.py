@@ -12,11 +12,14 @@ import logging
 import multiprocessing
 import os
 import signal
+import struct
 import time
 from typing import Any, Callable
 
 from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, AlterConfigOpType, ConfigEntry, ConfigResource, NewTopic, ResourceType
+
+from .wire import uuid_to_kafka
 
 __all__ = ["Clients", "StalledConsumer", "wait_for", "assigned", "error_name", "consume_some"]
 
@@ -103,7 +106,11 @@ class Clients:
             desc = self.admin.describe_topics(TopicCollection([name]), request_timeout=10)[name].result()
         except KafkaException:
             return None
-        return str(desc.topic_id) if desc.topic_id is not None else None
+        if desc.topic_id is None:
+            return None
+        # str() of confluent-kafka's Uuid is standard base64 ('+', '/'); Kafka writes base64url
+        raw = struct.pack(">qq", desc.topic_id.get_most_significant_bits(), desc.topic_id.get_least_significant_bits())
+        return uuid_to_kafka(raw)
 
     def produce(self, topic: str, count: int, partitions: int, prefix: str = "m") -> None:
         p = self.producer(f"{topic}-loader")

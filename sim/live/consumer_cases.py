@@ -46,7 +46,7 @@ def join_leave(ctx: Context) -> None:
     topic = ctx.topic(s, "in", partitions, messages=900 if ctx.short else 6000)
     group = ctx.name(s, "g")
     rng = ctx.rng(s)
-    pace = 0.05 if ctx.short else 0.005
+    pace = 0.15 if ctx.short else 0.005
     workers = [_start(ctx, group, "c1", [topic], sync_share=0.5, rng=rng, pace_s=pace)]
     for name in ("c2", "c3"):
         workers.append(_start(ctx, group, name, [topic], sync_share=0.5, rng=rng, pace_s=pace))
@@ -122,11 +122,11 @@ def reassign_inflight(ctx: Context) -> None:
     topic = ctx.topic(s, "in", partitions, messages=1200 if ctx.short else 20000)
     group = ctx.name(s, "g")
     rng = ctx.rng(s)
-    a = _start(ctx, group, "a", [topic], commit_every=1, sync_share=0.0, rng=rng, pace_s=0.03 if ctx.short else 0.0)
+    pace = 0.03 if ctx.short else 0.005  # without a pause the commits queue up behind each other
+    a = _start(ctx, group, "a", [topic], commit_every=1, sync_share=0.0, rng=rng, pace_s=pace)
     rounds = 1 if ctx.short else 3
     for r in range(rounds):
-        b = _start(ctx, group, f"b{r}", [topic], commit_every=2, sync_share=0.0, rng=rng,
-                   pace_s=0.03 if ctx.short else 0.0)
+        b = _start(ctx, group, f"b{r}", [topic], commit_every=2, sync_share=0.0, rng=rng, pace_s=pace)
         wait_for(lambda: len(a.partitions) < partitions and b.partitions, 60, "the joiner taking partitions")
         time.sleep(0.5)
         b.leave()

@@ -81,7 +81,8 @@ class RunResult:
 
 
 def run(bootstrap: str, scenarios: str | list[str] = "all", *, groups: int = 0, commits: int = 0,
-        members: int = 3, seed: int = 0, short: bool = False, client_config: dict[str, Any] | None = None,
+        members: int = 3, rate: float = 400.0, seed: int = 0, short: bool = False,
+        client_config: dict[str, Any] | None = None,
         run_id: str | None = None) -> RunResult:
     """Play ``scenarios`` (names, or ``all``; ``[]`` for the load alone) against ``bootstrap``;
     with ``groups`` and ``commits`` > 0, the load runs beside them until it made ``commits``
@@ -103,7 +104,7 @@ def run(bootstrap: str, scenarios: str | list[str] = "all", *, groups: int = 0, 
     if groups > 0 and commits > 0:
         from .load import Load
 
-        load = Load(ctx, groups=groups, members=members, commits=commits)
+        load = Load(ctx, groups=groups, members=members, commits=commits, rate=rate)
     log.info("run %s: scenarios %s%s against %s", ctx.run_id, ", ".join(names) or "none",
              f", load {groups} groups x {members} members for {commits} commits" if load else "", bootstrap)
     for t in threads:

@@ -5,7 +5,8 @@ groups. Each member commits after every other message, one commit in five synchr
 every ``churn_s`` one member of a random group leaves and a new one joins, so epochs and
 generations move under the commits and some commits race them (the answers the model is
 compared with). It runs until the members' commits were answered ``commits`` times and
-the scenarios beside it ended.
+the scenarios beside it ended. ``rate`` spreads the commits over time (commits per second
+over all members, roughly; 0: as fast as the clients go).
 """
 
 from __future__ import annotations
@@ -25,9 +26,12 @@ SYNC_SHARE = 0.2
 
 
 class Load:
-    def __init__(self, ctx: Context, *, groups: int, members: int, commits: int, churn_s: float = 2.0,
-                 partitions_per_member: int = 2) -> None:
+    def __init__(self, ctx: Context, *, groups: int, members: int, commits: int, rate: float = 400.0,
+                 churn_s: float = 1.0, partitions_per_member: int = 2) -> None:
         self.ctx, self.groups, self.members, self.commits = ctx, groups, max(1, members), commits
+        # each member waits this long after a commit: the commits spread over time, so that
+        # members come and go (churn) while they are being made
+        self.pace_s = groups * self.members / rate if rate > 0 else 0.0
         self.churn_s, self.partitions = churn_s, max(1, members * partitions_per_member)
         self.rng = ctx.rng("load")
         self.workers: dict[str, list[Worker]] = {}
@@ -47,7 +51,8 @@ class Load:
         protocol = self._protocol(g)
         conf = {"assignor": "cooperative-sticky"} if protocol == "classic" else {}
         w = Worker(self.ctx, group, f"{group}-m{self.joins}", [self.topics[group]], protocol=protocol,
-                   commit_every=COMMIT_EVERY, sync_share=SYNC_SHARE, rng=self.rng, record_seen=False, **conf)
+                   commit_every=COMMIT_EVERY, sync_share=SYNC_SHARE, rng=self.rng, record_seen=False,
+                   pace_s=self.pace_s, **conf)
         w.start()
         return w
 

@@ -18,6 +18,7 @@ it like any other. Standard library only; no I/O outside :class:`Connection`.
 from __future__ import annotations
 
 import base64
+import itertools
 import socket
 import struct
 import uuid
@@ -179,10 +180,11 @@ class Connection:
     """One blocking TCP connection to a broker (PLAINTEXT). Every request uses header v2 and
     every answer here has header v1 (all the APIs above are flexible in these versions)."""
 
+    _correlation_ids = itertools.count(1)  # unique in the process: with the client id, a request's line
+
     def __init__(self, host: str, port: int, client_id: str, timeout_s: float = 10.0) -> None:
         self.client_id = client_id
         self.sock = socket.create_connection((host, port), timeout=timeout_s)
-        self.correlation_id = 0
 
     @classmethod
     def to(cls, address: str, client_id: str, timeout_s: float = 10.0) -> "Connection":
@@ -192,8 +194,7 @@ class Connection:
     def request(self, api_key: int, version: int, body: bytes) -> tuple[int, Reader]:
         """Send one request; (its correlation id, a reader of the answer's body). ApiVersions
         answers with header v0 (no tagged fields), every other API here with v1."""
-        self.correlation_id += 1
-        cid = self.correlation_id
+        cid = next(self._correlation_ids) & 0x7FFFFFFF
         head = Writer().int16(api_key).int16(version).int32(cid).legacy_string(self.client_id).no_tags().buf
         payload = bytes(head) + body
         self.sock.sendall(struct.pack(">i", len(payload)) + payload)
