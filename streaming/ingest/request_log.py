@@ -710,6 +710,9 @@ class RequestLogBridge:
             indices, _, code = answers[0]
             if (code is not None and parts and r.name == t.name and r.topic_id == t.topic_id
                     and tuple(map(_PARTITION_INDEX, parts)) == indices):
+                if code in COORDINATOR_ERRORS:  # contract §10.1 a: never reached the group
+                    self._counts[f"dropped.{COORDINATOR_ERRORS[code]}"] += 1
+                    return []
                 topic = t.name
                 if topic is None:
                     if t.topic_id is None:
@@ -730,6 +733,11 @@ class RequestLogBridge:
             by_code = self._offsets_by_code(topics, resp_topics, answers)
         if not by_code:
             self._counts["skipped.EMPTY_COMMIT"] += 1
+            return []
+        for code in [c for c in by_code if c in COORDINATOR_ERRORS]:  # contract §10.1 a: no event
+            del by_code[code]
+            self._counts[f"dropped.{COORDINATOR_ERRORS[code]}"] += 1
+        if not by_code:
             return []
         epoch = req.generation_id_or_member_epoch
         if epoch is None:

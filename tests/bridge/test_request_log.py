@@ -201,6 +201,26 @@ def test_coordinator_errors_are_dropped_and_counted(code, name):
     assert b.counts[f"dropped.{name}"] == 1
 
 
+@pytest.mark.parametrize("code, name", [(16, "NOT_COORDINATOR"), (14, "COORDINATOR_LOAD_IN_PROGRESS"),
+                                        (15, "COORDINATOR_NOT_AVAILABLE")])
+@pytest.mark.parametrize("transactional", [False, True])
+def test_commits_answered_with_coordinator_errors_give_no_event(code, name, transactional):
+    """Contract §10.1 a, for APIs 8 and 28 as for 68 (a fresh Apache Kafka answers a commit sent
+    before ``__consumer_offsets`` exists so: ``tests/fixtures/kafka``). A partition answered
+    otherwise in the same request still gives its event."""
+    make = txn_offset_commit if transactional else offset_commit
+    b = bridge()
+    routed = make(9 if not transactional else 3, "g", 4, "m-1", [("orders", [(0, 10, 1), (1, 11, 1)])],
+                  codes={("orders", 0): code, ("orders", 1): code})
+    assert b.map_line(log_line(routed), "0") == []
+    assert b.counts[f"dropped.{name}"] == 1
+    mixed = make(9 if not transactional else 3, "g", 4, "m-1", [("orders", [(0, 10, 1), (1, 11, 1)])],
+                 codes={("orders", 0): code})
+    events = b.map_line(log_line(mixed), "1")
+    assert [(e["error_code"], [o["partition"] for o in e["offsets"]]) for e in events] == [(0, [1])]
+    assert b.counts[f"dropped.{name}"] == 2
+
+
 def test_fenced_heartbeat_is_an_event_and_forgets_the_member():
     b = joined(bridge())
     events = b.map_line(hb(epoch=3, response_epoch=-1, error=110), "1")

@@ -1,0 +1,1 @@
+"""Real clients against a real Kafka broker: scripted fencing cases (see README.md)."""
