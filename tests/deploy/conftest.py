@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from rsyslog_shipper import RsyslogShipper, start_rsyslog_shipper
+from fencewatch.streaming.brokers.rsyslog import RsyslogShipper, start_rsyslog_shipper
 
 
 @pytest.fixture

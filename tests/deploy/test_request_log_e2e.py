@@ -29,7 +29,7 @@ from fencewatch.sinks.kafka import KafkaOutputs
 from fencewatch.streaming.config import settings as cfgmod
 from fencewatch.streaming.brokers.tansu import create_topics
 from fencewatch.streaming.runtime.job import BatchWriter, JobStats, drain, query_failure, start_query
-from rsyslog_shipper import read_lines
+from fencewatch.streaming.brokers.rsyslog import read_lines
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "streaming"))
 from kafka_helpers import read_all  # noqa: E402

@@ -20,7 +20,7 @@ from pathlib import Path
 import pytest
 
 from fencewatch.streaming.brokers.tansu import create_topics
-from rsyslog_shipper import read_lines
+from fencewatch.streaming.brokers.rsyslog import read_lines
 
 pytestmark = [pytest.mark.broker, pytest.mark.slow]
 
@@ -139,7 +139,7 @@ def test_a_line_above_the_maximum_ships_its_head_once_and_never_a_second_fragmen
 
 
 def test_the_systemd_unit_sets_every_variable_the_config_reads():
-    from rsyslog_shipper import SHIPPED_CONFIG
+    from fencewatch.streaming.brokers.rsyslog import SHIPPED_CONFIG
 
     code = "\n".join(line.split("#", 1)[0] for line in SHIPPED_CONFIG.read_text().splitlines())
     read = set(re.findall(r"`echo [^`$]*\$(\w+)", code))

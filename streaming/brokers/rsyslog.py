@@ -1,6 +1,7 @@
-"""Start the shipped rsyslog configuration (deploy/request-log/rsyslog-fencewatch.conf) as a child.
+"""The shipped rsyslog configuration (deploy/request-log/rsyslog-fencewatch.conf) run as a child:
+the real-cluster path's log shipper for the tests and benchmarks.
 
-Reusable beyond tests/deploy: ``start_rsyslog_shipper(bootstrap, topic, request_log, workdir)``
+``start_rsyslog_shipper(bootstrap, topic, request_log, workdir)``
 runs Debian's ``rsyslogd -n`` (package ``rsyslog-kafka``: ``imfile`` -> ``omkafka``) on the
 shipped file unchanged; only the environment variables the file reads are set (log path,
 bootstrap, topic, broker id, state directory). ``read_lines`` reads the topic back.
@@ -26,8 +27,8 @@ from confluent_kafka import OFFSET_BEGINNING, Consumer, TopicPartition
 
 from fencewatch.streaming.brokers.tansu import _parent_death_preexec
 
-ROOT = Path(__file__).resolve().parents[2]
-SHIPPED_CONFIG = ROOT / "deploy" / "request-log" / "rsyslog-fencewatch.conf"
+#: The shipped configuration, from a checkout (deploy/ is not in the wheel).
+SHIPPED_CONFIG = Path(__file__).resolve().parents[2] / "deploy" / "request-log" / "rsyslog-fencewatch.conf"
 #: Seconds to wait for rsyslog to write its pid file: an upper bound, not a speed check.
 START_PATIENCE_S = 20.0
 #: Seconds to wait for shipped records to arrive: an upper bound, not a speed check.
