@@ -34,7 +34,6 @@ from fencewatch.sinks import metrics
 log = logging.getLogger(__name__)
 
 PACKAGE_DIR = Path(__file__).resolve().parent
-RULES_FILE = PACKAGE_DIR / "prometheus" / "rules" / "fencewatch.rules.yml"
 #: The JMX exporter's name for kafka.network:type=RequestMetrics,name=ErrorsPerSec (a counter per
 #: request and error; the example kafka-kraft config's generic `...PerSec` rule, or ours in deploy/).
 KAFKA_ERRORS = "kafka_network_requestmetrics_errors_total"

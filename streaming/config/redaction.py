@@ -109,7 +109,3 @@ def _strike_value(m: re.Match[str]) -> str:
 
 #: The process' redactor: configurations register into it, the log formatter applies it.
 REDACTOR = Redactor()
-
-
-def redact_text(text: str) -> str:
-    return REDACTOR(text)

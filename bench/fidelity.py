@@ -1,0 +1,411 @@
+"""The model against a real broker's own answers (issue 33, contract §3.4).
+
+One run: Apache Kafka's broker (``streaming/brokers/kafka.py``) with its request logger at DEBUG
+-> its ``kafka-request.log`` -> the shipped rsyslog (``deploy/request-log/rsyslog-fencewatch.conf``,
+``imfile`` -> ``omkafka``) -> the lines topic -> ``fencewatch run --source
+request-log,consumer-offsets`` -> the verdicts topic. The traffic is real clients
+(``fencewatch.sim.live``: KIP-848 and classic consumers, transactional producers, the
+hand-built KIP-1251 and KIP-1319 requests). For every judged commit partition, the answer of
+the policy that version runs (``strict`` on 4.2, ``kip1251`` on 4.3 and 4.4) is compared with
+what the broker answered (``model_agrees``); every disagreement is explained by a rule below or
+listed as unexplained.
+
+``bench/bench_fidelity.py`` runs it per version and writes docs/fidelity.md; the test suite
+runs a short one (``tests/fidelity``) that fails on any disagreement it cannot explain.
+"""
+from __future__ import annotations
+
+import collections
+import json
+import logging
+import os
+import signal
+import subprocess
+import sys
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable, Iterable
+
+log = logging.getLogger("fidelity")
+
+#: The offset-commit check each broker version runs (contract §3; docs/fidelity.md).
+POLICY_OF = {"4.2": "strict", "4.3": "kip1251", "4.4": "kip1251"}
+LINES_TOPIC = "fencewatch.request-log"
+VERDICTS_TOPIC = "fencewatch.verdicts"
+ALERTS_TOPIC = "fencewatch.alerts"
+DLQ_TOPIC = "fencewatch.dlq"
+#: How long after a commit the coordinator's move to a new generation or member epoch may show
+#: in the logs and still explain the broker's rejection of that commit (a rebalance begun
+#: before the commit arrived is recorded when it completes).
+RACE_WINDOW_MS = 15_000
+#: The verdicts topic stops growing for this long once the job has read every shipped line.
+SETTLE_S = 12.0
+
+
+def policy_of(version: str) -> str:
+    return POLICY_OF[".".join(version.split(".")[:2])]
+
+
+# --------------------------------------------------------------------------- explanations
+
+@dataclass
+class Membership:
+    """When each group's coordinator moved to a new generation (classic) or member epoch
+    (KIP-848), from the same run's logs decoded offline (both sources of the run)."""
+
+    generations: dict[str, list[tuple[int, int]]] = field(default_factory=lambda: collections.defaultdict(list))
+    epochs: dict[tuple[str, str], list[tuple[int, int]]] = field(default_factory=lambda: collections.defaultdict(list))
+    classic: set[str] = field(default_factory=set)
+
+    def add(self, e: dict) -> None:
+        t = e.get("type")
+        if t == "classic_sync":
+            self.generations[e["group_id"]].append((e["ts"], e["generation"]))
+            self.classic.add(e["group_id"])
+        elif t == "classic_join" or (t == "group_state" and e.get("protocol") == "classic"):
+            self.classic.add(e["group_id"])
+        elif t == "member_assignment":
+            self.epochs[(e["group_id"], e["member_id"])].append((e["ts"], e["member_epoch"]))
+
+    def moved_past(self, series: Iterable[tuple[int, int]], epoch: int, ts: int) -> bool:
+        return any(e > epoch and ts - 1_000 <= t <= ts + RACE_WINDOW_MS for t, e in series)
+
+
+def _model_accepts(v: dict, policy: str) -> bool:
+    return v[{"strict": "strict", "kip1251": "kip1251"}[policy]] == "NONE"
+
+
+def _classic_rebalance(v: dict, m: Membership, policy: str) -> bool:
+    """A classic group's JoinGroup moved it to a new generation before the commit arrived; the
+    generation reaches ``__consumer_offsets`` only when its SyncGroup completes (contract §10:
+    the request log does not carry classic joins). The broker answers ILLEGAL_GENERATION or
+    REBALANCE_IN_PROGRESS; the model, one generation behind, accepts."""
+    return (v["group_id"] in m.classic and _model_accepts(v, policy)
+            and v["broker_error"] in ("ILLEGAL_GENERATION", "REBALANCE_IN_PROGRESS")
+            and m.moved_past(m.generations.get(v["group_id"], ()), v["client_epoch"], v["ts"]))
+
+
+def _epoch_race(v: dict, m: Membership, policy: str) -> bool:
+    """A KIP-848 member's epoch was bumped by a heartbeat the broker handled before this commit
+    but logged after it (each line is written when its response is sent)."""
+    return (v["group_id"] not in m.classic and _model_accepts(v, policy)
+            and v["broker_error"] == "STALE_MEMBER_EPOCH"
+            and m.moved_past(m.epochs.get((v["group_id"], v["member_id"]), ()), v["client_epoch"], v["ts"]))
+
+
+#: (name, what it says in docs/fidelity.md, the rule). Tried in order; the first that holds explains.
+EXPLANATIONS: list[tuple[str, str, Callable[[dict, Membership, str], bool]]] = [
+    ("classic-rebalance-race", "a classic group's JoinGroup had started a new generation when the commit "
+     "arrived; __consumer_offsets records the generation only when its SyncGroup completes, and the request "
+     "log does not carry classic joins (contract §10)", _classic_rebalance),
+    ("member-epoch-race", "a heartbeat that moved the member to a new epoch was handled before the commit "
+     "but its request-log line was written after the commit's", _epoch_race),
+]
+
+
+def explain(v: dict, membership: Membership, policy: str) -> str | None:
+    for name, _, rule in EXPLANATIONS:
+        if rule(v, membership, policy):
+            return name
+    return None
+
+
+# --------------------------------------------------------------------------- agreement
+
+@dataclass
+class Agreement:
+    version: str
+    policy: str
+    requests: int = 0  # commit requests with a broker answer (by event_id)
+    partitions: int = 0  # (commit, partition) verdicts with a broker answer
+    agree: int = 0
+    requests_agree: int = 0
+    explained: collections.Counter = field(default_factory=collections.Counter)
+    unexplained: list[dict] = field(default_factory=list)
+    examples: dict[str, dict] = field(default_factory=dict)
+    classes: collections.Counter = field(default_factory=collections.Counter)
+
+    @property
+    def percent(self) -> float:
+        return 100.0 * self.agree / self.partitions if self.partitions else float("nan")
+
+    @property
+    def requests_percent(self) -> float:
+        return 100.0 * self.requests_agree / self.requests if self.requests else float("nan")
+
+
+def agreement(version: str, verdicts: Iterable[dict], membership: Membership) -> Agreement:
+    policy = policy_of(version)
+    a = Agreement(version, policy)
+    by_request: dict[str, bool] = {}
+    for v in verdicts:
+        a.classes[v["class"]] += 1
+        if v.get("model_agrees") is None:
+            continue
+        a.partitions += 1
+        ok = bool(v["model_agrees"])
+        by_request[v["event_id"]] = by_request.get(v["event_id"], True) and ok
+        if ok:
+            a.agree += 1
+            continue
+        why = explain(v, membership, policy)
+        if why is None:
+            a.unexplained.append(v)
+        else:
+            a.explained[why] += 1
+            a.examples.setdefault(why, v)
+    a.requests = len(by_request)
+    a.requests_agree = sum(by_request.values())
+    return a
+
+
+# --------------------------------------------------------------------------- the run
+
+@dataclass
+class FidelityRun:
+    version: str
+    agreement: Agreement
+    traffic: str
+    expectations: list[dict]
+    seconds: dict[str, float]
+    lines: int
+    verdicts: list[dict]
+
+
+def _fencewatch() -> str:
+    return str(Path(sys.executable).with_name("fencewatch"))
+
+
+def _read_topic(bootstrap: str, topic: str) -> list[bytes]:
+    from confluent_kafka import OFFSET_BEGINNING, Consumer, TopicPartition
+
+    c = Consumer({"bootstrap.servers": bootstrap, "group.id": f"fidelity-read-{os.getpid()}",
+                  "enable.auto.commit": False, "enable.partition.eof": True, "isolation.level": "read_committed"})
+    try:
+        parts = c.list_topics(topic, timeout=10).topics[topic].partitions
+        c.assign([TopicPartition(topic, p, OFFSET_BEGINNING) for p in parts])
+        out, eof = [], set()
+        while len(eof) < len(parts):
+            m = c.poll(5)
+            if m is None:
+                break
+            if m.error():
+                if m.error().code() == -191:  # _PARTITION_EOF
+                    eof.add(m.partition())
+                continue
+            out.append(m.value())
+        return out
+    finally:
+        c.close()
+
+
+def _end_offset(bootstrap: str, topic: str) -> int:
+    from confluent_kafka import Consumer, TopicPartition
+
+    c = Consumer({"bootstrap.servers": bootstrap, "group.id": f"fidelity-end-{os.getpid()}"})
+    try:
+        parts = c.list_topics(topic, timeout=10).topics[topic].partitions
+        return sum(c.get_watermark_offsets(TopicPartition(topic, p), timeout=10)[1] for p in parts)
+    finally:
+        c.close()
+
+
+def _wait_shipped(bootstrap: str, request_log: Path, timeout_s: float = 300.0) -> int:
+    """Until every line of the request log is in the lines topic (rsyslog ships each line once)."""
+    with open(request_log, "rb") as f:
+        want = sum(1 for _ in f)
+    deadline = time.monotonic() + timeout_s
+    while (got := _end_offset(bootstrap, LINES_TOPIC)) < want:
+        if time.monotonic() > deadline:
+            raise RuntimeError(f"rsyslog shipped {got} of {want} request-log lines in {timeout_s:.0f} s")
+        time.sleep(1.0)
+    return want
+
+
+def _run_job(bootstrap: str, workdir: Path, policy: str, master: str) -> subprocess.Popen:
+    args = [_fencewatch(), "run", "--bootstrap-servers", bootstrap, "--source", "request-log,consumer-offsets",
+            "--request-log-topic", LINES_TOPIC, "--starting-offsets", "earliest",
+            "--checkpoint", str(workdir / "checkpoint"), "--broker-policy", policy,
+            "--verdicts-topic", VERDICTS_TOPIC, "--alerts-topic", ALERTS_TOPIC, "--alerts-format", "json",
+            "--dlq-topic", DLQ_TOPIC, "--metrics-port", "0", "--spark-master", master]
+    return subprocess.Popen(args, stdout=open(workdir / "job.log", "w"), stderr=subprocess.STDOUT,
+                            start_new_session=True)
+
+
+def _wait_settled(bootstrap: str, job: subprocess.Popen, workdir: Path, timeout_s: float) -> None:
+    """The verdicts topic stopped growing for SETTLE_S (the job has judged every shipped line)."""
+    deadline = time.monotonic() + timeout_s
+    last, since = -1, time.monotonic()
+    while time.monotonic() < deadline:
+        if job.poll() is not None:
+            raise RuntimeError(f"fencewatch run exited {job.returncode}: {(workdir / 'job.log').read_text()[-3000:]}")
+        n = _end_offset(bootstrap, VERDICTS_TOPIC)
+        if n != last:
+            last, since = n, time.monotonic()
+        elif n > 0 and time.monotonic() - since >= SETTLE_S:
+            return
+        time.sleep(2.0)
+    raise RuntimeError(f"the verdicts topic did not settle in {timeout_s:.0f} s ({last} verdicts)")
+
+
+def _stop(job: subprocess.Popen) -> None:
+    if job.poll() is None:
+        os.killpg(job.pid, signal.SIGTERM)
+        try:
+            job.wait(60)
+        except subprocess.TimeoutExpired:
+            os.killpg(job.pid, signal.SIGKILL)
+            job.wait()
+
+
+def _offline_membership(bootstrap: str, request_log: Path, workdir: Path, topic_ids: dict[str, str]) -> Membership:
+    """The run's membership from its logs decoded offline, for the explanations only."""
+    from fencewatch.sim.live import capture
+
+    ids = workdir / "topic-ids.json"
+    ids.write_text(json.dumps(topic_ids))
+    records = workdir / "consumer-offsets.jsonl"
+    with open(records, "w") as f:
+        for r in capture.consumer_offsets_records(bootstrap):
+            f.write(json.dumps(r) + "\n")
+    m = Membership()
+    for cmd in (["bridge", "--from-file", str(records)], ["bridge", "--from-request-log", str(request_log)]):
+        out = subprocess.run([_fencewatch(), *cmd, "--topic-ids", str(ids)], capture_output=True, text=True,
+                             check=True).stdout
+        for line in out.splitlines():
+            m.add(json.loads(line))
+    return m
+
+
+def _expectations(expectations: list, verdicts: list[dict]) -> list[dict]:
+    """The scripted cases that name a fencewatch class, against the job's verdicts for them."""
+    index = collections.defaultdict(list)
+    for v in verdicts:
+        index[(v["group_id"], v["topic"], v["partition"], v["client_epoch"])].append(v)
+    out = []
+    for e in expectations:
+        match = getattr(e, "match", {}) or {}
+        part = match.get("partition")
+        epoch = match.get("generationIdOrMemberEpoch", match.get("generationId"))
+        if not e.fencewatch_class or part is None or epoch is None:
+            continue
+        found = index.get((e.group_id, part[0], part[1], epoch), [])
+        classes = sorted({v["class"] for v in found})
+        answers = sorted({v["broker_error"] for v in found})
+        out.append({"scenario": e.scenario, "case": e.case, "expected": e.fencewatch_class, "classes": classes,
+                    "broker": answers, "ok": classes == [e.fencewatch_class]})
+    return out
+
+
+def run_fidelity(version: str, workdir: Path, *, commits: int, groups: int = 8, seed: int = 1,
+                 master: str = "local[2]", scenarios: str = "all", timeout_s: float = 1800.0) -> FidelityRun:
+    """One version's run, start to finish; every process started here is stopped here."""
+    from fencewatch.sim.live import capture, driver
+    from fencewatch.streaming.brokers.kafka import KafkaBroker
+    from fencewatch.streaming.brokers.rsyslog import start_rsyslog_shipper
+
+    workdir.mkdir(parents=True, exist_ok=True)
+    seconds: dict[str, float] = {}
+    t = time.monotonic()
+    with KafkaBroker(version=version) as broker:
+        version = broker.version
+        cfg = broker.client_config()
+        broker.create_topics([LINES_TOPIC], 1)
+        broker.create_topics([VERDICTS_TOPIC, ALERTS_TOPIC, DLQ_TOPIC], 1)
+        shipper = start_rsyslog_shipper(broker.bootstrap, LINES_TOPIC, broker.request_log_path, workdir / "rsyslog")
+        job = None
+        try:
+            seconds["broker"] = time.monotonic() - t
+            t = time.monotonic()
+            result = driver.run(broker.bootstrap, scenarios, groups=groups, commits=commits, seed=seed)
+            seconds["traffic"] = time.monotonic() - t
+            capture.wait_for_log(str(broker.request_log_path))
+            lines = _wait_shipped(broker.bootstrap, broker.request_log_path)
+            t = time.monotonic()
+            job = _run_job(broker.bootstrap, workdir, policy_of(version), master)
+            _wait_settled(broker.bootstrap, job, workdir, timeout_s)
+            seconds["job"] = time.monotonic() - t
+        finally:
+            if job is not None:
+                _stop(job)
+            shipper.stop()
+        verdicts = [json.loads(b) for b in _read_topic(broker.bootstrap, VERDICTS_TOPIC)]
+        membership = _offline_membership(broker.bootstrap, broker.request_log_path, workdir, result.topics)
+        del cfg
+    return FidelityRun(version, agreement(version, verdicts, membership), result.summary(),
+                       _expectations(result.expectations, verdicts), seconds, lines, verdicts)
+
+
+def render(runs: list[FidelityRun], command: str, date: str) -> str:
+    """docs/fidelity.md's agreement table and its disagreements, explained."""
+    rows = ["| Kafka | policy | commit requests judged | partitions judged | agreement (partitions) | "
+            "agreement (requests) | explained | unexplained |", "|---|---|---|---|---|---|---|---|"]
+    for r in runs:
+        a = r.agreement
+        rows.append(f"| {r.version} | `{a.policy}` | {a.requests:,} | {a.partitions:,} | {a.percent:.3f}% | "
+                    f"{a.requests_percent:.3f}% | {sum(a.explained.values()):,} | {len(a.unexplained):,} |")
+    out = [f"Command: `{command}`  \nDate: {date}\n", "\n".join(rows), ""]
+    texts = {name: text for name, text, _ in EXPLANATIONS}
+    for r in runs:
+        a = r.agreement
+        out.append(f"### {r.version}: disagreements\n")
+        if not a.explained and not a.unexplained:
+            out.append("None.\n")
+        for name, n in a.explained.most_common():
+            ex = a.examples[name]
+            out.append(f"- **{name}** ({n:,}): {texts[name]}. Example: group `{ex['group_id']}`, "
+                       f"{ex['topic']}[{ex['partition']}] at epoch {ex['client_epoch']}: broker "
+                       f"`{ex['broker_error']}`, `{a.policy}` `{ex[a.policy]}`, class `{ex['class']}`.")
+        for v in a.unexplained[:20]:
+            out.append(f"- **unexplained**: `{json.dumps(v, sort_keys=True)}`")
+        bad = [e for e in r.expectations if not e["ok"]]
+        out.append(f"\nScripted cases with an expected class: {len(r.expectations) - len(bad)} of "
+                   f"{len(r.expectations)} as expected." + "".join(
+                       f"\n- `{e['scenario']}/{e['case']}`: expected `{e['expected']}`, got {e['classes']} "
+                       f"(broker {e['broker']})" for e in bad) + "\n")
+    return "\n".join(out)
+
+
+TABLE_START, TABLE_END = "<!-- table: bench/bench_fidelity.py writes from here -->", "<!-- end of table -->"
+DOC = Path(__file__).resolve().parent.parent / "docs" / "fidelity.md"
+
+
+def write_table(text: str) -> None:
+    """Replace the generated part of docs/fidelity.md; the hand-written parts around it stay."""
+    from bench.report import machine
+
+    doc = DOC.read_text() if DOC.exists() else f"# Fidelity\n\n{TABLE_START}\n{TABLE_END}\n"
+    head, rest = doc.split(TABLE_START, 1)
+    tail = rest.split(TABLE_END, 1)[1]
+    DOC.write_text(f"{head}{TABLE_START}\n\nMachine: {machine()}\n\n{text}\n{TABLE_END}{tail}")
+
+
+def main(argv: list[str] | None = None) -> int:
+    import argparse
+    import datetime as dt
+
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--versions", default="4.2,4.3,4.4")
+    p.add_argument("--commits", type=int, default=30_000, help="commits the load answers, per version")
+    p.add_argument("--workdir", default="/tmp/fencewatch-fidelity")
+    p.add_argument("--write-docs", action="store_true", help="write docs/fidelity.md's table")
+    args = p.parse_args(argv)
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s: %(message)s")
+    runs = []
+    for version in args.versions.split(","):
+        r = run_fidelity(version, Path(args.workdir) / version, commits=args.commits)
+        a = r.agreement
+        log.info("%s: %d requests, %d partitions judged, %.3f%% agree, %d explained, %d unexplained",
+                 r.version, a.requests, a.partitions, a.percent, sum(a.explained.values()), len(a.unexplained))
+        runs.append(r)
+    text = render(runs, "python bench/bench_fidelity.py " + " ".join(argv or sys.argv[1:]),
+                  dt.datetime.now(dt.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"))
+    print(text)
+    if args.write_docs:
+        write_table(text)
+    return 0 if all(not r.agreement.unexplained for r in runs) else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
