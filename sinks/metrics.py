@@ -141,6 +141,8 @@ class MetricSpec:
     buckets: tuple[float, ...] = ()
     # set on a deprecated alias: the family it repeats, value for value (removed one release later)
     alias_of: str | None = None
+    # the process that serves it: the streaming job's driver ("job") or `fencewatch bridge` ("bridge")
+    exporter: str = "job"
 
     def series_names(self) -> tuple[str, ...]:
         """Names a PromQL query may use for this family."""
@@ -374,6 +376,9 @@ METRICS: tuple[MetricSpec, ...] = (
 )
 
 BY_NAME: Mapping[str, MetricSpec] = {m.name: m for m in METRICS}
+
+JOB_METRICS: tuple[MetricSpec, ...] = tuple(m for m in METRICS if m.exporter == "job")
+"""The families the streaming job's driver serves."""
 
 ALIASES: Mapping[str, tuple[str, ...]] = {
     m.name: tuple(a.name for a in METRICS if a.alias_of == m.name) for m in METRICS if not m.alias_of
