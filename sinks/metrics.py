@@ -18,6 +18,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Iterable, Mapping
 
+from fencewatch.sinks.health import HealthConfig
 from fencewatch.state.model import AlertKind, CommitClass, Policy, Severity
 
 PREFIX = "fencewatch_"
@@ -457,6 +458,8 @@ class MetricsConfig:
     stale_after_s: float = 300.0
     # policy the brokers run: decides "aborted" when a commit carries no broker answer
     broker_policy: str = "strict"
+    # the probes /healthz and /readyz served beside /metrics (sinks/health.py)
+    health: HealthConfig = HealthConfig()
 
     def validate(self) -> list[str]:
         """Every invalid field with its valid values (empty: valid)."""
@@ -473,7 +476,7 @@ class MetricsConfig:
             problems.append(f"stale_after_s={self.stale_after_s}; valid: > 0")
         if self.broker_policy not in POLICIES:
             problems.append(f"unknown policy {self.broker_policy!r}; valid: {', '.join(POLICIES)}")
-        return problems
+        return problems + self.health.validate()
 
 
 class GroupLimiter:

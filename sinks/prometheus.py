@@ -24,10 +24,11 @@ import time
 from collections import Counter
 from typing import Any, Callable, Iterable, Mapping
 
-from prometheus_client import CollectorRegistry, generate_latest, start_http_server
+from prometheus_client import CollectorRegistry, generate_latest
 
 from fencewatch.sinks import metrics as m
-from fencewatch.sinks.exposition import adder, empty_families
+from fencewatch.sinks.exposition import adder, empty_families, serve
+from fencewatch.sinks.health import Health
 from fencewatch.sinks.build_info import running_versions  # noqa: F401  (callers import it from here)
 from fencewatch.sinks.metrics import OTHER, GroupKey, GroupLimiter, MetricsConfig
 from fencewatch.sinks.metrics_batch import Aggregate, GroupStatus, Histogram, MetricsBatch
@@ -125,18 +126,19 @@ class MetricsSink:
         self._warned: set[tuple[str, str]] = set()
         self.registry = CollectorRegistry(auto_describe=False)
         self.registry.register(_Collector(self))
+        self.health = Health(self.config.health, clock=clock)
         self._server = None
-        self._thread = None
 
     # ------------------------------------------------------------------ serving
 
     def start(self, host: str | None = None, port: int | None = None) -> tuple[str, int]:
-        """Serve /metrics on host:port (config defaults; port 0 picks a free one)."""
+        """Serve /metrics, /healthz and /readyz on host:port (config defaults; port 0 picks a free one)."""
         host = self.config.host if host is None else host
         port = self.config.port if port is None else port
-        self._server, self._thread = start_http_server(port, addr=host, registry=self.registry)
+        self._server = serve(self.registry, {"/healthz": self.health.liveness, "/readyz": self.health.readiness},
+                             host, port)
         bound = self._server.server_port
-        log.info("serving Prometheus metrics at http://%s:%d/metrics", host, bound)
+        log.info("serving Prometheus metrics at http://%s:%d/metrics (probes /healthz, /readyz)", host, bound)
         return host, bound
 
     def close(self) -> None:
@@ -158,6 +160,11 @@ class MetricsSink:
                 log.log(logging.INFO if healthy else logging.WARNING, "monitor health -> %s %s", healthy, reason)
             self._healthy = healthy
 
+    def set_query_state(self, active: bool, failure: str | None = None) -> None:
+        """The main loop's report on the query, every turn: running, or ended (its failure if it
+        failed). Drives /healthz; /readyz also needs the batches :meth:`add` counts."""
+        self.health.running(active, failure)
+
     # ------------------------------------------------------------------ input
 
     def add_batch(self, **fields: Any) -> bool:
@@ -167,6 +174,7 @@ class MetricsSink:
     def add(self, batch: MetricsBatch) -> bool:
         """Count one micro-batch; False when `batch_id` was already added (a foreachBatch retry)."""
         with self._write_lock:
+            self.health.progressed(batch.input_lag_records)  # a retried batch is progress too
             if batch.batch_id is not None and self._last_batch_id is not None and batch.batch_id <= self._last_batch_id:
                 log.info("metrics: batch %d already counted, skipped", batch.batch_id)
                 return False

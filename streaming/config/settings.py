@@ -76,6 +76,12 @@ class SinksConfig:
     metrics_host: str = "127.0.0.1"
     metrics_port: int = 9464
     metrics_top_groups: int = 50
+    # /readyz on the metrics port: a micro-batch completed within this many trigger intervals ...
+    health_ready_triggers: int = 60
+    # ... and at most this many input records not read yet (null: not checked)
+    health_max_lag_records: int | None = 1_000_000
+    # /healthz: time from start-up to a running query before it answers 503
+    health_startup_grace_ms: int = 300_000
     grafana_url: str | None = None
     grafana_token: str | None = None
 
@@ -127,7 +133,18 @@ class Config:
             problems.append(f"streaming.max_skew_ms must be >= 0, got {s.max_skew_ms}")
         if s.shuffle_partitions is not None and s.shuffle_partitions <= 0:
             problems.append(f"streaming.shuffle_partitions must be > 0, got {s.shuffle_partitions}")
-        return problems
+        return problems + _health_problems(self.sinks)
+
+
+def _health_problems(k: SinksConfig) -> list[str]:
+    problems = []
+    if k.health_ready_triggers < 1:
+        problems.append(f"sinks.health_ready_triggers must be >= 1, got {k.health_ready_triggers}")
+    if k.health_max_lag_records is not None and k.health_max_lag_records < 0:
+        problems.append(f"sinks.health_max_lag_records must be >= 0 or null, got {k.health_max_lag_records}")
+    if k.health_startup_grace_ms <= 0:
+        problems.append(f"sinks.health_startup_grace_ms must be > 0, got {k.health_startup_grace_ms}")
+    return problems
 
 
 SOURCES = ("events", "consumer-offsets", "request-log")
