@@ -35,6 +35,7 @@ import sys
 from itertools import islice
 from typing import IO, Any, Iterable
 
+from fencewatch.streaming.config.settings import duration_s_arg
 from fencewatch.streaming.ingest.consumer_offsets.mapping import ABSENT_EPOCH_MODES, Bridge, TopicNames
 from fencewatch.streaming.ingest.consumer_offsets.records import RecordDecodeError, decode, kafka_json
 from fencewatch.streaming.ingest.request_log import BATCH_LINES, RequestLogBridge, events_json_lines
@@ -92,8 +93,9 @@ def register(subparsers: Any) -> argparse.ArgumentParser:
                    help="records without KIP-1251 epochs: let the monitor derive them (default), or write "
                         "max(member epoch, 0) as a 4.3 broker loading them would")
     pf = p.add_argument_group("partition facts")
-    pf.add_argument("--partition-poll-interval", type=float, default=60.0, metavar="SECONDS",
-                    help="live: poll log start/end offsets of committed partitions this often (0 = off)")
+    pf.add_argument("--partition-poll-interval", type=duration_s_arg, default=60.0, metavar="DURATION",
+                    help="live: poll log start/end offsets of committed partitions this often (60 = 60s, 5m; "
+                         "0 = off)")
     pf.add_argument("--probe-budget", type=int, default=64, metavar="N",
                     help="record reads per partition and poll to locate leader epochs (0 = no probing)")
     p.set_defaults(func=main)

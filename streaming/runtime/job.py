@@ -28,7 +28,6 @@ from fencewatch.streaming.config import settings as cfgmod
 
 log = logging.getLogger(__name__)
 
-VERSION = "0.1.0"
 DEFAULT_WARMUP_MS = 45_000  # one session timeout: members seen before we started are unknown to us
 
 
@@ -672,8 +671,10 @@ def make_sinks(cfg: cfgmod.Config, spark, *, metrics_port: int | None = None):
 
 
 def startup_line(cfg: cfgmod.Config, spark) -> str:
+    from fencewatch.sinks.build_info import installed
+
     s = cfg.streaming
-    return (f"fencewatch {VERSION} (config {cfgmod.digest(cfg)}), Spark {spark.version} {s.spark_master}: "
+    return (f"fencewatch {installed()} (config {cfgmod.digest(cfg)}), Spark {spark.version} {s.spark_master}: "
             f"{s.heartbeats_topic} + {s.offsets_topic} @ {s.bootstrap_servers} ({s.input_format}, from "
             f"{s.starting_offsets}), skew {s.max_skew_ms} ms, warm-up {cfg.state.warmup_ms} ms, trigger "
             f"{s.trigger_interval}, checkpoint {s.checkpoint_location}; alerts -> {cfg.sinks.alerts_topic} "

@@ -117,11 +117,74 @@ def test_third_parties_are_quiet_unless_debugging(console):
     assert logging.getLogger("fencewatch.streaming.runtime.job").getEffectiveLevel() == logging.INFO
 
 
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def pyproject_version() -> str:
+    import tomllib
+
+    return tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["version"]
+
+
 def test_version():
     res = subprocess.run([str(EXE), "--version"], capture_output=True, text=True, timeout=60)
     assert res.returncode == 0
-    assert res.stdout.startswith("fencewatch 0.1.0 (Python 3.") and "pyspark 4." in res.stdout
+    assert res.stdout.startswith(f"fencewatch {pyproject_version()} (Python 3.") and "pyspark 4." in res.stdout
     assert "librdkafka 2." in res.stdout
+
+
+def test_the_version_is_defined_once_in_pyproject():
+    """Every place that says fencewatch's version reads the installed package's metadata."""
+    from fencewatch.sinks.build_info import installed, running_versions
+
+    version = pyproject_version()
+    assert installed() == version == running_versions()["version"]
+    literal = [str(p.relative_to(ROOT)) for pkg in ("state", "streaming", "sinks", "sim", "dashboards")
+               for p in (ROOT / pkg).rglob("*.py") if f'"{version}"' in p.read_text() or f"'{version}'" in p.read_text()]
+    assert literal == [], f"the version written as a literal in {literal}; read it with sinks.build_info.installed()"
+
+
+@pytest.mark.parametrize("argv", [["run", "--log-level", "DEBUG", "--log-format", "json"],
+                                  ["--log-level", "ERROR", "run", "--log-level", "DEBUG", "--log-format", "json"]])
+def test_log_flags_after_the_command(argv, capsys, console):
+    """`fencewatch run --log-level DEBUG`: after the command as before it; after it wins."""
+    assert main([*argv, "--print-config"]) == 0
+    assert json.loads(capsys.readouterr().out)["logging"] == {"level": "DEBUG", "format": "json"}
+    assert logging.getLogger().level == logging.DEBUG
+
+
+def test_log_flags_before_the_command_are_kept_and_reach_nested_commands(console):
+    args = build_parser(["replay"]).parse_args(["--log-level", "ERROR", "replay", "x.jsonl"])
+    assert (args.log_level, args.log_format) == ("ERROR", None)  # the command's own flags do not reset them
+    args = build_parser(["grafana"]).parse_args(["grafana", "push", "--log-level", "WARNING"])
+    assert args.log_level == "WARNING"
+    args = build_parser(["checkpoint"]).parse_args(["checkpoint", "show", "--checkpoint", "c", "--log-format", "json"])
+    assert args.log_format == "json"
+
+
+@pytest.mark.parametrize("text, ms", [("90", 90_000), ("1.5m", 90_000), ("10min", 600_000), ("250ms", 250),
+                                      ("2h", 7_200_000), ("1d", 86_400_000)])
+def test_one_duration_parser_reads_the_same_everywhere(text, ms):
+    """The config, the job's and the bridge's flags, the simulator's flags and knobs, grafana's
+    timeout: one grammar (``state.config.parse_duration_ms``), one meaning of a bare number."""
+    import argparse
+
+    from fencewatch.sim.command import parse_duration_ms as sim_flag
+    from fencewatch.sim.profiles import parse_knob, profile
+    from fencewatch.streaming.commands.bridge import register as bridge_register
+    from fencewatch.streaming.commands.grafana import register as grafana_register
+
+    assert cfgmod.parse_duration_ms(text, "--duration") == sim_flag(text) == ms
+    parser = argparse.ArgumentParser()
+    sub = parser.add_subparsers()
+    bridge_register(sub)
+    grafana_register(sub)
+    assert parser.parse_args(["bridge", "--partition-poll-interval", text]).partition_poll_interval == ms / 1000
+    assert parser.parse_args(["grafana", "push", "--timeout", text]).timeout == ms / 1000
+    bare_ms = ms if not text.isdigit() else int(text)  # a knob named _ms reads a bare number as ms
+    assert parse_knob(profile("mixed"), f"session_timeout_ms={text}").session_timeout_ms == bare_ms
+    with pytest.raises(cfgmod.ConfigError, match="cannot read 'ten' as a duration"):
+        cfgmod.parse_duration_ms("ten", "--duration")
 
 
 @pytest.mark.parametrize("flag, expected_ms", [("90", 90_000), ("90s", 90_000), ("1.5m", 90_000), ("250ms", 250)])
