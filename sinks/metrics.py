@@ -99,7 +99,9 @@ LIFECYCLE_KINDS = ("FENCING_SPIKE", "TXN_ABORT_STORM")
 """Alert kinds with a firing/resolved lifecycle (`details["status"]`)."""
 
 TRUNCATION_REASONS = ("LOG_TRUNCATION", "OFFSET_OUT_OF_RANGE")
-PROTOCOLS = ("consumer", "streams", "classic", OTHER)
+PROTOCOLS = ("consumer", "streams", "classic", "simple", OTHER)
+"""A group's type as the model keeps it: `simple` for a group that only commits offsets
+(no membership; Kafka's "simple" consumer groups, assign() and admin commits)."""
 GROUP_STATES = (
     "Empty",
     "PreparingRebalance",

@@ -107,6 +107,12 @@ def _unresolved_ids(events: list[dict[str, Any]]) -> bool:
     return False
 
 
+def _with_logger(conf: dict[str, Any]) -> dict[str, Any]:
+    """Every client's librdkafka lines through logging, never raw to stderr (the caller's logger
+    wins: ``config.kafka_client_config`` gives one per role)."""
+    return {"logger": logging.getLogger("fencewatch.kafka.bridge"), **conf}
+
+
 @contextlib.contextmanager
 def _sigterm_stops() -> Iterator[dict[str, bool]]:
     """A flag SIGTERM sets (from the main thread only); the previous handler restored after."""
@@ -277,6 +283,7 @@ def run_bridge(conf: dict[str, Any], *, topic_names: TopicNames | None = None,
     from fencewatch.streaming.sources.partition_facts import PartitionFactsPoller
 
     tune_gc()
+    conf = _with_logger(conf)
     metrics = metrics if metrics is not None else BridgeMetrics("consumer_offsets")
     names = topic_names if topic_names is not None else TopicNames()
     bridge = Bridge(names, cluster=cluster, absent_assignment_epochs=absent_assignment_epochs)
@@ -382,6 +389,7 @@ def run_request_log_bridge(conf: dict[str, Any], lines_topic: str, bridge: Reque
     from fencewatch.sinks.bridge_metrics import BridgeMetrics
 
     tune_gc()
+    conf = _with_logger(conf)
     metrics = metrics if metrics is not None else BridgeMetrics("request_log")
     topic_ids = MetadataTopicNames(AdminClient(dict(conf)), bridge.topic_names)
     learned = topic_ids.refresh()

