@@ -979,6 +979,7 @@ def _cmd_demo(args: argparse.Namespace) -> int:
         finally:
             failure = query.exception()
             spark.sparkContext.setLogLevel("OFF")  # as `run`: a batch cut short at the stop is not news
+            logging.getLogger("py4j.clientserver").setLevel(logging.CRITICAL)  # nor its refusal's traceback
             stop_between_batches(query, writer=writer)
             kafka.close()
             metrics.close()

@@ -348,7 +348,10 @@ deadline = time.time() + 120
 while (q.lastProgress is None or q.lastProgress["batchId"] < 1) and time.time() < deadline:
     time.sleep(0.2)
 logger = "org.apache.spark.sql.execution.streaming.runtime.MicroBatchExecution"
-spark._jvm.org.apache.logging.log4j.LogManager.getLogger(logger).warn("control: the logger still warns")
+jlog = spark._jvm.org.apache.logging.log4j.LogManager.getLogger(logger)
+jlog.warn("control: the logger still warns")
+spark.sparkContext.setLogLevel("OFF")  # as the job does at a stop
+jlog.error("after OFF: silent")
 q.stop()
 spark.stop()
 print("batches", q.lastProgress["batchId"] + 1)
@@ -369,8 +372,9 @@ def test_a_stateful_query_starts_without_sparks_aqe_warning(tmp_path):
     assert int(res.stdout.split("batches ")[1]) >= 2
     assert "control: the logger still warns" in res.stderr
     assert "Disabling AQE" not in res.stderr
+    assert "after OFF" not in res.stderr  # the logger follows the root's level
     stanza = [line for line in LOG4J2_FILES["text"].read_text().splitlines() if line.startswith("logger.aqe")]
-    assert len(stanza) == 12 and all(line in LOG4J2_FILES["json"].read_text() for line in stanza)
+    assert len(stanza) == 10 and all(line in LOG4J2_FILES["json"].read_text() for line in stanza)
 
 
 def test_product_kafka_clients_log_through_logging_not_raw_stderr(capfd, caplog):
