@@ -33,7 +33,7 @@ import logging
 import os
 import sys
 from itertools import islice
-from typing import IO, Any, Iterable
+from typing import IO, Any, Iterable, Mapping
 
 from fencewatch.streaming.config.settings import duration_s_arg
 from fencewatch.streaming.ingest.consumer_offsets.mapping import ABSENT_EPOCH_MODES, Bridge, TopicNames
@@ -176,17 +176,21 @@ def _run_live(args: argparse.Namespace, conf: dict[str, Any], topic_names: Topic
                       probe_budget=args.probe_budget, metrics=metrics)
 
 
+def metrics_port(args: argparse.Namespace, cfg: Any, environ: Mapping[str, str] = os.environ) -> int:
+    """``--metrics-port``, else ``sinks.metrics_port`` when the environment sets it (a pod's
+    manifest does), else 9465: not the job's default, so both run on one host."""
+    if args.metrics_port is not None:
+        return args.metrics_port
+    return cfg.sinks.metrics_port if environ.get("FENCEWATCH_SINKS__METRICS_PORT") else DEFAULT_METRICS_PORT
+
+
 def _bridge_metrics(cfg: Any, args: argparse.Namespace) -> Any:
-    """The bridge's exporter: ``--metrics-port``, else ``sinks.metrics_port`` when the environment
-    sets it (a pod's manifest does), else 9465; the probes' bounds from ``sinks.health_*``."""
+    """The bridge's exporter on :func:`metrics_port`; the probes' bounds from ``sinks.health_*``."""
     from fencewatch.sinks.bridge_metrics import BridgeMetrics
     from fencewatch.streaming.runtime.probes import health_config
 
-    port = args.metrics_port
-    if port is None:
-        port = cfg.sinks.metrics_port if os.environ.get("FENCEWATCH_SINKS__METRICS_PORT") else DEFAULT_METRICS_PORT
     return BridgeMetrics("request_log" if args.request_log_topic else "consumer_offsets", host=cfg.sinks.metrics_host,
-                         port=port, health=health_config(cfg, POLL_TIMEOUT_S))
+                         port=metrics_port(args, cfg), health=health_config(cfg, POLL_TIMEOUT_S))
 
 
 # ---------------------------------------------------------------------------
