@@ -232,9 +232,9 @@ def scrape(port_file: Path) -> dict[str, float]:
 
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("--duration", type=float, default=1800, help="seconds (default 1800)")
+    ap.add_argument("--duration", type=duration_s_arg, default=1800, help="30m, or seconds (default 1800)")
     ap.add_argument("--rate", type=float, default=1000, help="events/s (default 1000: half the measured capacity)")
-    ap.add_argument("--every", type=float, default=30, help="sampling period, seconds")
+    ap.add_argument("--every", type=duration_s_arg, default=30, help="sampling period (30 = 30s)")
     ap.add_argument("--groups", type=int, default=None, help="default: --rate / %.0f" % EVENTS_PER_GROUP_S)
     ap.add_argument("--conf", action="append", default=[], metavar="KEY=VALUE",
                     help="a Spark setting for the job (fencewatch run --conf), e.g. to A/B a memory setting")

@@ -505,6 +505,15 @@ def metrics_doc() -> str:
         "comparisons, rebalances) are exported at 0 as soon as a group has series, so `rate()` and `increase()` see 0\n"
         "rather than nothing.\n\n"
         + metrics.markdown_table()
+        + "\n## Probes\n\n"
+        "The same port serves `/healthz` (liveness: the query runs, its main loop reports) and `/readyz` (readiness:\n"
+        "a micro-batch completed within `sinks.health_ready_triggers` trigger intervals and the input lag is within\n"
+        "`sinks.health_max_lag_records`), each a short JSON answer, 200 or 503 with the reason: docs/health.md.\n"
+        "\n## The bridge's metrics\n\n"
+        "Served by `fencewatch bridge` in its live modes on its own port (`--metrics-port`, default\n"
+        "`http://127.0.0.1:9465/metrics`), with the same `/healthz` and `/readyz` (its loop is the work, one poll of its\n"
+        "source topic the unit of progress), and `fencewatch_build_info`.\n\n"
+        + metrics.markdown_table("bridge")
         + "\n## Deprecated names\n\n"
         "Renamed to follow Prometheus' naming conventions (a gauge holding a Unix time ends in `_timestamp_seconds`).\n"
         "The old name is still exported, with the same values, for one release (0.2.x) and removed after it:\n"

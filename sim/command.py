@@ -21,19 +21,20 @@ import time
 from datetime import datetime, timezone
 from typing import Any
 
+from fencewatch.state.config import parse_duration_ms as _parse_duration_ms
+
 log = logging.getLogger(__name__)
 
 __all__ = ["parse_duration_ms", "parse_rate", "parse_start_ts", "register", "run_simulation"]
 
-_UNITS_MS = {"ms": 1, "s": 1000, "m": 60_000, "h": 3_600_000, "d": 86_400_000}
-
 
 def parse_duration_ms(text: str) -> int:
-    """``90`` (seconds), ``90s``, ``10m``, ``2h``, ``1d``, ``500ms`` -> milliseconds."""
-    match = re.fullmatch(r"\s*(\d+(?:\.\d+)?)\s*(ms|s|m|h|d)?\s*", text)
-    if not match:
-        raise argparse.ArgumentTypeError(f"duration {text!r}: expected a number with unit ms, s, m, h or d")
-    return int(float(match.group(1)) * _UNITS_MS[match.group(2) or "s"])
+    """``90`` (seconds), ``90s``, ``10m``, ``2h``, ``1d``, ``500ms`` -> milliseconds, as an argparse
+    type: the one duration parser (``state.config.parse_duration_ms``)."""
+    try:
+        return _parse_duration_ms(text, "duration")
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
 
 
 def parse_rate(text: str) -> tuple[str, float | None]:

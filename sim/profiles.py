@@ -14,6 +14,8 @@ from __future__ import annotations
 import dataclasses
 from dataclasses import dataclass
 
+from fencewatch.state.config import parse_duration_ms
+
 __all__ = ["PROFILES", "Knobs", "knob_names", "parse_knob", "profile"]
 
 
@@ -163,6 +165,8 @@ def parse_knob(knobs: Knobs, assignment: str) -> Knobs:
             if raw.lower() not in ("true", "false", "1", "0", "yes", "no"):
                 raise ValueError(raw)
             value: object = raw.lower() in ("true", "1", "yes")
+        elif isinstance(current, int) and name.endswith("_ms"):
+            value = parse_duration_ms(raw, f"knob {name}", bare="ms")  # 45000, or 45s as in the config
         elif isinstance(current, int):
             try:
                 value = int(raw)

@@ -140,6 +140,8 @@ class KafkaWriter:
             raise ValueError(f"unknown Avro wire format {avro_wire!r}; valid: confluent, plain")
         config = {
             "bootstrap.servers": bootstrap_servers,
+            # librdkafka's own lines through logging, never raw to stderr (a caller's logger wins)
+            "logger": logging.getLogger("fencewatch.kafka.simulator"),
             "linger.ms": 20,
             "batch.num.messages": 10000,
             "queue.buffering.max.messages": 500000,

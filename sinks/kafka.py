@@ -194,7 +194,9 @@ class KafkaOutputs:
         # costs 1.8 instead of 2.5 us of driver CPU, ~4 lines per commit; docs/benchmarks.md).
         cfg = {"linger.ms": "20", "batch.num.messages": "10000", "compression.type": "lz4",
                "enable.idempotence": "true", "message.max.bytes": str(max_record_bytes + HEADROOM),
-               "delivery.report.only.error": True, **self._client,
+               "delivery.report.only.error": True,
+               # librdkafka's own lines through logging, never raw to stderr (unless the caller gave one)
+               "logger": logging.getLogger("fencewatch.kafka.producer"), **self._client,
                # One callback for the producer, not an object per record.
                "on_delivery": self._on_delivery}
         flag = cfg["delivery.report.only.error"]  # a Python-client setting: a bool, not a string
@@ -387,7 +389,8 @@ class KafkaOutputs:
         if self._consumer is None:
             from confluent_kafka import Consumer
 
-            self._consumer = Consumer({**self._client, "group.id": "fencewatch-sink-readback",
+            self._consumer = Consumer({"logger": logging.getLogger("fencewatch.kafka.consumer"), **self._client,
+                                       "group.id": "fencewatch-sink-readback",
                                        "enable.auto.commit": "false", "enable.partition.eof": "true",
                                        "fetch.max.bytes": str(4 * self.max_record_bytes),
                                        "max.partition.fetch.bytes": str(2 * self.max_record_bytes)})

@@ -1,10 +1,11 @@
-"""Every fencewatch metric, defined once, and the group-label limiter.
+"""Every fencewatch metric, defined once, and the exporter's settings.
 
 What lives here: pure definitions -- name, type, help, label names and the
-closed set of values of every enum label -- used by the exporter
-(`sinks/prometheus.py`), the dashboard generator, `docs/metrics.md` and the
-tests that check dashboards and alert rules only use metrics defined here.
-No prometheus_client import: the dashboard generator needs the names only.
+closed set of values of every enum label -- used by the exporters (the job's,
+`sinks/prometheus.py`, and the bridge's, `sinks/bridge_metrics.py`), the
+dashboard generator, `docs/metrics.md` and the tests that check dashboards and
+alert rules only use metrics defined here; `MetricsConfig`. No
+prometheus_client import: the dashboard generator needs the names only.
 
 Label rules (contract §8): `cluster`, `group` and closed enums only, never member
 ids, offsets or partitions. `group` is bounded by :class:`GroupLimiter`: the
@@ -16,13 +17,13 @@ set is exported as `other` (or `unknown` for event types).
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Iterable, Mapping
+from typing import Mapping
 
+from fencewatch.sinks.group_limiter import OTHER, GroupKey, GroupLimiter  # noqa: F401  (imported from here)
+from fencewatch.sinks.health import HealthConfig
 from fencewatch.state.model import AlertKind, CommitClass, Policy, Severity
 
 PREFIX = "fencewatch_"
-OTHER = "other"
-"""Label value of the overflow bucket of every enum, and of folded groups."""
 
 COUNTER = "counter"
 GAUGE = "gauge"
@@ -98,7 +99,9 @@ LIFECYCLE_KINDS = ("FENCING_SPIKE", "TXN_ABORT_STORM")
 """Alert kinds with a firing/resolved lifecycle (`details["status"]`)."""
 
 TRUNCATION_REASONS = ("LOG_TRUNCATION", "OFFSET_OUT_OF_RANGE")
-PROTOCOLS = ("consumer", "streams", "classic", OTHER)
+PROTOCOLS = ("consumer", "streams", "classic", "simple", OTHER)
+"""A group's type as the model keeps it: `simple` for a group that only commits offsets
+(no membership; Kafka's "simple" consumer groups, assign() and admin commits)."""
 GROUP_STATES = (
     "Empty",
     "PreparingRebalance",
@@ -126,6 +129,33 @@ DLQ_REASONS = (
 
 DISPOSITIONS = ("labelled", OTHER)
 
+BRIDGE_INPUTS = ("consumer_offsets", "request_log")
+"""What `fencewatch bridge` reads: `__consumer_offsets` records, or broker request-log lines."""
+
+UNDECODABLE_REASONS = (
+    "MISSING_KEY",
+    "MALFORMED_KEY",
+    "MALFORMED_VALUE",
+    "MALFORMED",
+    "MALFORMED_PROTOCOL",
+    "BAD_ENCODING",
+    "BAD_JSON",
+    "BAD_FIELD",
+    "BAD_TIMESTAMP",
+    "BAD_TOPIC_ID",
+    "MISSING_FIELD",
+    "MISSING_TIMESTAMP",
+    "INTERNAL",
+    OTHER,
+)
+"""Why the bridge could not use a record: `__consumer_offsets` records' `RecordDecodeError` codes
+(records Kafka itself skips -- unknown types and versions -- are not counted), request-log lines'
+`broken.*` codes."""
+
+ROUTING_APIS = ("OffsetCommit", "TxnOffsetCommit", "ConsumerGroupHeartbeat")
+ROUTING_ERRORS = ("NOT_COORDINATOR", "COORDINATOR_LOAD_IN_PROGRESS", "COORDINATOR_NOT_AVAILABLE")
+"""Answers that say "not me": the request never reached the group (contract §10.1 a)."""
+
 # ------------------------------------------------------------------ definitions
 
 
@@ -141,6 +171,8 @@ class MetricSpec:
     buckets: tuple[float, ...] = ()
     # set on a deprecated alias: the family it repeats, value for value (removed one release later)
     alias_of: str | None = None
+    # the process that serves it: the streaming job's driver ("job") or `fencewatch bridge` ("bridge")
+    exporter: str = "job"
 
     def series_names(self) -> tuple[str, ...]:
         """Names a PromQL query may use for this family."""
@@ -371,9 +403,74 @@ METRICS: tuple[MetricSpec, ...] = (
         "Constant 1, labelled with the running versions.",
         ("version", "python_version", "pyspark_version"),
     ),
+    # -- fencewatch bridge (its own endpoint, default 127.0.0.1:9465)
+    MetricSpec(
+        PREFIX + "bridge_records_total",
+        COUNTER,
+        "Records the bridge read from its source topic (__consumer_offsets records or request-log lines).",
+        ("input",),
+        {"input": BRIDGE_INPUTS},
+        exporter="bridge",
+    ),
+    MetricSpec(
+        PREFIX + "bridge_events_total",
+        COUNTER,
+        "Events the bridge produced to the input topics, by contract §1 event type.",
+        ("type",),
+        {"type": EVENT_TYPES},
+        exporter="bridge",
+    ),
+    MetricSpec(
+        PREFIX + "bridge_undecodable_records_total",
+        COUNTER,
+        "Records of the source topic the bridge could not decode (reported in its log and skipped), by reason code.",
+        ("reason",),
+        {"reason": UNDECODABLE_REASONS},
+        exporter="bridge",
+    ),
+    MetricSpec(
+        PREFIX + "bridge_coordinator_routing_answers_total",
+        COUNTER,
+        "Requests the broker answered with a coordinator-routing error (a commit: once per such answer code): they "
+        "never reached the group and give no event (contract §10.1 a).",
+        ("api", "error"),
+        {"api": ROUTING_APIS, "error": ROUTING_ERRORS},
+        exporter="bridge",
+    ),
+    MetricSpec(
+        PREFIX + "bridge_delivery_failures_total",
+        COUNTER,
+        "Events the producer could not deliver to the input topics (the bridge then exits 1).",
+        exporter="bridge",
+    ),
+    MetricSpec(
+        PREFIX + "bridge_source_lag_records",
+        GAUGE,
+        "Records in the bridge's source topic not read yet, as of the consumer's last fetch.",
+        exporter="bridge",
+    ),
+    MetricSpec(
+        PREFIX + "bridge_last_produce_timestamp_seconds",
+        GAUGE,
+        "Unix time the bridge last produced an event.",
+        exporter="bridge",
+    ),
+    MetricSpec(
+        PREFIX + "bridge_up",
+        GAUGE,
+        "1 while the bridge's loop runs (its /healthz answers 200).",
+        exporter="bridge",
+    ),
 )
 
 BY_NAME: Mapping[str, MetricSpec] = {m.name: m for m in METRICS}
+
+JOB_METRICS: tuple[MetricSpec, ...] = tuple(m for m in METRICS if m.exporter == "job")
+"""The families the streaming job's driver serves."""
+
+BRIDGE_METRICS: tuple[MetricSpec, ...] = (*(m for m in METRICS if m.exporter == "bridge"),
+                                          BY_NAME[PREFIX + "build_info"])
+"""The families `fencewatch bridge` serves (its own, and the running versions)."""
 
 ALIASES: Mapping[str, tuple[str, ...]] = {
     m.name: tuple(a.name for a in METRICS if a.alias_of == m.name) for m in METRICS if not m.alias_of
@@ -409,13 +506,13 @@ def error_name(value: object) -> str | None:
     return closed(value, BROKER_ERRORS)
 
 
-def markdown_table() -> str:
-    """The metrics table of docs/metrics.md, generated so the doc cannot drift."""
+def markdown_table(exporter: str = "job") -> str:
+    """A metrics table of docs/metrics.md (the job's or the bridge's), generated so the doc cannot drift."""
     rows = ["| name | type | labels | help |", "|---|---|---|---|"]
     bar = "\\|"  # a literal | inside a table cell
     for m in METRICS:
-        if m.alias_of:
-            continue  # listed under "Deprecated names"
+        if m.alias_of or m.exporter != exporter:
+            continue  # aliases are listed under "Deprecated names"
         labels = []
         for label in m.labels:
             values = m.enums.get(label)
@@ -425,10 +522,7 @@ def markdown_table() -> str:
     return "\n".join(rows) + "\n"
 
 
-# ---------------------------------------------------------------- group limiter
-
-GroupKey = tuple[str, str]
-"""(cluster, group_id)."""
+# ---------------------------------------------------------------- exporter settings
 
 
 @dataclass(frozen=True, slots=True)
@@ -452,6 +546,8 @@ class MetricsConfig:
     stale_after_s: float = 300.0
     # policy the brokers run: decides "aborted" when a commit carries no broker answer
     broker_policy: str = "strict"
+    # the probes /healthz and /readyz served beside /metrics (sinks/health.py)
+    health: HealthConfig = HealthConfig()
 
     def validate(self) -> list[str]:
         """Every invalid field with its valid values (empty: valid)."""
@@ -468,99 +564,4 @@ class MetricsConfig:
             problems.append(f"stale_after_s={self.stale_after_s}; valid: > 0")
         if self.broker_policy not in POLICIES:
             problems.append(f"unknown policy {self.broker_policy!r}; valid: {', '.join(POLICIES)}")
-        return problems
-
-
-class GroupLimiter:
-    """Chooses which groups keep their own `group` label: top-N by activity, plus `other`.
-
-    Scores are an exponentially decayed count of activity per batch. A labelled
-    group keeps its label while idle until a clearly busier (swap_margin) or
-    urgent group needs the slot, or it is deleted; that stickiness keeps
-    counters continuous. Counters must therefore be routed through `label()`
-    at increment time: a folded group's increments go to `other`, and a group
-    that is demoted simply stops having series (the caller drops them), so no
-    series ever goes backwards.
-    """
-
-    def __init__(self, max_groups: int, decay: float = 0.8, swap_margin: float = 2.0) -> None:
-        self.max_groups = max_groups
-        self.decay = decay
-        self.swap_margin = swap_margin
-        self._scores: dict[GroupKey, float] = {}
-        self._labelled: set[GroupKey] = set()
-
-    @property
-    def labelled(self) -> frozenset[GroupKey]:
-        return frozenset(self._labelled)
-
-    def label(self, key: GroupKey) -> str:
-        """The `group` label value for `key` right now."""
-        if not key[1]:
-            return ""  # partition-scoped events carry no group
-        return key[1] if key in self._labelled else OTHER
-
-    def forget(self, key: GroupKey) -> bool:
-        """Drop a deleted group; True if it had its own label (its series must go)."""
-        self._scores.pop(key, None)
-        if key in self._labelled:
-            self._labelled.discard(key)
-            return True
-        return False
-
-    def observe(
-        self, activity: Mapping[GroupKey, float], urgent: Iterable[GroupKey] = ()
-    ) -> tuple[set[GroupKey], set[GroupKey]]:
-        """Account one batch's activity; returns (promoted, demoted) groups.
-
-        A group present in `activity` with 0 (seen, e.g. a status, but idle) takes a
-        free slot but never displaces anybody.
-        """
-        urgent = {k for k in urgent if k[1]}
-        scores = self._scores
-        for key in list(scores):
-            value = scores[key] * self.decay
-            if value < 1e-3 and key not in self._labelled and key not in activity:
-                del scores[key]
-            else:
-                scores[key] = value
-        for key, n in activity.items():
-            if key[1]:
-                scores[key] = scores.get(key, 0.0) + n
-        for key in urgent:
-            scores.setdefault(key, 0.0)
-
-        def rank(key: GroupKey) -> tuple[bool, float]:
-            return (key in urgent, scores.get(key, 0.0))
-
-        promoted: set[GroupKey] = set()
-        demoted: set[GroupKey] = set()
-        candidates = sorted(
-            (k for k in scores if k not in self._labelled and (scores[k] > 0 or k in urgent or k in activity)),
-            key=rank,
-            reverse=True,
-        )
-        if not candidates or self.max_groups == 0:
-            return promoted, demoted
-        free = self.max_groups - len(self._labelled)
-        weakest = sorted(self._labelled, key=rank) if free < len(candidates) else []
-        for key in candidates:
-            if free > 0:
-                free -= 1
-            else:
-                if not weakest:
-                    break
-                victim = weakest[0]
-                v_urgent, v_score = rank(victim)
-                c_urgent, c_score = rank(key)
-                wins = (c_urgent and not v_urgent) or (
-                    c_urgent == v_urgent and c_score > self.swap_margin * v_score and c_score > v_score
-                )
-                if not wins:
-                    break  # candidates are sorted: nobody after this one wins either
-                weakest.pop(0)
-                self._labelled.discard(victim)
-                demoted.add(victim)
-            self._labelled.add(key)
-            promoted.add(key)
-        return promoted, demoted
+        return problems + self.health.validate()

@@ -18,23 +18,23 @@ a batch id at or below the last one added is skipped.
 
 from __future__ import annotations
 
-import bisect
 import logging
-import platform
 import threading
 import time
 from collections import Counter
-from dataclasses import dataclass
-from importlib import metadata
 from typing import Any, Callable, Iterable, Mapping
 
-from prometheus_client import CollectorRegistry, generate_latest, start_http_server
-from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily
+from prometheus_client import CollectorRegistry, generate_latest
 
 from fencewatch.sinks import metrics as m
+from fencewatch.sinks.exposition import adder, empty_families, serve
+from fencewatch.sinks.health import Health
+from fencewatch.sinks.build_info import running_versions  # noqa: F401  (callers import it from here)
 from fencewatch.sinks.metrics import OTHER, GroupKey, GroupLimiter, MetricsConfig
+from fencewatch.sinks.metrics_batch import Aggregate, GroupStatus, Histogram, MetricsBatch
+from fencewatch.sinks.verdict_summary import attr_getter, summarize_verdicts  # noqa: F401  (callers import it)
 from fencewatch.state.model import OUTPUT_NAMES, POLICY_ANSWER_FIELD, Policy
-from fencewatch.state.status import (DEFAULT_CLUSTER, RequestFacts, VerdictShape, first_rejection, request_facts,
+from fencewatch.state.status import (DEFAULT_CLUSTER, RequestFacts, VerdictShape,
                                      summarize_commit_verdicts)  # noqa: F401  (callers import it from here)
 
 log = logging.getLogger(__name__)
@@ -43,6 +43,7 @@ log = logging.getLogger(__name__)
 _POLICY_FIELDS = tuple((p.value, POLICY_ANSWER_FIELD[p]) for p in Policy)
 _API_BY_KIND = {"commit": "OffsetCommit", "txn_commit": "TxnOffsetCommit"}
 _DEFAULT_CLUSTER = DEFAULT_CLUSTER
+_Histogram = Histogram  # its former name here (tests/sinks)
 
 # Per-group counters created at zero when a group gets its series, so rate(),
 # increase() and alert rules see 0 instead of nothing for groups that never
@@ -59,117 +60,6 @@ _ZERO_SERIES: tuple[tuple[str, tuple[str, ...]], ...] = (
     (m.PREFIX + "group_rebalances_total", ()),
 )
 
-
-@dataclass(frozen=True, slots=True)
-class MetricsBatch:
-    """One micro-batch as the driver sees it; every field is optional.
-
-    - verdicts: contract §8 verdict records (dicts, or `state.model.Verdict` tuples)
-    - alerts: contract §8 alert records (dicts or `Alert` dataclasses)
-    - group_status: dicts with cluster, group_id, protocol, members,
-      partitions_held, group_epoch, max_member_epoch, expiry_deadline_ms
-      (None: nothing expires), rebalances_total (monotone), state
-      (`Dead` deletes the group's series)
-    - events: {(cluster, group_id, type, source): count} or dicts with those keys + count
-    - heartbeat_errors: {(cluster, group_id, error name or code): count} or dicts
-    - dlq: {reason code: count}
-    - deleted_groups: (cluster, group_id) pairs whose series must go
-    """
-
-    batch_id: int | None = None
-    verdicts: Iterable[Any] = ()
-    # pre-aggregated verdicts: (shapes, requests) pairs from summarize_verdicts (executor side)
-    verdict_summaries: Iterable[tuple[Counter, Counter]] = ()
-    alerts: Iterable[Any] = ()
-    group_status: Iterable[Mapping[str, Any]] = ()
-    events: Mapping[tuple, int] | Iterable[Mapping[str, Any]] = ()
-    heartbeat_errors: Mapping[tuple, int] | Iterable[Mapping[str, Any]] = ()
-    dlq: Mapping[str, int] | None = None
-    batch_duration_s: float | None = None
-    decision_latencies_s: Iterable[float] = ()
-    input_lag_records: int | None = None
-    state_rows: int | None = None
-    state_memory_bytes: int | None = None
-    last_event_ts_ms: int | None = None
-    deleted_groups: Iterable[tuple[str, str]] = ()
-
-
-@dataclass(frozen=True, slots=True)
-class _Status:
-    protocol: str
-    members: int | None
-    partitions_held: int | None
-    group_epoch: int | None
-    max_member_epoch: int | None
-    expiry_deadline_ms: int | None
-    rebalances_total: int | None
-    state: str
-
-
-class _Histogram:
-    __slots__ = ("bounds", "counts", "total", "n")
-
-    def __init__(self, bounds: tuple[float, ...]) -> None:
-        self.bounds = bounds
-        self.counts = [0] * (len(bounds) + 1)
-        self.total = 0.0
-        self.n = 0
-
-    def observe(self, value: float) -> None:
-        self.counts[bisect.bisect_left(self.bounds, value)] += 1
-        self.total += value
-        self.n += 1
-
-    def observe_all(self, values: list[float]) -> None:
-        """:meth:`observe` for each value, counted per bucket from the sorted values: a batch
-        brings a latency sample per verdict line (~4 per event), too many for a call each."""
-        if not values:
-            return
-        ordered = sorted(values)
-        below = 0
-        for i, bound in enumerate(self.bounds):
-            upto = bisect.bisect_right(ordered, bound)  # values <= bound: this bucket and those before
-            self.counts[i] += upto - below
-            below = upto
-        self.counts[-1] += len(ordered) - below
-        self.total += sum(ordered)
-        self.n += len(ordered)
-
-    def buckets(self) -> list[tuple[str, float]]:
-        out, acc = [], 0
-        for bound, count in zip(self.bounds, self.counts):
-            acc += count
-            out.append((_float_label(bound), acc))
-        out.append(("+Inf", self.n))
-        return out
-
-
-def _float_label(value: float) -> str:
-    return repr(float(value))
-
-
-class _Aggregate:
-    """One batch counted into plain Counters, outside the lock."""
-
-    def __init__(self) -> None:
-        self.grouped: dict[str, Counter] = {}  # metric -> Counter[(cluster, group_id, *tail)]
-        self.ungrouped: dict[str, Counter] = {}  # metric -> Counter[labels]
-        self.activity: Counter = Counter()  # (cluster, group_id) -> events + verdicts
-        self.firing: list[tuple[GroupKey, str, bool]] = []
-        self.statuses: list[tuple[GroupKey, _Status]] = []
-        self.latencies: list[float] = []
-
-    def inc(self, metric: str, key: tuple, n: float = 1) -> None:
-        counter = self.grouped.get(metric)
-        if counter is None:
-            counter = self.grouped[metric] = Counter()
-        counter[key] += n
-
-    def inc_ungrouped(self, metric: str, labels: tuple, n: float = 1) -> None:
-        counter = self.ungrouped.get(metric)
-        if counter is None:
-            counter = self.ungrouped[metric] = Counter()
-        counter[labels] += n
 
 
 class _Collector:
@@ -220,10 +110,10 @@ class MetricsSink:
                 (r,): 0.0 for r in m.spec("exporter_rejected_records_total").enums["record"]
             },
         }
-        self._status: dict[GroupKey, _Status] = {}
+        self._status: dict[GroupKey, GroupStatus] = {}
         self._firing: dict[GroupKey, dict[str, bool]] = {}
         self._histograms = {
-            name: _Histogram(m.spec(name).buckets)
+            name: Histogram(m.spec(name).buckets)
             for name in (m.PREFIX + "batch_duration_seconds", m.PREFIX + "decision_latency_seconds")
         }
         self._input_lag: float | None = None
@@ -236,18 +126,19 @@ class MetricsSink:
         self._warned: set[tuple[str, str]] = set()
         self.registry = CollectorRegistry(auto_describe=False)
         self.registry.register(_Collector(self))
+        self.health = Health(self.config.health, clock=clock)
         self._server = None
-        self._thread = None
 
     # ------------------------------------------------------------------ serving
 
     def start(self, host: str | None = None, port: int | None = None) -> tuple[str, int]:
-        """Serve /metrics on host:port (config defaults; port 0 picks a free one)."""
+        """Serve /metrics, /healthz and /readyz on host:port (config defaults; port 0 picks a free one)."""
         host = self.config.host if host is None else host
         port = self.config.port if port is None else port
-        self._server, self._thread = start_http_server(port, addr=host, registry=self.registry)
+        self._server = serve(self.registry, {"/healthz": self.health.liveness, "/readyz": self.health.readiness},
+                             host, port)
         bound = self._server.server_port
-        log.info("serving Prometheus metrics at http://%s:%d/metrics", host, bound)
+        log.info("serving Prometheus metrics at http://%s:%d/metrics (probes /healthz, /readyz)", host, bound)
         return host, bound
 
     def close(self) -> None:
@@ -269,6 +160,11 @@ class MetricsSink:
                 log.log(logging.INFO if healthy else logging.WARNING, "monitor health -> %s %s", healthy, reason)
             self._healthy = healthy
 
+    def set_query_state(self, active: bool, failure: str | None = None) -> None:
+        """The main loop's report on the query, every turn: running, or ended (its failure if it
+        failed). Drives /healthz; /readyz also needs the batches :meth:`add` counts."""
+        self.health.running(active, failure)
+
     # ------------------------------------------------------------------ input
 
     def add_batch(self, **fields: Any) -> bool:
@@ -278,6 +174,7 @@ class MetricsSink:
     def add(self, batch: MetricsBatch) -> bool:
         """Count one micro-batch; False when `batch_id` was already added (a foreachBatch retry)."""
         with self._write_lock:
+            self.health.progressed(batch.input_lag_records)  # a retried batch is progress too
             if batch.batch_id is not None and self._last_batch_id is not None and batch.batch_id <= self._last_batch_id:
                 log.info("metrics: batch %d already counted, skipped", batch.batch_id)
                 return False
@@ -293,8 +190,8 @@ class MetricsSink:
 
     # ------------------------------------------------------- aggregation (no lock)
 
-    def _aggregate(self, batch: MetricsBatch) -> _Aggregate:
-        agg = _Aggregate()
+    def _aggregate(self, batch: MetricsBatch) -> Aggregate:
+        agg = Aggregate()
         self._count_events(agg, batch.events)
         self._count_verdicts(agg, batch.verdicts)
         for shapes, requests in batch.verdict_summaries:
@@ -323,7 +220,7 @@ class MetricsSink:
                     self._reject(agg, "count", x, exc)
         return agg
 
-    def _count_events(self, agg: _Aggregate, events) -> None:
+    def _count_events(self, agg: Aggregate, events) -> None:
         metric = m.PREFIX + "events_total"
         for (cluster, group, type_, source), n in self._counted(agg, events, ("cluster", "group_id", "type", "source")):
             cluster = cluster or _DEFAULT_CLUSTER
@@ -334,7 +231,7 @@ class MetricsSink:
             if group:
                 agg.activity[(cluster, group)] += n
 
-    def _count_heartbeat_errors(self, agg: _Aggregate, errors) -> None:
+    def _count_heartbeat_errors(self, agg: Aggregate, errors) -> None:
         metric = m.PREFIX + "broker_errors_total"
         for (cluster, group, error), n in self._counted(agg, errors, ("cluster", "group_id", "error")):
             name = m.error_name(error)
@@ -345,13 +242,13 @@ class MetricsSink:
             if group:
                 agg.activity[(cluster, group)] += n
 
-    def _count_verdicts(self, agg: _Aggregate, verdicts: Iterable[Any]) -> None:
+    def _count_verdicts(self, agg: Aggregate, verdicts: Iterable[Any]) -> None:
         shapes, requests, bad = summarize_verdicts(verdicts, self.config.broker_policy)
         for record, exc in bad:
             self._reject(agg, "verdict", record, exc)
         self._apply_verdict_summary(agg, shapes, requests)
 
-    def _apply_verdict_summary(self, agg: _Aggregate, shapes: Counter, requests: Counter) -> None:
+    def _apply_verdict_summary(self, agg: Aggregate, shapes: Counter, requests: Counter) -> None:
         """Counters from verdict shapes and per-request facts (see :func:`summarize_verdicts`)."""
         invalid: set[tuple] = set()
         judged = m.PREFIX + "commits_judged_total"
@@ -395,10 +292,10 @@ class MetricsSink:
             if facts.avoidable:
                 agg.inc(m.PREFIX + "avoidable_aborts_total", (cluster, group), n)
 
-    def _count_alerts(self, agg: _Aggregate, alerts: Iterable[Any]) -> None:
+    def _count_alerts(self, agg: Aggregate, alerts: Iterable[Any]) -> None:
         for a in alerts:
             try:
-                get = a.get if isinstance(a, Mapping) else _attr_getter(a)
+                get = a.get if isinstance(a, Mapping) else attr_getter(a)
                 cluster = get("cluster") or _DEFAULT_CLUSTER
                 group = get("group_id") or ""
                 if get("kind") is None or get("severity") is None:
@@ -421,12 +318,12 @@ class MetricsSink:
             if kind in m.TRUNCATION_REASONS:
                 agg.inc(m.PREFIX + "truncations_total", (cluster, group, kind))
 
-    def _parse_status(self, record: Mapping[str, Any]) -> tuple[GroupKey, _Status]:
+    def _parse_status(self, record: Mapping[str, Any]) -> tuple[GroupKey, GroupStatus]:
         group = record["group_id"]
         if not group:
             raise ValueError("status without group_id")
         cluster = record.get("cluster") or _DEFAULT_CLUSTER
-        status = _Status(
+        status = GroupStatus(
             protocol=self._closed("protocol", record.get("protocol"), m.PROTOCOLS),
             members=_int_or_none(record.get("members")),
             partitions_held=_int_or_none(record.get("partitions_held")),
@@ -438,7 +335,7 @@ class MetricsSink:
         )
         return (cluster, group), status
 
-    def _counted(self, agg: _Aggregate, records, fields: tuple[str, ...]) -> list[tuple[tuple, float]]:
+    def _counted(self, agg: Aggregate, records, fields: tuple[str, ...]) -> list[tuple[tuple, float]]:
         """(key tuple, count) pairs from a {tuple: n} mapping or from dicts with `fields` + `count`."""
         out = []
         items = records.items() if isinstance(records, Mapping) else ((r, None) for r in records)
@@ -463,7 +360,7 @@ class MetricsSink:
             log.warning("metrics: %s %r is not in the closed set; exported as %r", label, value, fallback)
         return fallback
 
-    def _reject(self, agg: _Aggregate, record_type: str, record: Any, exc: Exception, n: int = 1) -> None:
+    def _reject(self, agg: Aggregate, record_type: str, record: Any, exc: Exception, n: int = 1) -> None:
         agg.inc_ungrouped(m.PREFIX + "exporter_rejected_records_total", (record_type,), n)
         log.warning(
             "metrics: malformed %s record%s not counted (%s: %s): %.200r",
@@ -472,7 +369,7 @@ class MetricsSink:
 
     # ------------------------------------------------------------ apply (locked)
 
-    def _apply(self, batch: MetricsBatch, agg: _Aggregate) -> None:
+    def _apply(self, batch: MetricsBatch, agg: Aggregate) -> None:
         now = self._clock()
         rebalances: Counter = Counter()
         deleted: set[GroupKey] = {(c or _DEFAULT_CLUSTER, g) for c, g in batch.deleted_groups}
@@ -564,20 +461,8 @@ class MetricsSink:
             return list(self._families())
 
     def _families(self):
-        now = self._clock()
-        families: dict[str, Any] = {}
-        for spec in m.METRICS:
-            if spec.type == m.COUNTER:
-                families[spec.name] = CounterMetricFamily(spec.name, spec.help, labels=spec.labels)
-            elif spec.type == m.GAUGE:
-                families[spec.name] = GaugeMetricFamily(spec.name, spec.help, labels=spec.labels)
-            else:
-                families[spec.name] = HistogramMetricFamily(spec.name, spec.help, labels=spec.labels)
-
-        def add(name: str, labels: tuple, value: float) -> None:
-            for family in (name, *m.ALIASES.get(name, ())):
-                families[family].add_metric([str(x) for x in labels], value)
-
+        families = empty_families(m.JOB_METRICS)
+        add = adder(families)
         for (cluster, label), store in self._grouped.items():
             for metric, series in store.items():
                 for tail, value in series.items():
@@ -585,8 +470,16 @@ class MetricsSink:
         for metric, series in self._ungrouped.items():
             for labels, value in series.items():
                 add(metric, labels, value)
+        self._group_model_series(add)
+        self._firing_series(add)
+        self._exporter_series(add)
+        for name, hist in self._histograms.items():
+            families[name].add_metric([], hist.buckets(), hist.total)
+        self._monitor_series(add)
+        return families.values()
 
-        # group model gauges: own series for labelled groups, folded into "other"
+    def _group_model_series(self, add: Callable[[str, tuple, float], None]) -> None:
+        """Group model gauges: own series for labelled groups, folded into "other"."""
         folded_members: Counter = Counter()
         folded_partitions: Counter = Counter()
         folded_deadline: dict[str, int] = {}
@@ -621,7 +514,8 @@ class MetricsSink:
         for (cluster, state), n in by_state.items():
             add(m.PREFIX + "groups", (cluster, state), n)
 
-        # lifecycle alerts: 0/1 per labelled group, number of groups firing for "other"
+    def _firing_series(self, add: Callable[[str, tuple, float], None]) -> None:
+        """Lifecycle alerts: 0/1 per labelled group, number of groups firing for "other"."""
         firing: Counter = Counter()
         for (cluster, label) in self._grouped:
             if label:
@@ -634,6 +528,7 @@ class MetricsSink:
         for labels, n in firing.items():
             add(m.PREFIX + "alerts_firing", labels, n)
 
+    def _exporter_series(self, add: Callable[[str, tuple, float], None]) -> None:
         labelled = Counter(cluster for cluster, _ in self._limiter.labelled)
         known = set(self._status) | set(self._limiter._scores) | set(self._limiter.labelled)
         total = Counter(cluster for cluster, _ in known)
@@ -641,8 +536,8 @@ class MetricsSink:
             add(m.PREFIX + "exporter_groups", (cluster, "labelled"), labelled[cluster])
             add(m.PREFIX + "exporter_groups", (cluster, OTHER), total[cluster] - labelled[cluster])
 
-        for name, hist in self._histograms.items():
-            families[name].add_metric([], hist.buckets(), hist.total)
+    def _monitor_series(self, add: Callable[[str, tuple, float], None]) -> None:
+        """The monitor's own gauges: lag, state size, freshness, fencewatch_up, build_info."""
         if self._input_lag is not None:
             add(m.PREFIX + "input_lag_records", (), self._input_lag)
         for name, value in self._state.items():
@@ -651,84 +546,19 @@ class MetricsSink:
             add(m.PREFIX + "last_event_timestamp_seconds", (), self._last_event_s)
         if self._last_batch_s is not None:
             add(m.PREFIX + "last_batch_timestamp_seconds", (), self._last_batch_s)
-        fresh = now - (self._last_batch_s if self._last_batch_s is not None else self._started_s)
+        fresh = self._clock() - (self._last_batch_s if self._last_batch_s is not None else self._started_s)
         add(m.PREFIX + "up", (), 1.0 if self._healthy and fresh <= self.config.stale_after_s else 0.0)
         add(
             m.PREFIX + "build_info",
             (self._build["version"], self._build["python_version"], self._build["pyspark_version"]),
             1.0,
         )
-        return families.values()
 
 
 # ------------------------------------------------------------------ helpers
-
-
-def _attr_getter(obj: Any) -> Callable[[str], Any]:
-    return lambda name: getattr(obj, name, None)
 
 
 def _int_or_none(value: Any) -> int | None:
     if value is None:
         return None
     return int(value)
-
-
-def running_versions() -> dict[str, str]:
-    """Versions of fencewatch, Python and pyspark, for fencewatch_build_info and change messages."""
-    def version(dist: str) -> str:
-        try:
-            return metadata.version(dist)
-        except metadata.PackageNotFoundError:
-            return "unknown"
-
-    return {
-        "version": version("fencewatch"),
-        "python_version": platform.python_version(),
-        "pyspark_version": version("pyspark"),
-    }
-
-
-def summarize_verdicts(verdicts: Iterable[Any], broker_policy: str = "strict") -> tuple[Counter, Counter, list]:
-    """Verdict records -> (VerdictShape counts, RequestFacts counts, malformed records): what
-    ``state.status.summarize_commit_verdicts`` makes of ``CommitVerdicts``, for records that come
-    one per partition (dicts from a topic or a file, or ``state.model.Verdict`` tuples). Request
-    facts are one per commit request (by event id) that carries a broker answer or is
-    transactional; the rules deciding them are ``state.status.request_facts``'."""
-    answer_field = POLICY_ANSWER_FIELD[Policy(broker_policy)]
-    bad: list = []
-    shapes: Counter = Counter()
-    requests: dict[tuple, list] = {}  # (cluster, group, kind, event id) -> [broker error, answers, kip accepts]
-    for i, v in enumerate(verdicts):
-        if isinstance(v, tuple) and hasattr(v, "_fields"):  # state.model.Verdict: `class` is `cls`
-            get = _attr_getter(v)
-            cls = getattr(v, "cls", None)
-        elif isinstance(v, Mapping):
-            get = v.get
-            cls = get("class") or get("cls")
-        else:
-            bad.append((v, TypeError(f"not a verdict record: {type(v).__name__}")))
-            continue
-        shape = VerdictShape(get("cluster") or DEFAULT_CLUSTER, get("group_id"), get("kind"), get("strict"),
-                             get("member_revocation"), get("assignment_epoch_check"), get("kip1251"), cls,
-                             bool(get("unsafe")), get("model_agrees"))
-        shapes[shape] += 1
-        broker_error = get("broker_error")
-        if broker_error is None and shape.kind != "txn_commit":
-            continue
-        if broker_error == 0 and isinstance(broker_error, int):
-            broker_error = "NONE"  # a code rather than a name: no error
-        event_id = get("event_id")
-        request_key = (shape.cluster, shape.group_id, shape.kind, event_id if event_id is not None else ("#", i))
-        request = requests.get(request_key)
-        if request is None:
-            requests[request_key] = [broker_error, [getattr(shape, answer_field)], shape.kip1251 == "NONE"]
-        else:
-            if request[0] is None:
-                request[0] = broker_error
-            request[1].append(getattr(shape, answer_field))
-            request[2] = request[2] and shape.kip1251 == "NONE"
-    counts: Counter = Counter()
-    for (cluster, group, kind, _), (broker_error, answers, kip_accepts) in requests.items():
-        counts[request_facts(cluster, group, kind, broker_error, first_rejection(answers), kip_accepts)] += 1
-    return shapes, counts, bad

@@ -1,6 +1,8 @@
-"""Settings of the rules (the ``state`` section of the configuration tree)."""
+"""Settings of the rules (the ``state`` section of the configuration tree), and how every
+duration fencewatch reads is written (:func:`parse_duration_ms`: ``250ms``, ``45s``, ``10m``)."""
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from functools import lru_cache
 
@@ -54,3 +56,24 @@ class RulesConfig:
 def _spike_config(window_ms: int, fencing_floor: int, txn_floor: int, multiple: float) -> SpikeConfig:
     return SpikeConfig(window_ms=window_ms, fencing_floor=fencing_floor, txn_abort_floor=txn_floor,
                        multiple=multiple)
+
+
+_DURATION = re.compile(r"\s*(\d+(?:\.\d+)?)\s*(ms|s|m|min|h|d)?\s*")
+_UNIT_MS = {"ms": 1, "s": 1000, "m": 60_000, "min": 60_000, "h": 3_600_000, "d": 86_400_000}
+
+
+def parse_duration_ms(value: object, name: str = "duration", *, bare: str = "s") -> int:
+    """``250ms``, ``45s``, ``1.5m``, ``10min``, ``1h``, ``7d`` -> milliseconds; ValueError naming
+    ``name`` otherwise. The one duration parser: flags, the config file and environment, the
+    simulator, the bridge and the benchmarks all read durations here.
+
+    A bare number means seconds (``--duration 90`` is 90 s in every command, as ``timeout 90``
+    is); only a setting whose name ends in ``_ms`` reads a bare number as milliseconds
+    (``bare="ms"``), because its name says so.
+    """
+    if isinstance(value, bool):
+        raise ValueError(f"{name}: expected a duration, got {value!r}")
+    m = _DURATION.fullmatch(str(value))
+    if not m:
+        raise ValueError(f"{name}: cannot read {value!r} as a duration (examples: 250ms, 45s, 10m, 1h)")
+    return int(float(m.group(1)) * _UNIT_MS[m.group(2) or bare])

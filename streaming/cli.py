@@ -127,9 +127,7 @@ def build_parser(argv: Sequence[str] | None = None) -> argparse.ArgumentParser:
     named = next((a for a in argv or () if a == "replay" or a in _COMMAND_MODULES), None)
     parser = argparse.ArgumentParser(prog="fencewatch", description=__doc__)
     parser.add_argument("--version", action=_Version, help="show the versions of fencewatch and its runtime, and exit")
-    parser.add_argument("--log-level", default=None, help="DEBUG, INFO, WARNING, ERROR (default: logging.level, INFO)")
-    parser.add_argument("--log-format", default=None, choices=("text", "json"),
-                        help="text, or one JSON object per line (default: logging.format, text)")
+    _add_logging_flags(parser, default=None)
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     sub.required = True
 
@@ -153,28 +151,42 @@ def build_parser(argv: Sequence[str] | None = None) -> argparse.ArgumentParser:
                 raise
             continue
         module.register(sub)
+    _logging_flags_everywhere(parser)
     return parser
+
+
+def _add_logging_flags(parser: argparse.ArgumentParser, default=None) -> None:
+    parser.add_argument("--log-level", default=default,
+                        help="DEBUG, INFO, WARNING, ERROR (default: logging.level, INFO)")
+    parser.add_argument("--log-format", default=default, choices=("text", "json"),
+                        help="text, or one JSON object per line (default: logging.format, text)")
+
+
+def _logging_flags_everywhere(parser: argparse.ArgumentParser) -> None:
+    """``--log-level`` and ``--log-format`` after the command too (``fencewatch run --log-level
+    DEBUG``), in every command and sub-command: given there, they win; not given, they leave the
+    value given before the command (SUPPRESS: the sub-parser sets nothing)."""
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            for sub in dict.fromkeys(action.choices.values()):  # aliases map to the same parser
+                if "--log-level" not in sub._option_string_actions:
+                    _add_logging_flags(sub, default=argparse.SUPPRESS)
+                _logging_flags_everywhere(sub)
 
 
 def version_text() -> str:
     """``fencewatch X (Python, pyspark, confluent-kafka/librdkafka)``: what a bug report needs."""
-    import platform
-    from importlib import metadata
-
-    def v(dist: str) -> str:
-        try:
-            return metadata.version(dist)
-        except metadata.PackageNotFoundError:
-            return "absent"
+    from fencewatch.sinks.build_info import installed, running_versions
 
     try:
         import confluent_kafka
 
         librdkafka = confluent_kafka.libversion()[0]
     except ImportError:
-        librdkafka = "absent"
-    return (f"fencewatch {v('fencewatch')} (Python {platform.python_version()}, pyspark {v('pyspark')}, "
-            f"confluent-kafka {v('confluent-kafka')}, librdkafka {librdkafka})")
+        librdkafka = "unknown"
+    v = running_versions()
+    return (f"fencewatch {v['version']} (Python {v['python_version']}, pyspark {v['pyspark_version']}, "
+            f"confluent-kafka {installed('confluent-kafka')}, librdkafka {librdkafka})")
 
 
 class _Version(argparse.Action):

@@ -18,6 +18,9 @@ And the same two for the broker request log (contract §10, ``request_log.py``):
 ``--from-request-log FILE`` (offline, ``-`` = stdin) and, live,
 ``--request-log-topic T`` (a topic whose record values are request-log lines,
 as a log shipper writes them) -> the heartbeats / offsets topics.
+
+This module parses and wires; the live loops are ``runtime/bridge_loop.py``. A live
+bridge serves its own metrics and probes (``--metrics-port``, default 9465).
 """
 
 from __future__ import annotations
@@ -27,26 +30,25 @@ import base64
 import binascii
 import json
 import logging
-import signal
-import struct
+import os
 import sys
-import time
-import uuid
 from itertools import islice
-from typing import IO, Any, Callable, Iterable, Iterator
+from typing import IO, Any, Iterable, Mapping
 
-from fencewatch.streaming.ingest.consumer_offsets.mapping import ABSENT_EPOCH_MODES, Bridge, TopicNames, event_role
+from fencewatch.streaming.config.settings import duration_s_arg
+from fencewatch.streaming.ingest.consumer_offsets.mapping import ABSENT_EPOCH_MODES, Bridge, TopicNames
 from fencewatch.streaming.ingest.consumer_offsets.records import RecordDecodeError, decode, kafka_json
-from fencewatch.streaming.ingest.request_log import BATCH_LINES, RequestLogBridge, event_json, events_json_lines
+from fencewatch.streaming.ingest.request_log import BATCH_LINES, RequestLogBridge, events_json_lines
+from fencewatch.streaming.runtime.bridge_loop import (DEFAULT_HEARTBEATS_TOPIC, DEFAULT_OFFSETS_TOPIC,
+                                                      DEFAULT_SOURCE_TOPIC, POLL_TIMEOUT_S, run_bridge,
+                                                      run_request_log_bridge, tune_gc)
 
 __all__ = ["register", "run_bridge", "run_from_file", "run_from_request_log", "run_request_log_bridge",
-           "load_topic_ids", "parse_client_config", "parse_timezone"]
+           "load_topic_ids", "parse_client_config", "parse_timezone", "tune_gc"]
 
 log = logging.getLogger(__name__)
 
-DEFAULT_SOURCE_TOPIC = "__consumer_offsets"
-DEFAULT_HEARTBEATS_TOPIC = "fencewatch.heartbeats"
-DEFAULT_OFFSETS_TOPIC = "fencewatch.offsets"
+DEFAULT_METRICS_PORT = 9465  # the job's 9464 plus one: both run on one host
 
 
 def register(subparsers: Any) -> argparse.ArgumentParser:
@@ -72,6 +74,10 @@ def register(subparsers: Any) -> argparse.ArgumentParser:
     src.add_argument("--command-config", metavar="FILE", help="properties file of client settings")
     src.add_argument("--stop-at-end", action="store_true",
                      help="live: exit once the source's end offsets as of start-up are reached")
+    src.add_argument("--metrics-port", type=int, metavar="PORT",
+                     help="live: serve /metrics, /healthz and /readyz here (default: sinks.metrics_port when set "
+                          f"in the environment, else {DEFAULT_METRICS_PORT}; 0 = any free port) on sinks.metrics_host "
+                          "(default 127.0.0.1)")
     out = p.add_argument_group("output")
     out.add_argument("--out", metavar="FILE", help="offline: write events here instead of stdout")
     out.add_argument("--dump-records", action="store_true",
@@ -87,8 +93,9 @@ def register(subparsers: Any) -> argparse.ArgumentParser:
                    help="records without KIP-1251 epochs: let the monitor derive them (default), or write "
                         "max(member epoch, 0) as a 4.3 broker loading them would")
     pf = p.add_argument_group("partition facts")
-    pf.add_argument("--partition-poll-interval", type=float, default=60.0, metavar="SECONDS",
-                    help="live: poll log start/end offsets of committed partitions this often (0 = off)")
+    pf.add_argument("--partition-poll-interval", type=duration_s_arg, default=60.0, metavar="DURATION",
+                    help="live: poll log start/end offsets of committed partitions this often (60 = 60s, 5m; "
+                         "0 = off)")
     pf.add_argument("--probe-budget", type=int, default=64, metavar="N",
                     help="record reads per partition and poll to locate leader epochs (0 = no probing)")
     p.set_defaults(func=main)
@@ -143,17 +150,47 @@ def main(args: argparse.Namespace) -> int:
     except (OSError, ValueError) as exc:
         print(f"fencewatch bridge: {exc}", file=sys.stderr)
         return 2
-    conf = _translated_client_config(args.bootstrap_servers, conf)
+    cfg = _live_config(args.bootstrap_servers, conf)
+    metrics = _bridge_metrics(cfg, args)
+    try:
+        metrics.start()
+    except OSError as exc:  # the port is taken
+        print(f"fencewatch bridge: cannot serve metrics on {metrics.host}:{metrics.port}: {exc}", file=sys.stderr)
+        return 2
+    try:
+        return _run_live(args, _client_config(cfg), topic_names, tz, metrics)
+    finally:
+        metrics.close()
+
+
+def _run_live(args: argparse.Namespace, conf: dict[str, Any], topic_names: TopicNames, tz: Any, metrics: Any) -> int:
     if args.request_log_topic:
         return run_request_log_bridge(conf, args.request_log_topic, RequestLogBridge(topic_names, tz=tz,
                                                                                      cluster=args.cluster),
                                       heartbeats_topic=args.heartbeats_topic, offsets_topic=args.offsets_topic,
-                                      stop_at_end=args.stop_at_end)
+                                      stop_at_end=args.stop_at_end, metrics=metrics)
     return run_bridge(conf, topic_names=topic_names, source_topic=args.source_topic,
                       heartbeats_topic=args.heartbeats_topic, offsets_topic=args.offsets_topic,
                       cluster=args.cluster, absent_assignment_epochs=args.absent_assignment_epochs,
                       stop_at_end=args.stop_at_end, partition_poll_interval=args.partition_poll_interval,
-                      probe_budget=args.probe_budget)
+                      probe_budget=args.probe_budget, metrics=metrics)
+
+
+def metrics_port(args: argparse.Namespace, cfg: Any, environ: Mapping[str, str] = os.environ) -> int:
+    """``--metrics-port``, else ``sinks.metrics_port`` when the environment sets it (a pod's
+    manifest does), else 9465: not the job's default, so both run on one host."""
+    if args.metrics_port is not None:
+        return args.metrics_port
+    return cfg.sinks.metrics_port if environ.get("FENCEWATCH_SINKS__METRICS_PORT") else DEFAULT_METRICS_PORT
+
+
+def _bridge_metrics(cfg: Any, args: argparse.Namespace) -> Any:
+    """The bridge's exporter on :func:`metrics_port`; the probes' bounds from ``sinks.health_*``."""
+    from fencewatch.sinks.bridge_metrics import BridgeMetrics
+    from fencewatch.streaming.runtime.probes import health_config
+
+    return BridgeMetrics("request_log" if args.request_log_topic else "consumer_offsets", host=cfg.sinks.metrics_host,
+                         port=metrics_port(args, cfg), health=health_config(cfg, POLL_TIMEOUT_S))
 
 
 # ---------------------------------------------------------------------------
@@ -181,14 +218,25 @@ def parse_timezone(name: str | None):
         raise ValueError(f"unknown time zone {name!r} ({exc})") from None
 
 
-def _translated_client_config(bootstrap: str, conf: dict[str, str]) -> dict[str, Any]:
-    """-X and --command-config merged over the environment's ``streaming.kafka`` and translated
-    once, as for every fencewatch client (``config.kafka_client_config``): Java names such as a
-    PLAIN/SCRAM ``sasl.jaas.config`` work, what cannot work is refused with a ConfigError."""
+def _live_config(bootstrap: str, conf: dict[str, str]) -> Any:
+    """The one Config (environment, then these flags): -X and --command-config merged over the
+    environment's ``streaming.kafka``; a ConfigError for what cannot work."""
     from fencewatch.streaming.config import settings as cfgmod
 
-    cfg = cfgmod.load_config(overrides={"streaming": {"bootstrap_servers": bootstrap, "kafka": conf}})
+    return cfgmod.load_config(overrides={"streaming": {"bootstrap_servers": bootstrap, "kafka": conf}})
+
+
+def _client_config(cfg: Any) -> dict[str, Any]:
+    """Every client's settings, translated once as for every fencewatch client
+    (``config.kafka_client_config``): Java names such as a PLAIN/SCRAM ``sasl.jaas.config`` work."""
+    from fencewatch.streaming.config import settings as cfgmod
+
     return cfgmod.kafka_client_config(cfg, "consumer")
+
+
+def _translated_client_config(bootstrap: str, conf: dict[str, str]) -> dict[str, Any]:
+    """-X and --command-config merged over the environment's ``streaming.kafka``, translated."""
+    return _client_config(_live_config(bootstrap, conf))
 
 
 def parse_client_config(pairs: list[str], properties_file: str | None) -> dict[str, str]:
@@ -298,310 +346,3 @@ def run_from_request_log(lines: Iterable[str | bytes], out: IO[str], err: IO[str
             err.write(f"line {eid}: {code}: {detail}\n")
     err.write(f"bridge --from-request-log: {bridge.summary()}\n")
     return 0
-
-
-# ---------------------------------------------------------------------------
-# live
-# ---------------------------------------------------------------------------
-
-def _uuid_bytes(topic_id: Any) -> bytes | None:
-    """confluent-kafka's Uuid -> 16 bytes."""
-    if topic_id is None:
-        return None
-    raw = struct.pack(">qq", topic_id.get_most_significant_bits(), topic_id.get_least_significant_bits())
-    return None if raw == bytes(16) else raw
-
-
-class MetadataTopicNames:
-    """Looks topic ids up in cluster metadata when the bridge meets an unknown one
-    (at most once per ``min_interval_s``)."""
-
-    def __init__(self, admin: Any, names: TopicNames, min_interval_s: float = 30.0, timeout_s: float = 10.0):
-        self.admin, self.names = admin, names
-        self.min_interval_s, self.timeout_s = min_interval_s, timeout_s
-        self.last = float("-inf")
-
-    def refresh(self) -> int:
-        from confluent_kafka import TopicCollection
-
-        self.last = time.monotonic()
-        try:
-            topics = list(self.admin.list_topics(timeout=self.timeout_s).topics)
-            futures = self.admin.describe_topics(TopicCollection(topics), request_timeout=self.timeout_s)
-        except Exception as exc:
-            log.warning("topic metadata: %s", exc)
-            return 0
-        learned = 0
-        for name, fut in futures.items():
-            try:
-                raw = _uuid_bytes(fut.result().topic_id)
-            except Exception as exc:
-                log.debug("describe_topics %s: %s", name, exc)
-                continue
-            if raw is not None and not self.names.known(raw):
-                self.names.learn(raw, name)
-                learned += 1
-        return learned
-
-    def maybe_refresh(self) -> None:
-        if time.monotonic() - self.last >= self.min_interval_s:
-            self.refresh()
-
-
-def _unresolved_ids(events: list[dict[str, Any]]) -> bool:
-    for e in events:
-        for key in ("assigned", "pending_revocation"):
-            for tp in e.get(key, ()):
-                t = tp["topic"]
-                if len(t) == 36 and t.count("-") == 4:
-                    try:
-                        uuid.UUID(t)
-                        return True
-                    except ValueError:
-                        pass
-    return False
-
-
-def tune_gc() -> None:
-    """Raise the cyclic GC's first threshold: decoding allocates many short-lived
-    dicts and lists but creates no cycles, and CPython's default (700
-    allocations) makes the collector a large share of the decoder's time."""
-    import gc
-
-    gen0, gen1, gen2 = gc.get_threshold()
-    gc.set_threshold(max(gen0, 50_000), gen1, gen2)
-
-
-def run_bridge(conf: dict[str, Any], *, topic_names: TopicNames | None = None,
-               source_topic: str = DEFAULT_SOURCE_TOPIC, heartbeats_topic: str = DEFAULT_HEARTBEATS_TOPIC,
-               offsets_topic: str = DEFAULT_OFFSETS_TOPIC, cluster: str | None = None,
-               absent_assignment_epochs: str = "derive", stop_at_end: bool = False,
-               partition_poll_interval: float = 60.0, probe_budget: int = 64,
-               should_stop: Callable[[], bool] | None = None) -> int:
-    from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, Producer, TopicPartition
-    from confluent_kafka.admin import AdminClient
-
-    from fencewatch.streaming.sources.partition_facts import PartitionFactsPoller
-
-    tune_gc()
-    names = topic_names if topic_names is not None else TopicNames()
-    bridge = Bridge(names, cluster=cluster, absent_assignment_epochs=absent_assignment_epochs)
-    admin = AdminClient(dict(conf))
-    metadata = MetadataTopicNames(admin, names)
-    learned = metadata.refresh()
-    log.info("bridge: %s -> %s / %s; %d topic ids from cluster metadata", source_topic, heartbeats_topic,
-             offsets_topic, learned)
-
-    consumer = Consumer({**conf, "group.id": conf.get("group.id", f"fencewatch-bridge-{uuid.uuid4()}"),
-                         "enable.auto.commit": False, "enable.auto.offset.store": False,
-                         "isolation.level": "read_committed", "enable.partition.eof": True,
-                         "auto.offset.reset": "earliest"})
-    producer = Producer({"linger.ms": 20, **conf})
-    poller = PartitionFactsPoller(admin, consumer_config=conf if probe_budget > 0 else None,
-                                  probe_budget=probe_budget, cluster=cluster)
-    stop = {"now": False}
-    previous = signal.getsignal(signal.SIGTERM)
-    try:
-        signal.signal(signal.SIGTERM, lambda *_: stop.__setitem__("now", True))
-    except ValueError:  # not the main thread
-        previous = None
-    delivery_errors = {"n": 0}
-
-    def on_delivery(err: Any, msg: Any) -> None:
-        if err is not None:
-            delivery_errors["n"] += 1
-            log.error("delivery to %s failed: %s", msg.topic(), err)
-
-    def publish(events: list[dict[str, Any]]) -> None:
-        for e in events:
-            topic = offsets_topic if event_role(e["type"]) == "offsets" else heartbeats_topic
-            key = e.get("group_id") or e.get("topic") or ""
-            value = json.dumps(e, separators=(",", ":")).encode()
-            while True:
-                try:
-                    producer.produce(topic, value=value, key=key.encode(), on_delivery=on_delivery)
-                    break
-                except BufferError:
-                    producer.poll(0.1)
-        producer.poll(0)
-
-    committed: dict[tuple[str, int], set[str]] = {}
-
-    def track(events: list[dict[str, Any]]) -> None:
-        for e in events:
-            if e["type"] == "offset_committed":
-                committed.setdefault((e["topic"], e["partition"]), set()).add(e["group_id"])
-            elif e["type"] == "offset_deleted":
-                groups = committed.get((e["topic"], e["partition"]))
-                if groups is not None:
-                    groups.discard(e["group_id"])
-                    if not groups:
-                        del committed[(e["topic"], e["partition"])]
-
-    try:
-        md = consumer.list_topics(source_topic, timeout=10)
-        tmd = md.topics.get(source_topic)
-        if tmd is None or tmd.error is not None or not tmd.partitions:
-            log.error("source topic %s not found (%s)", source_topic, tmd.error if tmd else "no metadata")
-            return 1
-        partitions = sorted(tmd.partitions)
-        consumer.assign([TopicPartition(source_topic, p, OFFSET_BEGINNING) for p in partitions])
-        ends: dict[int, int] = {}
-        if stop_at_end:
-            for p in partitions:
-                lo, hi = consumer.get_watermark_offsets(TopicPartition(source_topic, p), timeout=10)
-                if hi > lo:
-                    ends[p] = hi
-        positions: dict[int, int] = {}
-        next_poll = time.monotonic() + partition_poll_interval if partition_poll_interval > 0 else None
-        while not stop["now"] and not (should_stop and should_stop()):
-            msgs = consumer.consume(num_messages=1000, timeout=0.5)
-            for msg in msgs:
-                err = msg.error()
-                if err is not None:
-                    if err.code() != KafkaError._PARTITION_EOF:
-                        log.warning("consume %s: %s", source_topic, err)
-                    continue
-                positions[msg.partition()] = msg.offset() + 1
-                ts_type, ts = msg.timestamp()
-                eid = f"{msg.topic()}/{msg.partition()}/{msg.offset()}"
-                try:
-                    events = bridge.feed(msg.key(), msg.value(), ts if ts_type else None, eid)
-                except RecordDecodeError as exc:
-                    (log.debug if exc.skippable else log.warning)("%s[%d]@%d: %s", msg.topic(), msg.partition(),
-                                                                  msg.offset(), exc)
-                    continue
-                if _unresolved_ids(events) and time.monotonic() - metadata.last >= metadata.min_interval_s:
-                    metadata.refresh()  # a topic created since start-up; later records resolve
-                track(events)
-                publish(events)
-            if not msgs:
-                publish(bridge.flush())  # idle: nothing more of any open batch is coming now
-            if next_poll is not None and time.monotonic() >= next_poll:
-                publish(poller.poll(committed, int(time.time() * 1000)))
-                next_poll = time.monotonic() + partition_poll_interval
-            if stop_at_end and all(positions.get(p, 0) >= end for p, end in ends.items()):
-                publish(bridge.flush())
-                if partition_poll_interval > 0:
-                    publish(poller.poll(committed, int(time.time() * 1000)))
-                break
-        publish(bridge.flush())
-    finally:
-        remaining = producer.flush(30)
-        consumer.close()
-        if previous is not None:
-            signal.signal(signal.SIGTERM, previous)
-        s = bridge.stats
-        log.info("bridge: %d records, %d events, skipped %s, errors %s, problems %s, undelivered %d",
-                 s.records, s.events, dict(s.skipped), dict(s.errors), dict(s.problems),
-                 remaining + delivery_errors["n"])
-    return 0 if delivery_errors["n"] == 0 else 1
-
-
-def run_request_log_bridge(conf: dict[str, Any], lines_topic: str, bridge: RequestLogBridge, *,
-                           heartbeats_topic: str = DEFAULT_HEARTBEATS_TOPIC,
-                           offsets_topic: str = DEFAULT_OFFSETS_TOPIC, stop_at_end: bool = False,
-                           should_stop: Callable[[], bool] | None = None, commit_interval_s: float = 5.0) -> int:
-    """Live: a topic of request-log lines -> SPEC events on the input topics, keyed by group.
-
-    A consumer group (``fencewatch-request-log-bridge`` unless ``-X group.id=``) keeps the
-    position: offsets are committed only after the events produced so far are delivered
-    (at least once; a restart resumes there). What a restart loses is the carried member
-    state: members are learnt again from their next assignment (docs/request-log.md).
-    ``event_id`` is ``<topic>/<partition>/<offset>`` of the line's record; a message-only
-    line takes the record's timestamp."""
-    from confluent_kafka import Consumer, KafkaError, Producer, TopicPartition
-    from confluent_kafka.admin import AdminClient
-
-    tune_gc()
-    metadata = MetadataTopicNames(AdminClient(dict(conf)), bridge.topic_names)
-    learned = metadata.refresh()
-    log.info("bridge: request log %s -> %s / %s; %d topic ids from cluster metadata", lines_topic,
-             heartbeats_topic, offsets_topic, learned)
-    consumer = Consumer({"group.id": "fencewatch-request-log-bridge", "auto.offset.reset": "earliest", **conf,
-                         "enable.auto.commit": False, "enable.partition.eof": True})
-    producer = Producer({"linger.ms": 20, "compression.type": "lz4", **conf})
-    failures = {"n": 0}
-
-    def on_delivery(err: Any, msg: Any) -> None:
-        if err is not None:
-            failures["n"] += 1
-            log.error("delivery to %s failed: %s", msg.topic(), err)
-
-    stop = {"now": False}
-    previous = None
-    try:
-        previous = signal.signal(signal.SIGTERM, lambda *_: stop.__setitem__("now", True))
-    except ValueError:  # not the main thread
-        pass
-    try:
-        md = consumer.list_topics(lines_topic, timeout=10).topics.get(lines_topic)
-        if md is None or md.error is not None or not md.partitions:
-            log.error("request-log topic %s not found (%s)", lines_topic, md.error if md else "no metadata")
-            return 1
-        partitions = sorted(md.partitions)
-        ends = {}
-        if stop_at_end:
-            for p in partitions:
-                _, hi = consumer.get_watermark_offsets(TopicPartition(lines_topic, p), timeout=10)
-                ends[p] = hi
-        consumer.subscribe([lines_topic])
-        positions: dict[int, int] = {}
-        next_commit = time.monotonic() + commit_interval_s
-        while not stop["now"] and not (should_stop and should_stop()):
-            lines, eids, tss = [], [], []
-            for msg in consumer.consume(num_messages=1000, timeout=0.5):
-                err = msg.error()
-                if err is not None:
-                    if err.code() != KafkaError._PARTITION_EOF:
-                        log.warning("consume %s: %s", lines_topic, err)
-                    continue
-                positions[msg.partition()] = msg.offset() + 1
-                value = msg.value()
-                if value is None:
-                    continue
-                ts_type, ts = msg.timestamp()
-                lines.append(value)
-                eids.append(f"{msg.topic()}/{msg.partition()}/{msg.offset()}")
-                tss.append(ts if ts_type else None)
-            for k in range(0, len(lines), BATCH_LINES):
-                # a topic created since start-up: the names are refreshed after the line that met
-                # its id, so later lines resolve
-                for line_events in bridge.events_many(lines[k:k + BATCH_LINES], eids[k:k + BATCH_LINES],
-                                                      tss[k:k + BATCH_LINES], on_unresolved=metadata.maybe_refresh):
-                    for e in line_events:
-                        topic = offsets_topic if event_role(e.kind) == "offsets" else heartbeats_topic
-                        while True:
-                            try:
-                                producer.produce(topic, value=event_json(e), key=e.group_id.encode(),
-                                                 on_delivery=on_delivery)
-                                break
-                            except BufferError:
-                                producer.poll(0.1)
-            while bridge.problems:
-                eid, code, detail = bridge.problems.popleft()
-                topic_name, partition, offset = eid.rsplit("/", 2)
-                log.warning("%s[%s]@%s: %s: %s", topic_name, partition, offset, code, detail)
-            producer.poll(0)
-            if time.monotonic() >= next_commit:
-                _commit_after_delivery(producer, consumer)
-                next_commit = time.monotonic() + commit_interval_s
-            if stop_at_end and all(positions.get(p, 0) >= end for p, end in ends.items()):
-                break
-        _commit_after_delivery(producer, consumer)
-    finally:
-        remaining = producer.flush(30)
-        consumer.close()
-        if previous is not None:
-            signal.signal(signal.SIGTERM, previous)
-        log.info("bridge: request log: %s; undelivered %d", bridge.summary(), remaining + failures["n"])
-    return 0 if failures["n"] == 0 else 1
-
-
-def _commit_after_delivery(producer: Any, consumer: Any) -> None:
-    """Commit the consumer's position once everything produced from before it is delivered."""
-    if producer.flush(30) == 0:
-        try:
-            consumer.commit(asynchronous=False)
-        except Exception as exc:  # nothing consumed yet, or a rebalance: the next commit covers it
-            log.debug("commit: %s", exc)

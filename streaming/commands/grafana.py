@@ -1,7 +1,13 @@
 """`fencewatch grafana push`: upsert the dashboards to a live Grafana, optionally post alerts.
 
     fencewatch grafana push --url https://grafana.example.com --folder fencewatch
-    FENCEWATCH_GRAFANA_TOKEN=glsa_... fencewatch grafana push --annotations-from alerts.jsonl
+    FENCEWATCH_SINKS__GRAFANA_TOKEN=glsa_... fencewatch grafana push --annotations-from alerts.jsonl
+
+Grafana's URL and token are the configuration's ``sinks.grafana_url`` and
+``sinks.grafana_token`` (the job's config file with ``--config``, or
+``FENCEWATCH_SINKS__GRAFANA_URL`` / ``_TOKEN``), unless ``--url`` / ``--token`` say otherwise;
+the token is then redacted like every secret of the config. ``FENCEWATCH_GRAFANA_URL`` and
+``FENCEWATCH_GRAFANA_TOKEN``, the names before, still work for one release, with a warning.
 
 The dashboards are the generated ones (`fencewatch.dashboards.generate`, identical to the
 checked-in JSON), or the `*.json` files of `--dashboards-dir`. `--annotations-from` reads
@@ -20,6 +26,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from fencewatch.streaming.config.settings import duration_s_arg
 from fencewatch.sinks.grafana import (
     GrafanaPushError,
     PushResult,
@@ -32,8 +39,8 @@ from fencewatch.sinks.grafana import (
 
 log = logging.getLogger(__name__)
 
-TOKEN_ENV = "FENCEWATCH_GRAFANA_TOKEN"
-URL_ENV = "FENCEWATCH_GRAFANA_URL"
+TOKEN_ENV = "FENCEWATCH_GRAFANA_TOKEN"  # deprecated: sinks.grafana_token (FENCEWATCH_SINKS__GRAFANA_TOKEN)
+URL_ENV = "FENCEWATCH_GRAFANA_URL"  # deprecated: sinks.grafana_url (FENCEWATCH_SINKS__GRAFANA_URL)
 DEFAULT_URL = "http://127.0.0.1:3000"
 
 
@@ -47,22 +54,43 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         help="upsert fencewatch's dashboards (and optionally alerts as annotations)",
         description=__doc__.split("\n\n")[0],
     )
-    push.add_argument("--url", default=os.environ.get(URL_ENV, DEFAULT_URL),
-                      help=f"Grafana base URL, may embed user:password@ (env {URL_ENV}; default {DEFAULT_URL})")
+    push.add_argument("--url", default=None,
+                      help="Grafana base URL, may embed user:password@ (default: sinks.grafana_url, else "
+                           f"{DEFAULT_URL})")
     push.add_argument("--token", default=None,
-                      help=f"service-account token (env {TOKEN_ENV}); prefer the environment: arguments show in ps")
+                      help="service-account token (default: sinks.grafana_token); prefer the environment "
+                           "(FENCEWATCH_SINKS__GRAFANA_TOKEN): arguments show in ps")
+    push.add_argument("--config", help="configuration file whose sinks.grafana_url / grafana_token to use")
     push.add_argument("--folder", default="fencewatch", help="folder title for the dashboards (default: fencewatch)")
     push.add_argument("--dashboards-dir", type=Path, default=None,
                       help="push the *.json dashboards of this folder instead of the generated ones")
     push.add_argument("--annotations-from", type=Path, default=None, metavar="ALERTS_FILE",
                       help="JSON lines of alert records to post as annotations (tags: kind, cluster, group)")
     push.add_argument("--no-dashboards", action="store_true", help="only post annotations")
-    push.add_argument("--timeout", type=float, default=10.0, help="HTTP timeout in seconds (default 10)")
+    push.add_argument("--timeout", type=duration_s_arg, default=10.0, help="HTTP timeout (10 = 10s; default 10s)")
     push.set_defaults(func=run_push)
 
 
+def grafana_settings(args: argparse.Namespace) -> tuple[str, str | None]:
+    """(URL, token): the flags, else the configuration's ``sinks.grafana_url`` / ``grafana_token``
+    (file < environment), else the deprecated environment names, else the local default."""
+    from fencewatch.streaming.config import settings as cfgmod
+    from fencewatch.streaming.config.redaction import REDACTOR
+
+    cfg = cfgmod.load_config(file=getattr(args, "config", None)).sinks
+    legacy = {}
+    for name, setting in ((URL_ENV, "FENCEWATCH_SINKS__GRAFANA_URL"), (TOKEN_ENV, "FENCEWATCH_SINKS__GRAFANA_TOKEN")):
+        if os.environ.get(name):
+            log.warning("%s is deprecated and will be removed in the next release: use %s", name, setting)
+            legacy[name] = os.environ[name]
+    if legacy.get(TOKEN_ENV):
+        REDACTOR.add([legacy[TOKEN_ENV]])
+    url = args.url or cfg.grafana_url or legacy.get(URL_ENV) or DEFAULT_URL
+    return url, args.token or cfg.grafana_token or legacy.get(TOKEN_ENV) or None
+
+
 def run_push(args: argparse.Namespace) -> int:
-    token = args.token or os.environ.get(TOKEN_ENV) or None
+    url, token = grafana_settings(args)
     alerts: list[dict[str, Any]] = []
     bad_lines = 0
     if args.annotations_from is not None:
@@ -77,12 +105,12 @@ def run_push(args: argparse.Namespace) -> int:
         print(f"error: {exc}", file=sys.stderr)
         return 1
     try:
-        result = push(args.url, token, args.folder, dashboards, alerts, args.timeout)
+        result = push(url, token, args.folder, dashboards, alerts, args.timeout)
     except GrafanaPushError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 1
     print(
-        f"grafana {redact(args.url)}: {len(result.dashboards)} dashboards in folder {result.folder_uid or '-'}"
+        f"grafana {redact(url)}: {len(result.dashboards)} dashboards in folder {result.folder_uid or '-'}"
         f" ({', '.join(result.dashboards) or 'none'}); annotations: {result.annotations_posted} posted,"
         f" {result.annotations_skipped} already present"
         + (f", {bad_lines} bad lines skipped" if bad_lines else "")

@@ -19,12 +19,12 @@ import hashlib
 import json
 import logging
 import os
-import re
 from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
 from typing import Any, Mapping
 
 from fencewatch.state.config import RulesConfig
+from fencewatch.state.config import parse_duration_ms as _parse_duration_ms
 from fencewatch.state.model import Policy
 
 from fencewatch.streaming.config import redaction as _redaction
@@ -76,6 +76,12 @@ class SinksConfig:
     metrics_host: str = "127.0.0.1"
     metrics_port: int = 9464
     metrics_top_groups: int = 50
+    # /readyz on the metrics port: a micro-batch completed within this many trigger intervals ...
+    health_ready_triggers: int = 60
+    # ... and at most this many input records not read yet (null: not checked)
+    health_max_lag_records: int | None = 1_000_000
+    # /healthz: time from start-up to a running query before it answers 503
+    health_startup_grace_ms: int = 300_000
     grafana_url: str | None = None
     grafana_token: str | None = None
 
@@ -127,7 +133,18 @@ class Config:
             problems.append(f"streaming.max_skew_ms must be >= 0, got {s.max_skew_ms}")
         if s.shuffle_partitions is not None and s.shuffle_partitions <= 0:
             problems.append(f"streaming.shuffle_partitions must be > 0, got {s.shuffle_partitions}")
-        return problems
+        return problems + _health_problems(self.sinks)
+
+
+def _health_problems(k: SinksConfig) -> list[str]:
+    problems = []
+    if k.health_ready_triggers < 1:
+        problems.append(f"sinks.health_ready_triggers must be >= 1, got {k.health_ready_triggers}")
+    if k.health_max_lag_records is not None and k.health_max_lag_records < 0:
+        problems.append(f"sinks.health_max_lag_records must be >= 0 or null, got {k.health_max_lag_records}")
+    if k.health_startup_grace_ms <= 0:
+        problems.append(f"sinks.health_startup_grace_ms must be > 0, got {k.health_startup_grace_ms}")
+    return problems
 
 
 SOURCES = ("events", "consumer-offsets", "request-log")
@@ -147,23 +164,22 @@ class ConfigError(ValueError):
     pass
 
 
-_DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(ms|s|m|min|h|d)?\s*$")
-_UNIT_MS = {"ms": 1, "s": 1000, "m": 60_000, "min": 60_000, "h": 3_600_000, "d": 86_400_000}
-
-
 def parse_duration_ms(value: Any, name: str = "duration", *, bare: str = "s") -> int:
-    """``45s``, ``10m``, ``1h``, ``250ms`` -> milliseconds.
+    """``state.config.parse_duration_ms`` (the one duration parser), failing with a ConfigError."""
+    try:
+        return _parse_duration_ms(value, name, bare=bare)
+    except ValueError as exc:
+        raise ConfigError(str(exc)) from None
 
-    A bare number means seconds (``--duration 90`` is 90 s in every command, as
-    ``timeout 90`` is); only a setting whose name ends in ``_ms`` reads a bare
-    number as milliseconds (``bare="ms"``), because its name says so.
-    """
-    if isinstance(value, bool):
-        raise ConfigError(f"{name}: expected a duration, got {value!r}")
-    m = _DURATION.match(str(value))
-    if not m:
-        raise ConfigError(f"{name}: cannot read {value!r} as a duration (examples: 250ms, 45s, 10m, 1h)")
-    return int(float(m.group(1)) * _UNIT_MS[m.group(2) or bare])
+
+def duration_s_arg(text: str) -> float:
+    """An argparse ``type`` for a duration flag, in seconds (``90``, ``1m``, ``500ms``): the one parser."""
+    import argparse
+
+    try:
+        return _parse_duration_ms(text, "duration") / 1000
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
 
 
 def _coerce(section: str, f: dataclasses.Field, value: Any) -> Any:

@@ -380,6 +380,8 @@ class RequestLogBridge:
         self._lines = self._events = self._heartbeats = self._commits = 0  # folded into counts
         self.problems: deque[tuple[str, str, str]] = deque(maxlen=MAX_PROBLEMS)
         self.unresolved_ids = 0  # topic ids met that no name is known for (live callers refresh metadata)
+        # (API name, error name) -> answers that never reached a group (contract §10.1 a)
+        self.routing: Counter = Counter()
         self._seconds: dict[str, int] = {}
         self._answer_memo: dict[bytes, tuple[tuple[int, ...], tuple[int, ...], int | None]] = {}
         self._fast_seconds: dict[str | bytes, int] = {}  # "[2026-11-20 09:00:00," -> epoch ms, of lines the regex read
@@ -569,6 +571,13 @@ class RequestLogBridge:
     def _broken(self, event_id: str, exc: _Broken) -> None:
         self._counts[f"broken.{exc.code}"] += 1
         self.problems.append((event_id, exc.code, exc.detail[:300]))
+
+    def _dropped(self, api: str, code: int) -> None:
+        """contract §10.1 a: a coordinator-routing answer never reached the group; no event, counted
+        ``dropped.<NAME>`` and in ``routing`` per API and error."""
+        name = COORDINATOR_ERRORS[code]
+        self._counts[f"dropped.{name}"] += 1
+        self.routing[(api, name)] += 1
 
     def _internal(self, event_id: str, exc: Exception) -> None:
         log.exception("request-log line %s", event_id)
@@ -833,7 +842,7 @@ class RequestLogBridge:
         req, resp = line.request, line.response
         code = resp.error_code
         if code and code in COORDINATOR_ERRORS:
-            self._counts[f"dropped.{COORDINATOR_ERRORS[code]}"] += 1
+            self._dropped("ConsumerGroupHeartbeat", code)
             return []
         group_id = req.group_id
         member_id = req.member_id or resp.member_id or ""

@@ -28,7 +28,6 @@ from fencewatch.streaming.config import settings as cfgmod
 
 log = logging.getLogger(__name__)
 
-VERSION = "0.1.0"
 DEFAULT_WARMUP_MS = 45_000  # one session timeout: members seen before we started are unknown to us
 
 
@@ -656,6 +655,7 @@ def make_sinks(cfg: cfgmod.Config, spark, *, metrics_port: int | None = None):
     from fencewatch.sinks.prometheus import MetricsSink
 
     from fencewatch.streaming.runtime.checkpoint import sink_log
+    from fencewatch.streaming.runtime.probes import health_config
 
     k = cfg.sinks
     client = cfgmod.kafka_client_config(cfg, "producer")
@@ -666,13 +666,15 @@ def make_sinks(cfg: cfgmod.Config, spark, *, metrics_port: int | None = None):
     metrics = MetricsSink(MetricsConfig(host=k.metrics_host, port=k.metrics_port if metrics_port is None else metrics_port,
                                         max_groups=k.metrics_top_groups,
                                         expiry_warning_s=cfg.state.expiry_warning_ms / 1000,
-                                        broker_policy=cfg.state.broker_policy.value))
+                                        broker_policy=cfg.state.broker_policy.value, health=health_config(cfg)))
     return kafka, metrics
 
 
 def startup_line(cfg: cfgmod.Config, spark) -> str:
+    from fencewatch.sinks.build_info import installed
+
     s = cfg.streaming
-    return (f"fencewatch {VERSION} (config {cfgmod.digest(cfg)}), Spark {spark.version} {s.spark_master}: "
+    return (f"fencewatch {installed()} (config {cfgmod.digest(cfg)}), Spark {spark.version} {s.spark_master}: "
             f"{s.heartbeats_topic} + {s.offsets_topic} @ {s.bootstrap_servers} ({s.input_format}, from "
             f"{s.starting_offsets}), skew {s.max_skew_ms} ms, warm-up {cfg.state.warmup_ms} ms, trigger "
             f"{s.trigger_interval}, checkpoint {s.checkpoint_location}; alerts -> {cfg.sinks.alerts_topic} "
@@ -810,13 +812,20 @@ RESTART_WINDOW_S = 600
 
 
 def _watch(query, stop: threading.Event, writer: BatchWriter, every_s: float = 10.0) -> None:
-    """Until a stop is asked or the query ends; a progress line every ``every_s``."""
+    """Until a stop is asked or the query ends; a progress line every ``every_s``. Each turn tells
+    the probes the query runs (/healthz), and the last one how it ended."""
+    from fencewatch.streaming.runtime.probes import failure_summary
+
+    report = writer.metrics.set_query_state if writer.metrics is not None else (lambda *_: None)
     last = time.monotonic()
     while not stop.is_set() and query.isActive:
+        report(True)
         stop.wait(0.5)
         if time.monotonic() - last >= every_s:
             log.info("%s", progress_line(writer.stats))
             last = time.monotonic()
+    failure = query_failure(query)
+    report(query.isActive, None if failure is None else failure_summary(failure))
 
 
 STOP_TIMEOUT_S = 12.0  # a stop waits this long for the running batch (Kubernetes' default grace is 30 s)
@@ -964,11 +973,13 @@ def _cmd_demo(args: argparse.Namespace) -> int:
                 remaining = None if deadline is None else deadline - time.monotonic()
                 if remaining is not None and remaining <= 0:
                     break
+                metrics.set_query_state(query.isActive)
                 stop.wait(min(5.0, remaining) if remaining is not None else 5.0)
                 print(progress_line(writer.stats), flush=True)
         finally:
             failure = query.exception()
             spark.sparkContext.setLogLevel("OFF")  # as `run`: a batch cut short at the stop is not news
+            logging.getLogger("py4j.clientserver").setLevel(logging.CRITICAL)  # nor its refusal's traceback
             stop_between_batches(query, writer=writer)
             kafka.close()
             metrics.close()

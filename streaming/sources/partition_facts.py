@@ -178,7 +178,7 @@ class PartitionFactsPoller:
     def _consumer(self) -> Any:
         from confluent_kafka import Consumer
 
-        conf = dict(self.consumer_config or {})
+        conf = {"logger": logging.getLogger("fencewatch.kafka.consumer"), **(self.consumer_config or {})}
         conf.update({"group.id": conf.get("group.id", "fencewatch-bridge-probe"), "enable.auto.commit": False,
                      "enable.partition.eof": True, "isolation.level": "read_uncommitted",
                      "fetch.max.bytes": 1 << 20})

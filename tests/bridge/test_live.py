@@ -106,7 +106,7 @@ def test_bridge_republishes_coordinator_records(broker, topic_factory):
     parser = argparse.ArgumentParser()
     register(parser.add_subparsers())
     args = parser.parse_args(["bridge", "--bootstrap-servers", broker, "--source-topic", source,
-                              "--heartbeats-topic", heartbeats, "--offsets-topic", offsets, "--stop-at-end",
+                              "--heartbeats-topic", heartbeats, "--offsets-topic", offsets, "--stop-at-end", "--metrics-port", "0",
                               "--partition-poll-interval", "3600", "-X", "client.id=bridge-test"])
     assert args.func(args) == 0
 

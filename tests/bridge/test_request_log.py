@@ -199,6 +199,7 @@ def test_coordinator_errors_are_dropped_and_counted(code, name):
     b = bridge()
     assert b.map_line(hb(epoch=4, error=code), "0") == []
     assert b.counts[f"dropped.{name}"] == 1
+    assert b.routing == {("ConsumerGroupHeartbeat", name): 1}  # per API and error: the bridge's metric
 
 
 @pytest.mark.parametrize("code, name", [(16, "NOT_COORDINATOR"), (14, "COORDINATOR_LOAD_IN_PROGRESS"),

@@ -120,7 +120,7 @@ def test_live_request_log_bridge(broker, topic_factory):
     assert p.flush(30) == 0
 
     args = parse(["bridge", "--bootstrap-servers", broker, "--request-log-topic", source,
-                  "--heartbeats-topic", heartbeats, "--offsets-topic", offsets, "--stop-at-end",
+                  "--heartbeats-topic", heartbeats, "--offsets-topic", offsets, "--stop-at-end", "--metrics-port", "0",
                   "-X", f"group.id=bridge-{source}"])
     assert args.func(args) == 0
     hb = read_events(broker, heartbeats, 2)

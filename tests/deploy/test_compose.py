@@ -70,11 +70,15 @@ def listening_ports(name: str, service: dict) -> set[int]:
         return {port for _, port in _kafka_listeners(env, "KAFKA_LISTENERS").values()}
     if image.startswith(FENCEWATCH_IMAGE):
         args = _fencewatch_args(service)
-        if args.command != "run":
-            return set()
         from fencewatch.streaming.config.settings import load_config
 
         environ = {k: v for k, v in env.items() if k.startswith("FENCEWATCH_")}
+        if args.command == "bridge" and args.bootstrap_servers:  # live: its metrics and probes
+            from fencewatch.streaming.commands.bridge import metrics_port
+
+            return {metrics_port(args, load_config(environ=environ), environ)}
+        if args.command != "run":
+            return set()
         port = load_config(environ=environ).sinks.metrics_port
         return {args.metrics_port or port}
     if image.startswith("prom/prometheus:"):
@@ -220,6 +224,7 @@ def test_prometheus_scrapes_the_job_by_service_name_with_the_shipped_rules():
     targets = [t for job in config["scrape_configs"] for sc in job["static_configs"] for t in sc["targets"]]
     scraped = {resolve(t, "prometheus scrape") for t in targets}
     assert ("fencewatch", 9464) in scraped
+    assert ("fencewatch-bridge", 9465) in scraped  # the bridge's own metrics
     for pattern in config["rule_files"]:
         folder, _, glob = pattern.rpartition("/")
         assert folder in mounts, f"rule_files {pattern}: {folder} is not mounted"
@@ -314,6 +319,9 @@ def test_the_job_keeps_its_checkpoint_on_a_volume_and_images_carry_the_project_v
     mounts = [str(v).split(":")[1] for v in job.get("volumes", [])]
     assert any(args.checkpoint.startswith(m.rstrip("/") + "/") for m in mounts), "a restart must find the checkpoint"
     assert (job.get("healthcheck") or {}).get("disable") is not True, "the image's HEALTHCHECK watches the job"
+    bridge = _services()["fencewatch-bridge"]
+    assert (bridge.get("healthcheck") or {}).get("disable") is not True, "and the bridge (its /healthz on 9465)"
+    assert listening_ports("fencewatch-bridge", bridge) == {int(_env(bridge)["FENCEWATCH_SINKS__METRICS_PORT"])}
     images = {s["image"] for s in _services().values() if s.get("image", "").startswith(FENCEWATCH_IMAGE)}
     assert images == {f"fencewatch:{version}"}
     k8s = {one("SparkApplication")["spec"]["image"],

@@ -275,6 +275,8 @@ def _free_port() -> int:
 
 
 def test_healthcheck_passes_against_the_metrics_endpoint_and_fails_without_it():
+    """The HEALTHCHECK asks /healthz (liveness): it passes while the job starts or runs, fails
+    when nothing listens and when the query has failed (503)."""
     import json
 
     from fencewatch.sinks.metrics import MetricsConfig
@@ -291,6 +293,11 @@ def test_healthcheck_passes_against_the_metrics_endpoint_and_fails_without_it():
     sink.start()
     try:
         done = subprocess.run(check, env=env, capture_output=True, text=True, timeout=30)
-        assert done.returncode == 0, done.stderr
+        assert done.returncode == 0, done.stderr  # starting, within the start-up grace
+        sink.set_query_state(True)
+        assert subprocess.run(check, env=env, capture_output=True, timeout=30).returncode == 0
+        sink.set_query_state(False, "StreamingQueryException: boom")
+        failed = subprocess.run(check, env=env, capture_output=True, text=True, timeout=30)
+        assert failed.returncode != 0 and "503" in failed.stderr
     finally:
         sink.close()

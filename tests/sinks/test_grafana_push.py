@@ -232,3 +232,22 @@ def test_path_prefix_is_kept():
         assert set(fake.paths()) >= {"/grafana/api/frontend/settings", "/grafana/api/dashboards/db"}
     finally:
         fake.close()
+
+
+def test_the_configuration_gives_the_default_url_and_token(grafana, tmp_path, monkeypatch, capsys, caplog):
+    """sinks.grafana_url / grafana_token (the job's config file, or FENCEWATCH_SINKS__GRAFANA_*) are
+    the push's defaults; --url wins over them; the token read from the config is never shown."""
+    caplog.set_level("DEBUG")
+    config = tmp_path / "fencewatch.yaml"
+    config.write_text(f"sinks: {{grafana_url: '{grafana.url}'}}\n")
+    monkeypatch.setenv("FENCEWATCH_SINKS__GRAFANA_TOKEN", TOKEN)
+    assert cli("grafana", "push", "--config", str(config)) == 0
+    assert grafana.paths("POST").count("/api/dashboards/db") == 3
+    assert all(r["headers"].get("Authorization") == f"Bearer {TOKEN}" for r in grafana.requests)
+    out = capsys.readouterr()
+    assert f"grafana {grafana.url}: 3 dashboards" in out.out and TOKEN not in out.out + out.err + caplog.text
+
+    monkeypatch.setenv("FENCEWATCH_SINKS__GRAFANA_URL", "http://127.0.0.1:1")  # the environment over the file
+    assert cli("grafana", "push", "--config", str(config), "--timeout", "2") == 1
+    assert "127.0.0.1:1" in capsys.readouterr().err
+    assert cli("grafana", "push", "--config", str(config), "--url", grafana.url) == 0  # the flag over both

@@ -480,3 +480,21 @@ def test_a_malformed_latency_is_rejected_alone():
     assert value(data, "fencewatch_decision_latency_seconds_count") == 2
     assert value(data, "fencewatch_decision_latency_seconds_sum") == 3.2
     assert value(data, "fencewatch_exporter_rejected_records_total", record="count") == 1
+
+
+def test_a_simple_group_is_exported_under_its_own_protocol_without_a_warning(caplog):
+    """A group that only commits (assign() consumers, admin commits) is `simple` in the model
+    (state.status): a protocol value of its own, not "not in the closed set" on every batch."""
+    from fencewatch.state.config import RulesConfig
+    from fencewatch.state.status import status as group_status
+    from fencewatch.streaming.runtime.replay import judge_events
+
+    res = judge_events([{"type": "offset_commit", "ts": 1, "group_id": "batch-job", "member_id": "",
+                         "member_epoch": -1, "offsets": [{"topic": "t", "partition": 0, "offset": 9}]}])
+    statuses = [group_status(g, RulesConfig()) for g in res.groups]
+    assert [s["protocol"] for s in statuses] == ["simple"]
+    sink = make_sink()
+    caplog.set_level("WARNING", logger="fencewatch.sinks.prometheus")
+    sink.add_batch(group_status=statuses)
+    assert "not in the closed set" not in caplog.text
+    assert value(sink, "fencewatch_group_members", cluster="default", group="batch-job", protocol="simple") == 0

