@@ -720,7 +720,7 @@ class RequestLogBridge:
             if (code is not None and parts and r.name == t.name and r.topic_id == t.topic_id
                     and tuple(map(_PARTITION_INDEX, parts)) == indices):
                 if code in COORDINATOR_ERRORS:  # contract §10.1 a: never reached the group
-                    self._counts[f"dropped.{COORDINATOR_ERRORS[code]}"] += 1
+                    self._dropped("TxnOffsetCommit" if transactional else "OffsetCommit", code)
                     return []
                 topic = t.name
                 if topic is None:
@@ -745,7 +745,7 @@ class RequestLogBridge:
             return []
         for code in [c for c in by_code if c in COORDINATOR_ERRORS]:  # contract §10.1 a: no event
             del by_code[code]
-            self._counts[f"dropped.{COORDINATOR_ERRORS[code]}"] += 1
+            self._dropped("TxnOffsetCommit" if transactional else "OffsetCommit", code)
         if not by_code:
             return []
         epoch = req.generation_id_or_member_epoch
