@@ -143,7 +143,8 @@ def server_properties(*, host: str, port: int, controller_port: int, data_dir: s
     KIP-848 beside classic; one partition for the internal topics (creating 50 costs seconds);
     minimum session and heartbeat intervals low so a test can provoke a session timeout in
     seconds (a group sets ``consumer.session.timeout.ms`` itself); topics are never created by
-    a produce or fetch (as on most production clusters: a test that forgot one fails).
+    a produce or fetch (as on most production clusters: a test that forgot one fails); no time
+    retention.
     """
     listener = "SASL_PLAINTEXT" if sasl_password is not None else "PLAINTEXT"
     props = {
@@ -158,6 +159,9 @@ def server_properties(*, host: str, port: int, controller_port: int, data_dir: s
         "log.dirs": data_dir,
         "num.partitions": "1",
         "auto.create.topics.enable": "false",
+        # Traces in tests and benchmarks carry fixed past timestamps (2023), and time retention goes
+        # by record timestamp: the first retention check (30 s after start) deleted them mid-test.
+        "log.retention.ms": "-1",
         "offsets.topic.replication.factor": "1",
         "offsets.topic.num.partitions": "1",
         "transaction.state.log.replication.factor": "1",
@@ -265,7 +269,7 @@ class KafkaBroker:
     """Apache Kafka (one KRaft node) on free loopback ports, owned by this process.
 
     ``version`` is ``"4.2"``, ``"4.3"``, ``"4.4"`` (the newest fetched patch) or exact
-    (``"4.3.1"``). ``properties`` are server settings over the defaults of
+    (``"4.3.1"``); ``port`` fixes the client listener's port (default: a free one). ``properties`` are server settings over the defaults of
     :func:`server_properties`. ``sasl=True`` makes the client listener SASL_PLAINTEXT with
     SCRAM-SHA-512 and ACLs on; SCRAM credentials for :data:`SUPER_USER` (a random password) and
     for each of ``users`` (name -> password) are written at format time.
@@ -279,6 +283,7 @@ class KafkaBroker:
         sasl: bool = False,
         users: Mapping[str, str] | None = None,
         host: str = "127.0.0.1",
+        port: int | None = None,
         heap: str = "1g",
         startup_timeout_s: float = DEFAULT_STARTUP_TIMEOUT_S,
         jars_dir: str | os.PathLike[str] | None = None,
@@ -294,6 +299,7 @@ class KafkaBroker:
                 raise ValueError(f"SCRAM user {name!r}: letters, digits and ._- only (and @%+ in passwords)")
             self._passwords[name] = password
         self._host = host
+        self._requested_port = port
         self._heap = heap
         self._startup_timeout_s = startup_timeout_s
         self._jars_root = Path(jars_dir) if jars_dir is not None else None
@@ -385,7 +391,7 @@ class KafkaBroker:
                     self._launch(java, jar_dir)
                     self._wait_ready()
                 except BrokerStartError as exc:
-                    taken = "address already in use" in str(exc).lower()
+                    taken = "address already in use" in str(exc).lower() and self._requested_port is None
                     self._terminate()
                     self._remove_dir()
                     if not taken or attempt == _START_ATTEMPTS:
@@ -409,7 +415,7 @@ class KafkaBroker:
         for folder in sweep_orphans():
             log.info("removed %s, left by a broker whose owner was killed", folder)
         self._dir = Path(tempfile.mkdtemp(prefix=f"{_FOLDER_PREFIX}{self.version}-"))
-        self._port = free_port(self._host)
+        self._port = self._requested_port or free_port(self._host)
         controller_port = free_port(self._host)
         while controller_port == self._port:
             controller_port = free_port(self._host)
