@@ -269,7 +269,8 @@ class KafkaBroker:
     """Apache Kafka (one KRaft node) on free loopback ports, owned by this process.
 
     ``version`` is ``"4.2"``, ``"4.3"``, ``"4.4"`` (the newest fetched patch) or exact
-    (``"4.3.1"``); ``port`` fixes the client listener's port (default: a free one). ``properties`` are server settings over the defaults of
+    (``"4.3.1"``); ``port`` fixes the client listener's port (default: a free one); ``jvm_args``
+    go to the broker's JVM (a ``-javaagent:``, say). ``properties`` are server settings over the defaults of
     :func:`server_properties`. ``sasl=True`` makes the client listener SASL_PLAINTEXT with
     SCRAM-SHA-512 and ACLs on; SCRAM credentials for :data:`SUPER_USER` (a random password) and
     for each of ``users`` (name -> password) are written at format time.
@@ -285,6 +286,7 @@ class KafkaBroker:
         host: str = "127.0.0.1",
         port: int | None = None,
         heap: str = "1g",
+        jvm_args: Iterable[str] = (),
         startup_timeout_s: float = DEFAULT_STARTUP_TIMEOUT_S,
         jars_dir: str | os.PathLike[str] | None = None,
     ) -> None:
@@ -301,6 +303,7 @@ class KafkaBroker:
         self._host = host
         self._requested_port = port
         self._heap = heap
+        self._jvm_args = list(jvm_args)
         self._startup_timeout_s = startup_timeout_s
         self._jars_root = Path(jars_dir) if jars_dir is not None else None
         self.version: str | None = None  # exact, once resolved
@@ -450,7 +453,7 @@ class KafkaBroker:
     def _launch(self, java: str, jar_dir: Path) -> None:
         assert self._dir is not None
         argv = self._jvm(java, jar_dir, f"-Xmx{self._heap}", "-Xms256m", "-XX:+UseG1GC",
-                         "-XX:MaxGCPauseMillis=20", "-XX:+ExitOnOutOfMemoryError")
+                         "-XX:MaxGCPauseMillis=20", "-XX:+ExitOnOutOfMemoryError", *self._jvm_args)
         argv += ["kafka.Kafka", str(self._dir / "server.properties")]
         main_thread = threading.current_thread() is threading.main_thread()
         with (self._dir / "stdout.log").open("wb") as out:
