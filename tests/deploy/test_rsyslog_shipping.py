@@ -163,8 +163,11 @@ def test_lines_written_while_kafka_is_unreachable_arrive_once_it_is_up(rsyslog_s
     lines = [commit_line(2, i) for i in range(5)] + [heartbeat_line(10)]
     append(log, lines)
     time.sleep(3)  # the shipper has read the lines and is retrying against nothing
-    with KafkaBroker(port=port) as late:
-        create_topics({"bootstrap.servers": late.bootstrap}, [topic], 1)
+    # A fresh broker has no topics, and omkafka gives up on a record whose topic is missing (it
+    # lands in omkafka-failed.data): with auto-creation the shipper's first metadata request makes
+    # the topic, as a cluster that comes back would have it (without, it failed in one of two runs here).
+    with KafkaBroker(port=port, properties={"auto.create.topics.enable": "true"}) as late:
+        create_topics({"bootstrap.servers": late.bootstrap}, [topic], 1, exist_ok=True)
         records = read_lines(late.bootstrap, topic, len(lines))
         assert values(records) == lines
         assert {r.key() for r in records} == {b"5"}
