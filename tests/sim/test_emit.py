@@ -13,15 +13,11 @@ from fencewatch.sim.emit import DictEmitter, JsonEmitter, Truth
 from fencewatch.sim.engine import SimConfig, Simulator
 from fencewatch.sim.profiles import profile
 from fencewatch.sim.topology import PartitionLog
-from fencewatch.streaming.ingest.avro import (
-    PARSED_SCHEMA,
-    AvroContainerWriter,
-    AvroWireError,
-    decode_avro,
-    decode_body,
-    encode_avro,
-    encode_body,
-)
+from fencewatch.sim.writers import AvroContainerWriter
+from fencewatch.state.avro_codec import AvroWireError, decode_avro, decode_body, encode_avro, encode_body
+from fencewatch.streaming.ingest.avro import parsed_schema
+
+PARSED_SCHEMA = parsed_schema()
 
 
 def run(config: SimConfig, emitter_class):
