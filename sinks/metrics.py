@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 from typing import Iterable, Mapping
 
 from fencewatch.state.model import AlertKind, CommitClass, Policy, Severity
+from fencewatch.state.records import EventType
 
 PREFIX = "fencewatch_"
 OTHER = "other"
@@ -30,20 +31,7 @@ HISTOGRAM = "histogram"
 
 # ----------------------------------------------------------------- closed enums
 
-EVENT_TYPES = (
-    "member_assignment",
-    "member_left",
-    "heartbeat",
-    "classic_join",
-    "classic_sync",
-    "group_state",
-    "offset_commit",
-    "txn_offset_commit",
-    "offset_committed",
-    "offset_deleted",
-    "partition_epochs",
-    "unknown",
-)
+EVENT_TYPES = (*(t.value for t in EventType), "unknown")
 """contract §1 event types; any other `type` is counted as `unknown` (and skipped by the rules)."""
 
 SOURCES = ("heartbeats", "offsets", "file", OTHER)

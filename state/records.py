@@ -18,7 +18,7 @@ import enum
 import typing
 from dataclasses import dataclass
 from dataclasses import fields as dataclass_fields
-from typing import Any, Iterable, Union
+from typing import Any, Iterable, Mapping, Union
 
 from fencewatch.state.model import Alert, Protocol
 
@@ -322,6 +322,36 @@ def check_written(where: str, etype: str, keys: Iterable[str]) -> None:
         problems = [f"field {k!r} is not a declared field of {etype}" for k in extra]
         problems += [f"required field {k!r} of {etype} is missing" for k in missing]
         raise RecordDrift(f"{where}: {'; '.join(problems)} (declared in fencewatch.state.records)")
+
+
+def check_event(where: str, event: Mapping[str, Any]) -> None:
+    """:func:`check_written` for a whole event dict, nested records included (the offsets of a
+    commit, the partition lists, the epochs, the simulator's label)."""
+    check_written(where, event.get("type"), event)
+    for key, value in event.items():
+        _check_nested(f"{where}: {event['type']}.{key}", FIELDS[key].type, value)
+
+
+def _check_nested(where: str, t: FieldType, value: Any) -> None:
+    if value is None:
+        return
+    if isinstance(t, Nullable):
+        _check_nested(where, t.type, value)
+    elif isinstance(t, Array) and isinstance(value, (list, tuple)):
+        for i, item in enumerate(value):
+            _check_nested(f"{where}[{i}]", t.items, item)
+    elif isinstance(t, MapOf) and isinstance(value, Mapping):
+        for k, item in value.items():
+            _check_nested(f"{where}[{k}]", t.values, item)
+    elif isinstance(t, Record) and isinstance(value, Mapping):
+        missing = [s.name for s in t.slots if s.required and s.name not in value]
+        extra = [k for k in value if k not in t.names]
+        if extra or missing:
+            problems = [f"field {k!r} is not a declared field of {t.name}" for k in extra]
+            problems += [f"required field {k!r} of {t.name} is missing" for k in missing]
+            raise RecordDrift(f"{where}: {'; '.join(problems)} (declared in fencewatch.state.records)")
+        for s in t.slots:
+            _check_nested(f"{where}.{s.name}", s.field.type, value.get(s.name))
 
 
 # --------------------------------------------------------------------------- Avro

@@ -35,6 +35,7 @@ import uuid
 from itertools import islice
 from typing import IO, Any, Callable, Iterable, Iterator
 
+from fencewatch.state.records import EventType
 from fencewatch.streaming.ingest.consumer_offsets.mapping import ABSENT_EPOCH_MODES, Bridge, TopicNames, event_role
 from fencewatch.streaming.ingest.consumer_offsets.records import RecordDecodeError, decode, kafka_json
 from fencewatch.streaming.ingest.request_log import BATCH_LINES, RequestLogBridge, event_json, events_json_lines
@@ -429,9 +430,9 @@ def run_bridge(conf: dict[str, Any], *, topic_names: TopicNames | None = None,
 
     def track(events: list[dict[str, Any]]) -> None:
         for e in events:
-            if e["type"] == "offset_committed":
+            if e["type"] == EventType.OFFSET_COMMITTED:
                 committed.setdefault((e["topic"], e["partition"]), set()).add(e["group_id"])
-            elif e["type"] == "offset_deleted":
+            elif e["type"] == EventType.OFFSET_DELETED:
                 groups = committed.get((e["topic"], e["partition"]))
                 if groups is not None:
                     groups.discard(e["group_id"])
