@@ -8,10 +8,9 @@ Confluent's (magic byte 0, 4-byte big-endian schema id, body) and a plain body
 (:func:`encode_avro`, :func:`decode_avro`, which drops null fields, so
 ``decode_avro(encode_avro(e)) == e`` for an event without nulls).
 
-Why compiled: fastavro spends tens of microseconds per record on a schema this wide (it
-resolves every union branch by validating the datum); the generated code is several times
-faster (docs/decisions.md) and writes standard Avro, checked byte for byte against fastavro
-in the tests. Here, not in ``streaming/``, because the simulator writes what the monitor
+Why compiled: fastavro resolves every union branch by validating the datum, which on a schema
+this wide costs more than the encoding; the generated code is faster (docs/decisions.md) and
+writes standard Avro, checked byte for byte against fastavro in the tests. Here, not in ``streaming/``, because the simulator writes what the monitor
 reads and imports ``state`` only. Pure: the standard library only, no fastavro.
 """
 

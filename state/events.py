@@ -239,12 +239,12 @@ def _field_names(cls: type) -> tuple[str, ...]:
 
 def _check_classes() -> None:
     """Each class has the fields its types declare for readers (``type`` is the class itself)."""
-    check_names("state.events", EVENT_CLASSES, EventType)
+    check_names(f"{__name__}.EVENT_CLASSES", EVENT_CLASSES, EventType)
     for cls in set(EVENT_CLASSES.values()):
         declared = {n for t, c in EVENT_CLASSES.items() if c is cls for n in EVENTS[t].read_names} - {"type"}
-        check_names(f"state.events.{cls.__name__}", [n for n in _field_names(cls) if n not in _ADDED],
+        check_names(f"{__name__}.{cls.__name__}", [n for n in _field_names(cls) if n not in _ADDED],
                     sorted(declared), record=" / ".join(t for t, c in EVENT_CLASSES.items() if c is cls))
-    check_names("state.events.CommitOffset", CommitOffset._fields, PARTITION_OFFSET.names,
+    check_names(f"{__name__}.CommitOffset", CommitOffset._fields, PARTITION_OFFSET.names,
                 record=PARTITION_OFFSET.name)
 
 

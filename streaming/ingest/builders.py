@@ -81,7 +81,7 @@ def reader_for(slot: Slot) -> tuple[Callable, Any]:
         return _epochs, None
     if t == Array(PARTITION_OFFSET) and slot.required:
         return _offsets, None
-    raise RecordDrift(f"streaming.ingest.builders: no reader for field {slot.name!r} "
+    raise RecordDrift(f"{__name__}: no reader for field {slot.name!r} "
                       f"({'required' if slot.required else f'default {slot.default!r}'}) of type {t!r}")
 
 

@@ -47,7 +47,7 @@ def shared_tps(topic: str, partitions: tuple) -> tuple[tuple, tuple]:
 # The fast path's row: every declared field of a partition but the optional metadata, in this
 # order (a row with metadata, or without a leader epoch, takes the checked path).
 _FAST_ROW = ("topic", "partition", "offset", "leader_epoch")
-check_names("streaming.ingest.commit_offsets._FAST_ROW", (*_FAST_ROW, "metadata"), PARTITION_OFFSET.names,
+check_names(f"{__name__}._FAST_ROW", (*_FAST_ROW, "metadata"), PARTITION_OFFSET.names,
             record=PARTITION_OFFSET.name)
 _OFFSET_FIELDS = itemgetter(*_FAST_ROW)
 FAST_ROW_FIELDS = len(_FAST_ROW)

@@ -40,7 +40,7 @@ def _struct_type(t: FieldType) -> Any:
         return _PartitionsRow
     if t is PARTITION_OFFSET:
         return _OffsetRow
-    raise RecordDrift(f"streaming.ingest.fast_paths: no fast-path type for {t!r}")
+    raise RecordDrift(f"{__name__}: no fast-path type for {t!r}")
 
 
 def _struct(name: str, record: Record, names: tuple[str, ...], *, all_required: bool = False, **config) -> type:

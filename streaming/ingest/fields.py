@@ -135,7 +135,7 @@ def header(d: Mapping, seq: int, default_event_id: str) -> tuple[int, str, str]:
     return ts, cluster, event_id
 
 
-check_names("streaming.ingest.fields.header", ("type", "ts", "cluster", "event_id"), HEADER)
+check_names(f"{__name__}.header", ("type", "ts", "cluster", "event_id"), HEADER)
 
 
 # --------------------------------------------------------------------------- topic partitions
@@ -174,7 +174,7 @@ def topic_partitions(d: Mapping, name: str, *, required: bool = True):
     return tuple(tps), (tuple(epochs) if epochs is not None and tps else None)
 
 
-check_names("streaming.ingest.fields.topic_partitions", ("topic", "partitions", "assignment_epochs"),
+check_names(f"{__name__}.topic_partitions", ("topic", "partitions", "assignment_epochs"),
             TOPIC_PARTITIONS.names, record=TOPIC_PARTITIONS.name)
 
 
