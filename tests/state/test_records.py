@@ -4,10 +4,10 @@ these tests change a declaration (a monkeypatched copy) and see each check name 
 from __future__ import annotations
 
 import dataclasses
-import json
-from pathlib import Path
 
+import fastavro
 import pytest
+from fastavro.schema import fingerprint, to_parsing_canonical_form
 
 from fencewatch.state import events as typed
 from fencewatch.state import records
@@ -15,19 +15,12 @@ from fencewatch.state.model import POLICY_ANSWER_FIELD, Alert, PartitionJudgemen
 from fencewatch.state.records import (EVENTS, FIELDS, EventType, InputTopic, RecordDrift, alert_avro_schema,
                                       check_event, check_names, event_avro_schema)
 
-RELEASE_SCHEMA = Path(__file__).parent / "data" / "event_schema_id1.avsc"
+# SHA-256 of the Parsing Canonical Form (names, types, field order) of schema id 1 as released.
+RELEASED_SCHEMA_FINGERPRINT = "c9b9b27ab671ee2b7b5d02bd9256fe392e3b129f004f7ae36cdb75b134f5ab12"
 
 
 def _without(record: records.Record, name: str) -> records.Record:
     return dataclasses.replace(record, slots=tuple(s for s in record.slots if s.name != name))
-
-
-def _strip_docs(schema):
-    if isinstance(schema, dict):
-        return {k: _strip_docs(v) for k, v in schema.items() if k != "doc"}
-    if isinstance(schema, list):
-        return [_strip_docs(v) for v in schema]
-    return schema
 
 
 # --------------------------------------------------------------------------- the declaration itself
@@ -51,10 +44,13 @@ def test_a_field_name_has_one_type_wherever_it_appears():
 
 
 def test_the_avro_schema_is_the_one_readers_of_schema_id_1_decode_with():
-    """Bodies are decoded with the schema as it is, by position: its fields, their types, order
-    and defaults are those of the released schema id 1 (only the docs may say more)."""
-    released = json.loads(RELEASE_SCHEMA.read_text())
-    assert _strip_docs(event_avro_schema()) == _strip_docs(released)
+    """Bodies are decoded with the schema as it is, by position: its fields, their types and order
+    are those of the released schema id 1 (docs may say more), every optional one null by default."""
+    schema = event_avro_schema()
+    canonical = to_parsing_canonical_form(fastavro.parse_schema(schema))
+    assert fingerprint(canonical, "SHA-256") == RELEASED_SCHEMA_FINGERPRINT
+    for f in schema["fields"]:
+        assert f.get("default", "required") == ("required" if f["name"] in ("type", "ts") else None), f["name"]
 
 
 def test_a_field_added_to_the_declaration_changes_the_avro_schema_only_when_it_says_so(monkeypatch):
