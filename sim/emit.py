@@ -8,7 +8,8 @@ fast paths -- ``json.dumps`` of a dict costs ~10x more and would cap the
 simulator well below the rates the monitor must be benchmarked at; every
 other type goes through the dict builder and ``json.dumps``, so there is one
 definition of each event. ``tests/sim/test_emit.py`` checks the fast paths
-parse to exactly the dicts.
+parse to exactly the dicts, and that every event's keys are the declared fields of its type
+(``state.records``).
 
 Every emitted event goes to ``write(kind, key, payload)``: ``kind`` is
 :data:`HEARTBEATS` (membership) or :data:`OFFSETS` (commits and partition
@@ -24,11 +25,25 @@ from typing import Any
 
 from fencewatch.sim.coordinator import ConsumerGroupMember
 from fencewatch.sim.topology import SAFE_NAME, GroupTopology, PartitionLog
+from fencewatch.state.records import EventType
 
 __all__ = ["HEARTBEATS", "OFFSETS", "DictEmitter", "JsonEmitter", "Truth"]
 
 HEARTBEATS = 0
 OFFSETS = 1
+
+# The ``type`` of each event as a plain string (the Avro encoder takes str, not the enum).
+_MEMBER_ASSIGNMENT = EventType.MEMBER_ASSIGNMENT.value
+_MEMBER_LEFT = EventType.MEMBER_LEFT.value
+_HEARTBEAT = EventType.HEARTBEAT.value
+_CLASSIC_JOIN = EventType.CLASSIC_JOIN.value
+_CLASSIC_SYNC = EventType.CLASSIC_SYNC.value
+_GROUP_STATE = EventType.GROUP_STATE.value
+_OFFSET_COMMIT = EventType.OFFSET_COMMIT.value
+_TXN_OFFSET_COMMIT = EventType.TXN_OFFSET_COMMIT.value
+_OFFSET_COMMITTED = EventType.OFFSET_COMMITTED.value
+_OFFSET_DELETED = EventType.OFFSET_DELETED.value
+_PARTITION_EPOCHS = EventType.PARTITION_EPOCHS.value
 
 Write = Callable[[int, str, Any], None]
 
@@ -145,7 +160,7 @@ class DictEmitter:
     # ---------------------------------------------------------------- membership
 
     def heartbeat(self, ts: int, group_id: str, member_id: str, request_epoch: int, response_epoch: int, error_code: int) -> None:
-        event = self._base("heartbeat", ts, group_id)
+        event = self._base(_HEARTBEAT, ts, group_id)
         event["member_id"] = member_id
         event["request_epoch"] = request_epoch
         event["response_epoch"] = response_epoch
@@ -162,7 +177,7 @@ class DictEmitter:
         target_assignment_epoch: int,
         protocol: str = "consumer",
     ) -> None:
-        event = self._base("member_assignment", ts, group_id)
+        event = self._base(_MEMBER_ASSIGNMENT, ts, group_id)
         event["member_id"] = member.member_id
         event["protocol"] = protocol
         event["member_epoch"] = member.member_epoch
@@ -183,7 +198,7 @@ class DictEmitter:
     def member_left(
         self, ts: int, group_id: str, member_id: str, reason: str, member_epoch: int, instance_id: str | None, truth: Truth | None = None
     ) -> None:
-        event = self._base("member_left", ts, group_id)
+        event = self._base(_MEMBER_LEFT, ts, group_id)
         event["member_id"] = member_id
         event["reason"] = reason
         event["member_epoch"] = member_epoch
@@ -194,7 +209,7 @@ class DictEmitter:
         self._out(HEARTBEATS, group_id, event)
 
     def group_state(self, ts: int, group_id: str, state: str, protocol: str, truth: Truth | None = None) -> None:
-        event = self._base("group_state", ts, group_id)
+        event = self._base(_GROUP_STATE, ts, group_id)
         event["state"] = state
         event["protocol"] = protocol
         if truth is not None and self.labels:
@@ -211,7 +226,7 @@ class DictEmitter:
         topology: GroupTopology,
         truth: Truth | None = None,
     ) -> None:
-        event = self._base("classic_join", ts, group_id)
+        event = self._base(_CLASSIC_JOIN, ts, group_id)
         event["member_id"] = member_id
         event["generation"] = generation
         event["owned"] = topology.topic_partitions(owned)
@@ -223,7 +238,7 @@ class DictEmitter:
     def classic_sync(
         self, ts: int, group_id: str, generation: int, assignments: dict[str, Sequence[int]], topology: GroupTopology
     ) -> None:
-        event = self._base("classic_sync", ts, group_id)
+        event = self._base(_CLASSIC_SYNC, ts, group_id)
         event["generation"] = generation
         event["assignments"] = {m: topology.topic_partitions(parts) for m, parts in assignments.items()}
         self._out(HEARTBEATS, group_id, event)
@@ -253,7 +268,7 @@ class DictEmitter:
         layout: Any = None,
     ) -> Any:
         """Everything of a commit event but ``ts``, ``event_id`` and the offsets."""
-        event: dict[str, Any] = {"type": "txn_offset_commit" if txn is not None else "offset_commit", "ts": 0}
+        event: dict[str, Any] = {"type": _TXN_OFFSET_COMMIT if txn is not None else _OFFSET_COMMIT, "ts": 0}
         if self.cluster is not None:
             event["cluster"] = self.cluster
         event["group_id"] = group_id
@@ -305,7 +320,7 @@ class DictEmitter:
     def offset_committed(
         self, ts: int, group_id: str, log: PartitionLog, offset: int, leader_epoch: int, commit_ts: int
     ) -> None:
-        event = self._base("offset_committed", ts, group_id)
+        event = self._base(_OFFSET_COMMITTED, ts, group_id)
         event["topic"] = log.topic
         event["partition"] = log.partition
         event["offset"] = offset
@@ -314,7 +329,7 @@ class DictEmitter:
         self._out(OFFSETS, group_id, event)
 
     def offset_deleted(self, ts: int, group_id: str, log: PartitionLog, truth: Truth | None = None) -> None:
-        event = self._base("offset_deleted", ts, group_id)
+        event = self._base(_OFFSET_DELETED, ts, group_id)
         event["topic"] = log.topic
         event["partition"] = log.partition
         if truth is not None and self.labels:
@@ -322,7 +337,7 @@ class DictEmitter:
         self._out(OFFSETS, group_id, event)
 
     def partition_epochs(self, ts: int, log: PartitionLog, log_end_offset: int, truth: Truth | None = None) -> None:
-        event = self._base("partition_epochs", ts, None)
+        event = self._base(_PARTITION_EPOCHS, ts, None)
         event["topic"] = log.topic
         event["partition"] = log.partition
         event["log_start_offset"] = log.log_start_offset
@@ -346,7 +361,7 @@ class JsonEmitter(DictEmitter):
         self.write(
             HEARTBEATS,
             group_id,
-            f'{{"type":"heartbeat","ts":{ts},{self._cluster_json}"group_id":"{group_id}","event_id":"{self.prefix}{n}",'
+            f'{{"type":"{_HEARTBEAT}","ts":{ts},{self._cluster_json}"group_id":"{group_id}","event_id":"{self.prefix}{n}",'
             f'"member_id":"{member_id}","request_epoch":{request_epoch},"response_epoch":{response_epoch},'
             f'"error_code":{error_code}}}',
         )
@@ -377,7 +392,7 @@ class JsonEmitter(DictEmitter):
             tail = f',"transactional_id":"{txn[0]}","producer_id":{txn[1]},"producer_epoch":{txn[2]}'
         if truth is not None and self.labels:
             tail += ',"truth":' + truth.as_json().replace("%", "%%")
-        kind = "txn_offset_commit" if txn is not None else "offset_commit"
+        kind = _TXN_OFFSET_COMMIT if txn is not None else _OFFSET_COMMIT
         return group_id, (
             f'{{"type":"{kind}","ts":%d,{self._cluster_json}"group_id":"{group_id}","event_id":"{self.prefix}%d",'
             f'"member_id":"{member_id}","member_epoch":{member_epoch},{instance}"offsets":[{layout}],'

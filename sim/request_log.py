@@ -54,6 +54,8 @@ from collections.abc import Iterable, Sequence
 from datetime import datetime, timezone
 from typing import Any, NamedTuple
 
+from fencewatch.state.records import EventType
+
 __all__ = [
     "DEFAULT_BROKER_VERSIONS",
     "RELEASES",
@@ -66,6 +68,7 @@ __all__ = [
     "topic_id_uuid",
 ]
 
+_COMMITS = frozenset({EventType.OFFSET_COMMIT, EventType.TXN_OFFSET_COMMIT})
 OFFSET_COMMIT = 8
 TXN_OFFSET_COMMIT = 28
 CONSUMER_GROUP_HEARTBEAT = 68
@@ -319,11 +322,11 @@ class RequestLogEncoder:
         if held is not None:
             hb = held[0]
             same = event.get("group_id") == hb["group_id"] and event.get("member_id") == hb["member_id"]
-            if same and kind == "member_assignment" and len(held) == 1 and hb["error_code"] == 0:
+            if same and kind == EventType.MEMBER_ASSIGNMENT and len(held) == 1 and hb["error_code"] == 0:
                 held.append(event)
                 self.counts["member_assignment:carried"] += 1
                 return out
-            if same and kind == "member_left":
+            if same and kind == EventType.MEMBER_LEFT:
                 reason = event.get("reason")
                 if reason in ("leave", "static_leave") and hb["request_epoch"] < 0 and hb["error_code"] == 0:
                     self.counts[f"member_left:{reason}:carried"] += 1
@@ -335,10 +338,10 @@ class RequestLogEncoder:
                     return out
             out.append(self._heartbeat_line(*held))
             self._held = None
-        if kind == "heartbeat":
+        if kind == EventType.HEARTBEAT:
             self._held = [event]
             self.counts["heartbeat:encoded"] += 1
-        elif kind in ("offset_commit", "txn_offset_commit"):
+        elif kind in _COMMITS:
             out.append(self._commit_line(event))
             self.counts[f"{kind}:encoded"] += 1
         else:
@@ -376,9 +379,9 @@ class RequestLogEncoder:
             return None
         return {
             "broker": profile.release.name,
-            "offset_commit": profile.offset_commit,
-            "txn_offset_commit": self._txn_version(group_id, profile),
-            "heartbeat": profile.heartbeat,
+            EventType.OFFSET_COMMIT.value: profile.offset_commit,
+            EventType.TXN_OFFSET_COMMIT.value: self._txn_version(group_id, profile),
+            EventType.HEARTBEAT.value: profile.heartbeat,
         }
 
     def pin_group(self, group_id: str, broker: str, *, offset_commit: int | None = None,
@@ -408,21 +411,21 @@ class RequestLogEncoder:
     def _skip(self, event: dict) -> None:
         kind = event.get("type")
         group_id = event.get("group_id")
-        if kind in ("classic_join", "classic_sync"):
+        if kind in (EventType.CLASSIC_JOIN, EventType.CLASSIC_SYNC):
             self._classic.add(group_id)
             self.counts[f"{kind}:skipped"] += 1  # JoinGroup / SyncGroup: APIs 11 and 14, not decoded
-        elif kind == "group_state":
+        elif kind == EventType.GROUP_STATE:
             if event.get("protocol") == "classic":
                 self._classic.add(group_id)
             self.counts["group_state:skipped"] += 1  # the coordinator's own state, in no request
-        elif kind == "member_left":
+        elif kind == EventType.MEMBER_LEFT:
             reason = event.get("reason")
             if group_id in self._classic:
                 self.counts[f"member_left:classic_{reason}:skipped"] += 1  # LeaveGroup / classic session timeout
             else:
                 self.counts[f"member_left:{reason}:skipped"] += 1  # coordinator-side removal: no request
                 self._forget(group_id, event.get("member_id"))
-        elif kind == "member_assignment":
+        elif kind == EventType.MEMBER_ASSIGNMENT:
             self.counts["member_assignment:skipped"] += 1  # no heartbeat delivered it (never in the simulator)
         else:
             self.counts[f"{kind}:skipped"] += 1  # offset_committed, offset_deleted, partition_epochs, unknown
@@ -539,7 +542,7 @@ class RequestLogEncoder:
         """A commit's line. A client commits the same partitions at the same epoch many times: the
         bodies are built once per shape as a %-template of the offsets (as the JSON emitter does)."""
         group_id = event["group_id"]
-        txn = event["type"] == "txn_offset_commit"
+        txn = event["type"] == EventType.TXN_OFFSET_COMMIT
         member_id = event.get("member_id") or ""
         consumer = group_id not in self._classic and (member_id == "" or (group_id, member_id) in self._members)
         profile = self._profile(group_id, consumer)

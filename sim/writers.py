@@ -4,7 +4,8 @@ What lives here: writers with one method, ``write(kind, key, payload)``
 (the emitter's callback, see :mod:`fencewatch.sim.emit`), plus ``close()``:
 
 * :class:`JsonLinesWriter` -- one JSON object per line to a text stream;
-* :class:`AvroFileWriter` -- an Avro object container file of ``FencewatchEvent``;
+* :class:`AvroFileWriter` -- an Avro object container file of ``FencewatchEvent``
+  (:class:`AvroContainerWriter`, with the compiled codec of ``state.avro_codec``);
 * :class:`KafkaWriter` -- the heartbeats and offsets topics, keyed by group id
   (``topic-partition`` for partition-scoped events), JSON or Avro values
   (Confluent wire format or plain body);
@@ -18,19 +19,21 @@ alone, one flush per partition: brokers that report the high watermark as the
 base offset of the last batch + 1 (Tansu, see NOTES.md) then show every record
 to readers that trust the watermark.
 
-May import: confluent_kafka, fastavro, and fencewatch.streaming.ingest.avro.
+May import: confluent_kafka and fencewatch.state (the Avro codec of the declared events).
 """
 
 from __future__ import annotations
 
+import json
 import logging
+import os
 import time
 from collections.abc import Callable
 from typing import IO, Any
 
 from fencewatch.sim.emit import HEARTBEATS, OFFSETS
 
-__all__ = ["AvroFileWriter", "JsonLinesWriter", "KafkaWriter", "Pacer", "murmur2_partition"]
+__all__ = ["AvroContainerWriter", "AvroFileWriter", "JsonLinesWriter", "KafkaWriter", "Pacer", "murmur2_partition"]
 
 log = logging.getLogger(__name__)
 
@@ -62,12 +65,52 @@ class JsonLinesWriter:
         self.flush()
 
 
+class AvroContainerWriter:
+    """An Avro object container file of FencewatchEvent (null codec), written with the compiled encoder."""
+
+    def __init__(self, stream: IO[bytes], *, block_records: int = 4096) -> None:
+        from fencewatch.state.avro_codec import EVENT_SCHEMA, encode_body_into, write_long
+
+        self._encode = encode_body_into
+        self._write_long = write_long
+        self._stream = stream
+        self._sync = os.urandom(16)
+        self._block = bytearray()
+        self._count = 0
+        self._limit = block_records
+        header = bytearray(b"Obj\x01")
+        meta = {"avro.schema": json.dumps(EVENT_SCHEMA).encode(), "avro.codec": b"null"}
+        write_long(len(meta), header)
+        for key, value in meta.items():
+            write_long(len(key), header)
+            header += key.encode()
+            write_long(len(value), header)
+            header += value
+        header.append(0)
+        header += self._sync
+        stream.write(header)
+
+    def write(self, event: dict[str, Any]) -> None:
+        self._encode(event, self._block)
+        self._count += 1
+        if self._count >= self._limit:
+            self.flush()
+
+    def flush(self) -> None:
+        if self._count:
+            head = bytearray()
+            self._write_long(self._count, head)
+            self._write_long(len(self._block), head)
+            self._stream.write(head + self._block + self._sync)
+            self._block = bytearray()
+            self._count = 0
+        self._stream.flush()
+
+
 class AvroFileWriter:
     """Write event dicts to an Avro object container file (schema embedded, null codec)."""
 
     def __init__(self, stream: IO[bytes]) -> None:
-        from fencewatch.streaming.ingest.avro import AvroContainerWriter
-
         self._writer = AvroContainerWriter(stream)
         self.count = 0
 
@@ -132,7 +175,7 @@ class KafkaWriter:
     ) -> None:
         from confluent_kafka import KafkaException, Producer
 
-        from fencewatch.streaming.ingest.avro import encode_avro
+        from fencewatch.state.avro_codec import encode_avro
 
         if value_format not in ("json", "avro"):
             raise ValueError(f"unknown value format {value_format!r}; valid: json, avro")

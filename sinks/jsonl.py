@@ -9,12 +9,13 @@ from __future__ import annotations
 
 import json
 from functools import lru_cache
-from operator import itemgetter
+from operator import attrgetter, itemgetter
 from typing import Mapping
 
 from fencewatch.state.memo import Memo
 from fencewatch.state.model import (OUTPUT_NAMES, REQUEST_HEAD_FIELDS, REQUEST_TAIL_FIELDS, VERDICT_OUTPUT_FIELDS,
                                     Alert, CommitVerdicts, PartitionJudgement, UniformParts, Verdict)
+from fencewatch.state.records import ALERT_FIELDS
 
 _dumps = json.dumps
 
@@ -36,26 +37,32 @@ def _raw(s: str) -> str:
     return s
 
 
-# How each declared verdict field renders: (placeholder, converter). The templates below are
-# assembled from the declaration (``state.model``) at import, so a field added there and not
-# here fails at import, and the field order is the declaration's.
-_FORMATS = {
-    "event_id": ("%s", _js), "ts": ("%d", int), "cluster": ("%s", _js), "group_id": ("%s", _js),
-    "member_id": ("%s", _js), "kind": ('"%s"', _raw), "client_epoch": ("%d", int), "broker_epoch": ("%s", _ji),
-    "topic": ("%s", _js), "partition": ("%d", int), "assignment_epoch": ("%s", _ji), "revocation_epoch": ("%s", _ji),
-    "strict": ('"%s"', _raw), "member_revocation": ('"%s"', _raw), "assignment_epoch_check": ('"%s"', _raw),
-    "kip1251": ('"%s"', _raw), "cls": ('"%s"', _raw), "unsafe": ("%s", _jb), "owner_member_id": ("%s", _js),
-    "broker_error": ("%s", _js), "model_agrees": ("%s", _jb), "warming_up": ("%s", _jb),
+# How a verdict field renders, by its declared type (``state.model``): (placeholder, converter).
+# The templates below are assembled from the declaration at import, in its field order; a field
+# of a type not here fails at import, naming it.
+_FORMAT_BY_TYPE = {
+    "int": ("%d", int), "int | None": ("%s", _ji), "str": ("%s", _js), "str | None": ("%s", _js),
+    "Name": ('"%s"', _raw), "bool": ("%s", _jb), "bool | None": ("%s", _jb),
 }
+_TYPES = {name: getattr(t, "__forward_arg__", t)  # the annotation as written
+          for name, t in {**PartitionJudgement.__annotations__, **CommitVerdicts.__annotations__}.items()}
+
+
+def _format(name: str) -> tuple[str, object]:
+    try:
+        return _FORMAT_BY_TYPE[_TYPES[name]]
+    except KeyError:
+        raise TypeError(f"sinks.jsonl: no JSON format for verdict field {name!r} of type {_TYPES.get(name)!r} "
+                        f"(state.model)") from None
 
 
 def _template(names) -> str:
     """``"name":placeholder`` for each field, comma-separated, in declaration order."""
-    return ",".join('"%s":%s' % (OUTPUT_NAMES.get(n, n), _FORMATS[n][0]) for n in names)
+    return ",".join('"%s":%s' % (OUTPUT_NAMES.get(n, n), _format(n)[0]) for n in names)
 
 
 def _converters(names) -> tuple:
-    return tuple(_FORMATS[n][1] for n in names)
+    return tuple(_format(n)[1] for n in names)
 
 
 _VERDICT = "{" + _template(Verdict._fields) + "}"
@@ -227,9 +234,14 @@ def verdict_dict(v: Verdict) -> dict:
     return dict(zip(VERDICT_FIELDS, v))
 
 
+_ALERT_VALUES = attrgetter(*ALERT_FIELDS)
+
+
 def alert_dict(a: Alert) -> dict:
-    return {"alert_id": a.alert_id, "ts": a.ts, "cluster": a.cluster, "group_id": a.group_id, "kind": a.kind,
-            "severity": a.severity, "summary": a.summary, "details": dict(sorted(a.details.items()))}
+    """The alert's fields in declaration order (``state.model.Alert``); ``details`` sorted by key."""
+    record = dict(zip(ALERT_FIELDS, _ALERT_VALUES(a)))
+    record["details"] = dict(sorted(a.details.items()))
+    return record
 
 
 def alert_json(a: Alert) -> str:

@@ -32,22 +32,11 @@ from typing import Callable, Iterable, Mapping, Protocol
 
 import fastavro
 
+from fencewatch.state.records import alert_avro_schema
+
 log = logging.getLogger(__name__)
 
-ALERT_SCHEMA = fastavro.parse_schema({
-    "type": "record", "name": "FencewatchAlert", "namespace": "io.fencewatch",
-    "doc": "An alert (SPEC 8); alert_id is deterministic: the same input gives the same id.",
-    "fields": [
-        {"name": "alert_id", "type": "string"},
-        {"name": "ts", "type": "long"},
-        {"name": "cluster", "type": "string"},
-        {"name": "group_id", "type": "string"},
-        {"name": "kind", "type": "string"},
-        {"name": "severity", "type": "string"},
-        {"name": "summary", "type": "string"},
-        {"name": "details", "type": {"type": "map", "values": "string"}},
-    ],
-})
+ALERT_SCHEMA = fastavro.parse_schema(alert_avro_schema())  # from ``state.model.Alert``
 ALERT_SCHEMA_ID = 2  # the Confluent wire-format id we stamp (the input event schema is 1)
 _HEADER = struct.Struct(">bI")
 # The producer settings the writer chooses (no secrets among them), kept for tests and logs.

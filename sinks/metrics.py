@@ -22,6 +22,7 @@ from typing import Mapping
 from fencewatch.sinks.group_limiter import OTHER, GroupKey, GroupLimiter  # noqa: F401  (imported from here)
 from fencewatch.sinks.health import HealthConfig
 from fencewatch.state.model import AlertKind, CommitClass, Policy, Severity
+from fencewatch.state.records import EventType
 
 PREFIX = "fencewatch_"
 
@@ -31,20 +32,7 @@ HISTOGRAM = "histogram"
 
 # ----------------------------------------------------------------- closed enums
 
-EVENT_TYPES = (
-    "member_assignment",
-    "member_left",
-    "heartbeat",
-    "classic_join",
-    "classic_sync",
-    "group_state",
-    "offset_commit",
-    "txn_offset_commit",
-    "offset_committed",
-    "offset_deleted",
-    "partition_epochs",
-    "unknown",
-)
+EVENT_TYPES = (*(t.value for t in EventType), "unknown")
 """contract §1 event types; any other `type` is counted as `unknown` (and skipped by the rules)."""
 
 SOURCES = ("heartbeats", "offsets", "file", OTHER)

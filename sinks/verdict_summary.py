@@ -20,6 +20,10 @@ def attr_getter(obj: Any) -> Callable[[str], Any]:
     return lambda name: getattr(obj, name, None)
 
 
+_SHAPE_FIELDS = VerdictShape._fields  # read from a record by these names; ``cls`` is ``class`` in dicts
+_CLUSTER_AT, _CLASS_AT, _UNSAFE_AT = (_SHAPE_FIELDS.index(f) for f in ("cluster", "cls", "unsafe"))
+
+
 def summarize_verdicts(verdicts: Iterable[Any], broker_policy: str = "strict") -> tuple[Counter, Counter, list]:
     """Verdict records -> (VerdictShape counts, RequestFacts counts, malformed records): what
     ``state.status.summarize_commit_verdicts`` makes of ``CommitVerdicts``, for records that come
@@ -40,9 +44,11 @@ def summarize_verdicts(verdicts: Iterable[Any], broker_policy: str = "strict") -
         else:
             bad.append((v, TypeError(f"not a verdict record: {type(v).__name__}")))
             continue
-        shape = VerdictShape(get("cluster") or DEFAULT_CLUSTER, get("group_id"), get("kind"), get("strict"),
-                             get("member_revocation"), get("assignment_epoch_check"), get("kip1251"), cls,
-                             bool(get("unsafe")), get("model_agrees"))
+        values = [get(f) for f in _SHAPE_FIELDS]
+        values[_CLUSTER_AT] = values[_CLUSTER_AT] or DEFAULT_CLUSTER
+        values[_CLASS_AT] = cls
+        values[_UNSAFE_AT] = bool(values[_UNSAFE_AT])
+        shape = VerdictShape._make(values)
         shapes[shape] += 1
         broker_error = get("broker_error")
         if broker_error is None and shape.kind != "txn_commit":

@@ -1,7 +1,10 @@
 """Typed input events (contract §1): what the coordinator saw, one class per ``type``.
 
-``streaming.decoding`` builds these from JSON/Avro; the rules only ever see
-these classes. ``seq`` is the input order, the tie-breaker after ``ts``.
+``streaming.ingest`` builds these from JSON/Avro; the rules only ever see these classes.
+Their fields are the declared ones (``records.EVENTS``), checked at import
+(:data:`EVENT_CLASSES`), plus what decoding adds: ``seq`` is the input order, the
+tie-breaker after ``ts``; ``transactional`` tells the two commit types apart; assignment
+epochs come out of the partition lists as columns of their own.
 """
 from __future__ import annotations
 
@@ -9,6 +12,7 @@ from dataclasses import dataclass
 from typing import Iterable, NamedTuple
 
 from fencewatch.state.model import MemberState, Protocol, TopicPartition
+from fencewatch.state.records import EVENTS, PARTITION_OFFSET, EventType, check_names
 
 
 class CommitOffset(NamedTuple):
@@ -214,3 +218,34 @@ class PartitionEpochs:
 GroupEvent = (MemberAssignment | MemberLeft | Heartbeat | ClassicJoin | ClassicSync
               | GroupStateChange | OffsetCommit | OffsetCommitted | OffsetDeleted)
 Event = GroupEvent | PartitionEpochs
+
+
+EVENT_CLASSES: dict[EventType, type] = {
+    EventType.MEMBER_ASSIGNMENT: MemberAssignment, EventType.MEMBER_LEFT: MemberLeft,
+    EventType.HEARTBEAT: Heartbeat, EventType.CLASSIC_JOIN: ClassicJoin, EventType.CLASSIC_SYNC: ClassicSync,
+    EventType.GROUP_STATE: GroupStateChange, EventType.OFFSET_COMMIT: OffsetCommit,
+    EventType.TXN_OFFSET_COMMIT: OffsetCommit, EventType.OFFSET_COMMITTED: OffsetCommitted,
+    EventType.OFFSET_DELETED: OffsetDeleted, EventType.PARTITION_EPOCHS: PartitionEpochs,
+}
+"""The class each event type decodes to (both commit types share :class:`OffsetCommit`)."""
+
+# Fields decoding adds to the declared ones (see the module docstring).
+_ADDED = {"seq", "transactional", "assigned_epochs", "pending_epochs"}
+
+
+def _field_names(cls: type) -> tuple[str, ...]:
+    return cls._fields if hasattr(cls, "_fields") else cls.__dataclass_fields__.keys()
+
+
+def _check_classes() -> None:
+    """Each class has the fields its types declare for readers (``type`` is the class itself)."""
+    check_names(f"{__name__}.EVENT_CLASSES", EVENT_CLASSES, EventType)
+    for cls in set(EVENT_CLASSES.values()):
+        declared = {n for t, c in EVENT_CLASSES.items() if c is cls for n in EVENTS[t].read_names} - {"type"}
+        check_names(f"{__name__}.{cls.__name__}", [n for n in _field_names(cls) if n not in _ADDED],
+                    sorted(declared), record=" / ".join(t for t, c in EVENT_CLASSES.items() if c is cls))
+    check_names(f"{__name__}.CommitOffset", CommitOffset._fields, PARTITION_OFFSET.names,
+                record=PARTITION_OFFSET.name)
+
+
+_check_classes()

@@ -20,7 +20,7 @@ from fencewatch.state.assignment import Member
 from fencewatch.state.fencing import POLICY_ORDER, PreCheck, classify, evaluate, is_unsafe, rejection_error
 from fencewatch.state.memo import Memo
 from fencewatch.state.model import (CommitClass, KafkaError, POLICY_ANSWER_FIELD, PartitionJudgement, Policy, Protocol,
-                    TopicPartition, TRANSIENT_ERRORS, UniformParts)
+                    TopicPartition, TRANSIENT_ERRORS, UniformParts, verdict_part)
 
 _new_tuple = tuple.__new__  # NamedTuples without their Python-level __new__ (hot path)
 
@@ -72,16 +72,11 @@ def held_by_member_alone(own: Ownership, member: Member, tps: tuple[TopicPartiti
 
 # --------------------------------------------------------------------------- per partition
 
-class Outcome(NamedTuple):
-    """Every policy's answer for one partition (error names, "NONE" when accepted), the class
-    and whether a policy accepts it unsafely: what a few epochs decide, shared by partitions."""
-
-    strict: str
-    member_revocation: str
-    assignment_epoch_check: str
-    kip1251: str
-    cls: str
-    unsafe: bool
+_ANSWER_FIELDS = tuple(POLICY_ANSWER_FIELD[p] for p in POLICY_ORDER)
+Outcome = verdict_part(
+    "Outcome", (*_ANSWER_FIELDS, "cls", "unsafe"), module=__name__,
+    doc="""Every policy's answer for one partition (error names, "NONE" when accepted), the class
+    and whether a policy accepts it unsafely: what a few epochs decide, shared by partitions.""")
 
 
 # The policies' answers depend only on these few numbers, and a group's partitions share
@@ -107,6 +102,12 @@ def outcome(c: int, b: int, rev: int, ae: int | None, rej: str, held_by_other: b
     return found
 
 
+# Judgements are built by position: (topic, partition, assignment epoch, revocation epoch, *outcome, owner).
+if PartitionJudgement._fields[4:-1] != Outcome._fields:
+    raise TypeError(f"state.model.PartitionJudgement's fields {PartitionJudgement._fields[4:-1]} no longer follow "
+                    f"the outcome's {Outcome._fields} (state.judging builds judgements by position)")
+
+
 def judge_partition(own: Ownership, member: Member, c: int, tp: TopicPartition, rej: str) -> PartitionJudgement:
     """Every policy's answer for one partition of a known member."""
     holder, other_ae = other_holders(own, tp, member.member_id)
@@ -118,19 +119,12 @@ def judge_partition(own: Ownership, member: Member, c: int, tp: TopicPartition, 
 
 # --------------------------------------------------------------------------- per request
 
-class PolicyAnswers(NamedTuple):
-    """Each policy's answer for a whole request: Kafka fails it on its first bad partition."""
-
-    strict: KafkaError
-    member_revocation: KafkaError
-    assignment_epoch_check: KafkaError
-    kip1251: KafkaError
-
-
-assert PolicyAnswers._fields == tuple(POLICY_ANSWER_FIELD[p] for p in POLICY_ORDER)
+PolicyAnswers = NamedTuple("PolicyAnswers", [(f, KafkaError) for f in _ANSWER_FIELDS])
+PolicyAnswers.__doc__ = "Each policy's answer for a whole request: Kafka fails it on its first bad partition."
 POLICY_ANSWER: dict[Policy, attrgetter] = {p: attrgetter(f) for p, f in POLICY_ANSWER_FIELD.items()}
 """policy -> its answer in a ``PolicyAnswers`` (or a ``PartitionJudgement``)."""
 _NO_ERRORS = PolicyAnswers(*(KafkaError.NONE,) * 4)
+_ANSWERS = attrgetter(*PolicyAnswers._fields)  # a judgement's answers, in ``PolicyAnswers`` order
 
 
 class RequestJudgement(NamedTuple):
@@ -190,7 +184,7 @@ def _summarise(parts: tuple[PartitionJudgement, ...], tps) -> RequestJudgement:
             avoidable_tps.append(tp)
         if pj.unsafe:
             unsafe_tps.append(tp)
-        for i, r in enumerate((pj.strict, pj.member_revocation, pj.assignment_epoch_check, pj.kip1251)):
+        for i, r in enumerate(_ANSWERS(pj)):
             if r != "NONE" and first_error[i] is None:
                 first_error[i] = KafkaError(r)
     answers = PolicyAnswers(*(e if e is not None else KafkaError.NONE for e in first_error))

@@ -165,6 +165,11 @@ class Severity(str, enum.Enum):
 
 # --------------------------------------------------------------------------- outputs
 
+Name = str
+"""A verdict field holding a plain name from a closed set (an error name, a class, a kind):
+writers need not escape it."""
+
+
 class PartitionJudgement(NamedTuple):
     """The per-partition part of a verdict: what every policy says for one partition of one
     member at one client epoch. It only changes when membership does, so groups cache it.
@@ -175,22 +180,24 @@ class PartitionJudgement(NamedTuple):
     partition: int
     assignment_epoch: int | None
     revocation_epoch: int | None
-    strict: str  # the policies' answers: an error name, "NONE" when accepted
-    member_revocation: str
-    assignment_epoch_check: str
-    kip1251: str
-    cls: str  # CommitClass value; serialised as "class"
+    strict: Name  # the policies' answers: an error name, "NONE" when accepted
+    member_revocation: Name
+    assignment_epoch_check: Name
+    kip1251: Name
+    cls: Name  # CommitClass value; serialised as "class"
     unsafe: bool
     owner_member_id: str | None
 
 
-POLICY_ANSWER_FIELD: dict[Policy, str] = {
-    Policy.STRICT: "strict",
-    Policy.MEMBER_REVOCATION: "member_revocation",
-    Policy.ASSIGNMENT_EPOCH: "assignment_epoch_check",
-    Policy.KIP1251: "kip1251",
-}
+# A policy's answer is in the field of its name, but assignment_epoch's: that name is the partition's epoch.
+_ANSWER_FIELD_RENAMED = {Policy.ASSIGNMENT_EPOCH: "assignment_epoch_check"}
+POLICY_ANSWER_FIELD: dict[Policy, str] = {p: _ANSWER_FIELD_RENAMED.get(p, p.value) for p in Policy}
 """The ``PartitionJudgement`` field that holds each policy's answer."""
+POLICY_ANSWERS: tuple[str, ...] = tuple(POLICY_ANSWER_FIELD.values())
+"""The policies' answer fields, in ``Policy`` order."""
+if not set(POLICY_ANSWERS) <= set(PartitionJudgement._fields):
+    raise TypeError(f"PartitionJudgement lacks a policy's answer field: "
+                    f"{sorted(set(POLICY_ANSWERS) - set(PartitionJudgement._fields))}")
 
 
 class UniformParts(tuple):
@@ -214,7 +221,7 @@ class CommitVerdicts(NamedTuple):
     cluster: str
     group_id: str
     member_id: str
-    kind: str  # commit | txn_commit
+    kind: Name  # commit | txn_commit
     client_epoch: int
     broker_epoch: int | None
     broker_error: str | None
@@ -239,6 +246,22 @@ REQUEST_TAIL_FIELDS = CommitVerdicts._fields[_HEAD_END:_TAIL_END]
 
 def _annotated(cls, names) -> list[tuple[str, object]]:
     return [(n, cls.__annotations__[n]) for n in names]
+
+
+def verdict_part(name: str, names: tuple[str, ...], doc: str, module: str,
+                 extra: tuple[tuple[str, object], ...] = ()) -> type:
+    """A NamedTuple of some verdict fields (``names``), typed as the declaration types them, then
+    ``extra`` fields of its own: for rules and counters that carry part of a verdict, so they
+    never spell its fields out again. ``module``: the caller's ``__name__``, where pickle finds
+    the class by ``name``."""
+    fields = {**PartitionJudgement.__annotations__, **CommitVerdicts.__annotations__}
+    unknown = [n for n in names if n not in fields]
+    if unknown:
+        raise TypeError(f"{name}: {unknown} are not verdict fields (state.model.PartitionJudgement, CommitVerdicts)")
+    part = NamedTuple(name, [(n, fields[n]) for n in names] + list(extra))
+    part.__doc__ = doc
+    part.__module__ = module
+    return part
 
 
 Verdict = NamedTuple("Verdict", _annotated(CommitVerdicts, REQUEST_HEAD_FIELDS)

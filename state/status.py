@@ -12,14 +12,14 @@ from collections import Counter
 from dataclasses import fields
 from itertools import chain
 from operator import attrgetter
-from typing import Iterable, NamedTuple
+from typing import Iterable
 
 from fencewatch.state.judging import commit_stored
 from fencewatch.state.membership import derived_state
-from fencewatch.state.model import CommitVerdicts, POLICY_ANSWER_FIELD, Policy, UniformParts
+from fencewatch.state.model import (POLICY_ANSWER_FIELD, POLICY_ANSWERS, CommitVerdicts, Policy, UniformParts,
+                                    verdict_part)
 from fencewatch.state.offsets import OffsetStore, committed_offsets, deadlines
-
-DEFAULT_CLUSTER = "default"  # the cluster label of a verdict without one
+from fencewatch.state.records import DEFAULT_CLUSTER  # also the cluster label of a verdict without one
 
 
 def status(g: OffsetStore, cfg) -> dict:
@@ -40,37 +40,20 @@ def status(g: OffsetStore, cfg) -> dict:
 
 # --------------------------------------------------------------------------- verdicts, summarised
 
-class VerdictShape(NamedTuple):
-    """What metrics count a verdict record by: all its labels (``cls`` is ``class``)."""
-
-    cluster: str
-    group_id: str | None
-    kind: str | None
-    strict: str | None
-    member_revocation: str | None
-    assignment_epoch_check: str | None
-    kip1251: str | None
-    cls: str | None
-    unsafe: bool
-    model_agrees: bool | None
+_PART_FIELDS = (*POLICY_ANSWERS, "cls", "unsafe")  # what a partition's judgement adds to a shape
+VerdictShape = verdict_part(
+    "VerdictShape", ("cluster", "group_id", "kind", *_PART_FIELDS, "model_agrees"), module=__name__,
+    doc="""What metrics count a verdict record by: all its labels (``cls`` is ``class``). Records
+    read back from a topic or a file may lack fields: any of them may be None but ``unsafe``.""")
 
 
-POLICY_ANSWERS = tuple(POLICY_ANSWER_FIELD[p] for p in Policy)
-"""The shape's policy answer fields, in ``Policy`` order."""
-assert VerdictShape._fields[3:7] == POLICY_ANSWERS
-
-
-class RequestFacts(NamedTuple):
-    """What metrics count a commit request by (one per request with a broker answer, or
+RequestFacts = verdict_part(
+    "RequestFacts", ("cluster", "group_id", "kind", "broker_error"), module=__name__,
+    extra=(("aborted", bool),  # a transactional request the broker did not store
+           ("avoidable", bool)),  # ... that kip1251 accepts
+    doc="""What metrics count a commit request by (one per request with a broker answer, or
     transactional): the broker's answer, and whether the transaction aborted (the broker
-    did not store it: :func:`judging.commit_stored`) although KIP-1251 would have accepted it."""
-
-    cluster: str
-    group_id: str | None
-    kind: str | None
-    broker_error: str | None
-    aborted: bool  # a transactional request the broker did not store
-    avoidable: bool  # ... that kip1251 accepts
+    did not store it: :func:`judging.commit_stored`) although KIP-1251 would have accepted it.""")
 
 
 def request_facts(cluster: str, group_id, kind, broker_error: str | None, predicted: str,
@@ -125,16 +108,15 @@ def summarize_commit_verdicts(commits: Iterable[CommitVerdicts], broker_policy: 
         for shape, n in Counter(map(_PART_SHAPE, chain.from_iterable(lists))).items():
             raw[head, shape] += n
     shapes: Counter = Counter()
-    for ((cluster, group_id, kind, agrees), (strict, revocation, epoch_check, kip1251, cls, unsafe)), n in raw.items():
-        shapes[VerdictShape(cluster, group_id, kind, strict, revocation, epoch_check, kip1251, cls, bool(unsafe),
-                            agrees)] += n
+    for ((cluster, group_id, kind, agrees), (*part, unsafe)), n in raw.items():
+        shapes[VerdictShape(cluster, group_id, kind, *part, bool(unsafe), agrees)] += n
     requests: Counter = Counter()
     for key, n in raw_requests.items():
         requests[request_facts(*key)] += n
     return shapes, requests
 
 
-_PART_SHAPE = attrgetter("strict", "member_revocation", "assignment_epoch_check", "kip1251", "cls", "unsafe")
+_PART_SHAPE = attrgetter(*_PART_FIELDS)
 """A partition judgement's part of its :class:`VerdictShape`."""
-_KIP1251 = attrgetter("kip1251")
+_KIP1251 = attrgetter(POLICY_ANSWER_FIELD[Policy.KIP1251])
 _NONE = "NONE"

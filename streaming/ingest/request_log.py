@@ -74,6 +74,7 @@ from typing import Annotated, Any, Callable, ClassVar, Mapping, Sequence
 import msgspec
 from msgspec import UNSET, UnsetType
 
+from fencewatch.state.records import PARTITION_OFFSET, EventType, check_names, check_written
 from fencewatch.streaming.ingest.consumer_offsets.mapping import TopicNames
 from fencewatch.streaming.ingest.consumer_offsets.records import parse_topic_id, uuid_to_standard_string
 
@@ -264,36 +265,36 @@ class Event(msgspec.Struct, tag_field="type", gc=False):
     member_id: str
 
 
-class Heartbeat(Event, tag="heartbeat"):
-    kind: ClassVar[str] = "heartbeat"
+class Heartbeat(Event, tag=EventType.HEARTBEAT.value):
+    kind: ClassVar[str] = EventType.HEARTBEAT.value
     request_epoch: int
     response_epoch: int
     error_code: int
 
 
-class OffsetCommit(Event, tag="offset_commit"):
-    kind: ClassVar[str] = "offset_commit"
+class OffsetCommit(Event, tag=EventType.OFFSET_COMMIT.value):
+    kind: ClassVar[str] = EventType.OFFSET_COMMIT.value
     member_epoch: int
     instance_id: str | UnsetType
     offsets: list[Offset]
     error_code: int | UnsetType  # UNSET: partitions the response does not list
 
 
-class TxnOffsetCommit(OffsetCommit, tag="txn_offset_commit"):
-    kind: ClassVar[str] = "txn_offset_commit"
+class TxnOffsetCommit(OffsetCommit, tag=EventType.TXN_OFFSET_COMMIT.value):
+    kind: ClassVar[str] = EventType.TXN_OFFSET_COMMIT.value
     transactional_id: str
     producer_id: int
     producer_epoch: int
 
 
-class MemberLeft(Event, tag="member_left"):
-    kind: ClassVar[str] = "member_left"
+class MemberLeft(Event, tag=EventType.MEMBER_LEFT.value):
+    kind: ClassVar[str] = EventType.MEMBER_LEFT.value
     reason: str
     instance_id: str | UnsetType
 
 
-class MemberAssignment(Event, tag="member_assignment"):
-    kind: ClassVar[str] = "member_assignment"
+class MemberAssignment(Event, tag=EventType.MEMBER_ASSIGNMENT.value):
+    kind: ClassVar[str] = EventType.MEMBER_ASSIGNMENT.value
     protocol: str
     member_epoch: int
     previous_member_epoch: int | UnsetType
@@ -301,6 +302,17 @@ class MemberAssignment(Event, tag="member_assignment"):
     pending_revocation: list[dict[str, Any]] | None  # None (carry=False): derive it
     subscribed_topics: list[str] | UnsetType
     instance_id: str | UnsetType
+
+
+def _check_structs() -> None:
+    """Each struct writes declared fields of its type (``state.records``), every required one among them."""
+    for struct in (Heartbeat, OffsetCommit, TxnOffsetCommit, MemberLeft, MemberAssignment):
+        check_written(f"{__name__}.{struct.__name__}", struct.__struct_config__.tag,
+                      ("type", *struct.__struct_fields__))
+    check_names(f"{__name__}.Offset", Offset.__struct_fields__, PARTITION_OFFSET.names, record=PARTITION_OFFSET.name)
+
+
+_check_structs()
 
 
 _ENCODE = msgspec.json.Encoder().encode

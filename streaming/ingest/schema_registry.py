@@ -115,7 +115,7 @@ class RegistryEventDecoder:
         if self._deserializer is None:
             from confluent_kafka.schema_registry.avro import AvroDeserializer
 
-            from fencewatch.streaming.ingest.avro import EVENT_SCHEMA
+            from fencewatch.state.avro_codec import EVENT_SCHEMA
 
             if self._client is None:
                 self._client = _new_client(self._client_conf)

@@ -25,6 +25,7 @@ import uuid
 from collections import Counter
 from typing import Any, Callable, Iterator
 
+from fencewatch.state.records import EventType
 from fencewatch.streaming.ingest.consumer_offsets.mapping import Bridge, TopicNames, event_role
 from fencewatch.streaming.ingest.consumer_offsets.records import RecordDecodeError
 from fencewatch.streaming.ingest.request_log import BATCH_LINES, RequestLogBridge, event_json
@@ -205,9 +206,9 @@ class _Committed:
 
     def track(self, events: list[dict[str, Any]]) -> None:
         for e in events:
-            if e["type"] == "offset_committed":
+            if e["type"] == EventType.OFFSET_COMMITTED:
                 self.groups.setdefault((e["topic"], e["partition"]), set()).add(e["group_id"])
-            elif e["type"] == "offset_deleted":
+            elif e["type"] == EventType.OFFSET_DELETED:
                 groups = self.groups.get((e["topic"], e["partition"]))
                 if groups is not None:
                     groups.discard(e["group_id"])

@@ -24,6 +24,7 @@ from collections import Counter
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
+from fencewatch.state.records import EventType
 from fencewatch.streaming.config import settings as cfgmod
 
 log = logging.getLogger(__name__)
@@ -960,7 +961,7 @@ def _cmd_demo(args: argparse.Namespace) -> int:
                                                b'"requestHeader":{"requestApiKey":8,"requestApiVersion":9')
                     else:
                         producer.produce(cfg.streaming.offsets_topic,
-                                         value=json.dumps({"type": "offset_commit", "ts": "not-a-time", "n": n}).encode())
+                                         value=json.dumps({"type": EventType.OFFSET_COMMIT.value, "ts": "not-a-time", "n": n}).encode())
                     producer.flush(5)
                     n += 1
 

@@ -20,10 +20,12 @@ from typing import Callable, Iterator, Mapping
 
 import pandas as pd
 
+from fencewatch.state.records import EventType
+
 log = logging.getLogger(__name__)
 
 SOURCE = "request_log"
-MEMBERSHIP = frozenset({"member_assignment", "member_left"})
+MEMBERSHIP = frozenset({EventType.MEMBER_ASSIGNMENT, EventType.MEMBER_LEFT})
 COLUMNS = ("value", "seq", "event_id", "coords", "source", "record_ts", "bad_reason")
 SCHEMA = ("value binary, seq long, event_id string, coords string, source string, record_ts long, "
           "bad_reason string")

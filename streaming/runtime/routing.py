@@ -35,8 +35,9 @@ import msgspec
 from fencewatch.state.engine import _by_topic, columns_by_topic, route
 from fencewatch.state.events import OffsetCommit
 
-from fencewatch.streaming.ingest.events import (DecodeError, UnknownType, _TxnCommitLine as _TXN_LINE, _typed_event, avro_record_dict, bounded,
-                       commit_line, decode_accepted_json, decode_json_line, event_from_dict, event_type, oversized)
+from fencewatch.streaming.ingest.events import (DecodeError, UnknownType, avro_record_dict, bounded, commit_line,
+                                                decode_accepted_json, decode_json_line, event_from_dict, event_type,
+                                                oversized, typed_event)
 from fencewatch.streaming.runtime.gc_pause import no_cyclic_gc
 from fencewatch.streaming.runtime.columns import DLQ_KEY, ROUTED
 
@@ -197,7 +198,7 @@ def _route(records: Iterable[tuple], check: Callable, caught_up: bool | None) ->
             gk = group_keys.get((cluster, group_id))
             if gk is None:
                 gk = group_keys[(cluster, group_id)] = key_string(("g", cluster, group_id))
-            etype = "txn_offset_commit" if type(c) is _TXN_LINE else "offset_commit"
+            etype = c.event_type
             slot = slots.get(gk)
             if slot is None:
                 slots[gk] = [[(seq, ts, value, eid)], ts, {etype: 1}]
@@ -314,7 +315,7 @@ def decode_released(pkey: tuple, ready: list, dead: list) -> list:
     is_group = pkey[0] == "g"
     bucket = is_bucket(pkey)
     own = key_string(pkey) if bucket else None
-    typed = _typed_event
+    typed = typed_event
     for entry in ready:
         payload = entry[2]
         if type(payload) is not tuple or len(payload) != 2 or type(payload[0]) is not bytes:

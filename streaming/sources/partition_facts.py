@@ -31,6 +31,8 @@ from __future__ import annotations
 import logging
 from typing import Any, Callable, Iterable, Mapping
 
+from fencewatch.state.records import EventType
+
 __all__ = ["epoch_starts", "PartitionFactsPoller", "build_epochs"]
 
 log = logging.getLogger(__name__)
@@ -161,7 +163,7 @@ class PartitionFactsPoller:
                         consumer = self._consumer()
                     epoch_at = _consumer_probe(consumer, t, p, self.timeout_s)
                 epochs = build_epochs(e.offset, start_epoch, l.offset, end_epoch, epoch_at, self.probe_budget)
-                event: dict[str, Any] = {"type": "partition_epochs", "ts": ts_ms}
+                event: dict[str, Any] = {"type": EventType.PARTITION_EPOCHS.value, "ts": ts_ms}
                 if self.cluster is not None:
                     event["cluster"] = self.cluster
                 event.update(event_id=f"partition_epochs/{t}/{p}/{ts_ms}", topic=t, partition=p,

@@ -448,7 +448,9 @@ def test_offset_commit_fast_path_falls_back_on_truncation():
 
 
 def test_bridged_events_decode_with_the_monitors_own_decoder():
-    """Every event type the bridge writes passes streaming.decoding (the run/replay input path)."""
+    """Every event type the bridge writes passes streaming.decoding (the run/replay input path), and
+    writes the declared fields of its type (``state.records``: a renamed key fails, naming it)."""
+    from fencewatch.state.records import check_event
     from fencewatch.streaming.ingest.events import event_from_dict
 
     b = Bridge(NAMES)
@@ -466,6 +468,7 @@ def test_bridged_events_decode_with_the_monitors_own_decoder():
     for i, e in enumerate(events):
         decoded = event_from_dict(e, seq=i, default_event_id=str(i), coords=f"line {i}")
         assert type(decoded).__name__ not in ("DecodeError", "UnknownType"), (e, decoded)
+        check_event("bridge", e)
         types.add(e["type"])
     assert types == {"member_assignment", "member_left", "group_state", "offset_committed", "offset_deleted",
                      "classic_join", "classic_sync"}

@@ -11,6 +11,7 @@ import sys
 
 import pytest
 
+from fencewatch.state.records import check_event
 from fencewatch.streaming.ingest.request_log import RequestLogBridge
 from make_request_log_golden import CONFIGS, GOLDEN, ROOT
 from request_log_lines import heartbeat, log_line, offset_commit
@@ -34,6 +35,20 @@ def test_outputs_equal_the_recorded_ones(run):
         assert json.dumps(got) == json.dumps(want), (n, case["line"][:200])
     assert dict(sorted(b.counts.items())) == run["counts"]
     assert [list(p) for p in b.problems] == run["problems"]
+
+
+@pytest.mark.parametrize("run", RUNS, ids=[json.dumps(r["config"]) for r in RUNS])
+def test_every_event_written_is_declared(run):
+    """The bridge's output structs write the declared fields of their type (``state.records``;
+    checked at import by name, here on every event of the corpus, nested records too)."""
+    b = RequestLogBridge(HEAD["names"], **run["config"])
+    types = set()
+    for n, case in enumerate(HEAD["cases"]):
+        line = case["line"].encode() if case["bytes"] else case["line"]
+        for e in b.map_line(line, str(n), ts=case["ts"]):
+            check_event(f"request log line {n}", e)
+            types.add(e["type"])
+    assert {"heartbeat", "offset_commit", "txn_offset_commit", "member_assignment", "member_left"} <= types
 
 
 def test_the_corpus_covers_the_paths():

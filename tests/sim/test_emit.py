@@ -13,15 +13,12 @@ from fencewatch.sim.emit import DictEmitter, JsonEmitter, Truth
 from fencewatch.sim.engine import SimConfig, Simulator
 from fencewatch.sim.profiles import profile
 from fencewatch.sim.topology import PartitionLog
-from fencewatch.streaming.ingest.avro import (
-    PARSED_SCHEMA,
-    AvroContainerWriter,
-    AvroWireError,
-    decode_avro,
-    decode_body,
-    encode_avro,
-    encode_body,
-)
+from fencewatch.sim.writers import AvroContainerWriter
+from fencewatch.state.records import EventType, RecordDrift, check_event
+from fencewatch.state.avro_codec import AvroWireError, decode_avro, decode_body, encode_avro, encode_body
+from fencewatch.streaming.ingest.avro import parsed_schema
+
+PARSED_SCHEMA = parsed_schema()
 
 
 def run(config: SimConfig, emitter_class):
@@ -58,6 +55,33 @@ def test_json_lines_parse_to_exactly_the_dict_events(options):
         assert (kind_d, key_d) == (kind_j, key_j)
         types.add(event["type"])
     assert {"heartbeat", "offset_commit", "txn_offset_commit", "member_assignment", "classic_join"} <= types
+
+
+def test_every_simulated_event_writes_the_declared_fields_of_its_type():
+    """The emitters (dicts, and the JSON fast paths) write each type's declared fields
+    (``state.records``), every required one, nested records too: a field renamed on either
+    side fails here, naming it. Every type the simulator writes is covered."""
+    knobs = dataclasses.replace(profile("mixed"), eos_fraction=0.3, groups=6, committed_records=True)
+    config = SimConfig(knobs=knobs, seed=9, duration_ms=1_200_000, assignment_epochs=True, cluster="east-1")
+    written = set()
+    for emitter_class in (DictEmitter, JsonEmitter):
+        payloads = run(config, emitter_class)
+        # Expiry takes a stopped group and days of retention: its tombstone is emitted directly.
+        emitter_class(lambda *out: payloads.append(out), cluster="east-1").offset_deleted(
+            1, "g", PartitionLog("t", 0, 0, 0, 1), Truth("expired", "retention"))
+        for _, _, payload in payloads:
+            event = payload if isinstance(payload, dict) else json.loads(payload)
+            check_event(emitter_class.__name__, event)
+            written.add(event["type"])
+    assert written == set(EventType)
+
+
+def test_a_field_the_declaration_lacks_is_named():
+    with pytest.raises(RecordDrift, match="'request_epok' is not a declared field of heartbeat"):
+        check_event("sim", {"type": "heartbeat", "ts": 1, "group_id": "g", "member_id": "m", "request_epok": 1})
+    with pytest.raises(RecordDrift, match="required field 'start_offset' of EpochEntry is missing"):
+        check_event("sim", {"type": "partition_epochs", "ts": 1, "topic": "t", "partition": 0,
+                            "log_end_offset": 5, "epochs": [{"epoch": 1}]})
 
 
 def test_truth_json_is_the_dict():

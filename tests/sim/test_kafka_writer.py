@@ -12,7 +12,7 @@ from fencewatch.sim.command import run_simulation
 from fencewatch.sim.engine import SimConfig, simulate
 from fencewatch.sim.profiles import profile
 from fencewatch.sim.writers import murmur2_partition
-from fencewatch.streaming.ingest.avro import decode_avro
+from fencewatch.state.avro_codec import decode_avro
 
 pytestmark = pytest.mark.broker
 

@@ -11,8 +11,11 @@ import json
 
 from hypothesis import example, given, settings, strategies as st
 
-from fencewatch.state.events import CommitOffset, CommitOffsets, MemberAssignment
+from fencewatch.state.events import CommitOffset, CommitOffsets, MemberAssignment, OffsetCommit
+from fencewatch.streaming.ingest import commit_offsets, fast_paths
 from fencewatch.streaming.ingest import events as dec
+from fencewatch.streaming.ingest.builders import build_event
+from fencewatch.streaming.ingest.fields import Bad
 
 ODD_VALUES = st.one_of(st.none(), st.booleans(), st.floats(allow_nan=False, allow_infinity=False),
                        st.text(max_size=3), st.lists(st.integers(), max_size=1), st.integers(-2**70, 2**70))
@@ -55,9 +58,8 @@ def commits(draw):
 def general(d, default_event_id="7"):
     """The field-by-field path alone (sequence number 7): the reference the fast path must match."""
     try:
-        ts, cluster, eid = dec._header(d, 7, default_event_id)
-        return dec._BUILDERS[d["type"]](d, ts, cluster, eid, 7)
-    except dec._Bad as bad:
+        return build_event(d, d["type"], 7, default_event_id)
+    except Bad as bad:
         return ("error", bad.code)
 
 
@@ -65,8 +67,8 @@ def general(d, default_event_id="7"):
 @given(commits())
 def test_fast_commit_equals_general_path_or_steps_aside(d):
     try:
-        fast = dec._fast_commit(d, 7, "7", d["type"] == "txn_offset_commit")
-    except dec._Bad as bad:
+        fast = fast_paths.fast_commit(d, 7, "7", d["type"] == "txn_offset_commit")
+    except Bad as bad:
         fast = ("error", bad.code)
     ref = general(d)
     if fast is not None:
@@ -84,7 +86,7 @@ def test_fast_commit_equals_general_path_or_steps_aside(d):
     {"topic": "a", "partition": True, "offset": 0, "leader_epoch": 0}]}, None)
 def test_typed_commit_line_equals_general_path_or_steps_aside(d, default_event_id):
     line = json.dumps(d).encode()
-    fast = dec._typed_event(line, 7, default_event_id)
+    fast = fast_paths.typed_event(line, 7, default_event_id)
     ref = general(d, default_event_id or "7")  # without a default, the id is the sequence number
     if fast is not None:
         assert fast == ref
@@ -92,7 +94,7 @@ def test_typed_commit_line_equals_general_path_or_steps_aside(d, default_event_i
             assert (fast.offsets.topic, fast.offsets.partitions) == (ref.offsets.topic, ref.offsets.partitions)
     # The whole line, through the decoder's entry point: the general path when the typed one steps aside.
     whole = dec.decode_json_line(line, seq=7, default_event_id="7", coords="line 8")
-    assert (whole if isinstance(whole, dec.OffsetCommit) else ("error", whole.code)) == general(d)
+    assert (whole if isinstance(whole, OffsetCommit) else ("error", whole.code)) == general(d)
 
 
 @settings(max_examples=600, deadline=None)
@@ -103,12 +105,12 @@ def test_typed_commit_line_equals_general_path_or_steps_aside(d, default_event_i
 def test_offset_columns_equal_checked_rows(items):
     d = {"offsets": items}
     try:
-        ref = CommitOffsets.of(dec._offsets_checked(d))
-    except dec._Bad as bad:
+        ref = CommitOffsets.of(commit_offsets.offsets_checked(d))
+    except Bad as bad:
         ref = ("error", bad.code, bad.params.get("field"))
     try:
-        got = dec._offsets(d)
-    except dec._Bad as bad:
+        got = commit_offsets.offsets(d)
+    except Bad as bad:
         got = ("error", bad.code, bad.params.get("field"))
     assert got == ref
     if isinstance(got, CommitOffsets):  # the single-topic columns the engine reads, too
@@ -186,7 +188,7 @@ def assignments(draw):
           "assigned": [], "subscribed_topics": [1, "a"]}, None)  # the general path takes them as text
 def test_typed_assignment_line_equals_general_path_or_steps_aside(d, default_event_id):
     line = json.dumps(d).encode()
-    fast = dec._typed_event(line, 7, default_event_id)
+    fast = fast_paths.typed_event(line, 7, default_event_id)
     ref = general(d, default_event_id or "7")
     if fast is not None:
         assert type(fast) is MemberAssignment and fast == ref
@@ -200,7 +202,7 @@ def test_transactional_commit_takes_the_typed_path():
     d = {"type": "txn_offset_commit", "ts": 5, "group_id": "g", "member_id": "m1", "member_epoch": 4,
          "instance_id": "i-1", "transactional_id": "tx-1", "producer_id": 4001, "producer_epoch": 2,
          "error_code": 0, "offsets": [{"topic": "a", "partition": 1, "offset": 9, "leader_epoch": 3}]}
-    fast = dec._typed_event(json.dumps(d).encode(), 7, "7")
+    fast = fast_paths.typed_event(json.dumps(d).encode(), 7, "7")
     assert fast is not None
     assert fast == general(d)
     assert (fast.transactional_id, fast.producer_id, fast.producer_epoch, fast.instance_id) == ("tx-1", 4001, 2, "i-1")

@@ -8,7 +8,7 @@ import pytest
 
 from fencewatch.streaming.ingest import events as d
 from fencewatch.streaming.ingest.events import DecodeError, decode_avro_record, decode_json_line, decode_json_lines
-from fencewatch.streaming.ingest.avro import encode_avro
+from fencewatch.state.avro_codec import encode_avro
 
 
 def poison(size: int = 900_000) -> dict:

@@ -14,7 +14,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from fencewatch.streaming.ingest.events import DecodeError, UnknownType, decode_avro_record, decode_json_line
-from fencewatch.streaming.ingest.avro import encode_avro
+from fencewatch.state.avro_codec import encode_avro
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "bridge"))
 from bridge_encoder import encode_record  # noqa: E402  (the bridge tests' encoder, from Kafka's schemas)

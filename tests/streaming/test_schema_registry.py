@@ -19,7 +19,7 @@ from confluent_kafka.schema_registry.avro import AvroDeserializer, AvroSerialize
 from confluent_kafka.serialization import MessageField, SerializationContext  # noqa: E402
 
 from fencewatch.streaming.ingest.events import DecodeError, decode_avro_record  # noqa: E402
-from fencewatch.streaming.ingest.avro import EVENT_SCHEMA, encode_avro  # noqa: E402
+from fencewatch.state.avro_codec import EVENT_SCHEMA, encode_avro  # noqa: E402
 from fencewatch.streaming.ingest.schema_registry import (RegistryAlertEncoder, RegistryEventDecoder,  # noqa: E402
                                                   RegistryUnavailable, _schema_json)
 
