@@ -4,7 +4,10 @@ What lives here: :class:`Simulator`, a discrete-event simulation over a heap
 of ``(time, seq, action, ...)`` entries, and :class:`SimConfig`. Time is
 integer epoch milliseconds of the *simulated* cluster; nothing reads the wall
 clock, so a run is a pure function of its config and seed (the writers in
-:mod:`fencewatch.sim.writers` pace output to wall time if asked).
+:mod:`fencewatch.sim.writers` pace output to wall time if asked). Here are
+the setup and the loop; the handlers of the heap's actions are the drivers'
+(:mod:`.lifecycle`, :mod:`.heartbeats`, :mod:`.commits`, :mod:`.rebalances`,
+:mod:`.scenarios`, :mod:`.cluster`).
 
 Requests are modelled with their latency: a request *sent* at ``t`` carries
 what the client knew at ``t`` (:meth:`ConsumerClient.view_at`) and is judged
