@@ -103,7 +103,7 @@ def _follow(query, until, poll_s: float = 0.02) -> list:
 
 
 def sustained(spark, broker, n_events: int, groups: int, max_per_trigger: int, warmup_batches: int) -> dict:
-    from fencewatch.sim.command import run_simulation
+    from fencewatch.sim.run import run_simulation
     from fencewatch.sim.engine import SimConfig
     from fencewatch.sim.profiles import profile
     from fencewatch.sinks.kafka import KafkaOutputs
@@ -145,7 +145,7 @@ def sustained(spark, broker, n_events: int, groups: int, max_per_trigger: int, w
 
 
 def latency(spark, broker, seconds: int, groups: int, max_skew: str = "2s") -> dict:
-    from fencewatch.sim.command import run_simulation
+    from fencewatch.sim.run import run_simulation
     from fencewatch.sim.engine import SimConfig
     from fencewatch.sim.profiles import profile
     from fencewatch.streaming.runtime.job import BatchWriter, JobStats, start_query, stop_between_batches

@@ -2,7 +2,7 @@
 
 File: each profile runs to a fixed event budget into a temporary file (JSON
 lines with and without ground-truth labels, and Avro object container), the
-same path the CLI takes (:func:`fencewatch.sim.command.run_simulation`).
+same path the CLI takes (:func:`fencewatch.sim.run.run_simulation`).
 Broker: Apache Kafka's broker (FENCEWATCH_BENCH_BROKER=tansu|VERSION to change), JSON values on the two input topics,
 keyed by group, including the final per-partition flush (NOTES.md watermark
 quirk) -- the number is what a reader can consume once the command returns.
@@ -27,7 +27,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from bench.report import write_section  # noqa: E402
-from fencewatch.sim.command import run_simulation  # noqa: E402
+from fencewatch.sim.run import run_simulation  # noqa: E402
 from fencewatch.sim.engine import SimConfig  # noqa: E402
 from fencewatch.sim.profiles import profile  # noqa: E402
 

@@ -251,7 +251,7 @@ def main() -> int:
     if args.groups is None:
         args.groups = max(1, round(args.rate / EVENTS_PER_GROUP_S))
 
-    from fencewatch.sim.command import run_simulation
+    from fencewatch.sim.run import run_simulation
     from fencewatch.sim.engine import SimConfig
     from fencewatch.sim.profiles import profile
     from fencewatch.streaming.brokers import embedded_broker

@@ -16,7 +16,7 @@ log = logging.getLogger("fencewatch")
 
 # Subcommands living next to the code they drive, by name; each module has ``register(subparsers)``.
 _COMMAND_MODULES = {
-    "simulate": "fencewatch.sim.command",
+    "simulate": "fencewatch.streaming.commands.simulate",
     "bridge": "fencewatch.streaming.commands.bridge",
     "grafana": "fencewatch.streaming.commands.grafana",
     "run": "fencewatch.streaming.runtime.job",

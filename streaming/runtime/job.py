@@ -874,7 +874,7 @@ def summary_table(s: JobStats, extra: dict | None = None) -> str:
 
 
 def _cmd_demo(args: argparse.Namespace) -> int:
-    from fencewatch.sim.command import run_simulation
+    from fencewatch.sim.run import run_simulation
     from fencewatch.sim.engine import SimConfig
     from fencewatch.sim.profiles import parse_knob, profile
 

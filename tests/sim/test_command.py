@@ -7,7 +7,7 @@ import json
 import fastavro
 import pytest
 
-from fencewatch.sim.command import parse_duration_ms, parse_rate, parse_start_ts
+from fencewatch.streaming.commands.simulate import parse_duration_flag, parse_rate, parse_start_ts
 from fencewatch.sim.writers import Pacer
 from fencewatch.streaming.cli import main
 
@@ -95,15 +95,15 @@ def test_list_profiles(capsys):
 
 
 def test_option_parsers():
-    assert parse_duration_ms("90") == 90_000
-    assert parse_duration_ms("10m") == 600_000 and parse_duration_ms("1.5h") == 5_400_000
-    assert parse_duration_ms("250ms") == 250
+    assert parse_duration_flag("90") == 90_000
+    assert parse_duration_flag("10m") == 600_000 and parse_duration_flag("1.5h") == 5_400_000
+    assert parse_duration_flag("250ms") == 250
     assert parse_rate("asap") == ("asap", None)
     assert parse_rate("5000") == ("events", 5000.0)
     assert parse_rate("realtime") == ("realtime", 1.0) and parse_rate("realtime:60") == ("realtime", 60.0)
     assert parse_start_ts("1700000000000") == 1_700_000_000_000
     assert parse_start_ts("2025-01-01T00:00:00") == 1_735_689_600_000
-    for parser, bad in ((parse_duration_ms, "ten"), (parse_rate, "fast"), (parse_rate, "0"), (parse_start_ts, "soon")):
+    for parser, bad in ((parse_duration_flag, "ten"), (parse_rate, "fast"), (parse_rate, "0"), (parse_start_ts, "soon")):
         with pytest.raises(Exception):
             parser(bad)
 

@@ -8,7 +8,7 @@ import time
 
 import pytest
 
-from fencewatch.sim.command import run_simulation
+from fencewatch.sim.run import run_simulation
 from fencewatch.sim.engine import SimConfig, simulate
 from fencewatch.sim.profiles import profile
 from fencewatch.sim.writers import murmur2_partition

@@ -445,7 +445,7 @@ def test_any_run_gives_well_formed_lines_and_accounts_for_every_event(name, seed
 def test_lines_topic_holds_the_files_lines_keyed_by_group(broker, topic_factory, tmp_path):
     from confluent_kafka import Consumer, TopicPartition
 
-    from fencewatch.sim.command import run_simulation
+    from fencewatch.sim.run import run_simulation
     from fencewatch.sim.writers import murmur2_partition
 
     topic = topic_factory(partitions=3, prefix="reqlog")

@@ -4,7 +4,7 @@ The same simulation is judged three ways with the rules engine
 (``streaming.replay.judge_events``, i.e. ``fencewatch replay --engine local``):
 
 * **full** -- the simulator's SPEC events, as ``simulate --format json`` writes them;
-* **log** -- the same run as broker request-log lines (``sim/request_log.py``)
+* **log** -- the same run as broker request-log lines (``sim/request_log/``)
   decoded by ``RequestLogBridge`` (``streaming/ingest/request_log.py``, the
   issue-13 decoder, written against SPEC §10 by another helper at the same
   time: on a branch without it these tests fail with ModuleNotFoundError, by design);

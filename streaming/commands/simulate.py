@@ -1,18 +1,18 @@
-"""``fencewatch simulate``: produce SPEC event traffic from the simulator.
+"""``fencewatch simulate``: produce contract event traffic from the simulator (``sim/``).
 
-What lives here: ``register(subparsers)`` (wired by ``streaming/cli.py``), the
-option parsing, and :func:`run_simulation`, which connects a
-:class:`~fencewatch.sim.engine.Simulator` to a writer (JSON lines or Avro to a
-file or stdout, or the two Kafka topics) and optionally paces it. Imports of
-the engine and of Kafka/Avro libraries happen when the command runs, so the
-CLI starts fast and never fails to build its parser.
+What lives here: ``register(subparsers)``, the option parsers, and the
+translation of the flags into what :func:`fencewatch.sim.run.run_simulation`
+takes as plain arguments: a :class:`~fencewatch.sim.engine.SimConfig`, and
+producer settings passed through the one Kafka client translation every
+fencewatch client gets (``streaming.config``). The engine, the Config and
+the Kafka/Avro libraries are imported when the command runs, so the CLI
+starts fast and never fails to build its parser.
 """
 
 from __future__ import annotations
 
 import argparse
 import dataclasses
-import json
 import logging
 import os
 import re
@@ -25,15 +25,16 @@ from fencewatch.state.config import parse_duration_ms as _parse_duration_ms
 
 log = logging.getLogger(__name__)
 
-__all__ = ["parse_duration_ms", "parse_rate", "parse_start_ts", "register", "run_simulation"]
+__all__ = ["parse_duration_flag", "parse_rate", "parse_start_ts", "register"]
 
 
-def parse_duration_ms(text: str) -> int:
-    """``90`` (seconds), ``90s``, ``10m``, ``2h``, ``1d``, ``500ms`` -> milliseconds, as an argparse
-    type: the one duration parser (``state.config.parse_duration_ms``)."""
+def parse_duration_flag(text: str) -> int:
+    """``90`` (seconds), ``90s``, ``10m``, ``2h``, ``1d``, ``500ms`` -> milliseconds (the config's one parser)."""
+    from fencewatch.streaming.config import settings as cfgmod
+
     try:
-        return _parse_duration_ms(text, "duration")
-    except ValueError as exc:
+        return cfgmod.parse_duration_ms(text, "duration", bare="s")
+    except cfgmod.ConfigError as exc:
         raise argparse.ArgumentTypeError(str(exc)) from None
 
 
@@ -79,7 +80,6 @@ def parse_start_ts(text: str) -> int:
 def register(subparsers: Any) -> argparse.ArgumentParser:
     """Add ``simulate`` to the ``fencewatch`` command line."""
     from fencewatch.sim.profiles import PROFILES
-    from fencewatch.sim.request_log import DEFAULT_BROKER_VERSIONS, RELEASES
 
     p = subparsers.add_parser(
         "simulate",
@@ -107,10 +107,25 @@ def register(subparsers: Any) -> argparse.ArgumentParser:
         metavar="KNOB=VALUE",
         help="override any profile knob, e.g. --set race_rate=0.2 (repeatable; see --list-profiles)",
     )
+    _add_span_flags(p)
+    out = _add_output_flags(p)
+    _add_request_log_flags(p)
+    _add_kafka_flags(out)
+    labels = out.add_mutually_exclusive_group()
+    labels.add_argument("--labels", dest="labels", action="store_true", default=True, help="add ground-truth labels (default)")
+    labels.add_argument("--no-labels", dest="labels", action="store_false", help="omit ground-truth labels")
+    out.add_argument("--assignment-epochs", action="store_true", help="include KIP-1251 assignment_epochs (a Kafka 4.3 coordinator)")
+    out.add_argument("--cluster", help="cluster name on every event (default: field omitted, i.e. 'default')")
+    out.add_argument("--quiet", action="store_true", help="no summary on stderr")
+    p.set_defaults(func=_cmd_simulate)
+    return p
+
+
+def _add_span_flags(p: argparse.ArgumentParser) -> None:
     span = p.add_argument_group("span and pace")
     span.add_argument(
         "--duration",
-        type=parse_duration_ms,
+        type=parse_duration_flag,
         help="simulated time to cover: 600 (s), 10m, 2h; 0 = no limit (default 10m unless --events)",
     )
     span.add_argument("--events", type=int, help="stop after exactly N events")
@@ -125,6 +140,9 @@ def register(subparsers: Any) -> argparse.ArgumentParser:
         type=parse_start_ts,
         help="simulated start: epoch ms, ISO 8601, or now (default 2025-01-01T00:00:00Z, reproducible)",
     )
+
+
+def _add_output_flags(p: argparse.ArgumentParser):
     out = p.add_argument_group("output")
     out.add_argument(
         "--format",
@@ -136,6 +154,12 @@ def register(subparsers: Any) -> argparse.ArgumentParser:
     out.add_argument("--bootstrap-servers", help="write to Kafka topics instead of a file")
     out.add_argument("--heartbeats-topic", default="fencewatch.heartbeats", help="membership events topic")
     out.add_argument("--offsets-topic", default="fencewatch.offsets", help="commit and partition events topic")
+    return out
+
+
+def _add_request_log_flags(p: argparse.ArgumentParser) -> None:
+    from fencewatch.sim.request_log import DEFAULT_BROKER_VERSIONS, RELEASES
+
     reqlog = p.add_argument_group("request-log format (--format request-log; docs/simulator.md)")
     reqlog.add_argument(
         "--request-log-topic",
@@ -155,6 +179,9 @@ def register(subparsers: Any) -> argparse.ArgumentParser:
         default="newest",
         help="newest: clients speak their broker's newest versions; all: groups spread over every version the broker accepts",
     )
+
+
+def _add_kafka_flags(out) -> None:
     out.add_argument("--topic-partitions", type=int, default=4, help="partitions of topics the command creates (default 4)")
     out.add_argument(
         "--avro-wire",
@@ -170,14 +197,6 @@ def register(subparsers: Any) -> argparse.ArgumentParser:
         metavar="KEY=VALUE",
         help="extra librdkafka producer property (repeatable), e.g. security.protocol=SASL_SSL",
     )
-    labels = out.add_mutually_exclusive_group()
-    labels.add_argument("--labels", dest="labels", action="store_true", default=True, help="add ground-truth labels (default)")
-    labels.add_argument("--no-labels", dest="labels", action="store_false", help="omit ground-truth labels")
-    out.add_argument("--assignment-epochs", action="store_true", help="include KIP-1251 assignment_epochs (a Kafka 4.3 coordinator)")
-    out.add_argument("--cluster", help="cluster name on every event (default: field omitted, i.e. 'default')")
-    out.add_argument("--quiet", action="store_true", help="no summary on stderr")
-    p.set_defaults(func=_cmd_simulate)
-    return p
 
 
 def _knobs_from_args(args: argparse.Namespace):
@@ -211,193 +230,62 @@ def _list_profiles() -> int:
     return 0
 
 
-def run_simulation(
-    config,
-    *,
-    fmt: str = "json",
-    out: str | None = "-",
-    bootstrap_servers: str | None = None,
-    heartbeats_topic: str = "fencewatch.heartbeats",
-    offsets_topic: str = "fencewatch.offsets",
-    topic_partitions: int = 4,
-    avro_wire: str = "confluent",
-    schema_id: int = 1,
-    producer_config: dict[str, str] | None = None,
-    pace: tuple[str, float | None] = ("asap", None),
-    request_log_topic: str = "fencewatch.request-log",
-    topic_ids_out: str | None = None,
-    broker_versions: str = "3.7,4.0,4.2",
-    client_versions: str = "newest",
-) -> dict[str, Any]:
-    """Run one simulation into a file/stdout or Kafka; return a summary (events, seconds, stats).
-
-    ``fmt="request-log"`` writes broker request-log lines instead of SPEC
-    events (:mod:`fencewatch.sim.request_log`): to the file, or with
-    ``bootstrap_servers`` to ``request_log_topic``; the summary then also has
-    ``lines``, ``skipped`` and ``versions``.
-    """
-    from fencewatch.sim.emit import HEARTBEATS, DictEmitter, JsonEmitter
-    from fencewatch.sim.engine import Done, Simulator
-    from fencewatch.sim.writers import AvroFileWriter, JsonLinesWriter, KafkaWriter, Pacer
-
-    encoder = None
-    if fmt == "request-log":
-        from fencewatch.sim.request_log import RequestLogEncoder
-
-        encoder = RequestLogEncoder(
-            broker_versions=broker_versions,
-            client_versions=client_versions,
-            rebalance_timeout_ms=config.knobs.rebalance_timeout_ms,
-            heartbeat_interval_ms=config.knobs.heartbeat_interval_ms,
-        )
-    stream = None
-    if bootstrap_servers and encoder is not None:
-        # One topic; every line as a heartbeats-kind record, so a partition keeps the lines' order.
-        writer = KafkaWriter(
-            bootstrap_servers,
-            heartbeats_topic=request_log_topic,
-            offsets_topic=request_log_topic,
-            create_partitions=topic_partitions,
-            producer_config=producer_config,
-        )
-    elif bootstrap_servers:
-        writer = KafkaWriter(
-            bootstrap_servers,
-            heartbeats_topic=heartbeats_topic,
-            offsets_topic=offsets_topic,
-            value_format=fmt,
-            avro_wire=avro_wire,
-            schema_id=schema_id,
-            create_partitions=topic_partitions,
-            producer_config=producer_config,
-        )
-    elif fmt == "avro":
-        stream = sys.stdout.buffer if out in (None, "-") else open(out, "wb")
-        writer = AvroFileWriter(stream)
-    else:
-        stream = sys.stdout if out in (None, "-") else open(out, "w", encoding="utf-8", newline="\n")
-        # Paced output is read live: hand lines over within ~10 ms of simulated output.
-        buffer_lines = 8192 if pace[0] == "asap" else 1 if pace[0] == "realtime" else max(1, int(pace[1] / 100))
-        writer = JsonLinesWriter(stream, buffer_lines=buffer_lines)
-    write = writer.write
-    if encoder is not None:
-        write_line = writer.write
-        encode = encoder.add
-
-        def write(kind: int, key: str, event: Any) -> None:  # noqa: F811 - events in, log lines out
-            for group_id, line in encode(event):
-                write_line(HEARTBEATS, group_id, line)
-
-    limit = config.max_events
-    if limit is not None:
-        inner = write
-
-        def write(kind: int, key: str, payload: Any) -> None:  # noqa: F811 - the budgeted writer
-            if emitter.count > limit:
-                raise Done
-            inner(kind, key, payload)
-
-    # Avro and the request-log encoder need dicts; JSON (file or Kafka) takes the emitter's string fast path.
-    emitter_class = DictEmitter if fmt in ("avro", "request-log") else JsonEmitter
-    emitter = emitter_class(
-        write,
-        event_id_prefix=config.id_prefix,
-        cluster=config.cluster,
-        labels=config.labels,
-        assignment_epochs=config.assignment_epochs,
-    )
-    sim = Simulator(config, emitter)
-    pacer = None
-    if pace[0] == "events":
-        pacer = Pacer(rate=pace[1])
-    elif pace[0] == "realtime":
-        pacer = Pacer(realtime_speed=pace[1], start_ts=config.start_ts)
-    started = time.perf_counter()
-    try:
-        sim.run(pacer)
-        if encoder is not None:
-            for group_id, line in encoder.close():
-                writer.write(HEARTBEATS, group_id, line)
-    finally:
-        try:
-            writer.close()
-        finally:
-            if stream is not None and stream not in (sys.stdout, sys.stdout.buffer):
-                stream.close()
-    elapsed = time.perf_counter() - started
-    events = min(emitter.count, limit) if limit is not None else emitter.count
-    summary = {
-        "events": events,
-        "seconds": elapsed,
-        "events_per_s": events / elapsed if elapsed > 0 else float("inf"),
-        "simulated_ms": sim.now - config.start_ts,
-        "stats": sim.stats,
-    }
-    if encoder is not None:
-        summary["lines"] = encoder.lines
-        summary["skipped"] = encoder.skipped()
-        summary["versions"] = dict(sorted(encoder.versions.items()))
-        if topic_ids_out:
-            with open(topic_ids_out, "w", encoding="utf-8") as fh:
-                json.dump(encoder.topic_ids(), fh, indent=2, sort_keys=True)
-                fh.write("\n")
-    return summary
-
-
-def _cmd_simulate(args: argparse.Namespace) -> int:
-    if args.list_profiles:
-        return _list_profiles()
-    from fencewatch.sim.engine import DEFAULT_START_TS, SimConfig
-
-    try:
-        knobs = _knobs_from_args(args)
-    except ValueError as exc:
-        print(f"fencewatch simulate: {exc}", file=sys.stderr)
-        return 2
+def _usage_error(args: argparse.Namespace) -> str | None:
+    """What is wrong with a combination of flags (exit 2), or None."""
     if args.events is not None and args.events < 0:
-        print("fencewatch simulate: --events must be >= 0", file=sys.stderr)
-        return 2
+        return "--events must be >= 0"
     if args.format != "request-log" and args.topic_ids_out:
-        print("fencewatch simulate: --topic-ids-out needs --format request-log", file=sys.stderr)
-        return 2
+        return "--topic-ids-out needs --format request-log"
     if args.request_log_topic and not (args.format == "request-log" and args.bootstrap_servers):
-        print("fencewatch simulate: --request-log-topic needs --format request-log and --bootstrap-servers",
-              file=sys.stderr)
-        return 2
+        return "--request-log-topic needs --format request-log and --bootstrap-servers"
     if args.format == "request-log":
         from fencewatch.sim.request_log import parse_broker_versions
 
         try:
             parse_broker_versions(args.broker_versions)
         except ValueError as exc:
-            print(f"fencewatch simulate: --broker-versions: {exc}", file=sys.stderr)
-            return 2
+            return f"--broker-versions: {exc}"
     if args.bootstrap_servers and args.out is not None:
-        print("fencewatch simulate: give either --out or --bootstrap-servers, not both", file=sys.stderr)
-        return 2
-    producer_config = {}
-    for item in args.producer_config:
+        return "give either --out or --bootstrap-servers, not both"
+    return None
+
+
+def _producer_pairs(items: list[str]) -> dict[str, str]:
+    """``--producer-config`` KEY=VALUE items; ValueError naming a malformed one."""
+    pairs = {}
+    for item in items:
         key, sep, value = item.partition("=")
         if not sep or not key.strip():
-            print(f"fencewatch simulate: --producer-config {item!r} must be KEY=VALUE", file=sys.stderr)
-            return 2
-        producer_config[key.strip()] = value.strip()
-    if args.bootstrap_servers:
-        # The one translation every fencewatch client gets (streaming.config.kafka_client_config):
-        # merged over FENCEWATCH_STREAMING__KAFKA__*, Java names translated or refused.
-        from fencewatch.streaming.config import settings as cfgmod
+            raise ValueError(f"--producer-config {item!r} must be KEY=VALUE")
+        pairs[key.strip()] = value.strip()
+    return pairs
 
-        cfg = cfgmod.load_config(overrides={"streaming": {"bootstrap_servers": args.bootstrap_servers,
-                                                          "kafka": producer_config}})
-        producer_config = {k: v for k, v in cfgmod.kafka_client_config(cfg, "producer").items()
-                           if k != "bootstrap.servers"}
+
+def _producer_config(args: argparse.Namespace, pairs: dict[str, str]) -> dict[str, str]:
+    """With a broker, the pairs merged and translated as every fencewatch client's are.
+
+    The one translation (streaming.config.kafka_client_config): merged over
+    FENCEWATCH_STREAMING__KAFKA__*, Java names translated or refused with a
+    ConfigError (the CLI reports it, redacted).
+    """
+    if not args.bootstrap_servers:
+        return pairs
+    from fencewatch.streaming.config import settings as cfgmod
+
+    cfg = cfgmod.load_config(overrides={"streaming": {"bootstrap_servers": args.bootstrap_servers, "kafka": pairs}})
+    return {k: v for k, v in cfgmod.kafka_client_config(cfg, "producer").items() if k != "bootstrap.servers"}
+
+
+def _sim_config(args: argparse.Namespace, knobs):
+    from fencewatch.sim.engine import DEFAULT_START_TS, SimConfig
+
     if args.duration is not None:
         duration = args.duration or None
     else:
         duration = None if args.events is not None else 600_000
     if duration is None and args.events is None and args.rate[0] == "asap":
         log.warning("no --duration or --events limit: simulating until interrupted")
-    config = SimConfig(
+    return SimConfig(
         knobs=knobs,
         seed=args.seed,
         start_ts=args.start_ts if args.start_ts is not None else DEFAULT_START_TS,
@@ -407,6 +295,24 @@ def _cmd_simulate(args: argparse.Namespace) -> int:
         cluster=args.cluster,
         assignment_epochs=args.assignment_epochs,
     )
+
+
+def _cmd_simulate(args: argparse.Namespace) -> int:
+    if args.list_profiles:
+        return _list_profiles()
+    from fencewatch.sim.run import run_simulation
+
+    try:
+        knobs = _knobs_from_args(args)
+        problem = _usage_error(args)
+        pairs = {} if problem else _producer_pairs(args.producer_config)
+    except ValueError as exc:
+        problem = str(exc)
+    if problem:
+        print(f"fencewatch simulate: {problem}", file=sys.stderr)
+        return 2
+    producer_config = _producer_config(args, pairs)
+    config = _sim_config(args, knobs)
     try:
         summary = run_simulation(
             config,
@@ -434,21 +340,25 @@ def _cmd_simulate(args: argparse.Namespace) -> int:
         print(f"fencewatch simulate: {exc}", file=sys.stderr)
         return 1
     if not args.quiet:
-        topics = (args.request_log_topic or "fencewatch.request-log") if args.format == "request-log" else f"{args.heartbeats_topic}+{args.offsets_topic}"
-        target = args.bootstrap_servers and f"{topics} @ {args.bootstrap_servers}" or (args.out or "stdout")
-        stats = ", ".join(f"{k}={v}" for k, v in sorted(summary["stats"].items()))
+        _print_summary(args, summary)
+    return 0
+
+
+def _print_summary(args: argparse.Namespace, summary: dict[str, Any]) -> None:
+    topics = (args.request_log_topic or "fencewatch.request-log") if args.format == "request-log" else f"{args.heartbeats_topic}+{args.offsets_topic}"
+    target = args.bootstrap_servers and f"{topics} @ {args.bootstrap_servers}" or (args.out or "stdout")
+    stats = ", ".join(f"{k}={v}" for k, v in sorted(summary["stats"].items()))
+    print(
+        f"fencewatch simulate: profile={args.profile} seed={args.seed} events={summary['events']} "
+        f"simulated={summary['simulated_ms'] / 1000:.1f}s wall={summary['seconds']:.2f}s "
+        f"rate={summary['events_per_s']:,.0f}/s -> {target}" + (f" [{stats}]" if stats else ""),
+        file=sys.stderr,
+    )
+    if "lines" in summary:
+        skipped = ", ".join(f"{k}={v}" for k, v in summary["skipped"].items())
+        versions = ", ".join(f"{k}={v}" for k, v in summary["versions"].items())
         print(
-            f"fencewatch simulate: profile={args.profile} seed={args.seed} events={summary['events']} "
-            f"simulated={summary['simulated_ms'] / 1000:.1f}s wall={summary['seconds']:.2f}s "
-            f"rate={summary['events_per_s']:,.0f}/s -> {target}" + (f" [{stats}]" if stats else ""),
+            f"fencewatch simulate: request-log lines={summary['lines']} [{versions}]; "
+            f"events the log cannot carry, skipped: {skipped or 'none'}",
             file=sys.stderr,
         )
-        if "lines" in summary:
-            skipped = ", ".join(f"{k}={v}" for k, v in summary["skipped"].items())
-            versions = ", ".join(f"{k}={v}" for k, v in summary["versions"].items())
-            print(
-                f"fencewatch simulate: request-log lines={summary['lines']} [{versions}]; "
-                f"events the log cannot carry, skipped: {skipped or 'none'}",
-                file=sys.stderr,
-            )
-    return 0
