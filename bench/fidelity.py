@@ -19,6 +19,7 @@ import collections
 import json
 import logging
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -278,23 +279,34 @@ def _offline_membership(bootstrap: str, request_log: Path, workdir: Path, topic_
     return m
 
 
-def _expectations(expectations: list, verdicts: list[dict]) -> list[dict]:
-    """The scripted cases that name a fencewatch class, against the job's verdicts for them."""
-    index = collections.defaultdict(list)
+def _expectations(expectations: list, request_log: Path, verdicts: list[dict]) -> list[dict]:
+    """The scripted cases that name a fencewatch class, against the job's verdicts of their
+    request-log line (the lines topic has one partition, so a line's offset is its index)."""
+    from fencewatch.sim.live.expect import matching, read_request_log
+
+    with open(request_log, encoding="utf-8") as f:
+        lines = f.readlines()
+    objects, index = [], []
+    for i, line in enumerate(lines):  # every line was shipped; only request lines are objects
+        if "Completed request:" in line:
+            objects.extend(read_request_log([line]))
+            index.append(i)
+    by_event = collections.defaultdict(list)
     for v in verdicts:
-        index[(v["group_id"], v["topic"], v["partition"], v["client_epoch"])].append(v)
+        by_event[v["event_id"]].append(v)
     out = []
     for e in expectations:
-        match = getattr(e, "match", {}) or {}
-        part = match.get("partition")
-        epoch = match.get("generationIdOrMemberEpoch", match.get("generationId"))
-        if not e.fencewatch_class or part is None or epoch is None:
+        part = (e.match or {}).get("partition")
+        if not e.fencewatch_class or part is None:
             continue
-        found = index.get((e.group_id, part[0], part[1], epoch), [])
+        hits = matching(e, objects)
+        if e.count == "last":
+            hits = hits[-1:]
+        found = [v for h in hits for v in by_event.get(f"{LINES_TOPIC}/0/{index[h]}", [])
+                 if (v["topic"], v["partition"]) == (part[0], part[1])]
         classes = sorted({v["class"] for v in found})
-        answers = sorted({v["broker_error"] for v in found})
         out.append({"scenario": e.scenario, "case": e.case, "expected": e.fencewatch_class, "classes": classes,
-                    "broker": answers, "ok": classes == [e.fencewatch_class]})
+                    "broker": sorted({v["broker_error"] for v in found}), "ok": classes == [e.fencewatch_class]})
     return out
 
 
@@ -310,7 +322,6 @@ def run_fidelity(version: str, workdir: Path, *, commits: int, groups: int = 8, 
     t = time.monotonic()
     with KafkaBroker(version=version) as broker:
         version = broker.version
-        cfg = broker.client_config()
         broker.create_topics([LINES_TOPIC], 1)
         broker.create_topics([VERDICTS_TOPIC, ALERTS_TOPIC, DLQ_TOPIC], 1)
         shipper = start_rsyslog_shipper(broker.bootstrap, LINES_TOPIC, broker.request_log_path, workdir / "rsyslog")
@@ -331,10 +342,12 @@ def run_fidelity(version: str, workdir: Path, *, commits: int, groups: int = 8, 
                 _stop(job)
             shipper.stop()
         verdicts = [json.loads(b) for b in _read_topic(broker.bootstrap, VERDICTS_TOPIC)]
-        membership = _offline_membership(broker.bootstrap, broker.request_log_path, workdir, result.topics)
-        del cfg
+        request_log = workdir / "kafka-request.log"  # kept: the broker's folder goes with it
+        shutil.copyfile(broker.request_log_path, request_log)
+        membership = _offline_membership(broker.bootstrap, request_log, workdir, result.topics)
+        (workdir / "verdicts.jsonl").write_text("".join(json.dumps(v) + "\n" for v in verdicts))
     return FidelityRun(version, agreement(version, verdicts, membership), result.summary(),
-                       _expectations(result.expectations, verdicts), seconds, lines, verdicts)
+                       _expectations(result.expectations, request_log, verdicts), seconds, lines, verdicts)
 
 
 def render(runs: list[FidelityRun], command: str, date: str) -> str:

@@ -19,7 +19,7 @@ from typing import Any, Iterable
 
 from fencewatch.state.model import KafkaError
 
-__all__ = ["Expectation", "Check", "RULES", "rules_of", "read_request_log", "check", "error_name",
+__all__ = ["Expectation", "Check", "RULES", "rules_of", "read_request_log", "check", "matching", "error_name",
            "load_expectations", "dump_expectations"]
 
 # The commit checks a broker runs, by version (contract §3): Kafka up to 4.2 is strict for
@@ -146,6 +146,11 @@ def _matches(e: Expectation, obj: dict[str, Any]) -> tuple[bool, list[int]]:
             if p["partitionIndex"] == partition and (offset is None or p["committedOffset"] == offset):
                 return True, [c for name, i, c in codes if i == partition and name in (topic, None)]
     return False, []
+
+
+def matching(e: Expectation, objects: list[dict[str, Any]]) -> list[int]:
+    """Indices of the objects (request-log lines) that are this expectation's request."""
+    return [i for i, o in enumerate(objects) if _matches(e, o)[0]]
 
 
 def check(expectations: Iterable[Expectation], objects: list[dict[str, Any]], version: str) -> list[Check]:
