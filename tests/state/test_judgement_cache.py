@@ -80,8 +80,8 @@ def test_stored_group_state_keeps_no_cache_and_old_states_load():
     assert len(g.judged) == 1
     back = pickle.loads(pickle.dumps(g))
     assert isinstance(back.judged, JudgementCache) and len(back.judged) == 0 and back.members == g.members
-    old = {name: getattr(g, name) for name in grp.GroupState.__slots__}
+    old = {name: getattr(g, name) for name in grp.Group.__slots__}
     old["judged"] = {("A", 1, False): {None: {}}}  # the dict layout stored before
-    loaded = grp.GroupState.__new__(grp.GroupState)
+    loaded = grp.Group.__new__(grp.Group)
     loaded.__setstate__((None, old))
     assert isinstance(loaded.judged, JudgementCache) and len(loaded.judged) == 0 and loaded.owners == g.owners
