@@ -112,14 +112,6 @@ class Group:
     subscribed: frozenset[str] | None = frozenset()
     judged: JudgementCache = field(default_factory=JudgementCache)
 
-    def __setstate__(self, state) -> None:
-        """Unpickle (``(None, slots)``, pickle's form for a slotted object), also a state stored
-        before the judgement cache had its own type: the cache then starts empty."""
-        for name, value in (state[1] if isinstance(state, tuple) else state).items():
-            object.__setattr__(self, name, value)
-        if not isinstance(self.judged, JudgementCache):
-            self.judged = JudgementCache()
-
 
 def new_group(cluster: str, group_id: str) -> Group:
     return Group(cluster=cluster, group_id=group_id)

@@ -69,7 +69,7 @@ class TopicWatch:
     partitions: dict[int, PartitionState] = field(default_factory=dict)  # partitions whose log is known
     committed: dict[str, dict[int, tuple[int, int]]] = field(default_factory=dict)
     # Stored commit requests not yet in ``committed``: (group, partitions, offsets, leader epochs), oldest first.
-    unfolded: list[tuple[str, tuple, tuple, tuple]] = field(default_factory=list)
+    unfolded: list[tuple[str, tuple[int, ...], tuple[int, ...], tuple[int, ...]]] = field(default_factory=list)
 
     def partition(self, partition: int) -> PartitionState:
         ps = self.partitions.get(partition)

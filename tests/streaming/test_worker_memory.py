@@ -4,7 +4,7 @@ The job's Python workers grew ~+570 MB/h in the soak. Sampled after each task in
 (``bench/worker_memprobe.py``): Arrow's pool was empty between tasks; CPython's live blocks grew
 steadily, and of fencewatch's memo tables only the verdict layout memo (``sinks.jsonl._LAYOUTS``)
 grew with time, ~24 entries/s per worker. It is keyed by ``id(parts)`` and keeps ``parts`` alive;
-the state function unpickles a group's state anew in every call, so an entry could never hit
+the state function decodes a group's state anew in every call, so an entry could never hit
 again. The state function now empties it after rendering.
 """
 from __future__ import annotations
