@@ -14,7 +14,7 @@ produced to the embedded broker and judged three ways, back to back, so the host
   ``foreachBatch`` collect), same session, same keys: what Spark itself costs here;
 - on ``local[2]`` (``--engine-floor``), the engine floors: the same backlog, in the same
   micro-batches, through the query with nothing in it but the engine's own work per event
-  (decode + rules, the group's state pickled), with the records grouped by their Kafka key, and
+  (decode + rules, the group's state stored as the job stores it), with the records grouped by their Kafka key, and
   with them routed inside the source as the job does: what the job costs over its rules.
 
 Then the decision latency with a 1 s trigger at real-time loads (the simulator paced by the
@@ -184,15 +184,13 @@ def engine_floor(spark, bootstrap: str, hb: str, off: str, n_events: int, max_pe
     """The job's shape with nothing in it but the engine's own work per event, reading the same
     backlog in the same micro-batches: the Kafka source's records grouped by their Kafka key (the
     group id, as the simulator keys them: no routing stage), and per key ``applyInPandasWithState``
-    decoding each record and applying the rules (``run_key``) to the group's pickled state, one
+    decoding each record and applying the rules (``run_key``) to the group's stored state, one
     count row per key to a collect. No hold, topic keys, rendering, status rows or Kafka outputs:
     what any design with the rules in Python under ``applyInPandasWithState`` must at least pay.
 
     ``routed``: the job's own first half instead (its source decoding and routing inside ``read``,
-    one pickled row per key per task), then only the rules per key (no hold, rendering, status
+    one routed row per key per task), then only the rules per key (no hold, rendering, status
     or outputs): the job minus everything after the rules."""
-    import pickle
-
     import pandas as pd
     from pyspark.sql import functions as F
     from pyspark.sql.streaming.state import GroupStateTimeout
@@ -203,6 +201,7 @@ def engine_floor(spark, bootstrap: str, hb: str, off: str, n_events: int, max_pe
     from fencewatch.streaming.ingest.events import DecodeError, UnknownType, decode_json_line
     from fencewatch.streaming.config import settings as cfgmod
     from fencewatch.streaming.runtime.job import batch_limit_options, task_options
+    from fencewatch.streaming.runtime.state_codec import decode_state, encode_state
     from fencewatch.streaming.sources import read_kafka_stream
 
     # The job's micro-batches: its defaults (adaptive) unless ``max_per_trigger``.
@@ -212,7 +211,8 @@ def engine_floor(spark, bootstrap: str, hb: str, off: str, n_events: int, max_pe
     cfg = RulesConfig()
 
     def judge_records(key, pdfs, state):
-        st = pickle.loads(state.get[0]) if state.exists else None
+        gkey = ("g", "", key[0])  # a group key (the kind of state; the cluster is the events')
+        st = decode_state(gkey, state.get[0]) if state.exists and state.get[0] is not None else None
         events = []
         for pdf in pdfs:
             for value, seq in zip(pdf["value"].tolist(), pdf["seq"].tolist()):
@@ -223,7 +223,7 @@ def engine_floor(spark, bootstrap: str, hb: str, off: str, n_events: int, max_pe
         if events and key[0]:
             events.sort(key=sort_key)
             st = run_key(group_key(events[0].cluster, key[0]), st, events, cfg, out)
-        state.update((pickle.dumps(st, pickle.HIGHEST_PROTOCOL),))
+        state.update((encode_state(gkey, st),) if st is not None else (None,))
         yield pd.DataFrame({"key": [key[0]], "n": [len(out.commits)]})
 
     if routed:
@@ -236,13 +236,13 @@ def engine_floor(spark, bootstrap: str, hb: str, off: str, n_events: int, max_pe
             if key[0] == DLQ_KEY:  # dead letters and unknown types (the bench's tail records)
                 yield pd.DataFrame({"key": [key[0]], "n": [0]})
                 return
-            st = pickle.loads(state.get[0]) if state.exists else None
             pkey = parse_key(key[0])
+            st = decode_state(pkey, state.get[0]) if state.exists and state.get[0] is not None else None
             items = read_whole(pkey, pdfs, [])  # as replay reads a key's rows (the job adds the hold)
             out = grp.Outputs()
             if items:
                 st = _run(pkey, st, items, cfg, out, None)
-            state.update((pickle.dumps(st, pickle.HIGHEST_PROTOCOL),))
+            state.update((encode_state(pkey, st),) if st is not None else (None,))
             yield pd.DataFrame({"key": [key[0]], "n": [len(out.commits)]})
 
         df, judge = build_inputs(spark, job_cfg).select("key", "source", "payload"), judge_routed

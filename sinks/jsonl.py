@@ -132,7 +132,7 @@ def _uniform(parts: tuple[PartitionJudgement, ...]) -> bool:
 def forget_layouts() -> None:
     """Empty the layout memo. It is keyed by ``id(parts)`` and keeps ``parts`` alive, so an entry
     can only ever hit again for that very tuple: a caller whose tuples do not outlive its call
-    (the streaming state function unpickles a group's state anew in every call) calls this once
+    (the streaming state function decodes a group's state anew in every call) calls this once
     it has rendered, or the table keeps every request's partitions until it is full. Measured in
     the job's Python workers (issue 15): +24 entries/s per worker, ~1.6 KB each, the workers'
     whole growth (32,768 entries: ~50 MB per worker before the table empties itself)."""

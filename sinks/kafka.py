@@ -111,26 +111,20 @@ class SinkLog(Protocol):
 class BatchMarker:
     """A :class:`SinkLog` in a local file, written durably: a temporary file fsynced, renamed over
     the log, the directory fsynced (what Spark's checkpoint file manager does on a local disk, with
-    the same atomicity). The job's log on a local checkpoint (``streaming.checkpoint.sink_log``);
+    the same atomicity). The job's log on a local checkpoint (``streaming.runtime.checkpoint.sink_log``);
     HDFS and object stores go through Spark's manager (``checkpoint.CheckpointSinkLog``), whose log
     this one reads and replaces: Hadoop's checksum of an older write (``.NAME.crc``) is removed on
-    the first write, so a checkpoint moves between the two either way. ``legacy``: an older log's
-    path, read while this one does not exist."""
+    the first write, so a checkpoint moves between the two either way."""
 
-    def __init__(self, path: str | os.PathLike, legacy: str | os.PathLike | None = None):
+    def __init__(self, path: str | os.PathLike):
         self.path = Path(path)
-        self._legacy = None if legacy is None else Path(legacy)
         self._crc: Path | None = self.path.with_name(f".{self.path.name}.crc")
 
     def read(self) -> str | None:
-        for path in (self.path, self._legacy):
-            if path is None:
-                continue
-            try:
-                return path.read_text(encoding="utf-8")
-            except FileNotFoundError:
-                continue
-        return None
+        try:
+            return self.path.read_text(encoding="utf-8")
+        except FileNotFoundError:
+            return None
 
     def write(self, text: str) -> None:
         self.path.parent.mkdir(parents=True, exist_ok=True)
@@ -150,20 +144,39 @@ class BatchMarker:
             os.close(fd)
 
 
+SINK_LOG_FORMAT = 1
+"""The sink log's format: ``{"format": 1, "batch": N, "status": "pending" | "done", "start": offsets}``
+(``start``, pending batches only: the output topics' end offsets, ``{topic: {partition: offset}}``).
+JSON, small and read by people mending a checkpoint; fencewatch 0.1.0 wrote it without ``format``."""
+
+
+def log_entry(batch: int, status: str, start: Mapping[str, Mapping[str, int]] | None = None) -> str:
+    """The sink log's document (:data:`SINK_LOG_FORMAT`) for batch ``batch``."""
+    doc = {"format": SINK_LOG_FORMAT, "batch": batch, "status": status}
+    if start is not None:
+        doc["start"] = start
+    return json.dumps(doc)
+
+
 def parse_log(text: str | None) -> dict:
-    """The sink log's document: ``{"batch": N, "status": "pending" | "done", "start": offsets}``
-    (older markers held just the number of the last batch done)."""
+    """The sink log's document as ``{"batch", "status", "start"}``; no log: batch -1, done.
+    A document of another format, or none, is a ``ValueError`` that says which."""
     if not text:
         return {"batch": -1, "status": "done", "start": {}}
     try:
         doc = json.loads(text)
     except ValueError:
         doc = None
-    if isinstance(doc, int):
-        return {"batch": doc, "status": "done", "start": {}}
-    if not isinstance(doc, dict) or not isinstance(doc.get("batch"), int):
+    if not isinstance(doc, dict):
         raise ValueError(f"unreadable sink log: {text[:200]!r}")
-    return {"batch": doc["batch"], "status": doc.get("status", "done"), "start": doc.get("start") or {}}
+    if doc.get("format") != SINK_LOG_FORMAT:
+        written = "fencewatch 0.1.0" if "format" not in doc else f"format {doc['format']!r}"
+        raise ValueError(f"sink log of {written}; this version reads format {SINK_LOG_FORMAT} "
+                         f"(docs/reliability.md, \"State format\"): {text[:200]!r}")
+    batch, status, start = doc.get("batch"), doc.get("status"), doc.get("start", {})
+    if not isinstance(batch, int) or status not in ("pending", "done") or not isinstance(start, dict):
+        raise ValueError(f"unreadable sink log: {text[:200]!r}")
+    return {"batch": batch, "status": status, "start": start}
 
 
 # --------------------------------------------------------------------------- the writer
@@ -304,7 +317,7 @@ class KafkaOutputs:
                 log.warning("batch %d was being written when the job stopped: %d of its records are in Kafka, "
                             "the rest follow", batch_id, sum(self._already.values()))
             else:
-                self.marker.write(json.dumps({"batch": batch_id, "status": "pending", "start": self._ends()}))
+                self.marker.write(log_entry(batch_id, "pending", self._ends()))
         return True
 
     def write(self, *, verdict_lines: Iterable[str | bytes] = (), alerts: Iterable[Mapping] = (),
@@ -316,7 +329,7 @@ class KafkaOutputs:
         """Wait for every delivery of the batch, then log it done."""
         self._flush(batch_id)
         if self.marker is not None:
-            self.marker.write(json.dumps({"batch": batch_id, "status": "done"}))
+            self.marker.write(log_entry(batch_id, "done"))
 
     def _write(self, batch_id, verdict_lines, alerts, dead_letters) -> None:
         if self.verdicts_topic and not self._already:

@@ -11,7 +11,7 @@ Rules of this package (h11-style, sans-I/O):
   logging; time is the event's ``ts`` and problems are returned as alerts;
 - the rules (``assignment``, ``fencing``, ``judging``, ``expiry``,
   ``truncation``, ``sticky``, ``spike``) are pure functions over frozen values;
-  the group aggregate (``group.GroupState``) and the truncation watch are
+  the group aggregate (``group.Group``) and the truncation watch are
   mutable and updated in place by their transitions (copying them per event
   cost more than the judging: docs/decisions.md);
 - odd but well-typed input never raises.

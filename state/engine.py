@@ -88,7 +88,7 @@ def new_state(key: Key):
 
 def apply(state, ev, cfg: RulesConfig, out: grp.Outputs):
     """One keyed event; returns the key's next state."""
-    if isinstance(state, grp.GroupState):
+    if isinstance(state, grp.Group):
         return grp.process(state, ev, cfg, out)
     return part.process_topic(state, ev, out)
 
@@ -104,7 +104,7 @@ def run_key(key: Key, state, events: Iterable, cfg: RulesConfig, out: grp.Output
         state = new_state(key)
     for ev in events:
         state = apply(state, ev, cfg, out)
-    if clock is not None and isinstance(state, grp.GroupState):
+    if clock is not None and isinstance(state, grp.Group):
         state = grp.advance(state, clock, cfg, out)
     return state
 
@@ -179,5 +179,5 @@ class LocalEngine:
                 self.states[key] = grp.advance(self.states[key], clock, self.cfg, self.out)
         return self.out
 
-    def groups(self) -> list[grp.GroupState]:
+    def groups(self) -> list[grp.Group]:
         return [s for k, s in sorted(self.states.items()) if k[0] == "g"]

@@ -1,6 +1,6 @@
 """One group's coordinator state (the aggregate) and the dispatch of events to it.
 
-Owns: ``GroupState`` and its counters; ``process(group, event, cfg, out)``, the single
+Owns: ``Group`` and its counters; ``process(group, event, cfg, out)``, the single
 entry point both engines use (``replay --engine local`` and the Spark state function):
 it makes the decisions due before the event, then hands the event to its handler, which
 applies the rules of the modules below and returns the group's next state with verdicts
@@ -76,8 +76,12 @@ class Counters:
 
 
 @dataclass(slots=True)
-class GroupState:
-    """One group as the coordinator holds it; the field comments say which module keeps each."""
+class Group:
+    """One group as the coordinator holds it; the field comments say which module keeps each.
+
+    Named as Kafka's coordinator names its aggregate (the ``Group`` interface of ``ConsumerGroup``,
+    ``StreamsGroup`` and ``ClassicGroup``; one class here holds any of those types), never after
+    PySpark's ``GroupState``, the handle the Spark state function stores this in."""
 
     cluster: str
     group_id: str
@@ -108,20 +112,12 @@ class GroupState:
     subscribed: frozenset[str] | None = frozenset()
     judged: JudgementCache = field(default_factory=JudgementCache)
 
-    def __setstate__(self, state) -> None:
-        """Unpickle (``(None, slots)``, pickle's form for a slotted object), also a state stored
-        before the judgement cache had its own type: the cache then starts empty."""
-        for name, value in (state[1] if isinstance(state, tuple) else state).items():
-            object.__setattr__(self, name, value)
-        if not isinstance(self.judged, JudgementCache):
-            self.judged = JudgementCache()
+
+def new_group(cluster: str, group_id: str) -> Group:
+    return Group(cluster=cluster, group_id=group_id)
 
 
-def new_group(cluster: str, group_id: str) -> GroupState:
-    return GroupState(cluster=cluster, group_id=group_id)
-
-
-def _touch(g: GroupState, ts: int, *, exists: bool | None = None, group_type: str | None = None) -> GroupState:
+def _touch(g: Group, ts: int, *, exists: bool | None = None, group_type: str | None = None) -> Group:
     if g.first_seen_ts is None:
         g.first_seen_ts = ts
     if ts > g.last_ts:
@@ -135,14 +131,14 @@ def _touch(g: GroupState, ts: int, *, exists: bool | None = None, group_type: st
     return g
 
 
-def _settle(g: GroupState, ts: int, cfg: RulesConfig, state: str | None = None) -> GroupState:
+def _settle(g: Group, ts: int, cfg: RulesConfig, state: str | None = None) -> Group:
     """After a membership change: the group's state, then its expiry deadline, follow."""
     ms.set_state(g, ts, ms.derived_state(g) if state is None else state)
     offs.recompute_expiry(g, ts, cfg.offsets_retention_ms)
     return g
 
 
-def _emit(g: GroupState, out: Outputs, cfg: RulesConfig, ts: int, kind: AlertKind, build, *args) -> None:
+def _emit(g: Group, out: Outputs, cfg: RulesConfig, ts: int, kind: AlertKind, build, *args) -> None:
     alerts.emit(g, out.alerts, cfg.alert_cooldown_ms, ts, kind, build, *args)
 
 
@@ -153,7 +149,7 @@ def _emit(g: GroupState, out: Outputs, cfg: RulesConfig, ts: int, kind: AlertKin
 _GROUP_TYPE_OF = {p: p.value if p is not Protocol.CLASSIC else "consumer" for p in Protocol}
 
 
-def _member_assignment(g: GroupState, ev: MemberAssignment, cfg: RulesConfig, out: Outputs) -> GroupState:
+def _member_assignment(g: Group, ev: MemberAssignment, cfg: RulesConfig, out: Outputs) -> Group:
     if ev.assigned is None or ev.pending_revocation is None:  # request log (docs/request-log.md): from the model
         whole = resolve_unchanged_assignment(g.members.get(ev.member_id), ev)
         if whole is None:
@@ -179,7 +175,7 @@ def _member_assignment(g: GroupState, ev: MemberAssignment, cfg: RulesConfig, ou
     return _settle(g, ev.ts, cfg)
 
 
-def _member_left(g: GroupState, ev: MemberLeft, cfg: RulesConfig, out: Outputs) -> GroupState:
+def _member_left(g: Group, ev: MemberLeft, cfg: RulesConfig, out: Outputs) -> Group:
     g = _touch(g, ev.ts)
     m = g.members.get(ev.member_id)
     if m is None:
@@ -188,7 +184,7 @@ def _member_left(g: GroupState, ev: MemberLeft, cfg: RulesConfig, out: Outputs) 
     return _settle(g, ev.ts, cfg)
 
 
-def _heartbeat(g: GroupState, ev: Heartbeat, cfg: RulesConfig, out: Outputs) -> GroupState:
+def _heartbeat(g: Group, ev: Heartbeat, cfg: RulesConfig, out: Outputs) -> Group:
     g = _touch(g, ev.ts)
     c = g.counters
     c.heartbeats += 1
@@ -197,7 +193,7 @@ def _heartbeat(g: GroupState, ev: Heartbeat, cfg: RulesConfig, out: Outputs) -> 
     return g
 
 
-def _classic_join(g: GroupState, ev: ClassicJoin, cfg: RulesConfig, out: Outputs) -> GroupState:
+def _classic_join(g: Group, ev: ClassicJoin, cfg: RulesConfig, out: Outputs) -> Group:
     g = _touch(g, ev.ts, exists=True, group_type="classic")
     g.claims, conflicts = add_claims(g.claims, ev.member_id, ev.generation, ev.owned)
     if g.state not in ("PreparingRebalance",) and g.group_type == "classic":
@@ -208,7 +204,7 @@ def _classic_join(g: GroupState, ev: ClassicJoin, cfg: RulesConfig, out: Outputs
     return g
 
 
-def _classic_sync(g: GroupState, ev: ClassicSync, cfg: RulesConfig, out: Outputs) -> GroupState:
+def _classic_sync(g: Group, ev: ClassicSync, cfg: RulesConfig, out: Outputs) -> Group:
     g = _touch(g, ev.ts, exists=True, group_type="classic")
     # Members not in the new generation's assignment are gone (they did not rejoin).
     assigned_ids = {mid for mid, _ in ev.assignments}
@@ -228,7 +224,7 @@ def _classic_sync(g: GroupState, ev: ClassicSync, cfg: RulesConfig, out: Outputs
     return _settle(g, ev.ts, cfg, "Stable" if g.members else "Empty")
 
 
-def _group_state(g: GroupState, ev: GroupStateChange, cfg: RulesConfig, out: Outputs) -> GroupState:
+def _group_state(g: Group, ev: GroupStateChange, cfg: RulesConfig, out: Outputs) -> Group:
     if ev.state == "Dead":
         # The coordinator removed the group: everything about it is gone.
         fresh = new_group(g.cluster, g.group_id)
@@ -255,7 +251,7 @@ _UNKNOWN_ANSWER = (KafkaError.UNKNOWN, KafkaError.UNKNOWN.value)
 _FENCING_ANSWERS = (KafkaError.STALE_MEMBER_EPOCH, KafkaError.ILLEGAL_GENERATION)
 
 
-def _commit(g: GroupState, ev: OffsetCommit, cfg: RulesConfig, out: Outputs) -> GroupState:
+def _commit(g: Group, ev: OffsetCommit, cfg: RulesConfig, out: Outputs) -> Group:
     """An OffsetCommit / TxnOffsetCommit: judge it, record what the broker stored, then the
     spike detectors, the transaction and the per-commit alerts. The hot path: what runs for
     every commit is inline here, the rest in the helpers below."""
@@ -307,7 +303,7 @@ def _commit(g: GroupState, ev: OffsetCommit, cfg: RulesConfig, out: Outputs) -> 
     return g
 
 
-def _judge_known(g: GroupState, member: Member, ev: OffsetCommit, mine) -> judging.RequestJudgement:
+def _judge_known(g: Group, member: Member, ev: OffsetCommit, mine) -> judging.RequestJudgement:
     """A known member's request the judgement cache does not hold: judged, then kept in
     ``mine`` (the cache's entry for this member, epoch and kind; None: none yet)."""
     if mine is None:
@@ -319,7 +315,7 @@ def _judge_known(g: GroupState, member: Member, ev: OffsetCommit, mine) -> judgi
     return judged
 
 
-def _judge_unknown(g: GroupState, ev: OffsetCommit, cfg: RulesConfig,
+def _judge_unknown(g: Group, ev: OffsetCommit, cfg: RulesConfig,
                    member_known: bool) -> tuple[judging.RequestJudgement, bool]:
     """A request decided before any policy; (judgement, warming up: a member the monitor may
     not have seen join, within ``warmup_ms`` of first seeing the group)."""
@@ -331,14 +327,14 @@ def _judge_unknown(g: GroupState, ev: OffsetCommit, cfg: RulesConfig,
     return judging.judge_before_policies(g, mid, ev.offsets.tps, pre, warming), warming
 
 
-def _observe_spikes(g: GroupState, ts: int, fenced: bool, aborted: bool, cfg: RulesConfig, out: Outputs) -> None:
+def _observe_spikes(g: Group, ts: int, fenced: bool, aborted: bool, cfg: RulesConfig, out: Outputs) -> None:
     """Spike detectors: the broker's fencing answers and aborted transactions, per window."""
     g.spike, spike_alerts = spk.observe(g.spike or spk.INITIAL, ts, int(fenced), int(aborted), cfg.spike,
                                         cluster=g.cluster, group_id=g.group_id)
     out.alerts.extend(spike_alerts)
 
 
-def _abort_transaction(g: GroupState, ev: OffsetCommit, avoidable: bool) -> None:
+def _abort_transaction(g: Group, ev: OffsetCommit, avoidable: bool) -> None:
     """A rejected TxnOffsetCommit aborts its transaction (contract §6)."""
     tid = ev.transactional_id or ""
     aborted, saved = g.txn_aborts_by_id.get(tid, (0, 0))
@@ -347,7 +343,7 @@ def _abort_transaction(g: GroupState, ev: OffsetCommit, avoidable: bool) -> None
     g.txn_aborts_by_id[tid] = (aborted + 1, saved + avoidable)
 
 
-def _commit_alerts(g: GroupState, ev: OffsetCommit, cfg: RulesConfig, out: Outputs, judged, b: int | None,
+def _commit_alerts(g: Group, ev: OffsetCommit, cfg: RulesConfig, out: Outputs, judged, b: int | None,
                    stored: bool, broker_error: KafkaError | None, predicted: KafkaError, agrees: bool | None) -> None:
     facts = alerts.CommitFacts(ev.member_id, ev.member_epoch, b, ev.transactional, ev.transactional_id, ev.event_id)
     if judged.avoidable and not stored and judged.answers.kip1251 is KafkaError.NONE:
@@ -363,7 +359,7 @@ def _commit_alerts(g: GroupState, ev: OffsetCommit, cfg: RulesConfig, out: Outpu
 
 # --------------------------------------------------------------------------- stored offsets
 
-def _offset_committed(g: GroupState, ev: OffsetCommitted, cfg: RulesConfig, out: Outputs) -> GroupState:
+def _offset_committed(g: Group, ev: OffsetCommitted, cfg: RulesConfig, out: Outputs) -> Group:
     g = _touch(g, ev.ts, exists=True, group_type="simple" if g.group_type is None else None)
     tp = (ev.topic, ev.partition)
     off = exp.CommittedOffset(ev.commit_ts if ev.commit_ts is not None else ev.ts, ev.expire_ts)
@@ -375,7 +371,7 @@ def _offset_committed(g: GroupState, ev: OffsetCommitted, cfg: RulesConfig, out:
     return g
 
 
-def _offset_deleted(g: GroupState, ev: OffsetDeleted, cfg: RulesConfig, out: Outputs) -> GroupState:
+def _offset_deleted(g: Group, ev: OffsetDeleted, cfg: RulesConfig, out: Outputs) -> Group:
     g = _touch(g, ev.ts)
     tp = (ev.topic, ev.partition)
     if tp not in committed_offsets(g) and tp not in g.pending_txn:
@@ -401,14 +397,14 @@ _HANDLERS: dict[type, Callable] = {
 }
 
 
-def process(g: GroupState, event, cfg: RulesConfig, out: Outputs) -> GroupState:
+def process(g: Group, event, cfg: RulesConfig, out: Outputs) -> Group:
     """Apply one group event: first the decisions due before it, then the event itself."""
     if g.spike is not None or g.expiry.deadline is not None or g.pending_txn:  # else nothing can be due
         g = advance(g, event.ts - 1, cfg, out)
     return _HANDLERS[type(event)](g, event, cfg, out)
 
 
-def next_wakeup(g: GroupState, cfg: RulesConfig) -> int | None:
+def next_wakeup(g: Group, cfg: RulesConfig) -> int | None:
     """The earliest event time at which ``advance`` has something to do."""
     wake = offs.expiry_wakeup(g, cfg.expiry_warning_ms, cfg.txn_timeout_ms)
     s = g.spike
@@ -418,7 +414,7 @@ def next_wakeup(g: GroupState, cfg: RulesConfig) -> int | None:
     return wake
 
 
-def advance(g: GroupState, now: int, cfg: RulesConfig, out: Outputs) -> GroupState:
+def advance(g: Group, now: int, cfg: RulesConfig, out: Outputs) -> Group:
     """Make the decisions due at or before ``now``: spike windows closing, then expiry
     (OFFSETS_EXPIRING / OFFSETS_EXPIRED) in deadline order, stamped with the deadline, so the
     result does not depend on when (in which micro-batch) the clock passes it."""
@@ -432,11 +428,11 @@ def advance(g: GroupState, now: int, cfg: RulesConfig, out: Outputs) -> GroupSta
     return g
 
 
-def is_droppable(g: GroupState) -> bool:
+def is_droppable(g: Group) -> bool:
     """Kafka deletes an empty group once its offsets are gone; so can we."""
     return not g.members and not committed_offsets(g) and not g.pending_txn and not g.claims
 
 
-def deadlines(g: GroupState, cfg: RulesConfig) -> exp.Deadlines:
+def deadlines(g: Group, cfg: RulesConfig) -> exp.Deadlines:
     """The group's earliest expiry deadlines under each rule (contract §4)."""
     return offs.deadlines(g, cfg.offsets_retention_ms)

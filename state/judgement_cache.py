@@ -71,6 +71,3 @@ class JudgementCache(dict):
                 for tp in dropped:
                     del entry.partitions[tp]
                 entry.requests.clear()
-
-    def __reduce__(self):
-        return (JudgementCache, ())  # a cache: stored state carries none of it

@@ -17,7 +17,7 @@ from fencewatch.state.model import TopicPartition
 
 
 class Roster(Protocol):
-    """The fields of a group that membership keeps in step (``group.GroupState``)."""
+    """The fields of a group that membership keeps in step (``group.Group``)."""
 
     group_type: str | None
     state: str

@@ -36,7 +36,7 @@ class ExpiryTrack:
 
 
 class OffsetStore(Roster, Protocol):
-    """The fields of a group this module keeps (``group.GroupState``)."""
+    """The fields of a group this module keeps (``group.Group``)."""
 
     cluster: str
     group_id: str

@@ -57,7 +57,7 @@ def new_partition(cluster: str, topic: str, partition: int) -> PartitionState:
 class TopicWatch:
     """The truncation watch of every partition of one topic (the keyed state).
 
-    Mutable like ``GroupState``: updated in place on every stored commit. Committed
+    Mutable like ``Group``: updated in place on every stored commit. Committed
     offsets are kept per group (group -> partition -> (offset, leader epoch)) so a
     commit request of many partitions is stored with one C-level ``update``; while no
     partition of the topic has log facts, nothing reads them, so requests wait in
@@ -69,7 +69,7 @@ class TopicWatch:
     partitions: dict[int, PartitionState] = field(default_factory=dict)  # partitions whose log is known
     committed: dict[str, dict[int, tuple[int, int]]] = field(default_factory=dict)
     # Stored commit requests not yet in ``committed``: (group, partitions, offsets, leader epochs), oldest first.
-    unfolded: list[tuple[str, tuple, tuple, tuple]] = field(default_factory=list)
+    unfolded: list[tuple[str, tuple[int, ...], tuple[int, ...], tuple[int, ...]]] = field(default_factory=list)
 
     def partition(self, partition: int) -> PartitionState:
         ps = self.partitions.get(partition)

@@ -21,7 +21,7 @@ _COMMAND_MODULES = {
     "grafana": "fencewatch.streaming.commands.grafana",
     "run": "fencewatch.streaming.runtime.job",
     "demo": "fencewatch.streaming.runtime.job",
-    "checkpoint": "fencewatch.streaming.runtime.checkpoint",
+    "checkpoint": "fencewatch.streaming.commands.checkpoint",
     "report": "fencewatch.streaming.commands.report",
 }
 

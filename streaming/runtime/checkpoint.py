@@ -1,5 +1,6 @@
-"""The query's checkpoint: the sink log written through Spark's own checkpoint file manager, and
-``fencewatch checkpoint``, which shows a checkpoint and bounds a batch planned too large.
+"""The query's checkpoint: the sink log written through Spark's own checkpoint file manager, the
+format of its Spark state, and what ``fencewatch checkpoint`` does with one (show it, bound a
+batch planned too large, start a new checkpoint where an old one stopped).
 
 Spark plans a micro-batch by writing its end offsets to ``offsets/N`` before running it, and
 marks it finished in ``commits/N``. A batch planned over a whole backlog (no
@@ -8,15 +9,19 @@ crash: ``fencewatch checkpoint bound`` rewrites that one uncommitted ``offsets/N
 reads at most N records per partition from where batch N-1 ended; later batches are planned by
 the running job's own limit. Nothing is skipped: the records after the new end are the next
 batches' input.
+
+A checkpoint's Spark state is in ``state_codec``'s format, recorded in
+:data:`STATE_FORMAT_FILE`; a checkpoint of fencewatch 0.1.0 (pickled state) is refused before a
+query starts on it, and ``reset-state`` starts a new checkpoint at its committed offsets.
 """
 from __future__ import annotations
 
-import argparse
 import json
 import logging
-import sys
 from pathlib import Path
 from urllib.parse import urlparse
+
+from fencewatch.streaming.config.settings import ConfigError
 
 log = logging.getLogger(__name__)
 
@@ -46,14 +51,11 @@ class CheckpointSinkLog:
         self._fm = manager
         self._fm.mkdirs(self._path.getParent())
         self._jvm = jvm
-        # Before this log, the last batch written was a number in this file (read once, on upgrade).
-        self._legacy = jvm.org.apache.hadoop.fs.Path(checkpoint_location.rstrip("/") + "/fencewatch-sink-batch")
 
     def read(self) -> str | None:
-        path = self._path if self._fm.exists(self._path) else self._legacy
-        if not self._fm.exists(path):
+        if not self._fm.exists(self._path):
             return None
-        stream = self._fm.open(path)
+        stream = self._fm.open(self._path)
         try:
             return self._jvm.org.apache.commons.io.IOUtils.toString(stream, "UTF-8")
         finally:
@@ -80,15 +82,18 @@ def sink_log(spark, checkpoint_location: str, name: str = SINK_LOG):
     if is_local(checkpoint_location):
         from fencewatch.sinks.kafka import BatchMarker
 
-        root = Path(urlparse(checkpoint_location).path if checkpoint_location.lower().startswith("file:")
-                    else checkpoint_location)
-        return BatchMarker(root / name, legacy=root / "fencewatch-sink-batch")
+        return BatchMarker(local_path(checkpoint_location) / name)
     return CheckpointSinkLog(spark, checkpoint_location, name)
 
 
 def is_local(location: str) -> bool:
     """A path without a scheme, or a ``file:`` URI."""
     return location.lower().startswith("file:") or "://" not in location
+
+
+def local_path(location: str) -> Path:
+    """A local checkpoint location (:func:`is_local`) as a path."""
+    return Path(urlparse(location).path if location.lower().startswith("file:") else location)
 
 
 def _java_class(jvm, name: str):
@@ -176,39 +181,107 @@ def _earliest(checkpoint: Path, topic: str, part: str, end: int) -> int:
     return 0
 
 
-# --------------------------------------------------------------------------- command
+# --------------------------------------------------------------------------- the state's format
 
-def _cmd_checkpoint(args: argparse.Namespace) -> int:
-    cp = Path(args.checkpoint)
-    if not (cp / "offsets").is_dir():
-        print(f"{cp}: not a streaming checkpoint (no offsets/ folder); remote checkpoints: copy offsets/ and "
-              f"commits/ locally, run this, copy offsets/N back", file=sys.stderr)
-        return 1
-    try:
-        if args.action == "show":
-            p = plan(cp)
-            print(json.dumps({k: v for k, v in p.items() if k not in ("starts",)}, indent=1))
-            return 0
-        if args.max_offsets_per_partition <= 0:
-            print("--max-offsets-per-partition must be > 0", file=sys.stderr)
-            return 1
-        done = bound_planned_batch(cp, args.max_offsets_per_partition)
-    except (OSError, ValueError) as exc:
-        print(f"{cp}: {exc}", file=sys.stderr)
-        return 1
-    if done is None:
-        print("the last planned batch is committed: nothing to bound (start the job with --max-offsets-per-trigger)")
-        return 0
-    print(f"batch {done['batch']}: {done['before']:,} records planned, now {done['after']:,} "
-          f"(the rest follow in the next batches); start the job again on this checkpoint")
-    return 0
+STATE_FORMAT_FILE = "fencewatch-state/format.json"
+"""``{"state_format": N}``: the ``state_codec.FORMAT`` of the checkpoint's Spark state, written when
+a query first starts on the checkpoint. A checkpoint with batches and no such file is 0.1.0's,
+whose state is pickled Python objects."""
+START_OFFSETS_FILE = "fencewatch-state/start-offsets.json"
+"""``fencewatch checkpoint reset-state``'s seed: where a new checkpoint's query starts reading."""
+OLD_FORMAT = "0.1.0"
 
 
-def register(subparsers) -> None:
-    p = subparsers.add_parser("checkpoint", help="show a streaming checkpoint, or bound a batch planned too large")
-    p.add_argument("action", choices=("show", "bound"),
-                   help="show: the last planned batch and its size; bound: rewrite it to read at most "
-                        "--max-offsets-per-partition records per partition")
-    p.add_argument("--checkpoint", required=True, help="the job's checkpoint directory (local)")
-    p.add_argument("--max-offsets-per-partition", type=int, default=50_000)
-    p.set_defaults(func=_cmd_checkpoint)
+class CheckpointFormatError(ConfigError):
+    """A checkpoint whose Spark state this version cannot read (refused before the query starts)."""
+
+
+def _file(spark, location: str, name: str):
+    """A small fencewatch file in the checkpoint, read and replaced like the sink log."""
+    return sink_log(spark, location, name)
+
+
+def has_batches(location: str, spark=None) -> bool:
+    """Whether a query has planned a batch on this checkpoint (``offsets/N`` exists)."""
+    if is_local(location):
+        return bool(_batches(local_path(location) / "offsets"))
+    jvm = spark._jvm
+    path = jvm.org.apache.hadoop.fs.Path(location.rstrip("/") + "/offsets")
+    fs = path.getFileSystem(spark._jsc.hadoopConfiguration())
+    return fs.exists(path) and any(st.getPath().getName().isdigit() for st in fs.listStatus(path))
+
+
+def state_format(location: str, spark=None) -> int | str | None:
+    """The checkpoint's state format: a ``state_codec.FORMAT``, ``"0.1.0"`` (pickled objects), or
+    None (no query has started on it yet)."""
+    text = _file(spark, location, STATE_FORMAT_FILE).read()
+    if text:
+        try:
+            return int(json.loads(text)["state_format"])
+        except (ValueError, KeyError, TypeError) as exc:
+            raise CheckpointFormatError(f"checkpoint {location}: unreadable {STATE_FORMAT_FILE}: {text[:200]!r}") from exc
+    return OLD_FORMAT if has_batches(location, spark) else None
+
+
+def ensure_state_format(location: str, spark=None) -> None:
+    """Before a query starts: refuse a checkpoint whose state this version does not read, with what
+    to do; on a new checkpoint, record the format the query will write. ``spark``: needed for a
+    checkpoint that is not local."""
+    from fencewatch.streaming.runtime.state_codec import FORMAT, MIGRATIONS
+
+    found = state_format(location, spark)
+    if found is None:
+        _file(spark, location, STATE_FORMAT_FILE).write(json.dumps({"state_format": FORMAT}))
+        return
+    if found == OLD_FORMAT:
+        raise CheckpointFormatError(
+            f"checkpoint {location} holds Spark state in fencewatch 0.1.0's format (pickled Python objects), "
+            f"which this version does not read. To resume where it stopped with fresh state (groups rebuild "
+            f"under the warm-up): fencewatch checkpoint reset-state --checkpoint {location} --to NEW_CHECKPOINT, "
+            f"then run with --checkpoint NEW_CHECKPOINT; or start from a fresh checkpoint "
+            f"(docs/reliability.md, \"State format\")")
+    if found > FORMAT:
+        raise CheckpointFormatError(f"checkpoint {location} holds state format {found}, written by a newer "
+                                    f"fencewatch; this one reads up to format {FORMAT}: run the newer version")
+    if found < FORMAT and any(v not in MIGRATIONS for v in range(found, FORMAT)):
+        raise CheckpointFormatError(f"checkpoint {location} holds state format {found}, no longer read: "
+                                    f"fencewatch checkpoint reset-state --checkpoint {location} --to NEW_CHECKPOINT")
+
+
+def reset_state(old: Path, new: Path) -> dict:
+    """A new checkpoint that starts where ``old``'s last committed batch ended, with no state: its
+    query reads on from there (:func:`start_offsets`) and builds every key's state afresh. ``old``
+    is left as it is. Local checkpoints (copy ``offsets/``, ``commits/`` of a remote one first)."""
+    p = plan(old)
+    batch = p["committed"]
+    if batch is None:
+        raise ValueError("no batch was committed: nothing to resume from; start from a fresh checkpoint")
+    if new.exists() and any(new.iterdir()):
+        raise ValueError(f"{new} exists and is not empty: give a new folder")
+    offsets: dict[str, dict[str, int]] = {}
+    for source in read_offsets_file(old / "offsets" / str(batch))[1]:
+        for topic, parts in (source or {}).items():
+            offsets.setdefault(topic, {}).update({str(k): int(v) for k, v in parts.items()})
+    from fencewatch.streaming.runtime.state_codec import FORMAT
+
+    seed = {"from": str(old.resolve()), "batch": batch, "offsets": offsets}
+    _file(None, str(new), START_OFFSETS_FILE).write(json.dumps(seed, indent=1, sort_keys=True))
+    _file(None, str(new), STATE_FORMAT_FILE).write(json.dumps({"state_format": FORMAT}))
+    return {**seed, "planned_after": p["planned"] if p.get("uncommitted") else None}
+
+
+def start_offsets(location: str, spark=None) -> dict[str, dict[str, int]] | None:
+    """``{topic: {partition: offset}}`` where a query on this checkpoint starts, when
+    ``reset-state`` made it and no batch has been planned yet (afterwards Spark's own offsets rule)."""
+    text = _file(spark, location, START_OFFSETS_FILE).read()
+    if not text or has_batches(location, spark):
+        return None
+    return json.loads(text)["offsets"]
+
+
+def starting_offsets_json(seed: dict[str, dict[str, int]], topics) -> str | None:
+    """``startingOffsets`` for a source reading ``topics`` (Spark's Kafka JSON), or None when the
+    seed does not cover them all (a topic added since: the configured starting offsets apply)."""
+    if not topics or any(t not in seed for t in topics):
+        return None
+    return json.dumps({t: seed[t] for t in topics}, separators=(",", ":"))

@@ -41,7 +41,8 @@ OUTPUT = StructType([
     StructField("data", BinaryType(), False),
 ])
 
-# Per-key state: the key's pickled state object, and events held back by the skew tolerance.
+# Per-key state, each column a ``state_codec`` value (a versioned header and msgpack): the key's
+# rules state (a group's aggregate, a topic bucket's watches), and its Hold (events held back).
 STATE = StructType([
     StructField("blob", BinaryType(), True),
     StructField("pending", BinaryType(), True),

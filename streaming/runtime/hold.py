@@ -7,7 +7,8 @@ until no source can still deliver an older one, so they are applied in (ts, seq)
 exactly as ``replay --engine local`` applies them, and it maps wall time to event time
 for decisions made without input (offset expiry), so an idle group's clock keeps moving.
 
-No Spark, no pandas: ``state_fn.stream_fn`` calls it once per key per micro-batch.
+No Spark, no pandas: ``state_fn.stream_fn`` calls it once per key per micro-batch, and stores it
+between micro-batches through ``state_codec`` (its field annotations are its stored form).
 """
 from __future__ import annotations
 
@@ -32,11 +33,6 @@ retried micro-batches, e.g. after an executor loss, do not release it early)."""
 
 QUIET_CALLS = 2
 """Calls in a row without input (state timeouts) after which a backlog key counts as quiet."""
-
-
-def _pair(seen) -> tuple:
-    # Holds pickled before (ts, seq) pairs kept the ts alone: only what is strictly older is known read.
-    return seen if type(seen) is tuple else (seen, -1)
 
 
 @dataclass
@@ -64,13 +60,15 @@ class Hold:
     ``input_walls`` the wall times of the calls with input since the oldest held event arrived.
     """
 
-    pending: list = field(default_factory=list)
-    seen: dict = field(default_factory=dict)
+    # (ts, seq, payload, arrival wall ms); the payload a routed record (bytes, event id) or a
+    # topic bucket's stored commit (topic, group id, partitions, offsets, leader epochs)
+    pending: list[tuple[int, int, tuple, int]] = field(default_factory=list)
+    seen: dict[str, tuple[int, int]] = field(default_factory=dict)  # source -> newest (ts, seq) read
     last_ts: int = 0
     last_wall: int = 0
     last_input: int = 0
     idle_calls: int = 0
-    input_walls: list | None = None  # None in Holds pickled before it
+    input_walls: list[int] = field(default_factory=list)
 
     def admit(self, items: Iterable[tuple], now: int) -> None:
         """Events read this micro-batch: (ts, seq, source, payload) each."""
@@ -91,15 +89,13 @@ class Hold:
         self.pending += entries
         newest = max(map(_TS_SEQ, entries))
         prev = self.seen.get(source)
-        if prev is None or newest > _pair(prev):
+        if prev is None or newest > prev:
             self.seen[source] = newest
         self.last_input = now
         walls = self.input_walls
-        if walls is None:
-            self.input_walls = [now]
-        elif walls[-1] != now:  # once per call, however many sources it read
+        if not walls or walls[-1] != now:  # once per call, however many sources it read
             walls.append(now)
-        newest_ts = max(_pair(s)[0] for s in self.seen.values())
+        newest_ts = max(s[0] for s in self.seen.values())
         if newest_ts > self.last_ts:
             self.last_ts, self.last_wall = newest_ts, now
 
@@ -107,7 +103,7 @@ class Hold:
         """(ts, seq) at or before which every event has arrived."""
         if not self.seen:
             return _NOTHING
-        pairs = [_pair(s) for s in self.seen.values()]
+        pairs = list(self.seen.values())
         if not all_sources:
             return (max(pairs)[0], _ALL)  # one source, read in order: its ts is complete
         if any(src not in self.seen for src in expected):
@@ -127,16 +123,16 @@ class Hold:
         self.idle_calls = 0 if self.last_input == now else self.idle_calls + 1
         pending = self.pending
         if not pending:
-            self.input_walls = None
+            self.input_walls = []
             return []
         pending.sort(key=_TS_SEQ)
         if caught_up:
-            self.pending, self.input_walls = [], None
+            self.pending, self.input_walls = [], []
             return pending
         safe = self._safe(all_sources, expected)
         expired = now - max_skew_ms
         quiet = self.last_input <= expired and self.idle_calls >= QUIET_CALLS
-        walls = self.input_walls or []
+        walls = self.input_walls
         # Arrived before this wall time and waited MAX_HOLD_BATCHES calls with input since.
         forced = min(now - MAX_HOLD_MS, walls[-MAX_HOLD_BATCHES] - 1 if len(walls) >= MAX_HOLD_BATCHES else -1)
         if quiet:
@@ -157,7 +153,7 @@ class Hold:
             oldest = min(item[3] for item in self.pending)
             self.input_walls = [w for w in walls if w >= oldest]
         elif not self.pending:
-            self.input_walls = None
+            self.input_walls = []
         return ready
 
     def clock(self, now: int) -> int:

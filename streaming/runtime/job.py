@@ -45,29 +45,49 @@ def build_inputs(spark, cfg: cfgmod.Config):
     options = {"startingOffsets": s.starting_offsets, "failOnDataLoss": str(s.fail_on_data_loss).lower(),
                **batch_limit_options(cfg, spark), **task_options(spark)}
     options.update(cfgmod.kafka_client_config(cfg, "source"))
+    start = _seeded_start(spark, cfg)
     routed, raw = [], []
     sources, through_router = cfgmod.source_list(s.source), router_sources(spark, cfg)
     for name in sources:
         if name not in through_router:
-            routed.append(_routed_event_inputs(spark, cfg, options))
+            routed.append(_routed_event_inputs(spark, cfg, start(options, s.heartbeats_topic, s.offsets_topic)))
         elif name == "events":
-            raw.append(_event_inputs(spark, cfg, options))
+            raw.append(_event_inputs(spark, cfg, start(options, s.heartbeats_topic, s.offsets_topic)))
         elif name == "consumer-offsets":
             raw.append(_consumer_offsets_inputs(spark, cfg, options))
         elif name == "request-log":
             from fencewatch.streaming.runtime.request_log_input import request_log_inputs
 
             # With __consumer_offsets, membership comes from the coordinator's records (exact epochs).
-            raw.append(request_log_inputs(spark, cfg, options, _topic_ids(cfg),
+            raw.append(request_log_inputs(spark, cfg, start(options, s.request_log_topic), _topic_ids(cfg),
                                           membership="consumer-offsets" not in sources))
         else:
             raise cfgmod.ConfigError(f"unknown streaming.source {name!r}")
     if raw:
-        # ``caught_up`` (see state_fn.Hold): only the events source knows it; the others say "unknown".
+        # ``caught_up`` (see hold.Hold): only the events source knows it; the others say "unknown".
         raw = [f if "caught_up" in f.columns else f.withColumn("caught_up", _null_bool()) for f in raw]
         routed.append(_union(raw).mapInPandas(make_router(s.input_format, registry=_registry(cfg, "decoder")),
                                               ROUTED))
     return _union(routed)
+
+
+def _seeded_start(spark, cfg: cfgmod.Config):
+    """(options, *topics) -> the source's options: on a checkpoint ``fencewatch checkpoint
+    reset-state`` made, its sources start at the old checkpoint's committed offsets (a topic the
+    seed does not cover keeps the configured ones). ``__consumer_offsets`` is compacted: it is read
+    from the start as on any new checkpoint, and gives the groups' membership back exactly."""
+    from fencewatch.streaming.runtime.checkpoint import start_offsets, starting_offsets_json
+
+    seed = start_offsets(cfg.streaming.checkpoint_location, spark)
+
+    def start(options: dict, *topics: str) -> dict:
+        value = starting_offsets_json(seed, topics) if seed else None
+        if seed and value is None:
+            log.warning("%s: not in the offsets reset-state carried over; starting at %s", ", ".join(topics),
+                        options["startingOffsets"])
+        return options if value is None else {**options, "startingOffsets": value}
+
+    return start
 
 
 def _union(frames: list):
@@ -226,7 +246,7 @@ def build_outputs(inputs, cfg: cfgmod.Config, *, emit_verdicts: bool | None = No
     if emit_verdicts is None:
         emit_verdicts = bool(cfg.sinks.verdicts_topic)
     # No event-time watermark: reading a backlog, one topic runs ahead of the other and a
-    # watermark would drop the other's events as late. Ordering is per key (state_fn.Hold).
+    # watermark would drop the other's events as late. Ordering is per key (hold.Hold).
     return inputs.select(*KEYED).groupBy("key").applyInPandasWithState(
         make_stream_fn(cfg.state, max_skew_ms=cfg.streaming.max_skew_ms, emit_verdicts=emit_verdicts,
                        sources=group_sources(cfg.streaming.source)),
@@ -234,7 +254,7 @@ def build_outputs(inputs, cfg: cfgmod.Config, *, emit_verdicts: bool | None = No
 
 
 def group_sources(source: str) -> tuple[str, ...]:
-    """The router's source names that feed group keys, for the cross-topic hold (``state_fn.Hold``)."""
+    """The router's source names that feed group keys, for the cross-topic hold (``hold.Hold``)."""
     names = {"events": ("heartbeats", "offsets"), "consumer-offsets": ("consumer_offsets",),
              "request-log": ("request_log",)}
     return tuple(n for s in cfgmod.source_list(source) for n in names.get(s, ()))
@@ -539,8 +559,12 @@ def _collect_batching(spark, cfg: cfgmod.Config):
 
 
 def start_query(spark, cfg: cfgmod.Config, writer: BatchWriter, *, trigger: str | None = None):
-    """Start the query. (No ``availableNow``: processing-time timeouts keep a stateful query
+    """Start the query on a checkpoint whose state this version reads (``checkpoint.
+    ensure_state_format``). (No ``availableNow``: processing-time timeouts keep a stateful query
     scheduling batches, so it would never finish; use :func:`drain` to process a backlog.)"""
+    from fencewatch.streaming.runtime.checkpoint import ensure_state_format
+
+    ensure_state_format(cfg.streaming.checkpoint_location, spark)
     with _collect_batching(spark, cfg):
         outputs = build_outputs(build_inputs(spark, cfg), cfg)
         query = (outputs.writeStream.queryName("fencewatch").foreachBatch(writer)
@@ -736,21 +760,30 @@ def _streaming_overrides(args: argparse.Namespace) -> dict:
     return {"streaming": streaming, "sinks": sinks}
 
 
-def _with_default_warmup(cfg: cfgmod.Config, args: argparse.Namespace) -> cfgmod.Config:
-    """contract §3: reading from the latest offsets, unseen members get one session timeout of grace."""
-    if getattr(args, "warmup", None) is None and cfg.state.warmup_ms == 0 and cfg.streaming.starting_offsets == "latest":
+def _with_default_warmup(cfg: cfgmod.Config, args: argparse.Namespace, seeded: bool = False) -> cfgmod.Config:
+    """contract §3: reading from the latest offsets, or where a checkpoint ``reset-state`` made
+    starts (``seeded``: state starts empty mid-stream), unseen members get one session timeout of grace."""
+    if getattr(args, "warmup", None) is None and cfg.state.warmup_ms == 0 and (
+            seeded or cfg.streaming.starting_offsets == "latest"):
         return replace(cfg, state=replace(cfg.state, warmup_ms=DEFAULT_WARMUP_MS))
     return cfg
 
 
 def _cmd_run(args: argparse.Namespace) -> int:
     from fencewatch.streaming.cli import build_config, maybe_print_config
+    from fencewatch.streaming.runtime.checkpoint import ensure_state_format, is_local, start_offsets
     from fencewatch.streaming.runtime.session import spark_session_for
 
-    cfg = _with_default_warmup(build_config(args, _streaming_overrides(args)), args)
+    cfg = build_config(args, _streaming_overrides(args))
+    location = cfg.streaming.checkpoint_location
+    cfg = _with_default_warmup(cfg, args, seeded=is_local(location) and start_offsets(location) is not None)
     if maybe_print_config(args, cfg):
         return 0
+    if is_local(location):  # refused at once, before Spark starts (start_query checks any checkpoint)
+        ensure_state_format(location)
     spark = spark_session_for(cfg)
+    if not is_local(location):  # read through Spark's file system
+        cfg = _with_default_warmup(cfg, args, seeded=start_offsets(location, spark) is not None)
     kafka, metrics = make_sinks(cfg, spark)
     host, port = metrics.start()
     writer = BatchWriter(cfg, kafka=kafka, metrics=metrics)

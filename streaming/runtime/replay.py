@@ -34,7 +34,7 @@ class ReplayResult:
     errors: list[DecodeError] = field(default_factory=list)
     unknown_types: dict[str, int] = field(default_factory=dict)
     events: int = 0
-    groups: list[grp.GroupState] = field(default_factory=list)
+    groups: list[grp.Group] = field(default_factory=list)
 
     @property
     def verdict_records(self) -> list[Verdict]:

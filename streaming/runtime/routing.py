@@ -118,11 +118,6 @@ def topic_bucket(cluster: str, topic: str) -> str:
     return _SEP.join(("t", cluster, f"{BUCKET_PREFIX}{zlib.crc32(topic.encode()) % TOPIC_BUCKETS}"))
 
 
-def is_bucket(pkey: tuple) -> bool:
-    """A topic bucket's key (parsed); older checkpoints hold keys of one topic each."""
-    return pkey[0] == "t" and pkey[2].startswith(BUCKET_PREFIX)
-
-
 def _bucket_of(key: tuple) -> str:
     """The stream's key string for ``state.engine``'s ``key``: a topic key goes to its bucket."""
     return topic_bucket(key[1], key[2]) if key[0] == "t" else key_string(key)
@@ -304,21 +299,19 @@ def read_items(pkey: tuple, source: str | None, payload: bytes, counts, now: int
 
 def decode_released(pkey: tuple, ready: list, dead: list) -> list:
     """The released entries (ts, seq, payload, arrival) with their records decoded: a group
-    key's into typed events, a topic key's into what ``state.engine.route`` gives that key (a
-    ``partition_epochs`` event, an ``offset_committed``'s commit facts; a bucket's, paired with
-    their topic). A record is a plain 2-tuple starting with bytes; events are NamedTuples or
-    dataclasses, stored-commit columns 4- (a topic key) or 5-tuples (a bucket); entries held by
-    an older version hold events already. ``dead`` gets (value, reason, event id, seq) of a record that no
+    key's into typed events, a topic bucket's into what ``state.engine.route`` gives a topic of
+    the bucket (a ``partition_epochs`` event, an ``offset_committed``'s commit facts), paired with
+    the topic. A record is a 2-tuple (bytes, event id); a bucket's stored-commit columns, a
+    5-tuple, pass as they are. ``dead`` gets (value, reason, event id, seq) of a record that no
     longer decodes (a guard: the router accepted it) instead of an entry."""
     out = []
     append = out.append
     is_group = pkey[0] == "g"
-    bucket = is_bucket(pkey)
-    own = key_string(pkey) if bucket else None
+    own = None if is_group else key_string(pkey)
     typed = typed_event
     for entry in ready:
         payload = entry[2]
-        if type(payload) is not tuple or len(payload) != 2 or type(payload[0]) is not bytes:
+        if len(payload) != 2:  # stored-commit columns
             append(entry)
             continue
         value, eid = payload
@@ -331,11 +324,8 @@ def decode_released(pkey: tuple, ready: list, dead: list) -> list:
             append((entry[0], seq, ev, entry[3]))
             continue
         for key, kev in route(ev):
-            if bucket and key[0] == "t" and key[1] == pkey[1] and topic_bucket(key[1], key[2]) == own:
+            if key[0] == "t" and key[1] == pkey[1] and topic_bucket(key[1], key[2]) == own:
                 append((entry[0], seq, (key[2], kev), entry[3]))  # (topic, what the topic's watch applies)
-                break
-            if key == pkey:
-                append((entry[0], seq, kev, entry[3]))
                 break
     return out
 

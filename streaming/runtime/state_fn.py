@@ -24,7 +24,7 @@ import time
 from array import array
 from collections import Counter
 from operator import itemgetter
-from typing import Callable, Iterable, Iterator
+from typing import TYPE_CHECKING, Callable, Iterable, Iterator
 
 import numpy as np
 import pandas as pd
@@ -34,14 +34,18 @@ from fencewatch.state.status import DEFAULT_CLUSTER, summarize_commit_verdicts
 from fencewatch.state import group as grp
 from fencewatch.state.config import RulesConfig
 from fencewatch.state import partition as part
-from fencewatch.state.engine import apply, new_state, run_key
+from fencewatch.state.engine import apply, run_key
 
 from fencewatch.streaming.runtime.gc_pause import no_cyclic_gc
-from fencewatch.streaming.runtime.hold import Hold  # noqa: F401  (older checkpoints pickled it as state_fn.Hold)
+from fencewatch.streaming.runtime.hold import Hold
 from fencewatch.streaming.runtime.outputs import OutRows
-from fencewatch.streaming.runtime.routing import (ROUTED_COLUMNS, Rows, decode_released, is_bucket, make_checker, pack_bytes, parse_key,
+from fencewatch.streaming.runtime.routing import (ROUTED_COLUMNS, Rows, decode_released, make_checker, pack_bytes, parse_key,
                       read_dead, read_items, route_records, unpack_bytes)
 from fencewatch.streaming.runtime.columns import DLQ_KEY, OUTPUT
+from fencewatch.streaming.runtime.state_codec import decode_hold, decode_state, encode_hold, encode_state
+
+if TYPE_CHECKING:
+    from pyspark.sql.streaming.state import GroupState as SparkGroupState  # PySpark's per-key handle
 
 _TS_SEQ = itemgetter(0, 1)
 _PICKLE = pickle.HIGHEST_PROTOCOL
@@ -51,24 +55,19 @@ _Rows = Rows
 
 def _run(pkey: tuple, st, ready: list, cfg: RulesConfig, out: grp.Outputs, clock: int | None):
     """Apply a key's released items, (ts, seq, payload, _), in order. A group key's are typed
-    events (``run_key``); a topic key's stored-commit columns go straight to
-    ``partition.note_commits``, as the local engine does, without a ``CommitFact`` per partition;
-    a topic bucket's state is its topics' watches, each applied as a topic key's."""
+    events (``run_key``); a topic bucket's state is its topics' watches, and a stored commit's
+    columns go straight to ``partition.note_commits``, as the local engine does, without a
+    ``CommitFact`` per partition."""
     if pkey[0] == "g":
         return run_key(pkey, st, [p for _, _, p, _ in ready], cfg, out, clock=clock)
-    if is_bucket(pkey):
-        watches = {} if st is None else st
-        for ts, _, payload, _ in ready:  # (topic, group id, partitions, offsets, epochs) or (topic, event)
-            topic = payload[0]
-            tw = watches.get(topic)
-            if tw is None:
-                tw = part.new_topic_watch(pkey[1], topic)
-            watches[topic] = _topic_step(tw, ts, payload[1:] if len(payload) == 5 else payload[1], cfg, out)
-        return watches
-    tw = new_state(pkey) if st is None else st
-    for ts, _, payload, _ in ready:
-        tw = _topic_step(tw, ts, payload, cfg, out)
-    return tw
+    watches = {} if st is None else st
+    for ts, _, payload, _ in ready:  # (topic, group id, partitions, offsets, epochs) or (topic, event)
+        topic = payload[0]
+        tw = watches.get(topic)
+        if tw is None:
+            tw = part.new_topic_watch(pkey[1], topic)
+        watches[topic] = _topic_step(tw, ts, payload[1:] if len(payload) == 5 else payload[1], cfg, out)
+    return watches
 
 
 def _topic_step(tw, ts: int, item, cfg: RulesConfig, out: grp.Outputs):
@@ -232,28 +231,28 @@ def make_stream_fn(cfg: RulesConfig, *, max_skew_ms: int = 2_000, emit_verdicts:
     ``sources``: the router's source names that feed group keys (``job.group_sources``).
     """
 
-    def stream_fn(key: tuple, pdfs: Iterator[pd.DataFrame], state) -> Iterator[pd.DataFrame]:
+    def stream_fn(key: tuple, pdfs: Iterator[pd.DataFrame], spark_state: SparkGroupState) -> Iterator[pd.DataFrame]:
         k = key[0]
         if k == DLQ_KEY:
             yield from _dead_letters(pdfs)
             return
         with no_cyclic_gc(settle=False):
-            frame = call(parse_key(k), pdfs, state)
+            frame = call(parse_key(k), pdfs, spark_state)
         if frame is not None:
             yield frame
 
-    def call(pkey: tuple, pdfs: Iterator[pd.DataFrame], state) -> pd.DataFrame | None:
+    def call(pkey: tuple, pdfs: Iterator[pd.DataFrame], spark_state: SparkGroupState) -> pd.DataFrame | None:
         is_group = pkey[0] == "g"
         now = int(wall_clock() * 1000)
         st, hold = None, Hold()
-        if state.exists:
-            blob, held = state.get
-            st = pickle.loads(blob) if blob is not None else None
-            hold = pickle.loads(held) if held is not None else Hold()
+        if spark_state.exists:  # the key's rules state and hold (``STATE``), as state_codec stored them
+            blob, held = spark_state.get
+            st = decode_state(pkey, blob) if blob is not None else None
+            hold = decode_hold(held, pkey) if held is not None else Hold()
         counts: Counter = Counter()
         dead: list = []
         caught_up = False  # every row of this call from a micro-batch that read all sources to their ends
-        if not state.hasTimedOut:
+        if not spark_state.hasTimedOut:
             marks = []
             for pdf in pdfs:
                 if "caught_up" in pdf:
@@ -272,11 +271,10 @@ def make_stream_fn(cfg: RulesConfig, *, max_skew_ms: int = 2_000, emit_verdicts:
         _add_dead(rows, dead)
         forget_layouts()  # keyed by this call's objects: no later call can hit them (issue 15)
         if is_group:
-            st.judged.clear()  # a cache, rebuilt on demand: keep the stored state small
             _add_status(rows, st, cfg, counts, hb_before, out)
         elif counts:  # partition-scoped events (partition_epochs): counted with group=""
             rows.add("counts", None, cluster=pkey[1], group_id="", json=json.dumps(_event_counts(counts)))
-        state.update((pickle.dumps(st, _PICKLE), pickle.dumps(hold, _PICKLE)))
+        spark_state.update((encode_state(pkey, st), encode_hold(hold)))
         waits = []
         if hold.pending:
             waits.append(hold.wait_ms(now, max_skew_ms))
@@ -285,7 +283,7 @@ def make_stream_fn(cfg: RulesConfig, *, max_skew_ms: int = 2_000, emit_verdicts:
             if due is not None:
                 waits.append(due - clock)
         if waits:
-            state.setTimeoutDuration(max(1, min(waits)))
+            spark_state.setTimeoutDuration(max(1, min(waits)))
         return _frame(rows.cols) if len(rows) else None
 
     return stream_fn

@@ -63,25 +63,3 @@ def test_the_first_member_still_revoking_a_partition_is_named():
     eng.feed(assignment("B", 2, tp("t", 3), ts=3))
     (p,) = verdicts_of(eng, commit("B", 2, tp("t", 0), ts=4))
     assert p.owner_member_id == "A"
-
-
-def test_stored_group_state_keeps_no_cache_and_old_states_load():
-    """The cache is never stored (Spark pickles every touched group each batch); a state stored
-    when the cache was a plain dict (before 5a61ef1) loads with an empty cache."""
-    import pickle
-
-    from fencewatch.state import group as grp
-    from fencewatch.state.judgement_cache import JudgementCache
-
-    eng = LocalEngine(RulesConfig())
-    eng.feed(assignment("A", 1, tp("t", 0), ts=1))
-    eng.feed(commit("A", 1, tp("t", 0), ts=2))
-    (g,) = eng.groups()
-    assert len(g.judged) == 1
-    back = pickle.loads(pickle.dumps(g))
-    assert isinstance(back.judged, JudgementCache) and len(back.judged) == 0 and back.members == g.members
-    old = {name: getattr(g, name) for name in grp.GroupState.__slots__}
-    old["judged"] = {("A", 1, False): {None: {}}}  # the dict layout stored before
-    loaded = grp.GroupState.__new__(grp.GroupState)
-    loaded.__setstate__((None, old))
-    assert isinstance(loaded.judged, JudgementCache) and len(loaded.judged) == 0 and loaded.owners == g.owners

@@ -227,8 +227,8 @@ def wait_for(predicate, timeout: float, every: float = 1.0, proc: RunProcess | N
     return predicate()
 
 
-class GroupStateStub:
-    """Spark's ``GroupState`` as ``applyInPandasWithState`` hands it to the function (the parts it uses)."""
+class SparkGroupStateStub:
+    """PySpark's ``GroupState`` (the per-key handle) as ``applyInPandasWithState`` hands it to the function (the parts it uses)."""
 
     def __init__(self):
         self.exists, self.get, self.hasTimedOut = False, None, False
@@ -255,10 +255,10 @@ def micro_batch(router, fn, states: dict, rows: list[tuple]):
             keyed.update(dict(list(out.groupby("key"))))
     for key in sorted(set(keyed) | set(states)):
         if key == DLQ_KEY:  # dead letters and unknown types: stateless, as in the job
-            for out in fn((key,), iter([keyed[key]]), GroupStateStub()):
+            for out in fn((key,), iter([keyed[key]]), SparkGroupStateStub()):
                 yield key, out
             continue
-        st = states.setdefault(key, GroupStateStub())
+        st = states.setdefault(key, SparkGroupStateStub())
         st.hasTimedOut = key not in keyed
         for out in fn((key,), iter([keyed[key]] if key in keyed else []), st):
             yield key, out

@@ -1,5 +1,4 @@
-"""``streaming.hold.Hold``: cross-topic ordering and the event-time clock, without Spark."""
-import pickle
+"""``streaming.runtime.hold.Hold``: cross-topic ordering and the event-time clock, without Spark."""
 import random
 
 from hypothesis import example, given, settings
@@ -109,7 +108,7 @@ def test_backlog_hold_is_bounded():
     assert len(h.input_walls) == MAX_HOLD_BATCHES  # only the calls since the held event arrived
     admit(h, now + MAX_HOLD_MS, (200, 900, "offsets"))
     assert payloads(h.release(now + MAX_HOLD_MS, SKEW, all_sources=True)) == [(200, 900), (9_000, 2)]
-    assert h.input_walls is None
+    assert h.input_walls == []
 
 
 def test_release_order_is_ts_seq_order_however_the_batches_split():
@@ -148,11 +147,13 @@ def test_old_event_does_not_move_the_clock_back():
     assert (h.last_ts, h.last_wall) == (900, 1_000)
 
 
-def test_hold_pickles_with_its_pending_events():
+def test_hold_is_stored_with_its_pending_events():
+    from fencewatch.streaming.runtime.state_codec import decode_hold, encode_hold
+
     h = Hold()
     admit(h, 0, (10, 1, "heartbeats"), (20, 2, "offsets"), (30, 3, "heartbeats"))
     h.release(0, SKEW, all_sources=True)
-    back = pickle.loads(pickle.dumps(h))
+    back = decode_hold(encode_hold(h))
     assert back == h and payloads(back.pending) == [(30, 3)]
 
 
@@ -190,7 +191,7 @@ def test_release_takes_the_longest_prefix_that_may_go(pending, seen, last_input,
 
     entries = [(ts, seq, (ts, seq, arrived), arrived) for ts, seq, arrived in pending]
     h = Hold(pending=list(entries), seen=dict(seen), last_input=last_input, idle_calls=idle_calls,
-             input_walls=sorted(walls) or None)
+             input_walls=sorted(walls))
     expected_sources = ("heartbeats", "offsets")
     pairs = list(seen.values())
     safe = min(pairs) if pairs and all(s in seen for s in expected_sources) else (float("-inf"), -1)

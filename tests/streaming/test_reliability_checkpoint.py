@@ -64,18 +64,15 @@ def test_odd_inputs_are_clear_errors(tmp_path, capsys):
 
 @pytest.mark.spark
 def test_sink_log_through_sparks_checkpoint_file_manager(spark, tmp_path):
-    """The sink log is written and read through Spark's CheckpointFileManager; a checkpoint from
-    before it (the last batch as a number in ``fencewatch-sink-batch``) is read on upgrade."""
-    from fencewatch.sinks.kafka import parse_log
+    """The sink log is written and read through Spark's CheckpointFileManager."""
+    from fencewatch.sinks.kafka import log_entry, parse_log
     from fencewatch.streaming.runtime.checkpoint import CheckpointSinkLog
 
     log = CheckpointSinkLog(spark, str(tmp_path))
     assert log.read() is None
-    (tmp_path / "fencewatch-sink-batch").write_text("41")
-    assert parse_log(log.read()) == {"batch": 41, "status": "done", "start": {}}
-    log.write('{"batch": 42, "status": "pending", "start": {"t": {"0": 5}}}')
+    log.write(log_entry(42, "pending", {"t": {"0": 5}}))
     assert parse_log(log.read()) == {"batch": 42, "status": "pending", "start": {"t": {"0": 5}}}
-    log.write('{"batch": 42, "status": "done"}')
+    log.write(log_entry(42, "done"))
     assert parse_log(log.read())["status"] == "done"
     assert (tmp_path / "fencewatch-sink" / "state.json").exists()
 
@@ -85,32 +82,46 @@ def test_local_sink_log_and_sparks_file_manager_read_each_other(spark, tmp_path)
     """A local checkpoint's sink log is written from Python (no Hadoop process per write); a log
     Hadoop wrote before (with its ``.crc``) is read, replaced, and its stale checksum removed, so
     Hadoop reads the new content back instead of failing its checksum."""
-    from fencewatch.sinks.kafka import BatchMarker, parse_log
+    from fencewatch.sinks.kafka import BatchMarker, log_entry, parse_log
     from fencewatch.streaming.runtime.checkpoint import CheckpointSinkLog, sink_log
 
     hadoop = CheckpointSinkLog(spark, str(tmp_path))
-    hadoop.write('{"batch": 7, "status": "done"}')
+    hadoop.write(log_entry(7, "done"))
     assert (tmp_path / "fencewatch-sink" / ".state.json.crc").exists()
     local = sink_log(spark, f"file://{tmp_path}")
     assert isinstance(local, BatchMarker)
     assert parse_log(local.read())["batch"] == 7
-    local.write('{"batch": 8, "status": "pending", "start": {"t": {"0": 3}}}')
+    local.write(log_entry(8, "pending", {"t": {"0": 3}}))
     assert not (tmp_path / "fencewatch-sink" / ".state.json.crc").exists()
     assert parse_log(CheckpointSinkLog(spark, str(tmp_path)).read())["start"] == {"t": {"0": 3}}
     assert sorted(p.name for p in (tmp_path / "fencewatch-sink").iterdir()) == ["state.json"]
 
 
-def test_local_sink_log_reads_the_legacy_marker_then_its_own(tmp_path):
-    from fencewatch.sinks.kafka import parse_log
+def test_local_sink_log_is_written_from_python(tmp_path):
+    from fencewatch.sinks.kafka import log_entry, parse_log
     from fencewatch.streaming.runtime.checkpoint import is_local, sink_log
 
     log = sink_log(None, str(tmp_path / "cp"))  # no Spark call on a local checkpoint
     assert log.read() is None
-    (tmp_path / "cp").mkdir()
-    (tmp_path / "cp" / "fencewatch-sink-batch").write_text("41")
-    assert parse_log(log.read())["batch"] == 41
-    log.write('{"batch": 42, "status": "done"}')
+    assert parse_log(log.read()) == {"batch": -1, "status": "done", "start": {}}
+    log.write(log_entry(42, "done"))
+    assert json.loads((tmp_path / "cp" / "fencewatch-sink" / "state.json").read_text()) == {
+        "format": 1, "batch": 42, "status": "done"}
     assert parse_log(sink_log(None, f"file:{tmp_path}/cp").read())["batch"] == 42
     assert sorted(p.name for p in (tmp_path / "cp" / "fencewatch-sink").iterdir()) == ["state.json"]  # no temp left
     assert [is_local(x) for x in ("cp", "/var/cp", "file:///var/cp", "FILE:/cp", "hdfs://nn/cp", "s3a://b/cp")] == \
         [True, True, True, True, False, False]
+
+
+@pytest.mark.parametrize("text, says", [
+    ('{"batch": 3, "status": "done"}', "sink log of fencewatch 0.1.0"),  # 0.1.0's document
+    ('{"format": 2, "batch": 3, "status": "done"}', "sink log of format 2"),
+    ('{"format": 1, "batch": "3", "status": "done"}', "unreadable sink log"),
+    ('{"format": 1, "batch": 3, "status": "written"}', "unreadable sink log"),
+    ("41", "unreadable sink log"),  # the number a marker held before the log
+])
+def test_a_sink_log_of_another_format_is_a_clear_error(text, says):
+    from fencewatch.sinks.kafka import parse_log
+
+    with pytest.raises(ValueError, match=says):
+        parse_log(text)

@@ -27,8 +27,9 @@ from fencewatch.streaming.ingest.events import MEMBERSHIP_TYPES, DecodeError, Un
 from fencewatch.streaming.runtime.job import group_sources
 from fencewatch.streaming.sources.kafka import rate_limit
 from fencewatch.streaming.runtime.outputs import read_frame
+from fencewatch.streaming.runtime.state_codec import decode_hold
 from fencewatch.streaming.runtime.state_fn import make_router, make_stream_fn, unpack_lines
-from reliability_harness import GroupStateStub, micro_batch
+from reliability_harness import SparkGroupStateStub, micro_batch
 
 SOURCES = ("heartbeats", "offsets")
 RANK = {"heartbeats": 0, "offsets": 1}
@@ -67,7 +68,7 @@ def job_outputs(recs, cfg, plan: list[tuple[int, int]], trigger_ms: int = 500, m
     router = make_router()
     wall = [time.time()]
     fn = make_stream_fn(cfg, max_skew_ms=max_skew_ms, wall_clock=lambda: wall[0], sources=group_sources("events"))
-    states: dict[str, GroupStateStub] = {}
+    states: dict[str, SparkGroupStateStub] = {}
     verdicts, alerts = set(), set()
     pos = {s: 0 for s in SOURCES}
     plan = list(plan)
@@ -84,7 +85,7 @@ def job_outputs(recs, cfg, plan: list[tuple[int, int]], trigger_ms: int = 500, m
                 elif row.record == "alert":
                     alerts.add(row.json)
         wall[0] += trigger_ms / 1000
-        if not plan and not any(s.get and __import__("pickle").loads(s.get[1]).pending for s in states.values()):
+        if not plan and not any(s.get and decode_hold(s.get[1]).pending for s in states.values()):
             break
     return verdicts, alerts
 

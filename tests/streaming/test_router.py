@@ -58,11 +58,10 @@ def test_default_batch_is_about_one_trigger_of_work():
     assert default_max_offsets(1, 1) >= 1_000  # never a trickle
 
 
-def test_held_records_are_decoded_when_released_and_older_holds_events_pass_as_they_are():
+def test_held_records_are_decoded_when_released():
     """A key holds its records undecoded (a backlog read unevenly keeps some across micro-batches:
-    pickled with the state each batch, a record costs a bytes copy, an event a Python object
-    per field) and decodes them on release; a Hold pickled by a version that held typed events
-    releases those unchanged (upgrading with a checkpoint)."""
+    stored with the state each batch, a record costs a bytes copy, an event a Python object
+    per field) and decodes them on release."""
     from fencewatch.streaming.ingest.events import decode_json_line
     from fencewatch.streaming.runtime.routing import decode_released, read_items
 
@@ -74,9 +73,8 @@ def test_held_records_are_decoded_when_released_and_older_holds_events_pass_as_t
     assert [(ts, seq, now) for ts, seq, _, now in held] == [(100, 0, 7), (101, 1, 7)]
     assert all(type(p) is tuple and len(p) == 2 and isinstance(p[0], bytes) for _, _, p, _ in held)
     assert counts == {("offset_commit", "offsets"): 2}
-    old = (99, 5, decode_json_line(commit(99, "g1", [2]), seq=5, default_event_id="x", coords="c"), 3)
     dead: list = []
-    released = decode_released(("g", "default", "g1"), [old] + held, dead)
-    assert released[0] is old and dead == []
-    assert [ev for _, _, ev, _ in released[1:]] == [
+    released = decode_released(("g", "default", "g1"), held, dead)
+    assert dead == []
+    assert [ev for _, _, ev, _ in released] == [
         decode_json_line(line, seq=i, default_event_id=f"e{i}", coords="") for i, line in enumerate(lines)]

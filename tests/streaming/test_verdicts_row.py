@@ -23,7 +23,7 @@ from fencewatch.streaming.runtime.replay import judge_events
 from fencewatch.sinks.jsonl import alert_json, commit_verdicts_block
 from fencewatch.streaming.runtime.outputs import read_frame
 from fencewatch.streaming.runtime.state_fn import make_router, make_stream_fn, unpack_lines
-from reliability_harness import GroupStateStub, micro_batch
+from reliability_harness import SparkGroupStateStub, micro_batch
 
 NOW_MS = 4_000_000_000_000
 
@@ -33,7 +33,7 @@ def _frames(events, batch: int = 700):
     wall = [NOW_MS / 1000 - 10_000.0]
     fn = make_stream_fn(RulesConfig(), max_skew_ms=1_000, wall_clock=lambda: wall[0],
                         sources=group_sources("events"))
-    states: dict[str, GroupStateStub] = {}
+    states: dict[str, SparkGroupStateStub] = {}
     out = []
     for start in range(0, len(events), batch):
         rows = []

@@ -4,7 +4,7 @@ The job's Python workers grew ~+570 MB/h in the soak. Sampled after each task in
 (``bench/worker_memprobe.py``): Arrow's pool was empty between tasks; CPython's live blocks grew
 steadily, and of fencewatch's memo tables only the verdict layout memo (``sinks.jsonl._LAYOUTS``)
 grew with time, ~24 entries/s per worker. It is keyed by ``id(parts)`` and keeps ``parts`` alive;
-the state function unpickles a group's state anew in every call, so an entry could never hit
+the state function decodes a group's state anew in every call, so an entry could never hit
 again. The state function now empties it after rendering.
 """
 from __future__ import annotations
@@ -20,7 +20,7 @@ from fencewatch.streaming.ingest.events import MEMBERSHIP_TYPES
 from fencewatch.streaming.runtime.job import group_sources
 from fencewatch.streaming.runtime.outputs import read_frame
 from fencewatch.streaming.runtime.state_fn import make_router, make_stream_fn
-from reliability_harness import GroupStateStub, micro_batch
+from reliability_harness import SparkGroupStateStub, micro_batch
 
 
 def test_the_state_function_keeps_no_verdict_layouts_between_calls():
@@ -30,7 +30,7 @@ def test_the_state_function_keeps_no_verdict_layouts_between_calls():
     wall = [1_000_000.0]
     fn = make_stream_fn(RulesConfig(), max_skew_ms=1_000, wall_clock=lambda: wall[0],
                         sources=group_sources("events"))
-    states: dict[str, GroupStateStub] = {}
+    states: dict[str, SparkGroupStateStub] = {}
     jsonl._LAYOUTS.clear()
     verdicts, left = 0, []
     for start in range(0, len(events), 500):  # micro-batches of 500 events, 1 s of wall time each
