@@ -107,7 +107,9 @@ def sustained(spark, broker, n_events: int, groups: int, max_per_trigger: int, w
     from fencewatch.sim.engine import SimConfig
     from fencewatch.sim.profiles import profile
     from fencewatch.sinks.kafka import KafkaOutputs
-    from fencewatch.streaming.runtime.job import BatchWriter, JobStats, start_query, stop_between_batches
+    from fencewatch.streaming.runtime.writer import BatchWriter
+    from fencewatch.streaming.runtime.stats import JobStats
+    from fencewatch.streaming.runtime.query import start_query, stop_between_batches
 
     hb, off = f"hb-{time.time_ns()}", f"off-{time.time_ns()}"
     broker.create_topics([hb, off, "fencewatch.verdicts", "fencewatch.alerts", "fencewatch.dlq"], partitions=4,
@@ -148,7 +150,9 @@ def latency(spark, broker, seconds: int, groups: int, max_skew: str = "2s") -> d
     from fencewatch.sim.run import run_simulation
     from fencewatch.sim.engine import SimConfig
     from fencewatch.sim.profiles import profile
-    from fencewatch.streaming.runtime.job import BatchWriter, JobStats, start_query, stop_between_batches
+    from fencewatch.streaming.runtime.writer import BatchWriter
+    from fencewatch.streaming.runtime.stats import JobStats
+    from fencewatch.streaming.runtime.query import start_query, stop_between_batches
 
     hb, off = f"hbl-{time.time_ns()}", f"offl-{time.time_ns()}"
     broker.create_topics([hb, off], partitions=4, exist_ok=True)

@@ -105,7 +105,8 @@ def job_backlog(spark, bootstrap: str, hb: str, off: str, n_events: int, max_per
     checkpoint, the metrics exporter on a free port, the query's facts read each batch):
     events/s over the micro-batches after the first ``warmup_batches``."""
     from fencewatch.streaming.config import settings as cfgmod
-    from fencewatch.streaming.runtime.job import BatchWriter, make_sinks, query_facts, start_query, stop_between_batches
+    from fencewatch.streaming.runtime.writer import BatchWriter
+    from fencewatch.streaming.runtime.query import make_sinks, query_facts, start_query, stop_between_batches
 
     streaming = {"bootstrap_servers": bootstrap, "starting_offsets": "earliest", "heartbeats_topic": hb,
                  "offsets_topic": off, "checkpoint_location": tempfile.mkdtemp() + "/cp"}
@@ -200,7 +201,7 @@ def engine_floor(spark, bootstrap: str, hb: str, off: str, n_events: int, max_pe
     from fencewatch.state.engine import group_key, run_key, sort_key
     from fencewatch.streaming.ingest.events import DecodeError, UnknownType, decode_json_line
     from fencewatch.streaming.config import settings as cfgmod
-    from fencewatch.streaming.runtime.job import batch_limit_options, task_options
+    from fencewatch.streaming.runtime.inputs import batch_limit_options, task_options
     from fencewatch.streaming.runtime.state_codec import decode_state, encode_state
     from fencewatch.streaming.sources import read_kafka_stream
 
@@ -227,7 +228,7 @@ def engine_floor(spark, bootstrap: str, hb: str, off: str, n_events: int, max_pe
         yield pd.DataFrame({"key": [key[0]], "n": [len(out.commits)]})
 
     if routed:
-        from fencewatch.streaming.runtime.job import build_inputs
+        from fencewatch.streaming.runtime.inputs import build_inputs
         from fencewatch.streaming.runtime.routing import parse_key
         from fencewatch.streaming.runtime.columns import DLQ_KEY
         from fencewatch.streaming.runtime.state_fn import _run, read_whole

@@ -181,7 +181,9 @@ def main(argv=None) -> int:
     from fencewatch.sinks.kafka import KafkaOutputs
     from fencewatch.streaming import config as cfgmod
     from fencewatch.streaming.brokers import embedded_broker
-    from fencewatch.streaming.runtime.job import BatchWriter, JobStats, start_query, stop_between_batches
+    from fencewatch.streaming.runtime.writer import BatchWriter
+    from fencewatch.streaming.runtime.stats import JobStats
+    from fencewatch.streaming.runtime.query import start_query, stop_between_batches
     from fencewatch.streaming.runtime.session import checkpoint_conf, spark_session
 
     extra = {**checkpoint_conf(str(out)), "spark.ui.enabled": "true", "spark.ui.port": "4077", "spark.sql.ui.retainedExecutions": "1000"}

@@ -3,10 +3,10 @@
 Variants, each reading the same backlog from the embedded broker in micro-batches of
 ``--per-trigger`` records on ``local[2]``:
 
-- ``source``: the job's inputs (``job.build_inputs``: for ``--source events`` the Kafka source
+- ``source``: the job's inputs (``inputs.build_inputs``: for ``--source events`` the Kafka source
   with the router inside ``read``) into a no-op sink;
-- ``state``: plus ``applyInPandasWithState`` (``job.build_outputs``), no-op sink;
-- ``collect``: plus the batch writer's read of the outputs (``job._chunks``), nothing produced;
+- ``state``: plus ``applyInPandasWithState`` (``query.build_outputs``), no-op sink;
+- ``collect``: plus the batch writer's read of the outputs (``writer._chunks``), nothing produced;
 - ``full``: the job as ``fencewatch run`` runs it (``start_query`` with the Kafka outputs).
 
 Prints events/s, micro-batch durations and CPU microseconds per event by process kind (JVM,
@@ -32,7 +32,7 @@ from bench.bench_streaming import produce, replay_rate, simulate_lines  # noqa: 
 def run_variant(spark, broker: str, variant: str, hb: str, off: str, n: int, per_trigger: int) -> str:
     from fencewatch.sinks.kafka import KafkaOutputs
     from fencewatch.streaming.config import settings as cfgmod
-    from fencewatch.streaming.runtime import job
+    from fencewatch.streaming.runtime import inputs as rt_inputs, query as rt_query, stats as rt_stats, writer as rt_writer
 
     checkpoint = tempfile.mkdtemp() + "/cp"
     streaming = {"bootstrap_servers": broker, "starting_offsets": "earliest", "heartbeats_topic": hb,
@@ -42,15 +42,15 @@ def run_variant(spark, broker: str, variant: str, hb: str, off: str, n: int, per
     if variant == "full":
         kafka = KafkaOutputs({"bootstrap.servers": broker}, verdicts_topic="fencewatch.verdicts",
                              alerts_topic="fencewatch.alerts", dlq_topic="fencewatch.dlq")
-        query = job.start_query(spark, cfg, job.BatchWriter(cfg, kafka=kafka, stats=job.JobStats()),
+        query = rt_query.start_query(spark, cfg, rt_writer.BatchWriter(cfg, kafka=kafka, stats=rt_stats.JobStats()),
                                 trigger="1 second")
     else:
-        df = job.build_inputs(spark, cfg)
+        df = rt_inputs.build_inputs(spark, cfg)
         if variant != "source":
-            df = job.build_outputs(df, cfg)
+            df = rt_query.build_outputs(df, cfg)
         if variant == "collect":
             def sink(d, _):
-                sum(len(c) for c in job._chunks(d, 20_000))
+                sum(len(c) for c in rt_writer._chunks(d, 20_000))
         else:
             def sink(d, _):
                 d.write.format("noop").mode("overwrite").save()

@@ -19,8 +19,8 @@ _COMMAND_MODULES = {
     "simulate": "fencewatch.streaming.commands.simulate",
     "bridge": "fencewatch.streaming.commands.bridge",
     "grafana": "fencewatch.streaming.commands.grafana",
-    "run": "fencewatch.streaming.runtime.job",
-    "demo": "fencewatch.streaming.runtime.job",
+    "run": "fencewatch.streaming.commands.run",
+    "demo": "fencewatch.streaming.commands.demo",
     "checkpoint": "fencewatch.streaming.commands.checkpoint",
     "report": "fencewatch.streaming.commands.report",
 }

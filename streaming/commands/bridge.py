@@ -35,16 +35,17 @@ import sys
 from itertools import islice
 from typing import IO, Any, Iterable, Mapping
 
-from fencewatch.streaming.config.settings import duration_s_arg
+from fencewatch.streaming.config.settings import duration_s_arg, parse_timezone
 from fencewatch.streaming.ingest.consumer_offsets.mapping import ABSENT_EPOCH_MODES, Bridge, TopicNames
 from fencewatch.streaming.ingest.consumer_offsets.records import RecordDecodeError, decode, kafka_json
+from fencewatch.streaming.ingest.consumer_offsets.topic_names import load_topic_ids
 from fencewatch.streaming.ingest.request_log import BATCH_LINES, RequestLogBridge, events_json_lines
 from fencewatch.streaming.runtime.bridge_loop import (DEFAULT_HEARTBEATS_TOPIC, DEFAULT_OFFSETS_TOPIC,
                                                       DEFAULT_SOURCE_TOPIC, POLL_TIMEOUT_S, run_bridge,
                                                       run_request_log_bridge, tune_gc)
 
 __all__ = ["register", "run_bridge", "run_from_file", "run_from_request_log", "run_request_log_bridge",
-           "load_topic_ids", "parse_client_config", "parse_timezone", "tune_gc"]
+           "parse_client_config", "tune_gc"]
 
 log = logging.getLogger(__name__)
 
@@ -196,27 +197,6 @@ def _bridge_metrics(cfg: Any, args: argparse.Namespace) -> Any:
 # ---------------------------------------------------------------------------
 # configuration helpers
 # ---------------------------------------------------------------------------
-
-def load_topic_ids(path: str) -> dict[str, str]:
-    with open(path, encoding="utf-8") as f:
-        data = json.load(f)
-    if not isinstance(data, dict) or not all(isinstance(v, str) for v in data.values()):
-        raise ValueError("expected a JSON object of topic id -> topic name")
-    TopicNames(data)  # validates every id
-    return data
-
-
-def parse_timezone(name: str | None):
-    """``--log-timezone``: an IANA zone name (or UTC); None when not given."""
-    if not name:
-        return None
-    from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
-
-    try:
-        return ZoneInfo(name)
-    except (ZoneInfoNotFoundError, ValueError) as exc:
-        raise ValueError(f"unknown time zone {name!r} ({exc})") from None
-
 
 def _live_config(bootstrap: str, conf: dict[str, str]) -> Any:
     """The one Config (environment, then these flags): -X and --command-config merged over the

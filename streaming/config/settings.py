@@ -422,3 +422,15 @@ def _spark_conf_problems(conf: Mapping[str, str]) -> list[str]:
         elif key.lower() in _SPARK_OWNED:
             problems.append(f"streaming.spark_conf: set {key} with {_SPARK_OWNED[key.lower()]}")
     return problems
+
+
+def parse_timezone(name: str | None):
+    """``--log-timezone``: an IANA zone name (or UTC); None when not given."""
+    if not name:
+        return None
+    from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
+
+    try:
+        return ZoneInfo(name)
+    except (ZoneInfoNotFoundError, ValueError) as exc:
+        raise ValueError(f"unknown time zone {name!r} ({exc})") from None

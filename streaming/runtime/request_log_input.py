@@ -96,7 +96,7 @@ def request_log_inputs(spark, cfg, options: dict, topic_ids: Mapping[str, str], 
     """The lines topic as router input (the columns every source gives, ``SCHEMA``)."""
     from pyspark.sql import functions as F
 
-    from fencewatch.streaming.commands.bridge import parse_timezone
+    from fencewatch.streaming.config.settings import parse_timezone
     from fencewatch.streaming.sources import read_kafka_stream
 
     s = cfg.streaming

@@ -74,7 +74,7 @@ def _reader_state(spark, reader) -> tuple[str, dict[str, str]]:
 
 
 def _job_options(cfg) -> dict[str, str]:
-    """The source options ``fencewatch run`` builds from its config (streaming/runtime/job.py build_inputs)."""
+    """The source options ``fencewatch run`` builds from its config (streaming/runtime/inputs.py build_inputs)."""
     s = cfg.streaming
     options = {"startingOffsets": s.starting_offsets, "failOnDataLoss": str(s.fail_on_data_loss).lower()}
     if s.max_offsets_per_trigger:

@@ -28,7 +28,9 @@ import pytest
 from fencewatch.sinks.kafka import KafkaOutputs
 from fencewatch.streaming.config import settings as cfgmod
 from fencewatch.streaming.brokers.tansu import create_topics
-from fencewatch.streaming.runtime.job import BatchWriter, JobStats, drain, query_failure, start_query
+from fencewatch.streaming.runtime.writer import BatchWriter
+from fencewatch.streaming.runtime.stats import JobStats
+from fencewatch.streaming.runtime.query import drain, query_failure, start_query
 from fencewatch.streaming.brokers.rsyslog import read_lines
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "streaming"))

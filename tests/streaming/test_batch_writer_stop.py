@@ -7,7 +7,7 @@ import threading
 import pytest
 
 from fencewatch.streaming.config.settings import Config
-from fencewatch.streaming.runtime.job import BatchWriter, StopRequested
+from fencewatch.streaming.runtime.writer import BatchWriter, StopRequested
 
 
 class SlowWriter(BatchWriter):

@@ -110,7 +110,9 @@ def test_the_job_on_the_new_checkpoint_reads_exactly_the_records_after_the_commi
     from fencewatch.sinks.kafka import KafkaOutputs
     from fencewatch.streaming.brokers.tansu import create_topics, delete_topics
     from fencewatch.streaming.config import settings as cfgmod
-    from fencewatch.streaming.runtime.job import BatchWriter, JobStats, drain, query_failure, start_query
+    from fencewatch.streaming.runtime.writer import BatchWriter
+    from fencewatch.streaming.runtime.stats import JobStats
+    from fencewatch.streaming.runtime.query import drain, query_failure, start_query
     from kafka_helpers import read_all
     from reliability_harness import engine_reference, produce_clock, produce_events
 

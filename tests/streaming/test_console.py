@@ -114,7 +114,7 @@ def test_third_parties_are_quiet_unless_debugging(console):
     logsetup.configure("INFO", stream=console)
     for name in ("py4j", "fencewatch.kafka", "pyspark"):
         assert logging.getLogger(name).getEffectiveLevel() == logging.WARNING, name
-    assert logging.getLogger("fencewatch.streaming.runtime.job").getEffectiveLevel() == logging.INFO
+    assert logging.getLogger("fencewatch.streaming.commands.run").getEffectiveLevel() == logging.INFO
 
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -169,7 +169,7 @@ def test_one_duration_parser_reads_the_same_everywhere(text, ms):
     timeout: one grammar (``state.config.parse_duration_ms``), one meaning of a bare number."""
     import argparse
 
-    from fencewatch.sim.command import parse_duration_ms as sim_flag
+    from fencewatch.streaming.commands.simulate import parse_duration_flag as sim_flag
     from fencewatch.sim.profiles import parse_knob, profile
     from fencewatch.streaming.commands.bridge import register as bridge_register
     from fencewatch.streaming.commands.grafana import register as grafana_register
@@ -190,7 +190,7 @@ def test_one_duration_parser_reads_the_same_everywhere(text, ms):
 @pytest.mark.parametrize("flag, expected_ms", [("90", 90_000), ("90s", 90_000), ("1.5m", 90_000), ("250ms", 250)])
 def test_a_bare_number_in_a_flag_means_seconds(flag, expected_ms, monkeypatch):
     from fencewatch.streaming.cli import build_config
-    from fencewatch.streaming.runtime.job import _streaming_overrides
+    from fencewatch.streaming.commands.run import _streaming_overrides
 
     args = build_parser(["run"]).parse_args(["run", "--max-skew", flag, "--warmup", flag, "--trigger", flag])
     cfg = build_config(args, _streaming_overrides(args))
@@ -243,7 +243,7 @@ def test_driver_java_options_keep_the_users_and_add_our_log4j_file():
 
 @pytest.mark.spark
 def test_metrics_never_carry_secrets(spark, tmp_path, monkeypatch):
-    from fencewatch.streaming.runtime.job import make_sinks
+    from fencewatch.streaming.runtime.query import make_sinks
 
     cfg = cfgmod.load_config(environ={"FENCEWATCH_STREAMING__KAFKA__SASL_PASSWORD": SECRET + "-m",
                                       "FENCEWATCH_SINKS__GRAFANA_TOKEN": SECRET + "-t"},

@@ -22,8 +22,9 @@ import pytest
 from fencewatch.sim.engine import SimConfig, simulate
 from fencewatch.sim.profiles import profile
 from fencewatch.streaming.config import settings as cfgmod
-from fencewatch.streaming.runtime.job import (BatchWriter, _watch, make_sinks, query_facts, start_query,
-                                              stop_between_batches)
+from fencewatch.streaming.runtime.writer import BatchWriter
+from fencewatch.streaming.commands.run import _watch
+from fencewatch.streaming.runtime.query import make_sinks, query_facts, start_query, stop_between_batches
 from reliability_harness import produce_clock, produce_events
 
 

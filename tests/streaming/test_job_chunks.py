@@ -6,7 +6,7 @@ import time
 
 import pytest
 
-from fencewatch.streaming.runtime.job import _chunks
+from fencewatch.streaming.runtime.writer import _chunks
 
 pytestmark = pytest.mark.spark
 
@@ -108,7 +108,7 @@ def test_the_events_query_gets_small_output_batches_and_the_session_keeps_its_ow
     while the session itself gets its value back; a query with a ``mapInPandas`` (here
     consumer-offsets) and a ``spark_conf`` value are left alone."""
     from fencewatch.streaming.config import settings as cfgmod
-    from fencewatch.streaming.runtime.job import COLLECT_BATCH_ROWS, _collect_batching
+    from fencewatch.streaming.runtime.query import COLLECT_BATCH_ROWS, _collect_batching
 
     key = "spark.sql.execution.arrow.maxRecordsPerBatch"
     before = spark.conf.get(key)
@@ -146,7 +146,7 @@ def test_router_sources_name_the_sources_the_mapinpandas_router_decodes(spark):
     routes inside ``read`` unless a Schema Registry decoder is configured; every other source goes
     through the router."""
     from fencewatch.streaming.config import settings as cfgmod
-    from fencewatch.streaming.runtime.job import router_sources
+    from fencewatch.streaming.runtime.inputs import router_sources
 
     def chosen(**streaming):
         return router_sources(spark, cfgmod.load_config(environ={}, overrides={"streaming": streaming}))

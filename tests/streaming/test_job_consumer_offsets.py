@@ -16,7 +16,9 @@ from confluent_kafka import Producer
 
 from fencewatch.sinks.kafka import KafkaOutputs
 from fencewatch.streaming.config import settings as cfgmod
-from fencewatch.streaming.runtime.job import BatchWriter, JobStats, drain, query_failure, start_query
+from fencewatch.streaming.runtime.writer import BatchWriter
+from fencewatch.streaming.runtime.stats import JobStats
+from fencewatch.streaming.runtime.query import drain, query_failure, start_query
 from kafka_helpers import read_all
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "bridge"))

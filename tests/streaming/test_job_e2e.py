@@ -16,7 +16,9 @@ from fencewatch.sim.engine import SimConfig, simulate
 from fencewatch.sim.profiles import profile
 from fencewatch.sinks.kafka import BatchMarker, KafkaOutputs, decode_alert_avro
 from fencewatch.streaming.config import settings as cfgmod
-from fencewatch.streaming.runtime.job import BatchWriter, JobStats, drain, query_facts, query_failure, start_query
+from fencewatch.streaming.runtime.writer import BatchWriter
+from fencewatch.streaming.runtime.stats import JobStats
+from fencewatch.streaming.runtime.query import drain, query_facts, query_failure, start_query
 from kafka_helpers import read_all
 from reliability_harness import engine_reference, produce_clock, produce_events
 

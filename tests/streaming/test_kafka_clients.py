@@ -13,7 +13,7 @@ import pytest
 
 from fencewatch.streaming.config import settings as cfgmod
 from fencewatch.streaming.cli import build_config, build_parser
-from fencewatch.streaming.runtime.job import _streaming_overrides
+from fencewatch.streaming.commands.run import _streaming_overrides
 from fencewatch.streaming.sources.kafka import parse_options
 from fencewatch.streaming.config.kafka import to_java
 

@@ -24,7 +24,7 @@ from fencewatch.sinks.jsonl import alert_json, commit_verdicts_block
 from fencewatch.state.config import RulesConfig
 from fencewatch.state.engine import LocalEngine, sort_key
 from fencewatch.streaming.ingest.events import MEMBERSHIP_TYPES, DecodeError, UnknownType, decode_json_line
-from fencewatch.streaming.runtime.job import group_sources
+from fencewatch.streaming.runtime.inputs import group_sources
 from fencewatch.streaming.sources.kafka import rate_limit
 from fencewatch.streaming.runtime.outputs import read_frame
 from fencewatch.streaming.runtime.state_codec import decode_hold

@@ -109,8 +109,8 @@ def test_command_table_names_what_each_module_registers():
 def test_replay_does_not_import_the_other_commands(trace, tmp_path):
     code = ("import sys; from fencewatch.streaming.cli import main; "
             f"rc = main(['replay', {str(trace)!r}, '--out', {str(tmp_path / 'v.jsonl')!r}, '--quiet']); "
-            "print(sorted(m for m in sys.modules if m.startswith(('fencewatch.streaming.bridge', 'fencewatch.sim', "
-            "'fencewatch.streaming.runtime.job', 'fencewatch.sinks.grafana')))); sys.exit(rc)")
+            "print(sorted(m for m in sys.modules if m.startswith(('fencewatch.streaming.commands.bridge', 'fencewatch.sim', "
+            "'fencewatch.streaming.runtime.query', 'fencewatch.streaming.commands.run', 'fencewatch.sinks.grafana')))); sys.exit(rc)")
     res = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert res.stdout.strip() == "[]"
 

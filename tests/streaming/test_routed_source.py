@@ -12,7 +12,7 @@ import pytest
 from confluent_kafka import Producer
 
 from fencewatch.streaming.config import settings as cfgmod
-from fencewatch.streaming.runtime.job import build_inputs
+from fencewatch.streaming.runtime.inputs import build_inputs
 from fencewatch.streaming.runtime.routing import unpack_frame
 from fencewatch.streaming.runtime.columns import DLQ_KEY, ROUTED
 from fencewatch.streaming.runtime.state_fn import make_router
@@ -77,7 +77,7 @@ def test_routed_source_gives_the_routers_items(spark, broker, topic_factory):
     routed = build_inputs(spark, cfg)  # our source: routes inside read()
     assert routed.schema == ROUTED
 
-    from fencewatch.streaming.runtime.job import _event_inputs
+    from fencewatch.streaming.runtime.inputs import _event_inputs
     options = {"startingOffsets": "earliest", "maxOffsetsPerTrigger": "100000"}
     legacy = _event_inputs(spark, cfg, options).mapInPandas(make_router("json"), ROUTED)
 

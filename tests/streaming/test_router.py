@@ -4,7 +4,7 @@ import json
 import msgspec
 import pandas as pd
 
-from fencewatch.streaming.runtime.job import default_max_offsets
+from fencewatch.streaming.runtime.inputs import default_max_offsets
 from fencewatch.streaming.runtime.columns import DLQ_KEY, ROUTED
 from fencewatch.streaming.runtime.routing import parse_key, topic_bucket, unpack_frame
 from fencewatch.streaming.runtime.state_fn import make_router

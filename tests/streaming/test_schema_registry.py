@@ -187,7 +187,7 @@ def test_kafka_outputs_write_registry_encoded_alerts(registry, broker, topic_fac
 
 def test_settings_come_from_the_config_and_the_secret_is_redacted():
     from fencewatch.streaming.config import settings as cfgmod
-    from fencewatch.streaming.runtime.job import _registry
+    from fencewatch.streaming.runtime.inputs import _registry
 
     cfg = cfgmod.load_config(environ={"FENCEWATCH_STREAMING__SCHEMA_REGISTRY__URL": "mock://cfg",
                                       "FENCEWATCH_STREAMING__SCHEMA_REGISTRY__BASIC_AUTH_USER_INFO": "u:s3cret"})

@@ -18,7 +18,9 @@ from fencewatch.sim.profiles import profile
 from fencewatch.state.config import RulesConfig
 from fencewatch.streaming.config import settings as cfgmod
 from fencewatch.streaming.ingest.events import MEMBERSHIP_TYPES
-from fencewatch.streaming.runtime.job import BatchWriter, JobStats, _BatchTotals, group_sources
+from fencewatch.streaming.runtime.writer import BatchWriter, _BatchTotals
+from fencewatch.streaming.runtime.stats import JobStats
+from fencewatch.streaming.runtime.inputs import group_sources
 from fencewatch.streaming.runtime.replay import judge_events
 from fencewatch.sinks.jsonl import alert_json, commit_verdicts_block
 from fencewatch.streaming.runtime.outputs import read_frame
@@ -72,7 +74,7 @@ def test_one_verdicts_row_per_call_carries_every_line_and_its_commit_ts(monkeypa
     assert by_group(lines) == by_group(expected)
 
     # The driver: every line produced, one latency sample per line from its commit's ts.
-    monkeypatch.setattr("fencewatch.streaming.runtime.job.time.time", lambda: NOW_MS / 1000)
+    monkeypatch.setattr("fencewatch.streaming.runtime.writer.time.time", lambda: NOW_MS / 1000)
     writer = BatchWriter(cfgmod.load_config(environ={}), stats=JobStats())
     acc = _BatchTotals()
     for f in frames:

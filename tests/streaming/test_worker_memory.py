@@ -17,7 +17,7 @@ from fencewatch.sim.profiles import profile
 from fencewatch.sinks import jsonl
 from fencewatch.state.config import RulesConfig
 from fencewatch.streaming.ingest.events import MEMBERSHIP_TYPES
-from fencewatch.streaming.runtime.job import group_sources
+from fencewatch.streaming.runtime.inputs import group_sources
 from fencewatch.streaming.runtime.outputs import read_frame
 from fencewatch.streaming.runtime.state_fn import make_router, make_stream_fn
 from reliability_harness import SparkGroupStateStub, micro_batch

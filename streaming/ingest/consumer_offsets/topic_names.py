@@ -5,11 +5,12 @@ resolve them (contract §9).
 
 from __future__ import annotations
 
+import json
 from typing import Any, Mapping
 
 from fencewatch.streaming.ingest.consumer_offsets.records import parse_topic_id, uuid_to_standard_string
 
-__all__ = ["TopicNames"]
+__all__ = ["TopicNames", "load_topic_ids"]
 
 
 class TopicNames:
@@ -41,3 +42,12 @@ class TopicNames:
 
     def __len__(self) -> int:
         return len(self._names)
+
+
+def load_topic_ids(path: str) -> dict[str, str]:
+    with open(path, encoding="utf-8") as f:
+        data = json.load(f)
+    if not isinstance(data, dict) or not all(isinstance(v, str) for v in data.values()):
+        raise ValueError("expected a JSON object of topic id -> topic name")
+    TopicNames(data)  # validates every id
+    return data
