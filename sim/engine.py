@@ -127,6 +127,7 @@ class SimGroup:
         "stale_claims",
         "empty_since",
         "producer_epochs",
+        "commits",
     )
 
     def __init__(self, index: int, group_id: str, protocol: str, coord, topology: GroupTopology, logs: list[PartitionLog]) -> None:
@@ -156,6 +157,7 @@ class SimGroup:
         self.empty_since = -1
         # Exactly-once: slot -> (producer id, producer epoch) of its transactional id.
         self.producer_epochs: dict[int, tuple[int, int]] = {}
+        self.commits = True  # False: its clients never commit (a console consumer without --group)
 
 
 class Done(Exception):
@@ -235,6 +237,7 @@ class Simulator:
         self._schedule_poisson(_CLUSTER, None, "unclean", k.unclean_elections_per_hour, t0)
         self._schedule_poisson(_CLUSTER, None, "clean", k.clean_elections_per_hour, t0)
         self._schedule_poisson(_CLUSTER, None, "retention", k.log_retention_per_hour, t0)
+        self._schedule_poisson(_CLUSTER, None, "ephemeral", k.ephemeral_per_hour, t0)
         self._push(t0 + k.retention_check_interval_ms, _CLEANUP)
 
     def _schedule_group_scenarios(self, group: SimGroup) -> None:
@@ -297,7 +300,8 @@ class Simulator:
             self._classic_join(group, client, t)
         else:
             self._push(t + self._latency(), _HB, client, client.hb_token, t)
-        self._schedule_commit(client, t + client.commit_interval_ms)
+        if group.commits:
+            self._schedule_commit(client, t + client.commit_interval_ms)
         return client
 
     def _schedule_commit(self, client: ConsumerClient, t_send: int) -> None:
@@ -617,7 +621,7 @@ class Simulator:
 
     def _on_extra_commit(self, t: int, client: ConsumerClient, _unused, spec) -> None:
         t_send, epoch, partitions, cause, transactional, member_id = spec
-        if partitions:
+        if partitions and client.group.commits:
             self._commit(t, client, member_id, t_send, epoch, partitions, cause, transactional and client.txn is not None)
 
     def _plan(self, client: ConsumerClient, partitions: tuple[int, ...]) -> CommitPlan:
@@ -825,6 +829,8 @@ class Simulator:
             self._roll(group, t, arg)
         elif action == "stop":
             self._stop_group(group, t)
+        elif action == "end":
+            self._end_ephemeral(group, t)
         elif action == "return":
             group.stopped = False
             self._count("group_return")
@@ -981,6 +987,9 @@ class Simulator:
 
     def _on_cluster_action(self, t: int, _unused, action: str, per_hour: float) -> None:
         self._schedule_poisson(_CLUSTER, None, action, per_hour, t)
+        if action == "ephemeral":
+            self._start_ephemeral(t)
+            return
         if not self.logs:
             return
         rng, k = self.rng, self.knobs
@@ -1008,6 +1017,37 @@ class Simulator:
         self._count("unclean_election" if unclean else "clean_election")
         scenario = "unclean_election" if unclean else "clean_election"
         self.emit.partition_epochs(t, plog, new_end, Truth(scenario, details=details))
+
+    # ------------------------------------------------------------------ short-lived groups
+
+    def _start_ephemeral(self, t: int) -> None:
+        """A group under a new id, one member reading the topics of a long-lived group: it lives
+        ``ephemeral_life_ms`` (mean), commits or not, then closes (or crashes: the session
+        timeout removes it). The cleanup task expires its offsets and deletes it (``Dead``)."""
+        k, rng = self.knobs, self.rng
+        like = self.groups[rng.randrange(k.groups)]
+        n = sum(1 for g in self.groups if g.index >= k.groups)
+        group = SimGroup(len(self.groups), f"console-consumer-{n:05d}", "consumer",
+                         ConsumerGroup(f"console-consumer-{n:05d}", like.topology.partition_count), like.topology,
+                         like.logs)
+        group.lag_ms = int(k.consumer_lag_ms * rng.uniform(0.5, 1.5))
+        group.target_size = 1
+        group.commits = rng.random() < k.ephemeral_commit_fraction
+        self.groups.append(group)
+        self._count("ephemeral_group")
+        self._start_client(group, t, 0)
+        self._push(t + max(1, int(k.ephemeral_life_ms * rng.uniform(0.5, 1.5))), _GROUP, group, "end", None)
+
+    def _end_ephemeral(self, group: SimGroup, t: int) -> None:
+        """The short-lived group's member closes, or crashes (``crash_fraction``); no return."""
+        group.stopped = True
+        for client in list(group.clients.values()):
+            if not client.alive:
+                continue
+            if client.frozen or self.rng.random() < self.knobs.crash_fraction:
+                self._crash(client, t)
+            else:
+                self._shutdown(client, t)
 
     def _group_partitions_on(self, plog: PartitionLog):
         for group in self.groups:
