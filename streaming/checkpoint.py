@@ -176,6 +176,30 @@ def _earliest(checkpoint: Path, topic: str, part: str, end: int) -> int:
     return 0
 
 
+# --------------------------------------------------------------------------- the state it holds
+
+def state_figures(spark, checkpoint_location: str, batch_id: int | None = None) -> dict:
+    """What the keyed state holds at a committed batch (default: the last), read with Spark's
+    state data source (``format("statestore")``): rows and stored bytes (the pickled state and
+    held events of each key), split into group keys and topic keys. The store's own figures
+    (``memoryUsedBytes``) follow RocksDB's caches and memtables, not what is stored; this is."""
+    from pyspark.sql import functions as F
+
+    reader = spark.read.format("statestore")
+    if batch_id is not None:
+        reader = reader.option("batchId", batch_id)
+    df = reader.load(checkpoint_location)
+    size = "length(value.groupState.blob) + coalesce(length(value.groupState.pending), 0)"
+    rows = (df.selectExpr("substring(key.key, 1, 1) AS kind", f"{size} AS size").groupBy("kind")
+            .agg(F.count(F.lit(1)).alias("n"), F.sum("size").alias("size")).collect())
+    by_kind = {r["kind"]: (int(r["n"]), int(r["size"] or 0)) for r in rows}
+    names = {"g": "group", "t": "topic"}
+    out = {"rows": sum(n for n, _ in by_kind.values()), "bytes": sum(b for _, b in by_kind.values())}
+    for k, (n, b) in sorted(by_kind.items()):
+        out[f"{names.get(k, k)}_rows"], out[f"{names.get(k, k)}_bytes"] = n, b
+    return out
+
+
 # --------------------------------------------------------------------------- command
 
 def _cmd_checkpoint(args: argparse.Namespace) -> int:
@@ -186,8 +210,10 @@ def _cmd_checkpoint(args: argparse.Namespace) -> int:
         return 1
     try:
         if args.action == "show":
-            p = plan(cp)
-            print(json.dumps({k: v for k, v in p.items() if k not in ("starts",)}, indent=1))
+            p = {k: v for k, v in plan(cp).items() if k not in ("starts",)}
+            if args.state:
+                p["state"] = _local_state_figures(str(cp))
+            print(json.dumps(p, indent=1))
             return 0
         if args.max_offsets_per_partition <= 0:
             print("--max-offsets-per-partition must be > 0", file=sys.stderr)
@@ -211,4 +237,22 @@ def register(subparsers) -> None:
                         "--max-offsets-per-partition records per partition")
     p.add_argument("--checkpoint", required=True, help="the job's checkpoint directory (local)")
     p.add_argument("--max-offsets-per-partition", type=int, default=50_000)
+    p.add_argument("--state", action="store_true",
+                   help="show: also the keyed state at the last committed batch (rows, stored bytes; starts a local "
+                        "Spark; the job may be running)")
     p.set_defaults(func=_cmd_checkpoint)
+
+
+def _local_state_figures(checkpoint_location: str) -> dict:
+    """:func:`state_figures` in this process's Spark session, or a local one started for it."""
+    from pyspark.sql import SparkSession
+
+    from .spark import spark_session
+
+    active = SparkSession.getActiveSession()
+    spark = active or spark_session("local[1]", app_name="fencewatch-checkpoint", shuffle_partitions=1)
+    try:
+        return state_figures(spark, checkpoint_location)
+    finally:
+        if active is None:
+            spark.stop()
