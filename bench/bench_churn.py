@@ -95,11 +95,11 @@ def run_churn(spark, bootstrap: str, topics: dict, *, groups: int, checkpoint: s
               timeout_s: float = 600.0, sample=None) -> dict:
     """The three phases on ``topics`` ({"hb", "off"}); ``rate``: ephemeral groups started per
     second; ``sample(phase, figures)``: called with each new progress report. Returns the figures
-    at the baseline, during the churn (once every group produced has been read), at the end, and
-    how long the way back took."""
+    at the baseline, during the churn (once the job has read every event produced), at the end,
+    and how long the way back took."""
     from fencewatch.streaming import config as cfgmod
     from fencewatch.streaming.checkpoint import state_figures as stored
-    from fencewatch.streaming.job import BatchWriter, JobStats, input_lag, start_query, stop_between_batches
+    from fencewatch.streaming.job import BatchWriter, JobStats, start_query, stop_between_batches
 
     cfg = cfgmod.load_config(environ={}, overrides={
         "streaming": {"bootstrap_servers": bootstrap, "heartbeats_topic": topics["hb"], "offsets_topic": topics["off"],
@@ -134,8 +134,10 @@ def run_churn(spark, bootstrap: str, topics: dict, *, groups: int, checkpoint: s
                 time.sleep(max(0.0, (n + 1) / rate - (time.monotonic() - t0)))
         producer.flush()
         figures["churn_s"] = round(time.monotonic() - t0, 1)
-        # During: once the job has read every group produced (the older ones already forgotten).
-        seen = _watch(query, lambda f: f["rows"] > base_rows and input_lag(query) == 0, timeout_s, "churn", sample)
+        # During: once the job has read every event produced (the first groups already forgotten).
+        time.sleep(2.0)  # a keep-alive produce since: Tansu shows each partition's last batch (NOTES.md)
+        ends = _log_ends(bootstrap, topics)
+        seen = _watch(query, lambda f: _read_past(query, ends), timeout_s, "churn", sample)
         figures["during"] = seen[-1]
         figures["during"]["stored"] = stored(spark, checkpoint)
         figures["during"]["remembered"] = remembered(spark, checkpoint)
@@ -174,6 +176,33 @@ def remembered(spark, checkpoint: str, prefix: str = "console-consumer-") -> int
             for tw in (state.values() if is_bucket(key) else (state,)):
                 names |= set(tw.committed) | set(tw.group_ts) | {u[0] for u in tw.unfolded}
     return sum(1 for n in names if n.startswith(prefix))
+
+
+def _log_ends(bootstrap: str, topics: dict) -> dict[str, dict[str, int]]:
+    """Each partition's end offset now, as the source's offsets read: {topic: {"0": n}}."""
+    from confluent_kafka import Consumer, TopicPartition
+
+    c = Consumer({"bootstrap.servers": bootstrap, "group.id": "bench-churn-ends"})
+    try:
+        out = {}
+        for topic in topics.values():
+            for p in c.list_topics(topic, timeout=10).topics[topic].partitions:
+                out.setdefault(topic, {})[str(p)] = c.get_watermark_offsets(TopicPartition(topic, p), timeout=10)[1]
+        return out
+    finally:
+        c.close()
+
+
+def _read_past(query, ends: dict) -> bool:
+    """Whether the query's last batch ended at or past ``ends`` in every partition."""
+    for src in (query.lastProgress or {}).get("sources", []):
+        try:
+            end = json.loads(src.get("endOffset") or "{}")
+        except (TypeError, ValueError):
+            return False
+        if all(int(end.get(t, {}).get(p, -1)) >= o for t, parts in ends.items() for p, o in parts.items()):
+            return True
+    return False
 
 
 def _watch(query, done, timeout_s: float, phase: str, sample) -> list[dict]:
