@@ -6,6 +6,7 @@ Also the contract's §2 word on ``group_state`` Empty and Dead (SPEC 3.1 b)."""
 import pickle
 import random
 
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -16,7 +17,7 @@ from fencewatch.state.config import RulesConfig
 from fencewatch.state.engine import LocalEngine, is_gone, wakeup
 from fencewatch.state.events import OffsetDeleted
 
-from .helpers import assignment, commit, committed, group_state, left, partition_epochs, tp
+from .helpers import assignment, commit, committed, group_state, join, left, partition_epochs, sync, tp
 
 SEC = 1000
 R = 60 * SEC  # offsets.retention
@@ -141,6 +142,21 @@ def test_a_commit_after_the_group_is_forgotten_meets_no_group():
     assert g.first_seen_ts == gone + 1  # a new group from here
 
 
+@pytest.mark.parametrize("keep", [1, KEEP], ids=["retention-1ms", "retention-10min"])
+def test_an_idle_group_meets_an_event_one_retention_after_its_last_as_a_new_group(keep):
+    """The boundary as ``process`` applies it: the last events at 2 s, an event at
+    2 s + retention + 1 (its ``now`` is one retention after) meets a new group, one ms earlier
+    the group it knew (a live member committing: accepted, or unknown to a group Kafka
+    does not have)."""
+    cfg = RulesConfig(group_retention_ms=keep)
+    events = [assignment("A", 1, tp("t", 0), ts=2 * SEC), commit("A", 1, tp("t", 0), ts=2 * SEC)]
+    _, out = run(events + [commit("A", 1, tp("t", 0), ts=2 * SEC + keep)], cfg=cfg)
+    assert out.verdicts[-1].cls == "accepted"
+    g, out = run(events + [commit("A", 1, tp("t", 0), ts=2 * SEC + keep + 1)], cfg=cfg)
+    assert (out.verdicts[-1].cls, out.verdicts[-1].strict) == ("other", "GROUP_ID_NOT_FOUND")
+    assert g.first_seen_ts == 2 * SEC + keep + 1
+
+
 def test_status_of_a_forgotten_group_says_dead():
     g, _ = run(joined_committed_left())
     assert grp.status(g, CFG)["state"] == "Empty" and "forgotten" not in grp.status(g, CFG)
@@ -175,6 +191,18 @@ def test_dead_consumer_group_removes_every_member_and_the_group():
     assert (out.verdicts[-1].cls, out.verdicts[-1].strict) == ("other", "GROUP_ID_NOT_FOUND")
     g, out = run(events + [commit("", -1, tp("t", 0), ts=4 * SEC)])
     assert out.verdicts[-1].cls == "accepted" and (g.group_type, g.state) == ("simple", "Empty")
+
+
+def test_the_state_a_group_is_in_is_kept_by_events_that_restate_it():
+    """Only a group deleted (``Dead``) becomes ``Empty`` when something creates it again: a stored
+    offset or a repeated state leaves a classic group's state, and the time it entered it (the
+    base of its offsets' retention when Empty), as they were."""
+    joined = [join("A", -1, (), ts=SEC), sync(1, {"A": tp("t", 0)}, ts=2 * SEC)]
+    g, _ = run(joined + [committed("t", 0, 5, ts=3 * SEC)])
+    assert (g.state, g.state_ts) == ("Stable", 2 * SEC)
+    g, _ = run(joined + [group_state("Empty", ts=3 * SEC, protocol="classic"),
+                         group_state("Empty", ts=5 * SEC, protocol="classic")])
+    assert (g.state, g.state_ts) == ("Empty", 3 * SEC)
 
 
 def test_group_created_again_at_the_instant_it_was_deleted_is_not_dead():
