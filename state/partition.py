@@ -220,9 +220,9 @@ def new_topic_watch(cluster: str, topic: str) -> TopicWatch:
     return TopicWatch(cluster=cluster, topic=topic)
 
 
-def process_topic(tw: TopicWatch, event, out: Outputs, retention_ms: int = 0) -> TopicWatch:
+def process_topic(tw: TopicWatch, event, out: Outputs, retention_ms: int) -> TopicWatch:
     """A ``partition_epochs`` fact, or the commit facts of one event for this topic (a tuple),
-    after forgetting what was idle past ``retention_ms`` before it (0: nothing is)."""
+    after forgetting what was idle past ``retention_ms`` before it (0: nothing ever is)."""
     if isinstance(event, PartitionEpochs) or event:
         forget_before(tw, event.ts if isinstance(event, PartitionEpochs) else event[0].ts, retention_ms)
     if isinstance(event, PartitionEpochs):

@@ -161,7 +161,20 @@ def test_status_of_a_forgotten_group_says_dead():
     g, _ = run(joined_committed_left())
     assert grp.status(g, CFG)["state"] == "Empty" and "forgotten" not in grp.status(g, CFG)
     last = grp.status(g, CFG, forgotten=True)
-    assert last["state"] == "Dead" and last["forgotten"] is True
+    assert last == {**grp.status(g, CFG), "state": "Dead", "forgotten": True}
+    # What the exporter reads of a status (sinks/prometheus.py), a Dead one included.
+    assert {k: last[k] for k in ("cluster", "group_id", "protocol", "members", "partitions_held",
+                                 "group_epoch", "max_member_epoch", "rebalances_total")} == {
+        "cluster": "default", "group_id": "g", "protocol": "consumer", "members": 0, "partitions_held": 0,
+        "group_epoch": 1, "max_member_epoch": None, "rebalances_total": 1}
+
+
+def test_group_retention_is_twice_kafkas_offset_retention_and_validated():
+    """The default (docs/decisions.md): twice ``offsets.retention.minutes``' default, 14 days."""
+    cfg = RulesConfig()
+    assert cfg.group_retention_ms == 2 * cfg.offsets_retention_ms == 14 * 24 * 3_600_000
+    assert cfg.validate() == [] and RulesConfig(group_retention_ms=0).validate() == []
+    assert RulesConfig(group_retention_ms=-1).validate() == ["group_retention_ms must be >= 0, got -1"]
 
 
 # --------------------------------------------------------------------------- SPEC 3.1 b: Empty and Dead
@@ -254,6 +267,87 @@ def test_a_forgotten_group_is_no_longer_checked_for_truncation():
     assert alerts(SEC + KEEP + 1) == []
 
 
+def _truncations(events, cfg=CFG, settle_at=None):
+    """LOG_TRUNCATION alerts, as (group, ts), of a LocalEngine fed ``events`` (settled at
+    ``settle_at`` before the last one, if given)."""
+    eng = LocalEngine(cfg)
+    if settle_at is not None:
+        eng.feed_all(events[:-1])
+        eng.settle(settle_at)
+        events = events[-1:]
+    eng.feed_all(events)
+    return [(a.group_id, a.ts) for a in eng.finish().alerts if a.kind == "LOG_TRUNCATION"]
+
+
+def _diverged(ts, partition=0):
+    """Epoch 0 ended at 30: a commit at epoch 0 past 30 lost records."""
+    return partition_epochs("t", partition, ts=ts, log_end=80, cache=[(0, 0), (1, 30)])
+
+
+def _stored(group, ts, partitions=(0,)):
+    """A group's offset of t as ``__consumer_offsets`` stores it (the truncation watch's own
+    path, ``partition.process_topic``)."""
+    return [committed("t", p, 50, ts=ts, group=group, leader_epoch=0) for p in partitions]
+
+
+def test_every_group_a_watch_remembers_is_checked_when_facts_come():
+    """Stored offsets of two groups, a second apart, through the watch's own path: new log facts
+    check both."""
+    events = _stored("g1", SEC) + _stored("g2", 2 * SEC) + [_diverged(3 * SEC)]
+    assert sorted(_truncations(events)) == [("g1", 3 * SEC), ("g2", 3 * SEC)]
+
+
+def test_a_group_one_ms_inside_the_horizon_is_still_checked():
+    """Facts at g1's commit + retention + 1: g1 is forgotten, g2, committed one ms later, is not."""
+    events = _stored("g1", SEC) + _stored("g2", SEC + 1) + [_diverged(SEC + KEEP + 1)]
+    assert _truncations(events) == [("g2", SEC + KEEP + 1)]
+
+
+def test_deleting_one_partition_keeps_the_group_checked_on_the_others():
+    events = (_stored("g1", SEC, (0, 1)) + [deleted("t", 0, ts=2 * SEC, group="g1"),
+                                            _diverged(3 * SEC, 0), _diverged(3 * SEC, 1)])
+    assert _truncations(events) == [("g1", 3 * SEC)]
+
+
+def test_a_group_forgotten_then_committing_the_same_offset_is_reported_again():
+    """A finding is reported once per group; a group the watch forgot is new to it."""
+    first = _stored("g1", SEC) + [_diverged(2 * SEC)]
+    assert _truncations(first + _stored("g1", SEC + KEEP)) == [("g1", 2 * SEC)]
+    assert _truncations(first + _stored("g1", SEC + KEEP + 1)) == [("g1", 2 * SEC), ("g1", SEC + KEEP + 1)]
+
+
+def test_log_facts_alone_are_forgotten_and_the_watch_goes():
+    eng = LocalEngine(CFG)
+    eng.feed_all([_diverged(SEC)])
+    tw = eng.states[("t", "default", "t")]
+    assert wakeup(tw, CFG) == SEC + KEEP and not is_gone(tw, SEC + KEEP - 1, CFG)
+    assert is_gone(tw, SEC + KEEP, CFG) and tw.partitions == {}
+
+
+@pytest.mark.parametrize("keep", [1, KEEP], ids=["retention-1ms", "retention-10min"])
+def test_a_watch_forgets_at_any_retention(keep):
+    cfg = RulesConfig(group_retention_ms=keep)
+    events = _stored("g1", SEC) + [_diverged(SEC + keep)]
+    assert _truncations(events, cfg) == [("g1", SEC + keep)]
+    assert _truncations(events[:-1] + [_diverged(SEC + keep + 1)], cfg) == []
+    eng = LocalEngine(cfg)
+    eng.feed_all(events[:-1])
+    assert wakeup(eng.states[("t", "default", "t")], cfg) == SEC + keep
+
+
+def test_retention_zero_forgets_nothing_and_wakes_nothing():
+    cfg = RulesConfig(group_retention_ms=0)
+    events = _stored("g1", SEC) + [_diverged(SEC + 100 * KEEP)]
+    assert _truncations(events, cfg, settle_at=SEC + 99 * KEEP) == [("g1", SEC + 100 * KEEP)]
+    eng = LocalEngine(cfg)
+    eng.feed_all(events[:-1])
+    assert wakeup(eng.states[("t", "default", "t")], cfg) is None
+
+
+def test_a_new_watch_has_nothing_to_wake_for():
+    assert wakeup(part.new_topic_watch("default", "t"), CFG) is None
+
+
 def test_topic_watch_stored_before_forgetting_existed_loads_and_forgets():
     eng, tw = _watch([commit("", -1, tp("t", 0), ts=SEC, group="g1")])
     part.fold(tw)
@@ -271,6 +365,26 @@ def test_topic_watch_stored_before_forgetting_existed_loads_and_forgets():
 
 
 # --------------------------------------------------------------------------- engines
+
+def test_run_key_at_a_clock_is_what_settle_does_for_one_key():
+    """The stream's call for one key (``engine.run_key`` with the key's clock) makes the same
+    decisions and forgets the same as ``LocalEngine.settle`` does for every key."""
+    from fencewatch.state.engine import run_key
+
+    events = joined_committed_left() + [partition_epochs("t", 0, ts=30 * SEC, log_end=80, cache=[(0, 0)])]
+    for clock in (30 * SEC, 10 * SEC + R, 30 * SEC + KEEP):
+        eng = LocalEngine(CFG)
+        eng.feed_all(events)
+        eng.settle(clock)
+        for key in (("g", "default", "g"), ("t", "default", "t")):
+            mine = LocalEngine(CFG)
+            mine.feed_all(events)
+            out = grp.Outputs()
+            st = run_key(key, mine.states[key], (), CFG, out, clock=clock)
+            assert (key in eng.states) == (not is_gone(st, clock, CFG)), (key, clock)
+            if key[0] == "g":
+                assert [a.alert_id for a in out.alerts] == [a.alert_id for a in eng.out.alerts]
+
 
 def test_local_engine_settle_removes_what_is_gone():
     eng = LocalEngine(CFG)
