@@ -150,10 +150,10 @@ def run_churn(spark, bootstrap: str, topics: dict, *, groups: int, checkpoint: s
         figures["end"]["remembered"] = remembered(spark, checkpoint)
         figures["events"] = producer.produced
         figures["groups"] = groups
-    finally:
+    finally:  # the query first: the long-lived groups stay mentioned until it has stopped
+        stop_between_batches(query, timeout_s=60)
         stop.set()
         ticker.join(5)
-        stop_between_batches(query, timeout_s=60)
     return figures
 
 
