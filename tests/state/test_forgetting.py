@@ -218,6 +218,17 @@ def test_the_state_a_group_is_in_is_kept_by_events_that_restate_it():
     assert (g.state, g.state_ts) == ("Empty", 3 * SEC)
 
 
+def test_a_group_met_one_ms_after_dead_is_new_and_warms_up_again():
+    """Forgotten at once: an event one ms after Dead meets a new group, so warm-up (§3.5) starts
+    again from it; a group it had seen long before would be past its warm-up."""
+    cfg = RulesConfig(warmup_ms=45 * SEC, alert_cooldown_ms=0)
+    events = [assignment("A", 1, tp("t", 0), ts=SEC), group_state("Dead", ts=100 * SEC, protocol="consumer"),
+              commit("A", 1, tp("t", 0), ts=100 * SEC + 1, error_code=69)]
+    g, out = run(events, cfg=cfg)
+    v = out.verdicts[-1]
+    assert (v.cls, v.warming_up, v.model_agrees) == ("other", True, None) and g.first_seen_ts == 100 * SEC + 1
+
+
 def test_group_created_again_at_the_instant_it_was_deleted_is_not_dead():
     events = [assignment("A", 1, tp("t", 0), ts=SEC), group_state("Dead", ts=3 * SEC, protocol="consumer"),
               commit("", -1, tp("t", 0), ts=3 * SEC)]
