@@ -7,7 +7,7 @@ from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
 BENCHES = ["bench_replay.py", "bench_bridge.py", "bench_sim.py", "bench_source.py", "bench_streaming.py",
-           "bench_shipping.py", "bench_request_log.py",
+           "bench_shipping.py", "bench_request_log.py", "bench_churn.py",
            "bench_soak.py"]  # the soak last: 30 minutes
 
 

@@ -114,5 +114,68 @@ def write_churn_trace(path: Path, *, groups: int = 1000, members: int = 6, parti
             "members": groups * members, "held_partitions": groups * partitions}
 
 
-TRACES = {"benchmark": write_trace, "churn": write_churn_trace}
+# --------------------------------------------------------------------------- groups that come and go
+
+EPHEMERAL_ENDS = ("deleted", "expired", "dead", "idle")
+"""How an ephemeral group ends (``ephemeral_group``), in turn: its member leaves and its offsets
+are deleted (``offset_deleted``, as ``__consumer_offsets`` shows), or left to expire; the
+coordinator deletes it (``Dead``); or its member crashes unseen and nothing mentions it again."""
+
+
+def ephemeral_group(n: int, ts: int, *, topics: int = 3, partitions: int = 3) -> list[dict]:
+    """One short-lived group, ``console-consumer-<n>``, from ``ts``: a member joins, commits twice
+    and ends the way ``EPHEMERAL_ENDS[n % 4]`` says (contract §4.4 forgets it each way)."""
+    gid, mid, topic = f"console-consumer-{n:06d}", f"m-{n:06d}", f"topic-{n % topics}"
+    parts = list(range(partitions))
+    events = [{"type": "member_assignment", "ts": ts, "group_id": gid, "member_id": mid, "protocol": "consumer",
+               "member_epoch": 1, "state": "STABLE", "assigned": [{"topic": topic, "partitions": parts}],
+               "pending_revocation": [], "subscribed_topics": [topic]}]
+    for i in (1, 2):
+        events.append({"type": "offset_commit", "ts": ts + i, "group_id": gid, "member_id": mid, "member_epoch": 1,
+                       "error_code": 0, "offsets": [{"topic": topic, "partition": p, "offset": 100 * i + p,
+                                                     "leader_epoch": 0} for p in parts]})
+    end = EPHEMERAL_ENDS[n % len(EPHEMERAL_ENDS)]
+    if end != "idle":
+        events.append({"type": "member_left", "ts": ts + 3, "group_id": gid, "member_id": mid, "reason": "leave"})
+    if end in ("deleted", "dead"):
+        events += [{"type": "offset_deleted", "ts": ts + 4, "group_id": gid, "topic": topic, "partition": p}
+                   for p in parts]
+    if end == "dead":
+        events.append({"type": "group_state", "ts": ts + 5, "group_id": gid, "state": "Dead", "protocol": "consumer"})
+    return events
+
+
+def long_lived_commits(groups: int, ts: int, *, topics: int = 3, partitions: int = 3, join: bool = False) -> list[dict]:
+    """One commit of each of ``groups`` long-lived groups (``steady-<k>``) at ``ts`` (with their
+    members' assignments first when ``join``): what keeps them, and the topics, mentioned."""
+    events = []
+    for k in range(groups):
+        gid, mid, topic = f"steady-{k:03d}", f"steady-{k:03d}-m", f"topic-{k % topics}"
+        parts = list(range(partitions))
+        if join:
+            events.append({"type": "member_assignment", "ts": ts, "group_id": gid, "member_id": mid,
+                           "protocol": "consumer", "member_epoch": 1, "state": "STABLE",
+                           "assigned": [{"topic": topic, "partitions": parts}], "pending_revocation": [],
+                           "subscribed_topics": [topic]})
+        events.append({"type": "offset_commit", "ts": ts + 1, "group_id": gid, "member_id": mid, "member_epoch": 1,
+                       "error_code": 0, "offsets": [{"topic": topic, "partition": p, "offset": ts % 1_000_000 + p,
+                                                     "leader_epoch": 0} for p in parts]})
+    return events
+
+
+def write_ephemeral_trace(path: Path, *, groups: int = 1000, seed: int = 1, **_) -> dict:
+    """``groups`` ephemeral groups, 10 ms apart, among 3 long-lived ones committing every second."""
+    ts0 = 1_700_000_000_000
+    events = long_lived_commits(3, ts0, join=True)
+    for n in range(groups):
+        events += ephemeral_group(n, ts0 + 1_000 + 10 * n)
+        if n % 100 == 0:
+            events += long_lived_commits(3, ts0 + 1_000 + 10 * n + 6)
+    events.sort(key=lambda e: e["ts"])
+    with open(path, "w") as fh:
+        fh.writelines(json.dumps(e) + "\n" for e in events)
+    return {"events": len(events), "groups": groups}
+
+
+TRACES = {"benchmark": write_trace, "churn": write_churn_trace, "ephemeral": write_ephemeral_trace}
 """Traces by name (``bench/ab_replay.py --trace``)."""

@@ -4,7 +4,7 @@ What lives here: :class:`Knobs` (every tunable of a simulation, with the
 defaults of a healthy cluster running Kafka's default client and broker
 configs) and :data:`PROFILES`, the named mixes of the issue: ``steady``,
 ``rolling-restart``, ``zombie-storm``, ``eos-heavy``, ``expiry-hazard``,
-``unclean-election``, ``mixed``. A profile is just a ``Knobs`` value; the CLI
+``unclean-election``, ``mixed``, and ``ephemeral`` (groups that come and go, issue 36). A profile is just a ``Knobs`` value; the CLI
 overrides any knob with ``--set name=value``. Rates are per simulated hour
 (per group unless the name says cluster), durations in simulated ms.
 """
@@ -63,6 +63,10 @@ class Knobs:
     retention_minutes: int = 10080  # offsets.retention.minutes
     retention_check_interval_ms: int = 600000  # offsets.retention.check.interval.ms
     committed_records: bool = False  # also emit offset_committed / offset_deleted (as __consumer_offsets shows)
+    # short-lived groups (cluster-wide): console consumers, one-off jobs, tests
+    ephemeral_per_hour: float = 0.0  # new groups per hour, each one member, under a new group id
+    ephemeral_life_ms: int = 60000  # how long one lives (mean) before its member closes (or crashes)
+    ephemeral_commit_fraction: float = 0.5  # share that commit (a console consumer without --group does not)
     # partition leadership (cluster-wide)
     unclean_elections_per_hour: float = 0.0
     clean_elections_per_hour: float = 0.0
@@ -109,6 +113,18 @@ PROFILES: dict[str, Knobs] = {
         committed_records=True,
         classic_fraction=0.2,
         log_retention_per_hour=20.0,
+        churn_per_hour=0.5,
+    ),
+    # Groups that come and go under new ids (every kafka-console-consumer without --group makes
+    # one): they join, some commit, they close or crash; their offsets expire, the group is deleted.
+    "ephemeral": Knobs(
+        groups=4,
+        ephemeral_per_hour=600.0,
+        ephemeral_life_ms=60000,
+        ephemeral_commit_fraction=0.5,
+        crash_fraction=0.2,
+        retention_minutes=30,
+        committed_records=True,
         churn_per_hour=0.5,
     ),
     # Unclean leader elections truncate logs under committed offsets (KIP-320).

@@ -24,6 +24,9 @@ class RulesConfig:
     broker_policy: Policy = Policy.STRICT
     # Per group and kind, per-commit alerts within this window are folded into a count.
     alert_cooldown_ms: int = 60_000
+    # A group (or a topic's commit of a group) nothing has mentioned for this long is forgotten
+    # (contract §4.4); 0: never. Twice offsets.retention.minutes' default (docs/decisions.md).
+    group_retention_ms: int = 14 * 24 * 3_600_000
     # A transactional offset is pending until committed, or at most transaction.max.timeout.ms.
     txn_timeout_ms: int = 900_000
     # FENCING_SPIKE / TXN_ABORT_STORM (state.spike): window, floors, multiple of the baseline.
@@ -42,7 +45,7 @@ class RulesConfig:
         for name in ("offsets_retention_ms", "offsets_retention_check_interval_ms"):
             if getattr(self, name) <= 0:
                 problems.append(f"{name} must be > 0, got {getattr(self, name)}")
-        for name in ("expiry_warning_ms", "warmup_ms", "alert_cooldown_ms", "txn_timeout_ms"):
+        for name in ("expiry_warning_ms", "warmup_ms", "alert_cooldown_ms", "txn_timeout_ms", "group_retention_ms"):
             if getattr(self, name) < 0:
                 problems.append(f"{name} must be >= 0, got {getattr(self, name)}")
         problems.extend(self.spike.validate())

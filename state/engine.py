@@ -90,23 +90,43 @@ def apply(state, ev, cfg: RulesConfig, out: grp.Outputs):
     """One keyed event; returns the key's next state."""
     if isinstance(state, grp.Group):
         return grp.process(state, ev, cfg, out)
-    return part.process_topic(state, ev, out)
+    return part.process_topic(state, ev, out, cfg.group_retention_ms)
 
 
 def run_key(key: Key, state, events: Iterable, cfg: RulesConfig, out: grp.Outputs, clock: int | None = None):
     """Apply a key's events (already in (ts, seq) order), then decisions due at ``clock``.
 
-    Returns the next state. States are never dropped here: a group's history
-    (first seen, cool-downs) changes later verdicts, so dropping would make
-    results depend on batch boundaries.
+    Returns the next state; :func:`is_gone` then says whether it can be removed. Forgetting is
+    a rule of event time applied before every event (``group.process``,
+    ``partition.forget_before``), so removing a state early changes no output: results never
+    depend on batch boundaries.
     """
     if state is None:
         state = new_state(key)
     for ev in events:
         state = apply(state, ev, cfg, out)
-    if clock is not None and isinstance(state, grp.Group):
-        state = grp.advance(state, clock, cfg, out)
+    if clock is not None:
+        if isinstance(state, grp.Group):
+            state = grp.advance(state, clock, cfg, out)
+        else:
+            state = part.forget_idle(state, clock, cfg.group_retention_ms)
     return state
+
+
+def is_gone(state, clock: int, cfg: RulesConfig) -> bool:
+    """Whether a key's state, its decisions made up to ``clock`` (:func:`run_key`), can be
+    removed (contract §4.4): a group forgotten by then, a topic watch nothing refers to."""
+    if isinstance(state, grp.Group):
+        return grp.drop_due(state, clock, cfg)
+    return part.is_unreferenced(part.forget_idle(state, clock, cfg.group_retention_ms))
+
+
+def wakeup(state, cfg: RulesConfig) -> int | None:
+    """The event time at which a key's state next has something to do without input: a
+    decision, being forgotten (the Spark state timeout)."""
+    if isinstance(state, grp.Group):
+        return grp.next_wakeup(state, cfg)
+    return part.topic_wakeup(state, cfg.group_retention_ms)
 
 
 # Events that touch their group's key only (``route`` yields nothing else for them).
@@ -170,14 +190,23 @@ class LocalEngine:
         tw = self.states.get(tkey)
         if tw is None:
             tw = self.states[tkey] = part.new_topic_watch(ev.cluster, topic)
-        part.note_commits(tw, ev.group_id, partitions, offsets, epochs, ev.ts, self.out)
+        part.note_commits(tw, ev.group_id, partitions, offsets, epochs, ev.ts, self.out, self.cfg.group_retention_ms)
 
     def finish(self, clock: int | None = None) -> grp.Outputs:
+        """The decisions due at ``clock`` (default: the last event's ts), and the states gone by then."""
         clock = self.max_ts if clock is None else clock
         if clock is not None:
-            for key in sorted(k for k in self.states if k[0] == "g"):
-                self.states[key] = grp.advance(self.states[key], clock, self.cfg, self.out)
+            self.settle(clock)
         return self.out
+
+    def settle(self, clock: int) -> None:
+        """What the stream does on a state timeout, for every key: the decisions due at ``clock``,
+        then the removal of the states gone by then (groups in key order, as ``finish`` always
+        made their decisions). ``clock`` must not pass an event still to be fed."""
+        for key in sorted(k for k in self.states if k[0] == "g"):
+            self.states[key] = grp.advance(self.states[key], clock, self.cfg, self.out)
+        for key in [k for k, st in self.states.items() if is_gone(st, clock, self.cfg)]:
+            del self.states[key]
 
     def groups(self) -> list[grp.Group]:
         return [s for k, s in sorted(self.states.items()) if k[0] == "g"]

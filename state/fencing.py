@@ -93,15 +93,16 @@ def pre_check(*, group_exists: bool, group_has_members: bool, member_known: bool
 
 def classify(accepted: tuple[bool, bool, bool, bool], client_epoch: int, broker_epoch: int,
              held_by_other: bool) -> CommitClass:
-    """One class per (commit, partition) from the policy outcomes (contract §3), in ``POLICY_ORDER``."""
-    strict_ok, kip_ok = accepted[0], accepted[3]
-    if strict_ok:
-        return CommitClass.ACCEPTED
-    if kip_ok:
-        # Fenced only because the owner's epoch was stale: KIP-1251 would save it.
-        return CommitClass.AVOIDABLE
+    """One class per (commit, partition) from the policy outcomes, tried in the contract's order
+    (§3.3; ``unknown_member`` and ``other`` are :func:`pre_check`'s): the first that applies wins."""
+    # Ahead of the broker's epoch: no policy accepts it, and it is no zombie even on a
+    # partition another member holds (the client saw an epoch the model has not).
     if client_epoch > broker_epoch:
         return CommitClass.FUTURE_EPOCH
+    if accepted[0]:  # strict
+        return CommitClass.ACCEPTED
+    if accepted[3]:  # kip1251: fenced only because the owner's epoch was stale
+        return CommitClass.AVOIDABLE
     if held_by_other:
         return CommitClass.ZOMBIE
     return CommitClass.STALE

@@ -5,7 +5,8 @@ entry point both engines use (``replay --engine local`` and the Spark state func
 it makes the decisions due before the event, then hands the event to its handler, which
 applies the rules of the modules below and returns the group's next state with verdicts
 and alerts appended to ``out``. ``advance`` moves the group's clock forward without input,
-``next_wakeup`` says when it next has something to do (the Spark state timeout).
+``next_wakeup`` says when it next has something to do (the Spark state timeout), ``drop_at``
+when the group is forgotten (contract §4.4: its state can then be removed).
 
 Where each rule lives: membership and owner indexes :mod:`.membership` (a member's own
 transitions :mod:`.assignment`); commit judging :mod:`.judging` (policies :mod:`.fencing`),
@@ -81,7 +82,7 @@ class Group:
 
     Named as Kafka's coordinator names its aggregate (the ``Group`` interface of ``ConsumerGroup``,
     ``StreamsGroup`` and ``ClassicGroup``; one class here holds any of those types), never after
-    PySpark's ``GroupState``, the handle the Spark state function stores this in."""
+    PySpark's ``Group``, the handle the Spark state function stores this in."""
 
     cluster: str
     group_id: str
@@ -123,6 +124,8 @@ def _touch(g: Group, ts: int, *, exists: bool | None = None, group_type: str | N
     if ts > g.last_ts:
         g.last_ts = ts
     if exists is not None:
+        if exists and g.state == "Dead":  # created again at the instant it was deleted
+            ms.set_state(g, ts, "Empty")
         g.exists = exists
     if group_type is not None and g.group_type in (None, "simple") and group_type != g.group_type:
         g.group_type = group_type
@@ -226,9 +229,11 @@ def _classic_sync(g: Group, ev: ClassicSync, cfg: RulesConfig, out: Outputs) -> 
 
 def _group_state(g: Group, ev: GroupStateChange, cfg: RulesConfig, out: Outputs) -> Group:
     if ev.state == "Dead":
-        # The coordinator removed the group: everything about it is gone.
+        # The coordinator deleted the group: members, offsets and all (contract §2); the group
+        # is forgotten before the next event after it (``drop_at``).
         fresh = new_group(g.cluster, g.group_id)
         fresh.first_seen_ts, fresh.last_ts, fresh.counters = g.first_seen_ts, max(g.last_ts, ev.ts), g.counters
+        ms.set_state(fresh, ev.ts, "Dead")
         return fresh
     gtype = None
     if ev.protocol in ("consumer", "streams") and ev.state in ("Assigning", "Reconciling"):
@@ -289,6 +294,8 @@ def _commit(g: Group, ev: OffsetCommit, cfg: RulesConfig, out: Outputs) -> Group
         store_request(g, tps, ts, offsets.topic)
         if not g.exists and g.group_type is None:
             g.group_type = "simple"
+            if g.state == "Dead":  # created again at the instant it was deleted
+                ms.set_state(g, ts, "Empty")
         g.exists = True
         if txn:
             g.pending_txn.update(zip(tps, repeat(ts)))
@@ -398,13 +405,26 @@ _HANDLERS: dict[type, Callable] = {
 
 
 def process(g: Group, event, cfg: RulesConfig, out: Outputs) -> Group:
-    """Apply one group event: first the decisions due before it, then the event itself."""
+    """Apply one group event: first the decisions due before it, then the event itself. A group
+    forgotten before the event (``drop_at``) meets it as a new group, whether or not an engine
+    removed its state in between: the same outputs whatever the batches."""
     if g.spike is not None or g.expiry.deadline is not None or g.pending_txn:  # else nothing can be due
         g = advance(g, event.ts - 1, cfg, out)
+    gap = event.ts - 1 - g.last_ts  # a drop comes at least this long after the group's last event
+    if (gap >= 0 and (not g.members or gap >= cfg.group_retention_ms > 0) and g.first_seen_ts is not None
+            and drop_due(g, event.ts - 1, cfg)):
+        g = new_group(g.cluster, g.group_id)
     return _HANDLERS[type(event)](g, event, cfg, out)
 
 
 def next_wakeup(g: Group, cfg: RulesConfig) -> int | None:
+    """The earliest event time at which the group has something to do: a decision for
+    ``advance``, or being forgotten (``drop_at``)."""
+    wake = _decision_at(g, cfg)
+    return wake if wake is not None else drop_at(g, cfg)
+
+
+def _decision_at(g: Group, cfg: RulesConfig) -> int | None:
     """The earliest event time at which ``advance`` has something to do."""
     wake = offs.expiry_wakeup(g, cfg.expiry_warning_ms, cfg.txn_timeout_ms)
     s = g.spike
@@ -428,9 +448,44 @@ def advance(g: Group, now: int, cfg: RulesConfig, out: Outputs) -> Group:
     return g
 
 
+# --------------------------------------------------------------------------- forgetting (contract §4.4)
+
 def is_droppable(g: Group) -> bool:
-    """Kafka deletes an empty group once its offsets are gone; so can we."""
-    return not g.members and not committed_offsets(g) and not g.pending_txn and not g.claims
+    """Gone as Kafka sees it: no members, no committed offsets (expired or deleted), no pending
+    transactional offset, no classic rebalance under way. Kafka's cleanup deletes such a group
+    (``GroupMetadataManager.maybeDeleteGroup`` after ``cleanupExpiredOffsets``)."""
+    return (not g.members and not g.committed_topics and not g.pending_txn and not g.claims
+            and not committed_offsets(g))
+
+
+def drop_at(g: Group, cfg: RulesConfig) -> int | None:
+    """The event time at which the group is forgotten unless an event comes first; None while a
+    decision is still to be made (an expiry, a spike window) or never.
+
+    - reported ``Dead``: at once (the coordinator deleted it);
+    - droppable: one ``offsets.retention.check.interval.ms`` after it became so (by then Kafka's
+      cleanup has deleted it), counted from its last event or expiry;
+    - anything else: ``group_retention_ms`` after its last event (0: never);
+
+    and never while a per-commit alert kind is cooling down (its folding would change)."""
+    if _decision_at(g, cfg) is not None:
+        return None
+    at = None
+    if is_droppable(g):
+        at = g.last_ts if g.state == "Dead" else (
+            max(g.last_ts, g.expiry.set_ts) + cfg.offsets_retention_check_interval_ms)
+    if cfg.group_retention_ms > 0:
+        idle = g.last_ts + cfg.group_retention_ms
+        at = idle if at is None else min(at, idle)
+    if at is not None and g.alert_last and cfg.alert_cooldown_ms > 0:
+        at = max(at, max(g.alert_last.values()) + cfg.alert_cooldown_ms)
+    return at
+
+
+def drop_due(g: Group, now: int, cfg: RulesConfig) -> bool:
+    """Whether the group, its decisions made up to ``now``, is forgotten by ``now``."""
+    at = drop_at(g, cfg)
+    return at is not None and now >= at
 
 
 def deadlines(g: Group, cfg: RulesConfig) -> exp.Deadlines:

@@ -5,7 +5,9 @@ exactly the groups that committed to that partition, without broadcasting every
 partition to every group; one key per topic (not per partition) keeps a commit
 of many partitions to one routed row. Commit facts come from
 ``offset_committed`` records and from commit requests the broker stored
-(``error_code`` 0, or no ``error_code``: see docs/decisions.md).
+(``error_code`` 0, or no ``error_code``: see docs/decisions.md). The watch cannot see a
+group's end, so it forgets on its own clock what nothing refreshed for ``group_retention_ms``
+(:func:`forget_idle`, contract §4.4).
 """
 from __future__ import annotations
 
@@ -70,6 +72,12 @@ class TopicWatch:
     committed: dict[str, dict[int, tuple[int, int]]] = field(default_factory=dict)
     # Stored commit requests not yet in ``committed``: (group, partitions, offsets, leader epochs), oldest first.
     unfolded: list[tuple[str, tuple[int, ...], tuple[int, ...], tuple[int, ...]]] = field(default_factory=list)
+    # Forgetting (:func:`forget_idle`): when each group last committed to the topic, when each
+    # partition's log facts last came, and a lower bound of all of those (None: nothing to forget).
+    group_ts: dict[str, int] = field(default_factory=dict)
+    facts_ts: dict[int, int] = field(default_factory=dict)
+    idle_from: int | None = None
+
 
     def partition(self, partition: int) -> PartitionState:
         ps = self.partitions.get(partition)
@@ -142,6 +150,9 @@ def apply_partition_epochs(tw: TopicWatch, ev: PartitionEpochs, out: Outputs) ->
     fold(tw)
     p = tw.partition(ev.partition)
     p.log_start_offset, p.log_end_offset, p.epochs = ev.log_start_offset, ev.log_end_offset, tuple(sorted(ev.epochs))
+    tw.facts_ts[ev.partition] = ev.ts
+    if tw.idle_from is None:
+        tw.idle_from = ev.ts
     for group_id in sorted(tw.committed):
         if ev.partition in tw.committed[group_id]:
             _check(tw, p, group_id, ev.ts, out)
@@ -149,9 +160,15 @@ def apply_partition_epochs(tw: TopicWatch, ev: PartitionEpochs, out: Outputs) ->
 
 
 def note_commits(tw: TopicWatch, group_id: str, partitions: tuple, offsets: tuple, leader_epochs: tuple,
-                 ts: int, out: Outputs) -> TopicWatch:
+                 ts: int, out: Outputs, retention_ms: int = 0) -> TopicWatch:
     """A group's stored commit to partitions of this topic: remember it, and check the
-    partitions whose log is known (the others are checked when their facts arrive)."""
+    partitions whose log is known (the others are checked when their facts arrive).
+    ``retention_ms``: first forget what was idle that long before it (:func:`forget_before`)."""
+    if retention_ms:
+        forget_before(tw, ts, retention_ms)
+    tw.group_ts[group_id] = ts
+    if tw.idle_from is None:
+        tw.idle_from = ts
     if not tw.partitions:  # no log facts yet: nothing to check, and nothing reads it before they come
         tw.unfolded.append((group_id, partitions, offsets, leader_epochs))
         if len(tw.unfolded) > folding.UNFOLDED_LIMIT:
@@ -172,7 +189,12 @@ def note_commits(tw: TopicWatch, group_id: str, partitions: tuple, offsets: tupl
 def apply_commit_fact(tw: TopicWatch, fact: CommitFact, out: Outputs) -> TopicWatch:
     if fact.deleted:
         fold(tw)
-        tw.committed.get(fact.group_id, {}).pop(fact.partition, None)
+        by_partition = tw.committed.get(fact.group_id)
+        if by_partition is not None:
+            by_partition.pop(fact.partition, None)
+            if not by_partition:  # nothing of the group's is left to check here
+                del tw.committed[fact.group_id]
+                tw.group_ts.pop(fact.group_id, None)
         p = tw.partitions.get(fact.partition)
         if p is not None:
             p.reported.pop(fact.group_id, None)
@@ -184,8 +206,11 @@ def new_topic_watch(cluster: str, topic: str) -> TopicWatch:
     return TopicWatch(cluster=cluster, topic=topic)
 
 
-def process_topic(tw: TopicWatch, event, out: Outputs) -> TopicWatch:
-    """A ``partition_epochs`` fact, or the commit facts of one event for this topic (a tuple)."""
+def process_topic(tw: TopicWatch, event, out: Outputs, retention_ms: int) -> TopicWatch:
+    """A ``partition_epochs`` fact, or the commit facts of one event for this topic (a tuple),
+    after forgetting what was idle past ``retention_ms`` before it (0: nothing ever is)."""
+    if isinstance(event, PartitionEpochs) or event:
+        forget_before(tw, event.ts if isinstance(event, PartitionEpochs) else event[0].ts, retention_ms)
     if isinstance(event, PartitionEpochs):
         return apply_partition_epochs(tw, event, out)
     first = event[0] if event else None
@@ -196,3 +221,50 @@ def process_topic(tw: TopicWatch, event, out: Outputs) -> TopicWatch:
     for fact in event:
         tw = apply_commit_fact(tw, fact, out)
     return tw
+
+
+# --------------------------------------------------------------------------- forgetting (contract §4.4)
+
+def forget_before(tw: TopicWatch, ts: int, retention_ms: int) -> TopicWatch:
+    """Before an item at ``ts``: forget what was idle past ``retention_ms`` by ``ts - 1``. The
+    common case is one comparison; so an engine that removes a watch earlier (on a timeout) and
+    one that never does meet the item with the same watch."""
+    if retention_ms > 0 and tw.idle_from is not None and ts - 1 - retention_ms >= tw.idle_from:
+        forget_idle(tw, ts - 1, retention_ms)
+    return tw
+
+
+def forget_idle(tw: TopicWatch, now: int, retention_ms: int) -> TopicWatch:
+    """Forget, as of ``now``, a group whose newest commit to the topic is ``retention_ms`` old
+    (its offsets and the findings reported for it), and a partition whose log facts are (the
+    facts poller refreshes live ones). Idle groups are gone from the groups' side by then
+    (``group.drop_at``): this side cannot see that, so it keeps its own clock."""
+    horizon = now - retention_ms
+    if retention_ms <= 0 or tw.idle_from is None or tw.idle_from > horizon:
+        return tw
+    fold(tw)
+    for group_id in [g for g in tw.committed if g not in tw.group_ts]:
+        tw.group_ts[group_id] = now  # stored before commits had a time: counted from here
+    for group_id in [g for g, ts in tw.group_ts.items() if ts <= horizon]:
+        del tw.group_ts[group_id]
+        tw.committed.pop(group_id, None)
+        for p in tw.partitions.values():
+            p.reported.pop(group_id, None)
+    for partition in tw.partitions:
+        tw.facts_ts.setdefault(partition, now)  # as above
+    for partition in [p for p, ts in tw.facts_ts.items() if ts <= horizon]:
+        del tw.facts_ts[partition]
+        tw.partitions.pop(partition, None)
+    stamps = [*tw.group_ts.values(), *tw.facts_ts.values()]
+    tw.idle_from = min(stamps) if stamps else None
+    return tw
+
+
+def is_unreferenced(tw: TopicWatch) -> bool:
+    """Nothing left to watch: no group's commit, no partition's log facts (the state can go)."""
+    return not tw.committed and not tw.unfolded and not tw.partitions
+
+
+def topic_wakeup(tw: TopicWatch, retention_ms: int) -> int | None:
+    """The event time at which :func:`forget_idle` next has something to forget."""
+    return None if retention_ms <= 0 or tw.idle_from is None else tw.idle_from + retention_ms

@@ -22,19 +22,22 @@ from fencewatch.state.offsets import OffsetStore, committed_offsets, deadlines
 from fencewatch.state.records import DEFAULT_CLUSTER  # also the cluster label of a verdict without one
 
 
-def status(g: OffsetStore, cfg) -> dict:
-    """A snapshot for metrics and summaries (no member ids: cardinality is the caller's concern)."""
+def status(g: OffsetStore, cfg, *, forgotten: bool = False) -> dict:
+    """A snapshot for metrics and summaries (no member ids: cardinality is the caller's concern).
+    ``forgotten``: the group's last, as its state is removed (contract §4.4): state ``Dead``,
+    Kafka's name for a group that is gone, so the metrics drop its series (§8.3)."""
     dl = deadlines(g, cfg.offsets_retention_ms)
     counters = g.counters
     return {
         "cluster": g.cluster, "group_id": g.group_id, "protocol": g.group_type or "simple",
-        "state": derived_state(g), "members": len(g.members),
+        "state": "Dead" if forgotten else derived_state(g), "members": len(g.members),
         "partitions_held": len(g.owners) + sum(1 for tp in g.pending_owners if tp not in g.owners),
         "group_epoch": g.group_epoch,
         "max_member_epoch": max((m.member_epoch for m in g.members.values()), default=None),
         "expiry_deadline_ms": dl.shipped, "kip211_deadline_ms": dl.kip211, "pre21_deadline_ms": dl.pre21,
         "committed_partitions": len(committed_offsets(g)),
         **{f"{f.name}_total": getattr(counters, f.name) for f in fields(counters)},
+        **({"forgotten": True} if forgotten else {}),
     }
 
 

@@ -112,7 +112,7 @@ def test_data_flows_one_way():
 
 
 def test_the_wall_catches_an_import_against_the_flow(tmp_path):
-    assert not allowed("state", "streaming.runtime.job")
+    assert not allowed("state", "streaming.runtime.query")
     assert not allowed("sim", "streaming.config")
     assert not allowed("streaming.ingest", "streaming.runtime.routing")
     assert allowed("streaming.runtime", "state.group") and allowed("streaming.commands", "sim.engine")

@@ -12,7 +12,7 @@ from __future__ import annotations
 from fencewatch.sim.classic import ClassicGroup
 from fencewatch.sim.coordinator import ConsumerGroup
 from fencewatch.sim.emit import HEARTBEATS, OFFSETS, Truth
-from fencewatch.sim.engine.schedule import CLEANUP, CLUSTER, Schedule, SimGroup
+from fencewatch.sim.engine.schedule import CLEANUP, CLUSTER, GROUP, Schedule, SimGroup
 from fencewatch.sim.topology import PartitionLog
 
 
@@ -25,6 +25,7 @@ class Cluster(Schedule):
         self._schedule_poisson(CLUSTER, None, "unclean", k.unclean_elections_per_hour, t0)
         self._schedule_poisson(CLUSTER, None, "clean", k.clean_elections_per_hour, t0)
         self._schedule_poisson(CLUSTER, None, "retention", k.log_retention_per_hour, t0)
+        self._schedule_poisson(CLUSTER, None, "ephemeral", k.ephemeral_per_hour, t0)
         self._push(t0 + k.retention_check_interval_ms, CLEANUP)
 
     # ------------------------------------------------------------------ offsets expiry
@@ -73,6 +74,9 @@ class Cluster(Schedule):
 
     def _on_cluster_action(self, t: int, _unused, action: str, per_hour: float) -> None:
         self._schedule_poisson(CLUSTER, None, action, per_hour, t)
+        if action == "ephemeral":
+            self._start_ephemeral(t)
+            return
         if not self.logs:
             return
         rng, k = self.rng, self.knobs
@@ -100,6 +104,37 @@ class Cluster(Schedule):
         self._count("unclean_election" if unclean else "clean_election")
         scenario = "unclean_election" if unclean else "clean_election"
         self.emit.partition_epochs(t, plog, new_end, Truth(scenario, details=details))
+
+    # ------------------------------------------------------------------ short-lived groups
+
+    def _start_ephemeral(self, t: int) -> None:
+        """A group under a new id, one member reading the topics of a long-lived group: it lives
+        ``ephemeral_life_ms`` (mean), commits or not, then closes (or crashes: the session
+        timeout removes it). The cleanup task expires its offsets and deletes it (``Dead``)."""
+        k, rng = self.knobs, self.rng
+        like = self.groups[rng.randrange(k.groups)]
+        n = sum(1 for g in self.groups if g.index >= k.groups)
+        group = SimGroup(len(self.groups), f"console-consumer-{n:05d}", "consumer",
+                         ConsumerGroup(f"console-consumer-{n:05d}", like.topology.partition_count), like.topology,
+                         like.logs)
+        group.lag_ms = int(k.consumer_lag_ms * rng.uniform(0.5, 1.5))
+        group.target_size = 1
+        group.commits = rng.random() < k.ephemeral_commit_fraction
+        self.groups.append(group)
+        self._count("ephemeral_group")
+        self._start_client(group, t, 0)
+        self._push(t + max(1, int(k.ephemeral_life_ms * rng.uniform(0.5, 1.5))), GROUP, group, "end", None)
+
+    def _end_ephemeral(self, group: SimGroup, t: int) -> None:
+        """The short-lived group's member closes, or crashes (``crash_fraction``); no return."""
+        group.stopped = True
+        for client in list(group.clients.values()):
+            if not client.alive:
+                continue
+            if client.frozen or self.rng.random() < self.knobs.crash_fraction:
+                self._crash(client, t)
+            else:
+                self._shutdown(client, t)
 
     def _group_partitions_on(self, plog: PartitionLog):
         for group in self.groups:

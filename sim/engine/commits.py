@@ -78,7 +78,7 @@ class Commits(Schedule):
 
     def _on_extra_commit(self, t: int, client: ConsumerClient, _unused, spec) -> None:
         t_send, epoch, partitions, cause, transactional, member_id = spec
-        if partitions:
+        if partitions and client.group.commits:
             self._commit(t, client, member_id, t_send, epoch, partitions, cause, transactional and client.txn is not None)
 
     def _plan(self, client: ConsumerClient, partitions: tuple[int, ...]) -> CommitPlan:

@@ -60,7 +60,8 @@ class Lifecycle(Schedule):
             self._classic_join(group, client, t)
         else:
             self._push(t + self._latency(), HB, client, client.hb_token, t)
-        self._schedule_commit(client, t + client.commit_interval_ms)
+        if group.commits:
+            self._schedule_commit(client, t + client.commit_interval_ms)
         return client
 
     def _schedule_commit(self, client: ConsumerClient, t_send: int) -> None:

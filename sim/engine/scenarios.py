@@ -62,6 +62,8 @@ class Scenarios(Schedule):
             self._roll(group, t, arg)
         elif action == "stop":
             self._stop_group(group, t)
+        elif action == "end":
+            self._end_ephemeral(group, t)
         elif action == "return":
             group.stopped = False
             self._count("group_return")

@@ -64,6 +64,7 @@ class SimGroup:
         "stale_claims",
         "empty_since",
         "producer_epochs",
+        "commits",
     )
 
     def __init__(self, index: int, group_id: str, protocol: str, coord, topology: GroupTopology, logs: list[PartitionLog]) -> None:
@@ -93,6 +94,7 @@ class SimGroup:
         self.empty_since = -1
         # Exactly-once: slot -> (producer id, producer epoch) of its transactional id.
         self.producer_epochs: dict[int, tuple[int, int]] = {}
+        self.commits = True  # False: its clients never commit (a console consumer without --group)
 
 
 class Schedule:

@@ -12,7 +12,7 @@ from pathlib import Path
 from fencewatch.streaming.runtime import checkpoint as cp
 
 
-def _show(path: Path) -> int:
+def _show(path: Path, state: bool = False) -> int:
     from fencewatch.sinks.kafka import parse_log
 
     p = cp.plan(path)
@@ -27,6 +27,8 @@ def _show(path: Path) -> int:
     seed = cp.start_offsets(str(path))
     if seed is not None:
         out["starts_at"] = seed
+    if state:
+        out["state"] = _local_state_figures(str(path))
     print(json.dumps(out, indent=1))
     return 0
 
@@ -68,7 +70,7 @@ def _cmd_checkpoint(args: argparse.Namespace) -> int:
         return 1
     try:
         if args.action == "show":
-            return _show(path)
+            return _show(path, args.state)
         if args.action == "bound":
             return _bound(path, args.max_offsets_per_partition)
         return _reset_state(path, args.to)
@@ -88,4 +90,22 @@ def register(subparsers) -> None:
     p.add_argument("--checkpoint", required=True, help="the job's checkpoint directory (local)")
     p.add_argument("--max-offsets-per-partition", type=int, default=50_000)
     p.add_argument("--to", help="reset-state: the new checkpoint directory (absent or empty)")
+    p.add_argument("--state", action="store_true",
+                   help="show: also the keyed state at the last committed batch (rows, stored bytes; starts a local "
+                        "Spark; the job may be running)")
     p.set_defaults(func=_cmd_checkpoint)
+
+
+def _local_state_figures(checkpoint_location: str) -> dict:
+    """:func:`checkpoint.state_figures` in this process's Spark session, or a local one started for it."""
+    from pyspark.sql import SparkSession
+
+    from fencewatch.streaming.runtime.session import spark_session
+
+    active = SparkSession.getActiveSession()
+    spark = active or spark_session("local[1]", app_name="fencewatch-checkpoint", shuffle_partitions=1)
+    try:
+        return cp.state_figures(spark, checkpoint_location)
+    finally:
+        if active is None:
+            spark.stop()

@@ -285,3 +285,27 @@ def starting_offsets_json(seed: dict[str, dict[str, int]], topics) -> str | None
     if not topics or any(t not in seed for t in topics):
         return None
     return json.dumps({t: seed[t] for t in topics}, separators=(",", ":"))
+
+
+# --------------------------------------------------------------------------- the state it holds
+
+def state_figures(spark, checkpoint_location: str, batch_id: int | None = None) -> dict:
+    """What the keyed state holds at a committed batch (default: the last), read with Spark's
+    state data source (``format("statestore")``): rows and stored bytes (the encoded state and
+    held events of each key, as state_codec stored them), split into group keys and topic keys. The store's own figures
+    (``memoryUsedBytes``) follow RocksDB's caches and memtables, not what is stored; this is."""
+    from pyspark.sql import functions as F
+
+    reader = spark.read.format("statestore")
+    if batch_id is not None:
+        reader = reader.option("batchId", batch_id)
+    df = reader.load(checkpoint_location)
+    size = "length(value.groupState.blob) + coalesce(length(value.groupState.pending), 0)"
+    rows = (df.selectExpr("substring(key.key, 1, 1) AS kind", f"{size} AS size").groupBy("kind")
+            .agg(F.count(F.lit(1)).alias("n"), F.sum("size").alias("size")).collect())
+    by_kind = {r["kind"]: (int(r["n"]), int(r["size"] or 0)) for r in rows}
+    names = {"g": "group", "t": "topic"}
+    out = {"rows": sum(n for n, _ in by_kind.values()), "bytes": sum(b for _, b in by_kind.values())}
+    for k, (n, b) in sorted(by_kind.items()):
+        out[f"{names.get(k, k)}_rows"], out[f"{names.get(k, k)}_bytes"] = n, b
+    return out

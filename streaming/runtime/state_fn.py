@@ -23,6 +23,7 @@ import sys
 import time
 from array import array
 from collections import Counter
+from itertools import repeat
 from operator import itemgetter
 from typing import TYPE_CHECKING, Callable, Iterable, Iterator
 
@@ -34,7 +35,7 @@ from fencewatch.state.status import DEFAULT_CLUSTER, summarize_commit_verdicts
 from fencewatch.state import group as grp
 from fencewatch.state.config import RulesConfig
 from fencewatch.state import partition as part
-from fencewatch.state.engine import apply, run_key
+from fencewatch.state.engine import apply, is_gone, run_key, wakeup
 
 from fencewatch.streaming.runtime.gc_pause import no_cyclic_gc
 from fencewatch.streaming.runtime.hold import Hold
@@ -67,6 +68,9 @@ def _run(pkey: tuple, st, ready: list, cfg: RulesConfig, out: grp.Outputs, clock
         if tw is None:
             tw = part.new_topic_watch(pkey[1], topic)
         watches[topic] = _topic_step(tw, ts, payload[1:] if len(payload) == 5 else payload[1], cfg, out)
+    if clock is not None:  # a watch nothing refers to any more goes (contract §4.4)
+        for topic in [t for t, tw in watches.items() if is_gone(tw, clock, cfg)]:
+            del watches[topic]
     return watches
 
 
@@ -75,7 +79,7 @@ def _topic_step(tw, ts: int, item, cfg: RulesConfig, out: grp.Outputs):
     leader epochs) or an event."""
     if type(item) is tuple and type(item[0]) is str:
         group_id, partitions, offsets, epochs = item
-        return part.note_commits(tw, group_id, partitions, offsets, epochs, ts, out)
+        return part.note_commits(tw, group_id, partitions, offsets, epochs, ts, out, cfg.group_retention_ms)
     return apply(tw, item, cfg, out)
 
 
@@ -210,10 +214,11 @@ def _event_counts(counts: Counter) -> dict[str, int]:
 
 
 def _add_status(rows: OutRows, st, cfg: RulesConfig, counts: dict, hb_before: tuple[int, int],
-                out: grp.Outputs) -> None:
+                out: grp.Outputs, forgotten: bool = False) -> None:
     """One status record per group key per batch: the group's gauges, this batch's counts, and
-    its verdicts pre-aggregated for the metrics (``raw``: pickled shape and request counts)."""
-    status = grp.status(st, cfg)
+    its verdicts pre-aggregated for the metrics (``raw``: pickled shape and request counts);
+    ``forgotten``: its last, as its state goes (state ``Dead``: the metrics drop the group)."""
+    status = grp.status(st, cfg, forgotten=forgotten)
     status["events"] = _event_counts(counts)
     status["heartbeat_errors"] = {
         "FENCED_MEMBER_EPOCH": st.counters.heartbeat_fenced - hb_before[0],
@@ -266,27 +271,39 @@ def make_stream_fn(cfg: RulesConfig, *, max_skew_ms: int = 2_000, emit_verdicts:
         out = grp.Outputs()
         hb_before = (st.counters.heartbeat_fenced, st.counters.heartbeat_unknown_member) if (
             is_group and st is not None) else (0, 0)
-        st = _run(pkey, st, ready, cfg, out, clock if is_group and hold.last_ts else None)
+        st = _run(pkey, st, ready, cfg, out, clock if hold.last_ts else None)
+        # Forgotten (contract §4.4; the rule is state/'s): the key's state goes, held events none.
+        gone = bool(hold.last_ts) and not hold.pending and (is_gone(st, clock, cfg) if is_group else not st)
         rows = _render(out, _verdicts_row if emit_verdicts else None)
         _add_dead(rows, dead)
         forget_layouts()  # keyed by this call's objects: no later call can hit them (issue 15)
         if is_group:
-            _add_status(rows, st, cfg, counts, hb_before, out)
+            _add_status(rows, st, cfg, counts, hb_before, out, forgotten=gone)
         elif counts:  # partition-scoped events (partition_epochs): counted with group=""
             rows.add("counts", None, cluster=pkey[1], group_id="", json=json.dumps(_event_counts(counts)))
+        if gone:
+            spark_state.remove()
+            return _frame(rows.cols) if len(rows) else None
         spark_state.update((encode_state(pkey, st), encode_hold(hold)))
         waits = []
         if hold.pending:
             waits.append(hold.wait_ms(now, max_skew_ms))
-        if is_group:
-            due = grp.next_wakeup(st, cfg)
-            if due is not None:
-                waits.append(due - clock)
+        due = _wakeup(pkey, st, cfg)
+        if due is not None:
+            waits.append(due - clock)
         if waits:
             spark_state.setTimeoutDuration(max(1, min(waits)))
         return _frame(rows.cols) if len(rows) else None
 
     return stream_fn
+
+
+def _wakeup(pkey: tuple, st, cfg: RulesConfig) -> int | None:
+    """The event time a key's state next has something to do without input (``engine.wakeup``;
+    a topic bucket's: its watches' earliest)."""
+    if pkey[0] == "g":
+        return wakeup(st, cfg)
+    return min((w for w in map(wakeup, st.values(), repeat(cfg)) if w is not None), default=None)
 
 
 def make_batch_fn(cfg: RulesConfig, clock: int | None) -> Callable:

@@ -66,6 +66,23 @@ def test_kip848_group_going_empty_loses_offsets_older_than_retention():
     assert grp.committed_offsets(g) == {} and g.counters.expired_offsets == 1
 
 
+def test_topic_a_live_member_subscribes_to_but_holds_no_partition_of_never_expires():
+    """Contract §4.1: the group's subscription decides, not what its members hold. B commits u-0
+    and leaves; A, still in the group, subscribes to u but holds none of it (the assignor has
+    not given it out yet): u-0 stays however long the group stays so. With A subscribed to t
+    alone, the same offset expires at commit time + R."""
+    def events(a_subscribes):
+        return [assignment("A", 1, tp("t", 0), ts=0, subscribed=a_subscribes),
+                assignment("B", 2, tp("u", 0), ts=1, subscribed=("t", "u")),
+                commit("B", 2, tp("u", 0), ts=10), left("B", ts=20)]
+    g, out = run(events(("t", "u")), until=5 * R)
+    assert out.alerts == [] and ("u", 0) in grp.committed_offsets(g) and g.expiry.deadline is None
+    assert grp.deadlines(g, CFG).shipped is None
+    g, out = run(events(("t",)), until=5 * R)
+    assert kinds(out) == ["OFFSETS_EXPIRING", "OFFSETS_EXPIRED"] and out.alerts[1].ts == 10 + R
+    assert ("u", 0) not in grp.committed_offsets(g)
+
+
 def test_unsubscribed_topic_of_consumer_group_expires():
     """OffsetMetadataManagerTest.testCleanupExpiredOffsetsWithUnsubscribedTopic (KIP-848 groups)."""
     events = [assignment("A", 1, tp("t", 0), ts=0, subscribed=("t",)), commit("A", 1, tp("t", 0) + tp("old", 0), ts=10)]

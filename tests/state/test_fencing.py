@@ -57,7 +57,8 @@ def test_strict_acceptance_implies_kip1251_on_the_table():
     ((False, False, False, False), 6, 5, False, CommitClass.FUTURE_EPOCH),
     ((False, True, False, False), 4, 5, True, CommitClass.ZOMBIE),
     ((False, True, False, False), 4, 5, False, CommitClass.STALE),
-], ids=["accepted", "avoidable", "future", "zombie", "stale"])
+    ((False, False, False, False), 6, 5, True, CommitClass.FUTURE_EPOCH),
+], ids=["accepted", "avoidable", "future", "zombie", "stale", "future-on-a-partition-another-member-holds"])
 def test_classify(outcomes, c, b, other, expected):
     assert classify(outcomes, c, b, other) is expected
 
@@ -134,6 +135,26 @@ def test_zombie_commit_of_revoked_partition():
     v = verdict(revoke_p1_to_b() + [commit("A", 1, tp("t", 1))])
     assert (v.strict, v.member_revocation, v.assignment_epoch_check, v.kip1251) == ("STALE_MEMBER_EPOCH",) * 4
     assert v.cls == "zombie" and v.owner_member_id == "B" and not v.unsafe
+
+
+def test_future_epoch_commit_of_a_partition_another_member_holds_is_no_zombie():
+    """Contract §3.3's class order: ``future_epoch`` is tried before ``zombie``. A's client is at
+    epoch 4, ahead of the broker's 3 for A, and commits t-1, which B holds: every policy rejects
+    it, the class is ``future_epoch`` (B still named as the owner), and no ZOMBIE_COMMIT."""
+    _, out = run(revoke_p1_to_b() + [commit("A", 4, tp("t", 1))])
+    v = out.verdicts[-1]
+    assert (v.strict, v.member_revocation, v.assignment_epoch_check, v.kip1251) == ("STALE_MEMBER_EPOCH",) * 4
+    assert (v.cls, v.owner_member_id, v.unsafe) == ("future_epoch", "B", False)
+    assert [a.kind for a in out.alerts] == []
+    # The same commit one epoch lower (stale, B holds it) is a zombie and raises the alert.
+    _, out = run(revoke_p1_to_b() + [commit("A", 2, tp("t", 1))])
+    assert out.verdicts[-1].cls == "zombie" and [a.kind for a in out.alerts] == ["ZOMBIE_COMMIT"]
+
+
+def test_commit_at_the_broker_epoch_is_accepted_not_future():
+    """The boundary of the first class tried: c == b is no future epoch (strict accepts it)."""
+    v = verdict(revoke_p1_to_b() + [commit("A", 3, tp("t", 0))])
+    assert (v.cls, v.strict) == ("accepted", "NONE")
 
 
 def test_member_revocation_rejects_other_partition_during_revocation_race():
@@ -241,6 +262,24 @@ def test_alert_cooldown_folds_repeats():
     _, out = run(events, cfg)
     zombies = [a for a in out.alerts if a.kind == "ZOMBIE_COMMIT"]
     assert len(zombies) == 2 and zombies[1].details["suppressed_before"] == "4"
+
+
+def test_alert_exactly_one_cooldown_after_the_last_fires():
+    """Contract §8.2: the cool-down is the half-open window [last alert, last alert + cool-down):
+    one ms before its end a repeat is folded into the count, at its end the next alert fires and
+    carries the count folded since."""
+    cfg = RulesConfig(alert_cooldown_ms=60_000)
+    zombie = revoke_p1_to_b()
+
+    def zombie_alerts(*stamps):
+        _, out = run(zombie + [commit("A", 1, tp("t", 1), ts=ts) for ts in stamps], cfg)
+        return [(a.ts, a.details["suppressed_before"]) for a in out.alerts if a.kind == "ZOMBIE_COMMIT"]
+
+    assert zombie_alerts(1000, 61_000) == [(1000, "0"), (61_000, "0")]
+    assert zombie_alerts(1000, 60_999) == [(1000, "0")]
+    assert zombie_alerts(1000, 60_999, 61_000) == [(1000, "0"), (61_000, "1")]
+    # The window restarts at the alert emitted, not at a folded one.
+    assert zombie_alerts(1000, 60_999, 61_000, 120_999, 121_000) == [(1000, "0"), (61_000, "1"), (121_000, "1")]
 
 
 def test_fencing_spike_from_broker_answers_fires_and_resolves_without_input():

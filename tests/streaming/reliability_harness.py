@@ -236,6 +236,9 @@ class SparkGroupStateStub:
     def update(self, value):
         self.exists, self.get = True, value
 
+    def remove(self):
+        self.exists, self.get = False, None
+
     def setTimeoutDuration(self, ms):
         pass
 
@@ -262,3 +265,5 @@ def micro_batch(router, fn, states: dict, rows: list[tuple]):
         st.hasTimedOut = key not in keyed
         for out in fn((key,), iter([keyed[key]] if key in keyed else []), st):
             yield key, out
+        if not st.exists:  # removed (or never stored): Spark calls the key again only with input
+            del states[key]

@@ -21,15 +21,17 @@ import pytest
 from fencewatch.sim.engine import SimConfig, simulate
 from fencewatch.sim.profiles import profile
 from fencewatch.sinks.jsonl import alert_json, commit_verdicts_block
+from fencewatch.state import group as grp
 from fencewatch.state.config import RulesConfig
 from fencewatch.state.engine import LocalEngine, sort_key
 from fencewatch.streaming.ingest.events import MEMBERSHIP_TYPES, DecodeError, UnknownType, decode_json_line
 from fencewatch.streaming.runtime.inputs import group_sources
 from fencewatch.streaming.sources.kafka import rate_limit
 from fencewatch.streaming.runtime.outputs import read_frame
-from fencewatch.streaming.runtime.state_codec import decode_hold
+from fencewatch.streaming.runtime.state_codec import decode_hold, decode_state
 from fencewatch.streaming.runtime.state_fn import make_router, make_stream_fn, unpack_lines
 from reliability_harness import SparkGroupStateStub, micro_batch
+from fencewatch.streaming.runtime.routing import parse_key
 
 SOURCES = ("heartbeats", "offsets")
 RANK = {"heartbeats": 0, "offsets": 1}
@@ -61,14 +63,17 @@ def engine_outputs(recs, cfg) -> tuple[set, set]:
     return verdicts, {alert_json(a) for a in engine.out.alerts}
 
 
-def job_outputs(recs, cfg, plan: list[tuple[int, int]], trigger_ms: int = 500, max_skew_ms: int = 1_000):
+def job_outputs(recs, cfg, plan: list[tuple[int, int]], trigger_ms: int = 500, max_skew_ms: int = 1_000,
+                states: dict | None = None, statuses: list | None = None, idle_ms: int = 0):
     """(verdict lines, alert lines) of the job's router and state function reading the records in
     micro-batches ending at ``plan``'s offsets (heartbeats, offsets), one trigger of wall time each;
-    then idle triggers (state timeouts) until nothing is held."""
+    then idle triggers (state timeouts) until nothing is held, and one more after ``idle_ms`` of
+    wall time (0: none). ``states``: the keys' states at the end (Spark's: a removed one is gone);
+    ``statuses``: every status row, as a dict."""
     router = make_router()
     wall = [time.time()]
     fn = make_stream_fn(cfg, max_skew_ms=max_skew_ms, wall_clock=lambda: wall[0], sources=group_sources("events"))
-    states: dict[str, SparkGroupStateStub] = {}
+    states: dict[str, SparkGroupStateStub] = {} if states is None else states
     verdicts, alerts = set(), set()
     pos = {s: 0 for s in SOURCES}
     plan = list(plan)
@@ -84,9 +89,14 @@ def job_outputs(recs, cfg, plan: list[tuple[int, int]], trigger_ms: int = 500, m
                     verdicts.update(unpack_lines(row.raw).decode().split("\n")[:-1])
                 elif row.record == "alert":
                     alerts.add(row.json)
+                elif row.record == "status" and statuses is not None:
+                    statuses.append(json.loads(row.json))
         wall[0] += trigger_ms / 1000
         if not plan and not any(s.get and decode_hold(s.get[1]).pending for s in states.values()):
-            break
+            if idle_ms <= 0:
+                break
+            wall[0] += idle_ms / 1000
+            idle_ms = 0
     return verdicts, alerts
 
 
@@ -119,3 +129,48 @@ def test_same_records_in_other_chunkings_give_the_engine_outputs(records, limit,
     assert len(verdicts) == len(want_verdicts)
     assert verdicts == want_verdicts
     assert alerts == want_alerts
+
+
+def test_groups_that_come_and_go_leave_no_state_and_the_engine_outputs():
+    """Short-lived groups (the simulator's ``ephemeral`` profile): join, commit or not, close or
+    crash, offsets expire, the group is deleted (Dead); and a few of their members commit again
+    long after (a zombie meeting a group Kafka deleted). The job's state function removes the
+    states of the groups that are gone (contract §4.4) and its verdicts and commit-time alerts
+    stay the local engine's, which keeps every state to the end."""
+    knobs = replace(profile("ephemeral"), groups=2, ephemeral_per_hour=3_000, ephemeral_life_ms=20_000,
+                    retention_minutes=2, retention_check_interval_ms=20_000)
+    events = simulate(SimConfig(knobs=knobs, seed=4, duration_ms=None, max_events=5_000, event_id_prefix="e-",
+                                labels=False))
+    late = max(e["ts"] for e in events) + 600_000
+    committers = [e for e in events if e["type"] == "offset_commit" and e["group_id"].startswith("console")]
+    firsts = list({e["group_id"]: e for e in reversed(committers)}.values())[:5]
+    events += [{**e, "ts": late + i, "event_id": f"late-{i}", "error_code": None} for i, e in enumerate(firsts)]
+    recs: dict[str, list[bytes]] = {src: [] for src in SOURCES}
+    for e in events:
+        recs["heartbeats" if e["type"] in MEMBERSHIP_TYPES else "offsets"].append(
+            json.dumps({k: v for k, v in e.items() if v is not None}).encode())
+    cfg = RulesConfig(offsets_retention_ms=120_000, offsets_retention_check_interval_ms=20_000,
+                      group_retention_ms=300_000)
+    want_verdicts, want_alerts = engine_outputs(recs, cfg)
+    states, statuses = {}, []
+    verdicts, alerts = job_outputs(recs, cfg, source_plan(recs, 600), states=states, statuses=statuses,
+                                   idle_ms=200_000)
+    assert verdicts == want_verdicts
+    commit_kinds = ("ZOMBIE_COMMIT", "AVOIDABLE_FENCING", "UNSAFE_ACCEPT", "MODEL_DIVERGENCE")
+    assert {a for a in alerts if json.loads(a)["kind"] in commit_kinds} == {
+        a for a in want_alerts if json.loads(a)["kind"] in commit_kinds}
+    # The zombies met groups that were gone: Kafka's answer to a group it deleted.
+    late_classes = {json.loads(v)["class"] for v in verdicts if json.loads(v)["event_id"].startswith("late-")}
+    assert late_classes == {"other"}
+    # Gone: each ephemeral group's key was removed, with a last status saying Dead.
+    ephemeral = {e["group_id"] for e in events if e["group_id"] and e["group_id"].startswith("console")}
+    dead = {e["group_id"] for e in events if e["type"] == "group_state" and e["state"] == "Dead"}
+    forgotten = {s["group_id"] for s in statuses if s.get("forgotten")}
+    left = {parse_key(k)[2] for k in states if "console" in k}
+    assert len(ephemeral) > 50 and dead <= forgotten <= ephemeral and len(forgotten) > 2 * len(dead)
+    assert all(s["state"] == "Dead" for s in statuses if s.get("forgotten"))
+    assert not left & (forgotten - {e["group_id"] for e in firsts})
+    # What is left is what only the idle rule can forget yet: groups with a member still in.
+    for key in (k for k in states if "console" in k):
+        g = decode_state(parse_key(key), states[key].get[0])
+        assert g.members and grp.drop_at(g, cfg) == g.last_ts + cfg.group_retention_ms

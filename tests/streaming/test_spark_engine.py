@@ -16,7 +16,8 @@ from fencewatch.streaming.runtime.spark_replay import replay_file_spark
 
 pytestmark = pytest.mark.spark
 
-REQUIRED = ("steady", "rolling-restart", "zombie-storm", "eos-heavy", "expiry-hazard", "unclean-election", "mixed")
+REQUIRED = ("steady", "rolling-restart", "zombie-storm", "eos-heavy", "expiry-hazard", "unclean-election", "mixed",
+            "ephemeral")
 
 
 @pytest.fixture(scope="module")
@@ -25,6 +26,8 @@ def trace(tmp_path_factory):
     lines = []
     for name in REQUIRED:
         knobs = replace(profile(name), groups=min(profile(name).groups, 4))
+        if name == "ephemeral":  # groups deleted (Dead) and forgotten within the trace's 1,500 events
+            knobs = replace(knobs, ephemeral_life_ms=5_000, retention_minutes=1, retention_check_interval_ms=10_000)
         cfg = SimConfig(knobs=knobs, seed=7, duration_ms=None, max_events=1500, cluster=name,
                         event_id_prefix=f"{name}-")
         lines += [json.dumps(e) for e in simulate(cfg)]
