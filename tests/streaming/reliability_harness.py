@@ -215,6 +215,20 @@ def parity_cells(p: dict) -> dict:
             "duplicated": p["duplicated"]}
 
 
+def committed_records(cp) -> int:
+    """Records the job has read and committed: the end offsets of the newest batch in the commit log."""
+    done = sorted((int(f.name) for f in (cp / "commits").glob("[0-9]*")), reverse=True) if (cp / "commits").is_dir() \
+        else []
+    for batch in done:
+        try:
+            lines = (cp / "offsets" / str(batch)).read_text().split("\n")
+        except OSError:
+            continue
+        return sum(int(o) for line in lines[2:] if line.strip().startswith("{")
+                   for parts in json.loads(line).values() if isinstance(parts, dict) for o in parts.values())
+    return 0
+
+
 def wait_for(predicate, timeout: float, every: float = 1.0, proc: RunProcess | None = None):
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
@@ -228,10 +242,15 @@ def wait_for(predicate, timeout: float, every: float = 1.0, proc: RunProcess | N
 
 
 class GroupStateStub:
-    """Spark's ``GroupState`` as ``applyInPandasWithState`` hands it to the function (the parts it uses)."""
+    """Spark's ``GroupState`` as ``applyInPandasWithState`` hands it to the function (the parts it
+    uses); ``batch_ms``: the micro-batch's processing time (``getCurrentProcessingTimeMs``)."""
 
-    def __init__(self):
+    def __init__(self, batch_ms: int = 0):
         self.exists, self.get, self.hasTimedOut = False, None, False
+        self.batch_ms = batch_ms
+
+    def getCurrentProcessingTimeMs(self) -> int:
+        return self.batch_ms
 
     def update(self, value):
         self.exists, self.get = True, value
@@ -240,10 +259,11 @@ class GroupStateStub:
         pass
 
 
-def micro_batch(router, fn, states: dict, rows: list[tuple]):
+def micro_batch(router, fn, states: dict, rows: list[tuple], *, batch_ms: int = 0, caught_up: bool | None = None):
     """One micro-batch of the job's router and state function without Spark: ``rows`` (value, seq,
     event_id, coords, source, record_ts) routed, then every key with input or state called (the
-    others as a state timeout); yields (key, output frame)."""
+    others as a state timeout); yields (key, output frame). ``batch_ms``: the batch's processing
+    time; ``caught_up``: the source's mark on its rows (None: no such column)."""
     import pandas as pd
 
     from fencewatch.streaming.schemas import DLQ_KEY
@@ -251,6 +271,8 @@ def micro_batch(router, fn, states: dict, rows: list[tuple]):
     keyed = {}
     if rows:
         frame = pd.DataFrame(rows, columns=["value", "seq", "event_id", "coords", "source", "record_ts"])
+        if caught_up is not None:
+            frame["caught_up"] = caught_up
         for out in router([frame]):
             keyed.update(dict(list(out.groupby("key"))))
     for key in sorted(set(keyed) | set(states)):
@@ -259,6 +281,6 @@ def micro_batch(router, fn, states: dict, rows: list[tuple]):
                 yield key, out
             continue
         st = states.setdefault(key, GroupStateStub())
-        st.hasTimedOut = key not in keyed
+        st.hasTimedOut, st.batch_ms = key not in keyed, batch_ms
         for out in fn((key,), iter([keyed[key]] if key in keyed else []), st):
             yield key, out
