@@ -5,7 +5,8 @@
 runs the public command in this process with the Kafka sink's steps wrapped: once the file
 ``FLAG`` exists, the next batch the sink begins is killed at ``POINT`` (with ``KILLPOINTS_LAST=1``,
 the next one that reads the input topics to their ends: a backlog's last batch, which releases the
-events still held at once):
+events still held at once; with ``KILLPOINTS_FRESH=1`` too, only a first attempt, not a batch the sink
+log found pending):
 
 - ``begin``: its "pending" line is in the sink log, no record produced yet;
 - ``mid``: about half of its verdict lines delivered (flushed), the rest not produced;
@@ -89,17 +90,20 @@ def _last_of_backlog(args: list[str], batch_id: int) -> bool:
 
 def install(point: str, flag: Path, args: list[str]) -> None:
     """Wrap ``KafkaOutputs``' steps so that the first batch begun after ``flag`` exists dies at ``point``."""
-    from fencewatch.sinks.kafka import KafkaOutputs
+    from fencewatch.sinks.kafka import KafkaOutputs, parse_log
 
     if point not in POINTS:
         raise SystemExit(f"killpoints: unknown point {point!r}; valid: {', '.join(POINTS)}")
     armed: dict = {}
     last_only = os.environ.get("KILLPOINTS_LAST") == "1"
+    fresh_only = os.environ.get("KILLPOINTS_FRESH") == "1"
     begin, write, flush, commit = KafkaOutputs.begin, KafkaOutputs.write, KafkaOutputs._flush, KafkaOutputs.commit
 
     def _begin(self, batch_id):
+        rerun = self.marker is not None and parse_log(self.marker.read())["batch"] == batch_id
         started = begin(self, batch_id)
-        if started and not armed and flag.exists() and (not last_only or _last_of_backlog(args, batch_id)):
+        if (started and not armed and flag.exists() and not (fresh_only and rerun)
+                and (not last_only or _last_of_backlog(args, batch_id))):
             armed.update(batch=batch_id, lines=0)
             if point == "begin":
                 crash(f"batch {batch_id}: logged pending, nothing produced")

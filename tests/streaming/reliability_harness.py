@@ -49,12 +49,16 @@ def render_table(rows: dict) -> str:
 # --------------------------------------------------------------------------- the process
 
 class RunProcess:
-    """``fencewatch run`` in its own process group, its log in a file."""
+    """``fencewatch run`` in its own process group, its log in a file; ``kill_at`` (point, flag file):
+    run through ``killpoints.py``, which SIGKILLs the whole job at that point of a batch's write."""
 
-    def __init__(self, args: list[str], log_path: Path, env: dict | None = None):
+    def __init__(self, args: list[str], log_path: Path, env: dict | None = None,
+                 kill_at: tuple[str, Path] | None = None):
         self.log_path = log_path
         self._log = open(log_path, "ab")
-        self.proc = subprocess.Popen(FENCEWATCH + ["run", *args], stdout=self._log, stderr=subprocess.STDOUT,
+        command = FENCEWATCH if kill_at is None else [sys.executable, str(Path(__file__).with_name("killpoints.py")),
+                                                      kill_at[0], str(kill_at[1])]
+        self.proc = subprocess.Popen(command + ["run", *args], stdout=self._log, stderr=subprocess.STDOUT,
                                      env={**os.environ, **(env or {})}, start_new_session=True)
 
     def alive(self) -> bool:

@@ -180,6 +180,65 @@ def test_sigkill_mid_batch_three_times_then_restart(broker, topic_factory, tmp_p
     assert code == 0
 
 
+WRITE_POINTS = {  # killpoints.POINTS, as the table says them
+    "begin": "before its first record (logged pending)",
+    "mid": "with part of its verdicts delivered",
+    "inflight": "with part of its verdicts handed to the producer, not waited for",
+    "delivered": "after its last delivery, before it was logged done",
+    "logged": "after it was logged done, before Spark's commit",
+}
+
+
+@pytest.mark.slow
+def test_sigkill_while_the_last_batch_is_written(broker, topic_factory, tmp_path):
+    """The operator's trial of issue 33, shortened: a backlog's last micro-batch (it reads every
+    topic to its end, so it releases at once the events held for the groups whose heartbeats
+    stopped earlier) is killed at each point of its write in turn, the whole job with SIGKILL. The
+    trace comes in five parts, produced while the job is down, so each point hits a batch's first
+    attempt. Before the fix, a batch run again after the kill kept those events (its planned
+    caught-up mark was gone) and they were written twice a batch later."""
+    import os
+
+    topics = make_topics(topic_factory)
+    events = sim_events(groups=3, n=5_000, seed=11)
+    cp, parts = tmp_path / "cp", len(WRITE_POINTS)
+    args = run_args(broker, topics, cp, "--max-offsets-per-trigger", "400")
+    env = {"KILLPOINTS_LAST": "1", "KILLPOINTS_FRESH": "1", "KILLPOINTS_LINES": "150"}
+    hits, logs = [], []
+    for i, point in enumerate(WRITE_POINTS):
+        part = events[i * len(events) // parts:(i + 1) * len(events) // parts]
+        produce_events(broker, topics["hb"], topics["off"], part)
+        produce_clock(broker, [topics["hb"], topics["off"]], part[-1]["ts"] + 5_000)
+        flag = tmp_path / f"arm-{point}"
+        flag.touch()
+        run = RunProcess(args, tmp_path / f"run-{point}.log", env=env, kill_at=(point, flag))
+        code = run.wait(300)
+        run.kill()
+        logs.append(run.log())
+        hits += [line for line in logs[-1].splitlines() if line.startswith("killpoints: SIGKILL")]
+        assert code == -signal.SIGKILL, logs[-1][-3000:]
+    run = RunProcess(args, tmp_path / "final.log")
+    killed = max(int(f.name) for f in (cp / "offsets").glob("[0-9]*"))  # logged done, not committed by Spark
+    assert wait_for(lambda: (cp / "commits" / str(killed)).exists(), timeout=240, every=0.5, proc=run), \
+        run.log()[-3000:]
+    p, code = finish_and_compare(broker, topics, run, expected_verdicts(events))
+    logs.append(run.log())
+    resumed = sum("was being written when the job stopped" in log for log in logs)
+    skipped = sum("already written to Kafka, skipped" in log for log in logs)
+    external = os.environ.get("FENCEWATCH_TEST_BOOTSTRAP")  # the conftest's broker: an external one (Apache Kafka)
+    record_row("sigkill_while_writing_last_batch" + ("_external_broker" if external else ""),
+               load=f"{len(events):,} sim events in {parts} parts produced while the job was down, 400 offsets per "
+                    f"trigger{', external broker' if external else ''}",
+               fault="SIGKILL of the whole job while each part's last batch (caught up: it releases the held "
+                     "events) was being written: " + "; ".join(WRITE_POINTS.values()),
+               outcome=f"{len(hits)} kills landed; after restart {resumed} batches completed from what was in "
+                       f"Kafka, {skipped} skipped as written; exit {code}", **parity_cells(p))
+    assert len(hits) == parts, hits
+    assert resumed >= 3 and skipped >= 1, (resumed, skipped)
+    assert_parity(p)
+    assert code == 0
+
+
 @pytest.mark.slow
 def test_broker_paused_60s(topic_factory, tmp_path):
     import os

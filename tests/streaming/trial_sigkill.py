@@ -3,12 +3,13 @@ topics, ``fencewatch run`` with its defaults, killed at chosen moments and resta
 checkpoint, then the verdicts topic read to its end and compared with the local engine.
 
     .venv/bin/python tests/streaming/trial_sigkill.py --events 200000 \
-        --kill now@120000 --kill begin@170000 [--bootstrap HOST:PORT] [--workdir DIR]
+        --kill now@120000 --kill delivered-last@50000 [--bootstrap HOST:PORT] [--code REV] [--workdir DIR]
 
 ``--kill POINT@N`` (repeatable, in order): once the job has committed N input records, ``now``
 SIGKILLs the whole job at that moment (wherever the running batch is); any other point of
 ``killpoints.POINTS`` kills the next batch the sink begins at that point of its write (``POINT-last``:
-the next batch planned to the logs' ends, the last of the backlog). Each kill
+the next batch planned to the logs' ends, the last of the backlog; N must be reached before that
+batch begins: ``@0`` for a backlog read in one or two batches). Each kill
 is followed by a restart on the same checkpoint; the last run goes to the end and gets SIGTERM.
 Without ``--bootstrap`` an embedded Tansu broker is started (and, before each restart, one record
 is produced to every verdicts partition, as the operator did, so that Tansu shows its last batch).
@@ -39,6 +40,7 @@ from reliability_harness import (FENCEWATCH, _verdict_key, committed_records, en
 
 PY = sys.executable
 CODE_ENV: dict = {}  # PYTHONPATH of another revision's code (--code)
+_JOBS: list = []  # every job started, stopped at the end whatever happened
 
 
 def _all_pids(root: int) -> list[int]:
@@ -58,6 +60,7 @@ class Job:
         env = {**os.environ, **CODE_ENV, "KILLPOINTS_GROUP_ONLY": "1" if group_only else "0",
                "KILLPOINTS_LAST": "1" if last else "0"}
         self.proc = subprocess.Popen(cmd, stdout=self._out, stderr=subprocess.STDOUT, start_new_session=True, env=env)
+        _JOBS.append(self)
 
     def crash(self, group_only: bool = False) -> None:
         """SIGKILL the driver's group and every process under it (Spark's JVM has a session of its
@@ -170,6 +173,16 @@ def trial(a, bootstrap: str, work: Path) -> dict:
             "--verdicts-topic", topics["verdicts"], "--alerts-topic", topics["alerts"], "--dlq-topic", topics["dlq"],
             "--alerts-format", "json", "--starting-offsets", "earliest", "--checkpoint", str(cp),
             "--metrics-port", "0", *a.run_arg]
+    try:
+        return _kill_and_compare(a, bootstrap, topics, args, cp, work, produced_s)
+    finally:
+        for j in _JOBS:
+            if j.alive():
+                j.crash()
+
+
+def _kill_and_compare(a, bootstrap: str, topics: dict, args: list[str], cp: Path, work: Path,
+                      produced_s: float) -> dict:
     kills = []
     for i, spec in enumerate(a.kill):
         point, _, at = spec.partition("@")
