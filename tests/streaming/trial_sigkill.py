@@ -233,7 +233,7 @@ def compare(bootstrap: str, topics: dict, kills: list, code, produced_s: float, 
     want_alerts = {a.alert_id for a in out.alerts}
     differing = [k for k, v in want.items() if k in got and got[k][0][2] != v]
     same_copies = sum(1 for c in dups.values() if all(x[2] == c[0][2] for x in c))
-    (work / "duplicates.json").write_text(json.dumps([c for c in dups.values()]))
+    (work / "twice.json").write_text(json.dumps([c for c in dups.values()]))
     where = Counter()
     for c in dups.values():
         for part, off, _ in c:
@@ -242,7 +242,7 @@ def compare(bootstrap: str, topics: dict, kills: list, code, produced_s: float, 
         "code": CODE_ENV.get("PYTHONPATH", "this checkout"), "broker": bootstrap, "topics": topics, "produced_s": round(produced_s, 1), "exit": code,
         "verdicts_written": len(records), "distinct": len(got), "expected": len(want),
         "lost": len(want.keys() - got.keys()), "duplicated": sum(len(c) - 1 for c in dups.values()),
-        "duplicated_keys": len(dups), "duplicates_with_equal_copies": same_copies,
+        "duplicated_keys": len(dups), "twice_with_equal_copies": same_copies,
         "differing": len(differing), "unexpected": len(got.keys() - want.keys()),
         "alerts": len(alerts), "alerts_expected": len(want_alerts), "alerts_lost": len(want_alerts - alerts.keys()),
         "alerts_duplicated": sum(n - 1 for n in alerts.values()),
