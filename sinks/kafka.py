@@ -8,9 +8,13 @@ done". Alerts and dead letters carry the header ``fencewatch.batch: N``; verdict
 per commit) carry none, since a header costs the producer more than the record itself. A batch
 found done is skipped; a batch found pending (the process died between producing and logging) is
 completed: the records of batch N already in the output topics since the logged offsets are read
-back (alerts and dead letters by their header, verdict lines by position: nothing of this job
-follows the logged offsets but batch N) and only the missing ones are produced. Nothing is
-duplicated, whatever moment the crash hit.
+back (alerts and dead letters by their header, verdict lines by being there: nothing of this job
+follows the logged offsets but batch N), counted by their bytes (key and value, in any order or
+partition), and only the records not found are produced. Nothing is duplicated, whatever moment
+the crash hit, because Spark runs the batch again with what its first attempt logged in
+``offsets/N`` (input offsets, the source's caught-up mark, the batch's time) and the query gives
+the same records from them (issue 33: a rerun that lost the mark kept events its first attempt had
+written, and wrote them a batch later).
 
 No record can stop the job: an output over ``max_record_bytes`` is cut to fit (alerts: their
 longest fields, flagged ``fencewatch.truncated``), and a record the broker still refuses for good

@@ -131,7 +131,7 @@ def plan(checkpoint: Path) -> dict:
     sizes = []
     for start, end in zip(starts, ends):
         n = 0
-        for topic, parts in (end or {}).items():
+        for topic, parts in _topics(end):
             for p, off in parts.items():
                 n += max(0, int(off) - int(((start or {}).get(topic) or {}).get(p, 0)))
         sizes.append(n)
@@ -155,12 +155,14 @@ def bound_planned_batch(checkpoint: Path, max_per_partition: int) -> dict | None
             bounded.append(None)
             continue
         new = {}
-        for topic, parts in end.items():
+        for topic, parts in _topics(end):
             new[topic] = {}
             for part, off in parts.items():
                 first = ((start or {}).get(topic) or {}).get(part)
                 first = int(first) if first is not None else _earliest(checkpoint, topic, part, int(off))
                 new[topic][part] = min(int(off), first + max_per_partition)
+        if new == {t: dict(parts) for t, parts in _topics(end)}:  # nothing cut: marks kept (the caught-up one)
+            new = dict(end)
         bounded.append(new)
     lines = head + ["-" if b is None else json.dumps(b, separators=(",", ":")) for b in bounded]
     backup = path.with_name(f"{n}.unbounded")
@@ -173,6 +175,12 @@ def bound_planned_batch(checkpoint: Path, max_per_partition: int) -> dict | None
     if crc.exists():
         crc.unlink()
     return {"batch": n, "before": p["records"], "after": plan(checkpoint)["records"]}
+
+
+def _topics(offsets: dict | None) -> list[tuple[str, dict]]:
+    """A source's offsets per topic, without the marks a source may keep beside them (the Kafka
+    source's ``fencewatch:caught_up``: a batch that ``bound`` cuts is no longer caught up)."""
+    return [(t, parts) for t, parts in (offsets or {}).items() if isinstance(parts, dict)]
 
 
 def _earliest(checkpoint: Path, topic: str, part: str, end: int) -> int:

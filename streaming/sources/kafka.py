@@ -426,22 +426,39 @@ def parse_options(options: Mapping[str, str], *, streaming: bool = True) -> Sour
 # --------------------------------------------------------------------------- offsets JSON
 
 
-def offsets_to_json(offsets: Mapping[TopicPartitionKey, int]) -> dict[str, dict[str, int]]:
-    """Checkpoint form ``{"topic": {"0": 42}}``: topics and partitions sorted.
+CAUGHT_UP = "fencewatch:caught_up"
+"""Key of a planned end offset (``includeCaughtUp`` only, and only when true): the micro-batch reads
+every partition to the end it had when planned. It travels with the offsets because Spark writes
+them to ``offsets/N`` before the batch runs, so a batch run again after a crash is judged with the
+mark its first attempt had (the rows' ``caught_up`` decides which held events go, docs/reliability.md).
+``:`` cannot be in a topic name."""
+
+
+def offsets_to_json(offsets: Mapping[TopicPartitionKey, int], *, caught_up: bool = False) -> dict:
+    """Checkpoint form ``{"topic": {"0": 42}}``: topics and partitions sorted, then
+    :data:`CAUGHT_UP` when ``caught_up``.
 
     Spark compares offsets as JSON strings, so equal offsets must always be
     written in the same order.
     """
-    out: dict[str, dict[str, int]] = {}
+    out: dict = {}
     for topic, partition in sorted(offsets):
         out.setdefault(topic, {})[str(partition)] = int(offsets[(topic, partition)])
+    if caught_up:
+        out[CAUGHT_UP] = True
     return out
 
 
-def offsets_from_json(offsets: Mapping[str, Mapping[str, int]] | None) -> dict[TopicPartitionKey, int]:
+def offsets_from_json(offsets: Mapping | None) -> dict[TopicPartitionKey, int]:
     if not offsets:
         return {}
-    return {(topic, int(p)): int(o) for topic, parts in offsets.items() for p, o in parts.items()}
+    return {(topic, int(p)): int(o) for topic, parts in offsets.items() if topic != CAUGHT_UP
+            for p, o in parts.items()}
+
+
+def caught_up_mark(offsets: Mapping | None) -> bool:
+    """Whether a planned end offset carries :data:`CAUGHT_UP`."""
+    return bool(offsets) and offsets.get(CAUGHT_UP) is True
 
 
 # --------------------------------------------------------------------------- planning helpers
@@ -1130,7 +1147,6 @@ class KafkaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         self._planner = _Planner(options)
         self._target: dict[TopicPartitionKey, int] | None = None
         self._last_latest: dict[TopicPartitionKey, int] | None = None
-        self._available: dict[TopicPartitionKey, int] | None = None  # end offsets at the last planning
         self._pacer = pacer_for(options)
 
     # The reader is pickled to the executors' read(); the admin client is not picklable.
@@ -1164,8 +1180,7 @@ class KafkaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
             latest = {**begin, **{tp: max(o, begin.get(tp, o)) for tp, o in self._target.items()}}
         else:
             latest = self._planner.latest(begin)
-        self._last_latest = latest
-        self._available = None if self._target is not None else dict(latest)
+        self._last_latest = available = latest
         # Partitions new since `start` (or reset after loss) begin at their earliest offset.
         fresh = [tp for tp in latest if tp not in begin or begin[tp] > latest[tp]]
         base = {tp: o for tp, o in begin.items() if tp in latest and o <= latest[tp]}
@@ -1179,18 +1194,21 @@ class KafkaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
             max_rows = paced if max_rows is None else min(max_rows, paced)
         if max_rows is not None:
             latest = rate_limit(base, latest, max_rows)
-        return offsets_to_json(latest)
+        # Caught up: this batch ends where the logs ended at planning (an AvailableNow target is not
+        # the logs' end). Marked in the offsets Spark logs, for a rerun of this batch to see it too.
+        caught_up = (self._options.include_caught_up and self._target is None
+                     and all(latest.get(tp, -1) >= o for tp, o in available.items()))
+        return offsets_to_json(latest, caught_up=caught_up)
 
     def reportLatestOffset(self) -> dict | None:
         return None if self._last_latest is None else offsets_to_json(self._last_latest)
 
     def partitions(self, start: dict, end: dict) -> Sequence[InputPartition]:
-        end_offsets = offsets_from_json(end)
-        # Caught up: this batch ends where the logs ended when it was planned. A batch re-planned
-        # from the offset log after a restart (no planning in this process) is not known to be.
-        available = self._available
-        caught_up = available is not None and all(end_offsets.get(tp, -1) >= o for tp, o in available.items())
-        return self._planner.tasks(self._planner.plan(offsets_from_json(start), end_offsets, caught_up=caught_up))
+        # The mark comes from the logged end, so a batch run again after a restart (planned by the
+        # process that died) gets the mark it had: before, it had none, and its held events went a
+        # batch later than in the first attempt, whose outputs were in Kafka already (issue 33).
+        return self._planner.tasks(self._planner.plan(offsets_from_json(start), offsets_from_json(end),
+                                                      caught_up=caught_up_mark(end)))
 
     def read(self, partition: InputPartition) -> Iterator[Any]:
         assert isinstance(partition, (KafkaInputPartition, KafkaInputSplit)), type(partition)

@@ -49,12 +49,16 @@ def render_table(rows: dict) -> str:
 # --------------------------------------------------------------------------- the process
 
 class RunProcess:
-    """``fencewatch run`` in its own process group, its log in a file."""
+    """``fencewatch run`` in its own process group, its log in a file; ``kill_at`` (point, flag file):
+    run through ``killpoints.py``, which SIGKILLs the whole job at that point of a batch's write."""
 
-    def __init__(self, args: list[str], log_path: Path, env: dict | None = None):
+    def __init__(self, args: list[str], log_path: Path, env: dict | None = None,
+                 kill_at: tuple[str, Path] | None = None):
         self.log_path = log_path
         self._log = open(log_path, "ab")
-        self.proc = subprocess.Popen(FENCEWATCH + ["run", *args], stdout=self._log, stderr=subprocess.STDOUT,
+        command = FENCEWATCH if kill_at is None else [sys.executable, str(Path(__file__).with_name("killpoints.py")),
+                                                      kill_at[0], str(kill_at[1])]
+        self.proc = subprocess.Popen(command + ["run", *args], stdout=self._log, stderr=subprocess.STDOUT,
                                      env={**os.environ, **(env or {})}, start_new_session=True)
 
     def alive(self) -> bool:
@@ -215,6 +219,20 @@ def parity_cells(p: dict) -> dict:
             "duplicated": p["duplicated"]}
 
 
+def committed_records(cp) -> int:
+    """Records the job has read and committed: the end offsets of the newest batch in the commit log."""
+    done = sorted((int(f.name) for f in (cp / "commits").glob("[0-9]*")), reverse=True) if (cp / "commits").is_dir() \
+        else []
+    for batch in done:
+        try:
+            lines = (cp / "offsets" / str(batch)).read_text().split("\n")
+        except OSError:
+            continue
+        return sum(int(o) for line in lines[2:] if line.strip().startswith("{")
+                   for parts in json.loads(line).values() if isinstance(parts, dict) for o in parts.values())
+    return 0
+
+
 def wait_for(predicate, timeout: float, every: float = 1.0, proc: RunProcess | None = None):
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
@@ -228,10 +246,15 @@ def wait_for(predicate, timeout: float, every: float = 1.0, proc: RunProcess | N
 
 
 class SparkGroupStateStub:
-    """PySpark's ``GroupState`` (the per-key handle) as ``applyInPandasWithState`` hands it to the function (the parts it uses)."""
+    """PySpark's ``GroupState`` (the per-key handle) as ``applyInPandasWithState`` hands it to the function (the parts it
+    uses); ``batch_ms``: the micro-batch's processing time (``getCurrentProcessingTimeMs``)."""
 
-    def __init__(self):
+    def __init__(self, batch_ms: int = 0):
         self.exists, self.get, self.hasTimedOut = False, None, False
+        self.batch_ms = batch_ms
+
+    def getCurrentProcessingTimeMs(self) -> int:
+        return self.batch_ms
 
     def update(self, value):
         self.exists, self.get = True, value
@@ -243,10 +266,11 @@ class SparkGroupStateStub:
         pass
 
 
-def micro_batch(router, fn, states: dict, rows: list[tuple]):
+def micro_batch(router, fn, states: dict, rows: list[tuple], *, batch_ms: int = 0, caught_up: bool | None = None):
     """One micro-batch of the job's router and state function without Spark: ``rows`` (value, seq,
     event_id, coords, source, record_ts) routed, then every key with input or state called (the
-    others as a state timeout); yields (key, output frame)."""
+    others as a state timeout); yields (key, output frame). ``batch_ms``: the batch's processing
+    time; ``caught_up``: the source's mark on its rows (None: no such column)."""
     import pandas as pd
 
     from fencewatch.streaming.runtime.columns import DLQ_KEY
@@ -254,6 +278,8 @@ def micro_batch(router, fn, states: dict, rows: list[tuple]):
     keyed = {}
     if rows:
         frame = pd.DataFrame(rows, columns=["value", "seq", "event_id", "coords", "source", "record_ts"])
+        if caught_up is not None:
+            frame["caught_up"] = caught_up
         for out in router([frame]):
             keyed.update(dict(list(out.groupby("key"))))
     for key in sorted(set(keyed) | set(states)):
@@ -262,7 +288,7 @@ def micro_batch(router, fn, states: dict, rows: list[tuple]):
                 yield key, out
             continue
         st = states.setdefault(key, SparkGroupStateStub())
-        st.hasTimedOut = key not in keyed
+        st.hasTimedOut, st.batch_ms = key not in keyed, batch_ms
         for out in fn((key,), iter([keyed[key]] if key in keyed else []), st):
             yield key, out
         if not st.exists:  # removed (or never stored): Spark calls the key again only with input

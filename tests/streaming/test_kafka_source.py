@@ -452,8 +452,10 @@ def test_stream_reader_offsets_limit_and_new_partitions(broker, topic_factory):
 @pytest.mark.broker
 def test_caught_up_marks_batches_that_read_every_partition_to_its_end(broker, topic_factory):
     """includeCaughtUp: a batch cut short by maxOffsetsPerTrigger is not caught up, the one that
-    reaches the end offsets found at planning is; a batch re-planned without planning (a restart)
-    is not known to be. The mark is a column on every row (what Hold.release reads)."""
+    reaches the end offsets found at planning is, and says so in its end offset (what Spark logs);
+    a batch run again from the offset log by a new reader (a restart) keeps the mark it was planned
+    with (issue 33: without it, a rerun held events its first attempt had written, and they were
+    written again a batch later). The mark is a column on every row (what Hold.release reads)."""
     from pyspark.sql.streaming.datasource import ReadMaxRows
 
     topic = topic_factory(partitions=2)
@@ -464,13 +466,21 @@ def test_caught_up_marks_batches_that_read_every_partition_to_its_end(broker, to
     start = reader.initialOffset()
     cut = reader.latestOffset(start, ReadMaxRows(100))
     assert not any(p.caught_up for p in reader.partitions(start, cut))
+    assert "fencewatch:caught_up" not in cut
     end = reader.latestOffset(cut, ReadMaxRows(10_000))
+    assert end["fencewatch:caught_up"] is True
     parts = reader.partitions(cut, end)
     assert parts and all(p.caught_up for p in parts)
     rows = _rows(b for p in parts for b in read_partition(p))
     assert len(rows) == 302 and all(r["caught_up"] is True for r in rows)
+    logged = json.loads(json.dumps(end))  # as Spark writes offsets/N and reads it back
+    _produce(broker, topic, [b"later"] * 10, partitions=2)  # the logs moved on before the restart
     restarted = KafkaStreamReader(parse_options(options))
-    assert not any(p.caught_up for p in restarted.partitions(cut, end))
+    assert [p.caught_up for p in restarted.partitions(cut, logged)] == [True] * len(parts)
+    assert not any(p.caught_up for p in restarted.partitions(start, json.loads(json.dumps(cut))))
+    assert reader.latestOffset(end, ReadMaxRows(10_000)) != end  # the new records: a batch to plan
+    plain = KafkaStreamReader(parse_options({k: v for k, v in options.items() if k != "includeCaughtUp"}))
+    assert "fencewatch:caught_up" not in plain.latestOffset(end, ReadMaxRows(10_000))  # Spark's format
     plain = _rows(read_partition(KafkaInputPartition(topic, 0, 0, 10, _spec(broker))))
     assert "caught_up" not in plain[0]  # Spark's Kafka schema unless asked
 

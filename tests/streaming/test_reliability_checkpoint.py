@@ -43,6 +43,21 @@ def test_first_batch_counts_from_the_start_of_the_log(tmp_path):
     assert bound_planned_batch(cp, 5_000) == {"batch": 0, "before": 300_000, "after": 5_000}
 
 
+def test_a_cut_batch_loses_its_caught_up_mark_and_a_whole_one_keeps_it(tmp_path):
+    """The Kafka source marks a batch planned to the logs' ends (``fencewatch:caught_up``); a batch
+    ``bound`` cuts no longer reads to them, one it leaves whole still does."""
+    cp = tmp_path / "cp"
+    write_batch(cp, 0, {"hb": {"0": 300_000}, "fencewatch:caught_up": True}, False)
+    assert plan(cp)["records"] == 300_000
+    assert bound_planned_batch(cp, 5_000)["after"] == 5_000
+    assert json.loads((cp / "offsets" / "0").read_text().split("\n")[2]) == {"hb": {"0": 5_000}}
+    cp = tmp_path / "cp2"
+    write_batch(cp, 0, {"hb": {"0": 300}, "fencewatch:caught_up": True}, False)
+    assert bound_planned_batch(cp, 5_000)["after"] == 300
+    assert json.loads((cp / "offsets" / "0").read_text().split("\n")[2]) == {"hb": {"0": 300},
+                                                                             "fencewatch:caught_up": True}
+
+
 def test_nothing_to_do_when_the_last_batch_committed(tmp_path, capsys):
     cp = tmp_path / "cp"
     write_batch(cp, 0, {"hb": {"0": 10}}, True)

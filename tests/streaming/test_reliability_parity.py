@@ -12,6 +12,7 @@ at load 20) made 1,532 verdict lines of a 6,000-event trace differ.
 """
 from __future__ import annotations
 
+import copy
 import json
 import time
 from dataclasses import replace
@@ -174,3 +175,48 @@ def test_groups_that_come_and_go_leave_no_state_and_the_engine_outputs():
     for key in (k for k in states if "console" in k):
         g = decode_state(parse_key(key), states[key].get[0])
         assert g.members and grp.drop_at(g, cfg) == g.last_ts + cfg.group_retention_ms
+
+
+def test_a_batch_run_again_after_a_crash_gives_what_its_first_attempt_gave(records):
+    """Spark runs a micro-batch again after a crash with the offsets, the caught-up mark and the
+    processing time its first attempt logged (``offsets/N``). The hold goes by that time, not the
+    call's, so every batch's second attempt, from the state its first one started from, gives the
+    same outputs and the same state, and the whole gives the engine's. Before (issue 33), the hold
+    went by the call's wall time: a second attempt run later released events its first attempt had
+    kept (and its outputs were lost when the first attempt had been logged done), and without the
+    mark it kept the events a caught-up first attempt had released (and wrote them a batch later,
+    twice). Batch times here are 2025's, the trace's, far from this host's clock."""
+    cfg = RulesConfig()
+    want_verdicts, want_alerts = engine_outputs(records, cfg)
+    router = make_router()
+    fn = make_stream_fn(cfg, max_skew_ms=1_000, sources=group_sources("events"))
+    plan = source_plan(records, 600)
+    states: dict[str, SparkGroupStateStub] = {}
+    verdicts, alerts, pos = [], [], {s: 0 for s in SOURCES}
+    t0 = json.loads(records["offsets"][0])["ts"]
+    for i in range(len(plan) + 200):
+        rows = []
+        if i < len(plan):
+            for src, end in zip(SOURCES, plan[i]):
+                rows += [(records[src][o], o * 4 + RANK[src], f"{src}/0/{o}", "", src, 0) for o in range(pos[src], end)]
+                pos[src] = end
+        before = copy.deepcopy(states)
+        attempts = []
+        for run_states in (states, before):
+            out = [(row.record, row.raw if row.record == "verdicts" else row.json)
+                   for _, frame in micro_batch(router, fn, run_states, rows, batch_ms=t0 + 500 * i,
+                                               caught_up=i == len(plan) - 1)
+                   for row in read_frame(frame) if row.record in ("verdicts", "alert")]
+            attempts.append(out)
+        assert attempts[0] == attempts[1], f"batch {i}: the second attempt differs"
+        assert {k: s.get for k, s in states.items()} == {k: s.get for k, s in before.items()}, f"batch {i}: state"
+        for record, value in attempts[1]:
+            if record == "verdicts":
+                verdicts += unpack_lines(value).decode().split("\n")[:-1]
+            else:
+                alerts.append(value)
+        states = before
+        if i >= len(plan) and not any(s.get and decode_hold(s.get[1]).pending for s in states.values()):
+            break
+    assert len(verdicts) == len(set(verdicts)) == len(want_verdicts)
+    assert set(verdicts) == want_verdicts and set(alerts) == want_alerts
