@@ -130,7 +130,7 @@ DRIFTS = [
     pytest.param("TOPIC_PARTITIONS", "topic", "assignment_epochs", "assigned_epochs",
                  "fencewatch.streaming.ingest.fields.topic_partitions", id="topic partitions row"),
     pytest.param("EVENTS", "member_left", "instance_id", "static_instance_id",
-                 "fencewatch.streaming.ingest.request_log.MemberLeft", id="request-log output struct"),
+                 "fencewatch.streaming.ingest.request_log.output.MemberLeft", id="request-log output struct"),
     pytest.param("EVENTS", "offset_committed", "commit_ts", "committed_ts",
                  "fencewatch.state.events.OffsetCommitted", id="typed event"),
     pytest.param("PARTITION_OFFSET", "topic", "leader_epoch", "epoch",
