@@ -10,12 +10,15 @@ Kafka's message specs; a field is written only in the versions that have it.
 ============================  ===============================================
 OffsetCommit (8), v2-v10      ``offset_commit``, one per distinct response
                               error code (first appearance order), partitions
-                              in request order; v10 names topics by id
+                              in request order; v10 names topics by id;
+                              ``api_version`` the request's version
 TxnOffsetCommit (28), v0-v6   ``txn_offset_commit``, the same way
 ConsumerGroupHeartbeat (68)   ``heartbeat``; when answered 0 also
   v0-v1                       ``member_left`` (request epoch -1 / -2) or
                               ``member_assignment`` (an assignment in the
-                              response, or a new epoch)
+                              response, or a new epoch); when answered
+                              UNKNOWN_MEMBER_ID, ``member_left`` ``fenced``
+                              (contract §10.1 g)
 ============================  ===============================================
 
 Nothing here raises on bad input: a broken line gives ``[]``, is counted in ``counts``

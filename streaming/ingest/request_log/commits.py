@@ -4,9 +4,10 @@ What lives here: ``Commits``, the bridge's part that maps a parsed commit line (
 ``docs/request-log.md``): one event per distinct response error code, in order of first
 appearance, each with its partitions in request order; a partition the response does not list
 gets no ``error_code`` (``problem.NO_RESPONSE_PARTITION``); coordinator-routing answers give no
-event (contract §10.1 a). For speed, a commit's per-partition answers stay ``msgspec.Raw`` and
-are parsed once per distinct text (``_answers``), and the usual request (one topic answered in
-order with one code) is written as one event without grouping.
+event (contract §10.1 a); ``api_version`` is the request header's version (contract §10.1 h).
+For speed, a commit's per-partition answers stay ``msgspec.Raw`` and are parsed once per distinct
+text (``_answers``), and the usual request (one topic answered in order with one code) is
+written as one event without grouping.
 """
 
 from __future__ import annotations
@@ -18,7 +19,7 @@ from msgspec import UNSET
 
 from fencewatch.streaming.ingest.request_log.output import Event, Offset, OffsetCommit, TxnOffsetCommit, unset
 from fencewatch.streaming.ingest.request_log.problems import Broken
-from fencewatch.streaming.ingest.request_log.wire import (COORDINATOR_ERRORS, DECODE_ANSWERS, CommitLine,
+from fencewatch.streaming.ingest.request_log.wire import (COORDINATOR_ERRORS, DECODE_ANSWERS, CommitBody, CommitLine,
                                                           CommitPartition, CommitTopic, ResponseTopic)
 
 MAX_ANSWERS = 20_000  # distinct response texts remembered (a few per member)
@@ -41,7 +42,7 @@ class Commits:
     def _init_commits(self) -> None:
         self._answer_memo = {}
 
-    def _commit(self, line: CommitLine, transactional: bool, ts: int, eid: str) -> list[Event]:
+    def _commit(self, line: CommitLine | CommitBody, transactional: bool, ts: int, eid: str) -> list[Event]:
         req = line.request
         resp = line.response
         resp_topics = resp.topics if resp is not None else []
@@ -81,8 +82,9 @@ class Commits:
                     epoch = req.generation_id_or_member_epoch
                     if epoch is None:
                         epoch = req.generation_id if req.generation_id is not None else -1
+                    version = line.request_header.request_api_version
                     return [OffsetCommit(ts, UNSET, req.group_id, eid, req.member_id or "", epoch, UNSET, rows,
-                                         code)]
+                                         code, version if version >= 0 else UNSET)]
                 by_code = {code: rows}
         if by_code is None:
             by_code = self._offsets_by_code(topics, resp_topics, answers)
@@ -99,17 +101,19 @@ class Commits:
             epoch = req.generation_id if req.generation_id is not None else -1
         member_id = req.member_id or ""
         cluster, instance_id = unset(self.cluster), unset(req.group_instance_id)
+        version = line.request_header.request_api_version
+        version = version if version >= 0 else UNSET
         out: list[Event] = []
         for code, offsets in by_code.items():
             if transactional:
                 out.append(TxnOffsetCommit(
-                    ts, cluster, req.group_id, eid, member_id, epoch, instance_id, offsets, unset(code),
+                    ts, cluster, req.group_id, eid, member_id, epoch, instance_id, offsets, unset(code), version,
                     req.transactional_id if req.transactional_id is not None else "",
                     req.producer_id if req.producer_id is not None else -1,
                     req.producer_epoch if req.producer_epoch is not None else -1))
             else:
                 out.append(OffsetCommit(ts, cluster, req.group_id, eid, member_id, epoch, instance_id, offsets,
-                                        unset(code)))
+                                        unset(code), version))
         if None in by_code:
             self._counts["problem.NO_RESPONSE_PARTITION"] += 1
         return out

@@ -9,13 +9,18 @@ assignment means "the one you had". With ``carry=True`` (the default) the bridge
 (group, member), the last epoch, assignment, owned partitions, subscription and instance id. A
 member it never saw an assignment for gets no ``member_assignment`` until one arrives (counted
 ``problem.ASSIGNMENT_NOT_SEEN``). The memory is what the coordinator itself holds: a member is
-forgotten on its leave, and on UNKNOWN_MEMBER_ID / FENCED_MEMBER_EPOCH.
+forgotten on its leave, and when a heartbeat is answered UNKNOWN_MEMBER_ID (the coordinator has
+no such member, e.g. after a session timeout, which no request shows): that heartbeat then also
+gives a ``member_left`` ``fenced``, once (contract §10.1 g). FENCED_MEMBER_EPOCH keeps the
+member: the coordinator still holds it, and the client rejoins at epoch 0 under the same id.
 
 ``carry=False`` (the Spark job's stateless mapper) writes what one line says and no more: a
 successful heartbeat without an assignment gives a ``member_assignment`` with ``"assigned":
 null`` ("unchanged"), and one whose request does not repeat the owned partitions
 ``"pending_revocation": null`` ("derive it"); the per-group state resolves both against the
-member it already models (``state.assignment.resolve_unchanged_assignment``).
+member it already models (``state.assignment.resolve_unchanged_assignment``). It cannot know
+whether it saw a member before, so every heartbeat answered UNKNOWN_MEMBER_ID gives a
+``member_left`` ``fenced``; the group state ignores one for a member it does not hold.
 """
 
 from __future__ import annotations
@@ -27,10 +32,10 @@ from typing import Any
 from msgspec import UNSET
 
 from fencewatch.streaming.ingest.request_log.output import Event, Heartbeat, MemberAssignment, MemberLeft, unset
-from fencewatch.streaming.ingest.request_log.wire import (COORDINATOR_ERRORS, FENCED_MEMBER_EPOCH,
-                                                          LEAVE_GROUP_MEMBER_EPOCH, LEAVE_GROUP_STATIC_MEMBER_EPOCH,
-                                                          UNKNOWN_MEMBER_ID, HeartbeatLine, HeartbeatRequest,
-                                                          HeartbeatResponse, TopicPartitions)
+from fencewatch.streaming.ingest.request_log.wire import (COORDINATOR_ERRORS, LEAVE_GROUP_MEMBER_EPOCH,
+                                                          LEAVE_GROUP_STATIC_MEMBER_EPOCH, UNKNOWN_MEMBER_ID,
+                                                          HeartbeatLine, HeartbeatRequest, HeartbeatResponse,
+                                                          TopicPartitions)
 
 
 @dataclass(slots=True)
@@ -79,8 +84,13 @@ class Heartbeats:
         cluster = unset(self.cluster)
         code = resp.error_code
         if code != 0:
-            if code in (UNKNOWN_MEMBER_ID, FENCED_MEMBER_EPOCH) and self.carry:
-                self.members.pop(key, None)  # the coordinator no longer has this member
+            if code == UNKNOWN_MEMBER_ID:  # the coordinator has no such member (contract §10.1 g)
+                if not self.carry:  # what the line says; the group state ignores a member it does not hold
+                    out.append(MemberLeft(ts, cluster, key[0], eid, key[1], "fenced", unset(req.instance_id)))
+                elif (m := self.members.pop(key, None)) is not None:  # once, for a member the bridge knew
+                    instance_id = req.instance_id if req.instance_id is not None else m.instance_id
+                    out.append(MemberLeft(ts, cluster, key[0], eid, key[1], "fenced", unset(instance_id)))
+            # FENCED_MEMBER_EPOCH (110) and other answers: the coordinator still holds the member as it was
             return out
         if req.member_epoch in (LEAVE_GROUP_MEMBER_EPOCH, LEAVE_GROUP_STATIC_MEMBER_EPOCH):
             reason = "static_leave" if req.member_epoch == LEAVE_GROUP_STATIC_MEMBER_EPOCH else "leave"

@@ -54,6 +54,7 @@ class OffsetCommit(Event, tag=EventType.OFFSET_COMMIT.value):
     instance_id: str | UnsetType
     offsets: list[Offset]
     error_code: int | UnsetType  # UNSET: partitions the response does not list
+    api_version: int | UnsetType  # the request's requestApiVersion (contract §10.1 h)
 
 
 class TxnOffsetCommit(OffsetCommit, tag=EventType.TXN_OFFSET_COMMIT.value):

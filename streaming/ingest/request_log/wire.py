@@ -17,7 +17,7 @@ import msgspec
 OFFSET_COMMIT, TXN_OFFSET_COMMIT, CONSUMER_GROUP_HEARTBEAT = 8, 28, 68
 # Answers that say "not me": the exchange never reached a group (dropped, counted).
 COORDINATOR_ERRORS = {14: "COORDINATOR_LOAD_IN_PROGRESS", 15: "COORDINATOR_NOT_AVAILABLE", 16: "NOT_COORDINATOR"}
-UNKNOWN_MEMBER_ID, FENCED_MEMBER_EPOCH = 25, 110
+UNKNOWN_MEMBER_ID = 25  # a heartbeat's answer that removes the member (contract §10.1 g)
 LEAVE_GROUP_MEMBER_EPOCH, LEAVE_GROUP_STATIC_MEMBER_EPOCH = -1, -2
 _INT64 = 1 << 63
 
@@ -112,13 +112,21 @@ class HeartbeatLine(msgspec.Struct, rename="camel", gc=False):
     response: HeartbeatResponse
 
 
+class VersionHeader(msgspec.Struct, rename="camel", gc=False):
+    """The header of a commit whose API key was read by position: its version alone."""
+    request_api_version: _Int = -1
+
+
 class CommitBody(msgspec.Struct, rename="camel", gc=False):
-    """``CommitLine`` without the header, for lines whose API key was read by position."""
+    """``CommitLine`` for lines whose API key was read by position: the header's version only
+    (a commit event says which version was sent, contract §10.1 h)."""
+    request_header: VersionHeader
     request: CommitRequest
     response: CommitResponse | None = None
 
 
 class HeartbeatBody(msgspec.Struct, rename="camel", gc=False):
+    """``HeartbeatLine`` without the header, for lines whose API key was read by position."""
     request: HeartbeatRequest
     response: HeartbeatResponse
 
@@ -129,7 +137,8 @@ DECODERS = {
     CONSUMER_GROUP_HEARTBEAT: msgspec.json.Decoder(HeartbeatLine).decode,
 }
 DECODE_ANSWERS = msgspec.json.Decoder(list[ResponsePartition]).decode
-# The header skipped unparsed (the key was read at its fixed place; docs/request-log.md, Speed).
+# A heartbeat's header skipped unparsed, a commit's read for its version only: the key was read at its
+# fixed place (docs/request-log.md, Speed).
 BODY_DECODERS = {
     OFFSET_COMMIT: msgspec.json.Decoder(CommitBody).decode,
     TXN_OFFSET_COMMIT: msgspec.json.Decoder(CommitBody).decode,
