@@ -50,8 +50,10 @@ from bench_bridge import bench_feed  # noqa: E402
 from bench_bridge import build as build_records  # noqa: E402
 from fencewatch.streaming.commands.bridge import run_from_request_log, tune_gc  # noqa: E402
 from fencewatch.streaming.ingest.request_log import (  # noqa: E402
-    _BODY_DECODERS, _FAST_API, _FAST_APIS, _FAST_BODY, _FAST_END, BATCH_LINES, Heartbeat, Offset, OffsetCommit,
-    RequestLogBridge, _api_key, event_json)
+    BATCH_LINES, Heartbeat, Offset, OffsetCommit, RequestLogBridge, event_json)
+from fencewatch.streaming.ingest.request_log.frame import FAST_API, FAST_APIS, FAST_BODY, FAST_END  # noqa: E402
+from fencewatch.streaming.ingest.request_log.frame import api_key as _api_key  # noqa: E402
+from fencewatch.streaming.ingest.request_log.wire import BODY_DECODERS  # noqa: E402
 
 
 def build(n: int, seed: int = 7) -> tuple[list[str], dict[str, str]]:
@@ -158,7 +160,7 @@ def bench_parse(bodies: list[str], how: str) -> tuple[float, float]:
     if how == "msgspec dicts":
         dec = msgspec.json.decode
         return timed(lambda: [dec(b) for b in bodies])
-    return timed(lambda: [_BODY_DECODERS[_api_key(b)](b) for b in bodies])
+    return timed(lambda: [BODY_DECODERS[_api_key(b)](b) for b in bodies])
 
 
 def bench_floor(lines: list[str] | list[bytes], output: str | None) -> tuple[float, float]:
@@ -167,12 +169,12 @@ def bench_floor(lines: list[str] | list[bytes], output: str | None) -> tuple[flo
     one output Struct encoded to JSON bytes ("json", as ``event_json``) per heartbeat and per
     committed partition. No tracker, no checks, no counters, no error handling, commit
     answers not read: a floor, not a decoder."""
-    decoders, apis = _BODY_DECODERS, _FAST_APIS
+    decoders, apis = BODY_DECODERS, FAST_APIS
 
     def run():
         for line in lines:
-            api = apis[line[24:_FAST_API]]
-            p = decoders[api](line[_FAST_BODY:-_FAST_END])  # (bytes lines: no newline, as Kafka records)
+            api = apis[line[24:FAST_API]]
+            p = decoders[api](line[FAST_BODY:-FAST_END])  # (bytes lines: no newline, as Kafka records)
             if output is None:
                 continue
             req, resp = p.request, p.response

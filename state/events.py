@@ -170,6 +170,7 @@ class OffsetCommit(NamedTuple):
     transactional_id: str | None = None
     producer_id: int | None = None
     producer_epoch: int | None = None
+    api_version: int | None = None  # the request's API version when the input says it (request log)
 
 
 @dataclass(frozen=True, slots=True)

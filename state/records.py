@@ -222,6 +222,8 @@ FIELDS = _table(
     Field("truth", SIM_TRUTH, "the simulator's ground truth (docs/simulator.md); not part of the contract"),
     Field("epochs_complete", BOOLEAN, "false when the partition facts poller could not read the whole leader "
           "epoch cache (docs/bridge.md)", avro=False),
+    Field("api_version", INT, "the commit request's API version (the request log's requestApiVersion): Kafka "
+          "4.4's TxnOffsetCommit v6 (KIP-1319) answers a stale epoch differently from v5 and older", avro=False),
 )
 
 LEAVE_REASONS = ("fenced", "leave", "rebalance_timeout", "session_timeout", "static_leave")
@@ -242,7 +244,7 @@ def _event(etype: EventType, topic: InputTopic, doc: str, *slots: Slot, group: b
 
 
 _COMMIT = (optional(_f["member_id"], ""), optional(_f["member_epoch"], -1), optional(_f["instance_id"]),
-           required(_f["offsets"]), optional(_f["error_code"]))
+           required(_f["offsets"]), optional(_f["error_code"]), optional(_f["api_version"]))
 
 EVENTS: dict[EventType, Record] = {EventType(r.name): r for r in (
     _event(EventType.MEMBER_ASSIGNMENT, InputTopic.HEARTBEATS,

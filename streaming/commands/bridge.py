@@ -14,7 +14,7 @@ Two modes:
   base64 or null, "timestamp": ms}`` -> SPEC events as JSON lines on stdout or
   ``--out``; a bad line is reported on stderr with its reason and skipped.
 
-And the same two for the broker request log (contract §10, ``request_log.py``):
+And the same two for the broker request log (contract §10, ``ingest/request_log/``):
 ``--from-request-log FILE`` (offline, ``-`` = stdin) and, live,
 ``--request-log-topic T`` (a topic whose record values are request-log lines,
 as a log shipper writes them) -> the heartbeats / offsets topics.

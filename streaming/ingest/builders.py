@@ -164,16 +164,17 @@ def _group_state(ts, cluster, eid, seq, group_id, state, protocol):
 
 
 @builds(EventType.OFFSET_COMMIT)
-def _offset_commit(ts, cluster, eid, seq, group_id, member_id, member_epoch, offsets, instance_id, error_code):
+def _offset_commit(ts, cluster, eid, seq, group_id, member_id, member_epoch, offsets, instance_id, error_code,
+                   api_version):
     return OffsetCommit(ts, cluster, group_id, eid, seq, False, member_id, member_epoch, offsets, instance_id,
-                        error_code)
+                        error_code, api_version=api_version)
 
 
 @builds(EventType.TXN_OFFSET_COMMIT)
 def _txn_offset_commit(ts, cluster, eid, seq, group_id, member_id, member_epoch, offsets, instance_id, error_code,
-                       transactional_id, producer_id, producer_epoch):
+                       api_version, transactional_id, producer_id, producer_epoch):
     return OffsetCommit(ts, cluster, group_id, eid, seq, True, member_id, member_epoch, offsets, instance_id,
-                        error_code, transactional_id, producer_id, producer_epoch)
+                        error_code, transactional_id, producer_id, producer_epoch, api_version)
 
 
 @builds(EventType.OFFSET_COMMITTED)

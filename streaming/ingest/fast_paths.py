@@ -115,9 +115,9 @@ def typed_event(line: str | bytes, seq: int, default_event_id: str | None):
     if type(c) is TxnCommitLine:
         return _new_tuple(OffsetCommit, (c.ts, c.cluster, c.group_id, eid, seq, True, c.member_id, c.member_epoch,
                                          offsets_, c.instance_id, c.error_code, c.transactional_id, c.producer_id,
-                                         c.producer_epoch))
+                                         c.producer_epoch, c.api_version))
     return _new_tuple(OffsetCommit, (c.ts, c.cluster, c.group_id, eid, seq, False, c.member_id, c.member_epoch,
-                                     offsets_, c.instance_id, c.error_code, None, None, None))
+                                     offsets_, c.instance_id, c.error_code, None, None, None, c.api_version))
 
 
 _PROTOCOLS = {p.value: p for p in Protocol}
@@ -188,10 +188,12 @@ def fast_commit(d: dict, seq: int, default_event_id: str | None, transactional: 
     mid = d.get("member_id", _MEMBER_ID)
     epoch = d.get("member_epoch", _MEMBER_EPOCH)
     code = d.get("error_code")
+    version = d.get("api_version")
     if (type(ts) is not int or type(cluster) is not str or type(eid) is not str or type(gid) is not str
             or type(mid) is not str or type(epoch) is not int or (code is not None and type(code) is not int)
             or not (-INT64 <= ts < INT64 and -INT64 <= epoch < INT64)
-            or (code is not None and not -INT64 <= code < INT64)):
+            or (code is not None and not -INT64 <= code < INT64)
+            or (version is not None and (type(version) is not int or not -INT64 <= version < INT64))):
         return None
     return _new_tuple(OffsetCommit, (ts, cluster, gid, eid, seq, transactional, mid, epoch, offsets(d), None, code,
-                                     None, None, None))
+                                     None, None, None, version))

@@ -251,7 +251,7 @@ def make_stream_fn(cfg: RulesConfig, *, max_skew_ms: int = 2_000, emit_verdicts:
 
     def call(pkey: tuple, pdfs: Iterator[pd.DataFrame], spark_state: SparkGroupState) -> pd.DataFrame | None:
         is_group = pkey[0] == "g"
-        now = state.getCurrentProcessingTimeMs() if wall_clock is None else int(wall_clock() * 1000)
+        now = spark_state.getCurrentProcessingTimeMs() if wall_clock is None else int(wall_clock() * 1000)
         st, hold = None, Hold()
         if spark_state.exists:  # the key's rules state and hold (``STATE``), as state_codec stored them
             blob, held = spark_state.get

@@ -6,9 +6,14 @@ seed 11: steady and changing heartbeats, OffsetCommit v9/v10 of 1-200 partitions
 STALE_MEMBER_EPOCH answers, TxnOffsetCommit) plus the shapes its fast paths leave to the
 general ones: message-only lines, ISO time stamps, shipper prefixes, ``isForwarded: true``,
 bytes, several topics per commit, answers out of order or missing, mixed codes per topic, a
-line of another API, broken lines. Outputs recorded for four bridges (carry or not, cluster
-or not). First written by the decoder of main 6bae636, before the position-based fast paths,
-so the test holds them to its outputs byte for byte; regenerate only for an intended change:
+line of another API, broken lines; then, appended (``fenced_and_versions``), heartbeats answered
+UNKNOWN_MEMBER_ID / FENCED_MEMBER_EPOCH and commits of several API versions. Outputs recorded
+for four bridges (carry or not, cluster or not). First written by the decoder of main 6bae636,
+before the position-based fast paths, so the test holds them to its outputs byte for byte;
+rewritten once since, for contract §10.1 g and h (commit events gained ``api_version``, the
+appended lines their outputs), after checking that the decoder gave the recorded outputs on
+the earlier lines but for ``api_version`` (``docs/request-log.md``). Regenerate only for an
+intended change:
 
     .venv/bin/python tests/bridge/make_request_log_golden.py
 """
@@ -25,7 +30,7 @@ ROOT = HERE.parent.parent
 sys.path.insert(0, str(ROOT / "bench"))
 sys.path.insert(0, str(HERE))
 
-from request_log_lines import heartbeat, log_line, offset_commit  # noqa: E402
+from request_log_lines import heartbeat, log_line, offset_commit, txn_offset_commit  # noqa: E402
 
 GOLDEN = HERE / "data" / "request_log_golden.jsonl.xz"
 CONFIGS = ({}, {"cluster": "c1"}, {"carry": False}, {"carry": False, "cluster": "c1"})
@@ -76,7 +81,50 @@ def corpus() -> tuple[list[dict], dict[str, str]]:
         x[:-200], x.replace('"groupId"', '"groupIdX"', 1), x.replace(":10,", ':"10",', 1),
         x.replace("[2026-11-20 09", "[2026-13-20 09", 1), x.replace("requestApiKey\":68", "requestApiKey\":1", 1),
         "", "[2026-11-20 09:00:00,123] INFO started (kafka.server.KafkaServer)")]
-    return out, names
+    return out + fenced_and_versions(t0, n0), names
+
+
+def fenced_and_versions(tid: str, name: str) -> list[dict]:
+    """Added after the corpus above was recorded (contract §10.1 g and h), so that its lines keep
+    their numbers: heartbeats answered UNKNOWN_MEMBER_ID (a known member, the same member again,
+    an unknown one, a static one) and FENCED_MEMBER_EPOCH (the member kept, then its rejoin at
+    epoch 0); commits of several API versions, one without ``requestApiVersion``."""
+    def at(second: int, obj: dict) -> str:
+        return log_line(obj, stamp=f"2026-11-20 09:01:{second:02d},500")
+
+    join = [(tid, [0, 1])]
+    lines = [
+        at(1, heartbeat(1, "gz", "z", 0, response_epoch=5, assignment=join, owned=[], subscribed=[name])),
+        at(1, heartbeat(1, "gz", "z", 5)),
+        at(2, heartbeat(1, "gz", "z", 5, response_epoch=0, error=25)),  # removed: member_left fenced
+        at(2, offset_commit(9, "gz", 5, "z", [(name, [(0, 50, 1)])], codes={(name, 0): 25})),
+        at(2, heartbeat(1, "gz", "z", -1, response_epoch=0, error=25)),  # already left: no second one
+        at(3, heartbeat(1, "gz", "u", 7, response_epoch=0, error=25)),  # never seen by the bridge
+        at(3, heartbeat(1, "gz", "s", 0, response_epoch=6, assignment=[(tid, [2])], owned=[], subscribed=[name],
+                        instance="i-s")),
+        at(4, heartbeat(1, "gz", "s", 6, response_epoch=0, error=25)),  # static: its instance id remembered
+        at(4, heartbeat(1, "gz", "f", 0, response_epoch=3, assignment=[(tid, [3])], owned=[], subscribed=[name])),
+        at(5, heartbeat(1, "gz", "f", 2, response_epoch=0, error=110)),  # kept by the coordinator
+        at(5, heartbeat(1, "gz", "f", 0, response_epoch=3, assignment=[(tid, [3])], owned=[], subscribed=[name])),
+        at(6, txn_offset_commit(6, "gz", 3, "f", [(tid, [(3, 60, -1)])], codes={(tid, 3): 113}, legacy_names=False)),
+        at(6, txn_offset_commit(3, "gz", 3, "f", [(name, [(3, 61, -1)])], codes={(name, 3): 22})),
+        at(6, txn_offset_commit(0, "gz", 3, "f", [(name, [(3, 62, -1)])])),
+        at(6, offset_commit(10, "gz", 3, "f", [(tid, [(3, 63, 0)])])),
+        at(6, offset_commit(2, "gz", 3, "f", [(name, [(3, 64, 0)])], legacy_names=True)),
+        at(7, offset_commit(9, "gz", 3, "f", [(name, [(3, 65, 0)])])).replace('"requestApiVersion":9,', "", 1),
+        at(7, offset_commit(9, "gz", 3, "f", [(name, [(3, 66, 0)])])).replace('"requestApiVersion":9,',
+                                                                           '"requestApiVersion":"9",', 1),
+    ]
+    out = [{"line": x, "bytes": False, "ts": None} for x in lines]
+    # The same removal through the other ways in: bytes, and a message-only line.
+    out.append({"line": at(8, heartbeat(1, "gz", "y", 0, response_epoch=8, assignment=join, owned=[])), "bytes": True,
+                "ts": None})
+    out.append({"line": at(8, heartbeat(1, "gz", "y", 8, response_epoch=0, error=25)), "bytes": True, "ts": None})
+    out.append({"line": at(9, heartbeat(1, "gz", "w", 0, response_epoch=9, assignment=join, owned=[])).split(
+        "] DEBUG ", 1)[1].removesuffix(" (kafka.request.logger)"), "bytes": False, "ts": 1795165300000})
+    out.append({"line": at(9, heartbeat(1, "gz", "w", 9, response_epoch=0, error=25)).split(
+        "] DEBUG ", 1)[1].removesuffix(" (kafka.request.logger)"), "bytes": False, "ts": 1795165300001})
+    return out
 
 
 def outputs(cases: list[dict], names: dict[str, str], config: dict) -> dict:

@@ -6,7 +6,8 @@ would run them; then facts the scripted cases produced are looked up in their ou
 case's request is found through ``expectations.jsonl``, written by the run that made the
 capture): the zombie's commit and its answer, a static member's leave, the KIP-1251 case
 answered differently by 4.2 and 4.3, Kafka 4.4's TxnOffsetCommit names, heartbeats that
-do not restate ownership, coordinator-routing answers (contract §10.1 a).
+do not restate ownership, coordinator-routing answers (contract §10.1 a), the zombie's heartbeat
+answered UNKNOWN_MEMBER_ID (§10.1 g) and the commits' API versions (§10.1 h).
 """
 
 from __future__ import annotations
@@ -20,7 +21,10 @@ from pathlib import Path
 import pytest
 
 from fencewatch.sim.live.expect import Expectation, check, load_expectations, read_request_log
+from fencewatch.state.config import RulesConfig
+from fencewatch.state.model import Policy
 from fencewatch.streaming.commands.bridge import register
+from fencewatch.streaming.runtime.replay import judge_events
 
 CAPTURES = Path(__file__).resolve().parents[1] / "fixtures" / "kafka"
 VERSIONS = ["4.2.2", "4.3.1", "4.4.0"]
@@ -174,6 +178,68 @@ def test_the_zombies_commit_is_answered_unknown_member(cap):
     # __consumer_offsets: the coordinator removed the member before its commit arrived
     left = [r for r in cap.records if r["type"] == "member_left" and r["member_id"] == member]
     assert len(left) == 1 and left[0]["ts"] <= commits[0]["ts"]
+
+
+def test_a_heartbeat_answered_unknown_member_id_removes_the_zombie_once(cap):
+    """Contract §10.1 g on each broker: the zombie's first heartbeat after its pause is answered
+    UNKNOWN_MEMBER_ID (25) and gives, after its ``heartbeat``, one ``member_left`` ``fenced``; its
+    leave, answered 25 too, gives none. The log is in completion order: on 4.2.2 and 4.4.0 that
+    heartbeat comes before the zombie's commit, on 4.3.1 the commit completed 3 ms before it."""
+    member = cap.expectation("zombie", "zombie_commit").match["request"]["memberId"]
+    answered_25 = [n for n, o in enumerate(cap.objects) if o["requestHeader"]["requestApiKey"] == 68
+                   and o["request"]["memberId"] == member and o["response"]["errorCode"] == 25]
+    assert len(answered_25) == 2 and cap.objects[answered_25[1]]["request"]["memberEpoch"] == -1
+    first = cap.events_of_line(answered_25[0])
+    assert [(ev["type"], ev["member_id"], ev.get("reason")) for ev in first] == [
+        ("heartbeat", member, None), ("member_left", member, "fenced")]
+    assert [ev["type"] for ev in cap.events_of_line(answered_25[1])] == ["heartbeat"]
+    assert [ev for ev in cap.events if ev["type"] == "member_left" and ev["member_id"] == member] == [first[1]]
+    assert sum(ev["type"] == "member_left" and ev["reason"] == "fenced" for ev in cap.events) == 1
+    (commit,) = [n for n, o in enumerate(cap.objects) if o["requestHeader"]["requestApiKey"] == 8
+                 and o["request"]["memberId"] == member
+                 and o["response"]["topics"][0]["partitions"][0]["errorCode"] == 25]
+    assert (answered_25[0] < commit) == (cap.version != "4.3.1")
+
+
+def test_the_zombies_commit_judged_from_the_request_log_alone(cap):
+    """The rules on the zombie group's request-log events alone, with the policy the version
+    runs: where the heartbeat answered 25 came first (4.2.2, 4.4.0), the commit is an unknown
+    member's and agrees with the broker; on 4.3.1 the commit came first and is judged against the
+    member the log still shows (the disagreement contract §10.1 g names; ``__consumer_offsets``,
+    read too, removes the member in time)."""
+    e = cap.expectation("zombie", "zombie_commit")
+    policy = Policy.STRICT if cap.version.startswith("4.2") else Policy.KIP1251
+    events = [ev for ev in cap.events if ev.get("group_id") == e.group_id]
+    result = judge_events(events, RulesConfig(broker_policy=policy))
+    assert not result.errors
+    topic, partition, offset = e.match["partition"]
+    (commit,) = [ev for ev in events if ev["type"] == "offset_commit" and ev["error_code"] == 25]
+    (verdict,) = [v for v in result.verdicts if v["event_id"] == commit["event_id"] and v["partition"] == partition]
+    if cap.version == "4.3.1":
+        assert (verdict["class"], verdict["model_agrees"]) == ("accepted", False)
+    else:
+        assert (verdict["class"], verdict["broker_error"], verdict["model_agrees"]) == (
+            "unknown_member", "UNKNOWN_MEMBER_ID", True)
+
+
+def test_commit_events_carry_the_requests_api_version(cap):
+    """Contract §10.1 h: every commit event's ``api_version`` is its line's ``requestApiVersion``:
+    librdkafka's OffsetCommit v9 and TxnOffsetCommit v3; the hand-built TxnOffsetCommit of the
+    ``kip1319`` case v6 on 4.4 (KIP-1319), v5 where v6 is not served."""
+    seen = set()
+    for n, o in enumerate(cap.objects):
+        for ev in cap.events_of_line(n):
+            if ev["type"] in ("offset_commit", "txn_offset_commit"):
+                assert ev["api_version"] == o["requestHeader"]["requestApiVersion"], n
+                seen.add((ev["type"], ev["api_version"]))
+    kip1319 = cap.expectation("kip1319", "txn_behind_on_newer")
+    (hand_built,) = cap.events_of_line(cap.line_of(kip1319))
+    assert hand_built["api_version"] == (6 if cap.version.startswith("4.4") else 5)
+    hand_built_lines = {str(cap.line_of(x)) for x in cap.expectations if x.api == 28 and "header" in x.match}
+    librdkafka = [ev for ev in cap.events
+                  if ev["type"] == "txn_offset_commit" and ev["event_id"] not in hand_built_lines]
+    assert len(librdkafka) >= 4 and {ev["api_version"] for ev in librdkafka} == {3}
+    assert ("offset_commit", 9) in seen
 
 
 def test_a_static_members_leave_keeps_epoch_minus_two(cap):

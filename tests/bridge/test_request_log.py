@@ -11,7 +11,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from fencewatch.streaming.ingest.request_log import RequestLogBridge
+from fencewatch.streaming.ingest.request_log import RequestLogBridge, event_json
 from fencewatch.streaming.ingest.events import DecodeError, decode_json_line
 from request_log_lines import envelope, heartbeat, kafka_id, log_line, offset_commit, txn_offset_commit
 
@@ -46,10 +46,10 @@ def test_offset_commit_each_version(version):
                 "member_epoch": 7,
                 "offsets": [{"topic": "orders", "partition": 3, "offset": 1200, "leader_epoch": leader_epoch},
                             {"topic": "orders", "partition": 5, "offset": 80, "leader_epoch": leader_epoch}],
-                "error_code": 0}
+                "error_code": 0, "api_version": version}
     if version >= 7:  # groupInstanceId is v7+
-        expected = {**{k: v for k, v in expected.items() if k not in ("offsets", "error_code")},
-                    "instance_id": "i-1", "offsets": expected["offsets"], "error_code": 0}
+        expected = {**{k: v for k, v in expected.items() if k not in ("offsets", "error_code", "api_version")},
+                    "instance_id": "i-1", "offsets": expected["offsets"], "error_code": 0, "api_version": version}
     assert events == [expected]
     assert list(events[0]) == list(expected)  # field order as written
 
@@ -130,8 +130,10 @@ def test_txn_offset_commit_each_version(version):
         expected["instance_id"] = "i-2"
     expected |= {"offsets": [{"topic": "orders", "partition": 1, "offset": 300,
                               "leader_epoch": 2 if version >= 2 else -1}],
-                 "error_code": 22, "transactional_id": "tx-1", "producer_id": 4000, "producer_epoch": 3}
+                 "error_code": 22, "api_version": version, "transactional_id": "tx-1", "producer_id": 4000,
+                 "producer_epoch": 3}
     assert events == [expected]
+    assert list(events[0]) == list(expected)  # field order as written (the declaration's)
 
 
 # -- ConsumerGroupHeartbeat --------------------------------------------------------------------
@@ -222,12 +224,48 @@ def test_commits_answered_with_coordinator_errors_give_no_event(code, name, tran
     assert b.counts[f"dropped.{name}"] == 2
 
 
-def test_fenced_heartbeat_is_an_event_and_forgets_the_member():
+def test_fenced_member_epoch_is_a_heartbeat_and_the_member_stays():
+    """Contract §10.1 g: FENCED_MEMBER_EPOCH (110) keeps the member (the coordinator still holds
+    it); its rejoin at epoch 0 under the same id is a change from the epoch it had."""
     b = joined(bridge())
     events = b.map_line(hb(epoch=3, response_epoch=-1, error=110), "1")
     assert events == [{"type": "heartbeat", "ts": TS, "group_id": "g", "event_id": "1", "member_id": "m-1",
                        "request_epoch": 3, "response_epoch": -1, "error_code": 110}]
+    assert b.members[("g", "m-1")].epoch == 4
+    events = b.map_line(hb(epoch=0, response_epoch=4, assignment=[(ORDERS, [0, 1])], owned=[]), "2")
+    assert [e["type"] for e in events] == ["heartbeat", "member_assignment"]
+    assert (events[1]["member_epoch"], events[1]["previous_member_epoch"]) == (4, 4)
+
+
+def test_unknown_member_id_gives_member_left_fenced_once():
+    """Contract §10.1 g: UNKNOWN_MEMBER_ID (25) means the coordinator has no such member (removed
+    by a session timeout, which is no request): after the heartbeat, a ``member_left`` ``fenced``,
+    once, for a member the bridge knew; the instance id of a static member remembered."""
+    b = joined(bridge())
+    b.map_line(hb(member="s-1", epoch=0, response_epoch=5, assignment=[(ORDERS, [2])], owned=[], instance="i-9"), "1")
+    events = b.map_line(hb(epoch=4, response_epoch=0, error=25), "2")
+    assert events == [{"type": "heartbeat", "ts": TS, "group_id": "g", "event_id": "2", "member_id": "m-1",
+                       "request_epoch": 4, "response_epoch": 0, "error_code": 25},
+                      {"type": "member_left", "ts": TS, "group_id": "g", "event_id": "2", "member_id": "m-1",
+                       "reason": "fenced"}]
     assert ("g", "m-1") not in b.members
+    # its leave, answered 25 too: the member has left already
+    assert [e["type"] for e in b.map_line(hb(epoch=-1, response_epoch=0, error=25), "3")] == ["heartbeat"]
+    # a member the bridge never saw
+    assert [e["type"] for e in b.map_line(hb(member="x-1", epoch=7, response_epoch=0, error=25), "4")] == ["heartbeat"]
+    events = b.map_line(hb(member="s-1", epoch=5, response_epoch=0, error=25), "5")
+    assert events[1] == {"type": "member_left", "ts": TS, "group_id": "g", "event_id": "5", "member_id": "s-1",
+                         "reason": "fenced", "instance_id": "i-9"}
+
+
+def test_unknown_member_id_without_the_tracker_gives_member_left_each_time():
+    """``carry=False`` cannot know whether it saw the member: every heartbeat answered 25 gives
+    ``member_left`` ``fenced`` (the group state ignores one for a member it does not hold)."""
+    b = bridge(carry=False)
+    for n, epoch in enumerate((4, -1)):
+        events = b.map_line(hb(epoch=epoch, response_epoch=0, error=25), str(n))
+        assert [(e["type"], e.get("reason")) for e in events] == [("heartbeat", None), ("member_left", "fenced")]
+    assert [e["type"] for e in b.map_line(hb(epoch=4, response_epoch=0, error=110), "2")] == ["heartbeat"]
 
 
 def test_member_seen_first_mid_life_gets_no_assignment_until_one_arrives():
@@ -390,3 +428,25 @@ def test_topics_without_partitions_give_no_event():
 def test_a_shippers_prefix_before_the_line_is_ignored():
     line = "<15>1 2026-11-20T09:00:00Z broker-1 kafka[42]: " + log_line(COMMIT)
     assert bridge().map_line(line, "0")[0]["ts"] == TS
+
+
+@pytest.mark.parametrize("api, version", [(8, 9), (8, 10), (28, 3), (28, 6)])
+@pytest.mark.parametrize("carry", [True, False])
+def test_api_version_reaches_the_typed_commit(api, version, carry):
+    """Contract §10.1 h: the request's ``requestApiVersion`` is the commit event's ``api_version``
+    and, through the JSON the commands write (``event_json``, as the Spark mapper and the bridges
+    do), ``state.events.OffsetCommit.api_version`` where the rules read it."""
+    topic = ORDERS if version >= (10 if api == 8 else 6) else "orders"
+    obj = (offset_commit(version, "g", 4, "m-1", [(topic, [(0, 5, 1)])]) if api == 8 else
+           txn_offset_commit(version, "g", 4, "m-1", [(topic, [(0, 5, 1)])], legacy_names=version < 6))
+    (event,) = bridge(carry=carry).events(log_line(obj), "0")
+    assert event.api_version == version
+    typed = decode_json_line(event_json(event), seq=0, default_event_id="0", coords="line 1")
+    assert (typed.api_version, typed.transactional, typed.member_epoch) == (version, api == 28, 4)
+
+
+def test_a_commit_line_without_its_version_gives_none():
+    line = log_line(offset_commit(9, "g", 4, "m-1", [("orders", [(0, 5, 1)])])).replace('"requestApiVersion":9,', "")
+    (event,) = bridge().map_line(line, "0")
+    assert "api_version" not in event
+    assert decode_json_line(json.dumps(event), seq=0, default_event_id="0", coords="line 1").api_version is None

@@ -1,7 +1,9 @@
-"""The decoder's fast paths change no output: 857 lines (the benchmark's mix and the shapes the
-fast paths leave to the general ones, ``make_request_log_golden.py``) through four bridges give
-the events, counts and problems recorded by the decoder before the fast paths (main 6bae636),
-compared as JSON text so that key order counts too."""
+"""The decoder's fast paths change no output: 880 lines (the benchmark's mix, the shapes the
+fast paths leave to the general ones, and heartbeats answered UNKNOWN_MEMBER_ID /
+FENCED_MEMBER_EPOCH with commits of several API versions, ``make_request_log_golden.py``) through
+four bridges give the events, counts and problems recorded by the decoder before the fast paths
+(main 6bae636; since contract §10.1 g and h with ``api_version`` on commits and the added lines'
+outputs), compared as JSON text so that key order counts too."""
 
 from __future__ import annotations
 

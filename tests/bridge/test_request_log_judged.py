@@ -86,3 +86,66 @@ def test_unchanged_assignment_is_resolved_from_the_modelled_member():
         (("orders", 0), ("orders", 1)), (), 4, "i")
     assert resolve_unchanged_assignment(m, ev._replace(member_epoch=4)) is None  # steady
     assert resolve_unchanged_assignment(None, ev) is None  # never seen: nothing to build on
+
+
+UNKNOWN_MEMBER_ID = 25
+
+
+def zombie() -> list[str]:
+    """m-1 holds orders-0..1 and stalls past its session timeout (no request: the coordinator
+    removes it); m-2 takes orders-1; m-1 resumes: its heartbeat is answered UNKNOWN_MEMBER_ID,
+    then its commit at its old epoch too (the ``zombie`` case of the captures, 4.2.2 / 4.4.0 order)."""
+    lines = []
+    sec = iter(range(10, 60))
+
+    def add(obj):
+        lines.append(log_line(obj, stamp=f"2026-11-20 09:00:{next(sec):02d},000"))
+
+    add(heartbeat(1, "g", "m-1", 0, response_epoch=1, assignment=[(ORDERS, [0, 1])], owned=[], subscribed=["orders"]))
+    add(offset_commit(9, "g", 1, "m-1", [("orders", [(0, 10, 0), (1, 10, 0)])]))
+    add(heartbeat(1, "g", "m-2", 0, response_epoch=3, assignment=[(ORDERS, [0, 1])], owned=[], subscribed=["orders"]))
+    add(offset_commit(9, "g", 3, "m-2", [("orders", [(1, 20, 0)])]))
+    add(heartbeat(1, "g", "m-1", 1, response_epoch=0, error=UNKNOWN_MEMBER_ID))
+    add(offset_commit(9, "g", 1, "m-1", [("orders", [(1, 11, 0)])], codes={("orders", 1): UNKNOWN_MEMBER_ID}))
+    add(heartbeat(1, "g", "m-1", -1, response_epoch=0, error=UNKNOWN_MEMBER_ID))  # its leave on close
+    return lines
+
+
+def judged_lines(lines: list[str], carry: bool):
+    b = RequestLogBridge({ORDERS: "orders"}, carry=carry)
+    events = [e for n, line in enumerate(lines) for e in b.map_line(line, str(n))]
+    result = judge_events(events)
+    assert not result.errors and not b.problems
+    verdicts = [json.loads(x) for cv in result.commit_verdicts for x in commit_verdicts_block(cv).split("\n")]
+    return events, verdicts, [json.loads(alert_json(a))["kind"] for a in result.alert_records]
+
+
+def test_a_member_the_coordinator_dropped_is_gone_before_its_commit():
+    """Contract §10.1 g: the heartbeat answered UNKNOWN_MEMBER_ID removes the zombie from the
+    model, so its commit is judged as an unknown member's, as the broker answered; both modes
+    of the decoder give the same verdicts (the stateless one writes a second ``member_left``
+    for the leave, which the group state ignores)."""
+    events, verdicts, alerts = judged_lines(zombie(), carry=True)
+    assert [(e["event_id"], e["reason"]) for e in events if e["type"] == "member_left"] == [("4", "fenced")]
+    (commit,) = [v for v in verdicts if v["event_id"] == "5"]
+    assert (commit["class"], commit["strict"], commit["broker_error"], commit["model_agrees"]) == (
+        "unknown_member", "UNKNOWN_MEMBER_ID", "UNKNOWN_MEMBER_ID", True)
+    # Until that heartbeat the log cannot show the removal: m-2's assignment overlaps m-1's.
+    assert "MODEL_DIVERGENCE" not in alerts and "DUPLICATE_ASSIGNMENT" in alerts
+    free_events, free_verdicts, free_alerts = judged_lines(zombie(), carry=False)
+    assert [(e["event_id"], e["reason"]) for e in free_events if e["type"] == "member_left"] == [
+        ("4", "fenced"), ("6", "fenced")]
+    assert free_verdicts == verdicts and free_alerts == alerts
+
+
+def test_without_that_heartbeat_the_zombie_commit_diverges():
+    """The same lines without the heartbeat answered 25 (what the log showed before contract
+    §10.1 g was read): the stale member still holds its partitions, and the model disagrees with
+    the broker's UNKNOWN_MEMBER_ID. This is what the decision fixes."""
+    lines = zombie()
+    del lines[4]
+    _, verdicts, alerts = judged_lines(lines, carry=True)
+    (commit,) = [v for v in verdicts if v["event_id"] == "4"]
+    assert (commit["class"], commit["broker_error"], commit["model_agrees"]) == ("accepted", "UNKNOWN_MEMBER_ID",
+                                                                                False)
+    assert "MODEL_DIVERGENCE" in alerts

@@ -5,7 +5,7 @@ The same simulation is judged three ways with the rules engine
 
 * **full** -- the simulator's SPEC events, as ``simulate --format json`` writes them;
 * **log** -- the same run as broker request-log lines (``sim/request_log/``)
-  decoded by ``RequestLogBridge`` (``streaming/ingest/request_log.py``, the
+  decoded by ``RequestLogBridge`` (``streaming/ingest/request_log/``, the
   issue-13 decoder, written against SPEC §10 by another helper at the same
   time: on a branch without it these tests fail with ModuleNotFoundError, by design);
 * **visible** -- the SPEC events reduced to what a request log carries, with
@@ -31,11 +31,14 @@ from fencewatch.sim.profiles import profile
 from fencewatch.sim.request_log import RequestLogEncoder
 from fencewatch.streaming.runtime.replay import judge_events
 
+UNKNOWN_MEMBER_ID = 25
+
 # What a request log cannot carry, and why (docs/simulator.md).
 CATEGORIES = {
     # JoinGroup / SyncGroup / LeaveGroup (APIs 11, 14, 13) are not decoded: classic members are unknown.
     "classic_membership": "classic groups' joins, syncs, leaves and states",
-    # Session and rebalance timeouts and fencing removals are the coordinator's own moves: no request.
+    # Session and rebalance timeouts and fencing removals are the coordinator's own moves: no request. The
+    # log shows one only when the removed member's next heartbeat is answered UNKNOWN_MEMBER_ID (§10.1 g).
     "coordinator_removal": "member_left session_timeout / rebalance_timeout / fenced",
     # A heartbeat response has the member epoch and partitions only: no target assignment epoch, state,
     # group epoch, previous epoch or KIP-1251 assignment epochs; the model derives assignment epochs.
@@ -79,15 +82,29 @@ def visible(events: list[dict], encoder: RequestLogEncoder, keep: frozenset = fr
     """The SPEC events as a request log shows them; categories in ``keep`` are given back unreduced."""
     classic = {e["group_id"] for e in events if e["type"] in ("classic_join", "classic_sync")}
     members: dict = {}  # (group, member) -> (epoch, partitions) of the last assignment the log showed
+    known: set = set()  # members the decoder's tracker holds: seen in a successful heartbeat, not left since
     out = []
     for e in events:
         kind = e["type"]
         group = e.get("group_id")
+        if kind == "heartbeat":
+            key = (group, e["member_id"])
+            if e["error_code"] == 0 and e["request_epoch"] >= 0:
+                known.add(key)
+            elif e["error_code"] == UNKNOWN_MEMBER_ID and key in known:
+                # contract §10.1 g: the coordinator has no such member; the log says so once
+                known.discard(key)
+                members.pop(key, None)
+                out.append(e)
+                out.append({"type": "member_left", "ts": e["ts"], "group_id": group, "member_id": e["member_id"],
+                            "reason": "fenced"})
+                continue
         if kind in ("classic_join", "classic_sync") or (group in classic and kind in ("group_state", "member_left")):
             category = "classic_membership"
         elif kind == "member_left":
             if e["reason"] in ("leave", "static_leave"):
                 members.pop((group, e["member_id"]), None)
+                known.discard((group, e["member_id"]))
                 out.append(e)
                 continue
             category = "coordinator_removal"

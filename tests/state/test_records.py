@@ -61,6 +61,19 @@ def test_a_field_added_to_the_declaration_changes_the_avro_schema_only_when_it_s
     assert event_avro_schema()["fields"][-1]["name"] == "rebalance_reason"
 
 
+def test_api_version_is_a_json_only_field_of_both_commit_types():
+    """Contract §10.1 h: declared once, optional on ``offset_commit`` and ``txn_offset_commit``,
+    read (the typed event carries it, None when absent), and outside Avro schema id 1."""
+    assert FIELDS["api_version"].type == records.INT and FIELDS["api_version"].avro is False
+    assert "api_version" not in [f["name"] for f in event_avro_schema()["fields"]]
+    having = {etype for etype, record in EVENTS.items() if "api_version" in record.names}
+    assert having == {EventType.OFFSET_COMMIT, EventType.TXN_OFFSET_COMMIT}
+    for etype in having:
+        slot = EVENTS[etype].slot("api_version")
+        assert (slot.required, slot.default, slot.read) == (False, None, True)
+    assert typed.OffsetCommit._field_defaults["api_version"] is None
+
+
 def test_alert_avro_schema_follows_the_alert_dataclass():
     schema = alert_avro_schema()
     assert [f["name"] for f in schema["fields"]] == [f.name for f in dataclasses.fields(Alert)] == list(

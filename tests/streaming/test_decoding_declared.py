@@ -130,7 +130,7 @@ DRIFTS = [
     pytest.param("TOPIC_PARTITIONS", "topic", "assignment_epochs", "assigned_epochs",
                  "fencewatch.streaming.ingest.fields.topic_partitions", id="topic partitions row"),
     pytest.param("EVENTS", "member_left", "instance_id", "static_instance_id",
-                 "fencewatch.streaming.ingest.request_log.MemberLeft", id="request-log output struct"),
+                 "fencewatch.streaming.ingest.request_log.output.MemberLeft", id="request-log output struct"),
     pytest.param("EVENTS", "offset_committed", "commit_ts", "committed_ts",
                  "fencewatch.state.events.OffsetCommitted", id="typed event"),
     pytest.param("PARTITION_OFFSET", "topic", "leader_epoch", "epoch",
@@ -173,3 +173,27 @@ def test_json_decoding_of_a_declared_event_round_trips_its_fields():
     line = json.dumps({**minimal(EventType.HEARTBEAT), "request_epoch": 4, "response_epoch": 5, "error_code": 110})
     ev = decode_json_line(line, seq=3, default_event_id="3", coords="line 4")
     assert (ev.request_epoch, ev.response_epoch, ev.error_code, ev.event_id) == (4, 5, 110, "3")
+
+
+@pytest.mark.parametrize("etype", [EventType.OFFSET_COMMIT, EventType.TXN_OFFSET_COMMIT])
+def test_api_version_reaches_the_typed_commit_on_every_path(etype):
+    """Contract §10.1 h: a commit's ``api_version`` is ``state.events.OffsetCommit.api_version``
+    whichever path decodes it (the typed msgspec path, the parsed-dict fast path, the general
+    one); absent, None; of the wrong type, a dead letter naming it. JSON only: Avro schema id 1
+    has no such field, so an Avro record gives None."""
+    from fencewatch.state.avro_codec import encode_avro
+    from fencewatch.streaming.ingest.avro import decode_avro_record
+
+    row = {"topic": "t", "partition": 0, "offset": 5, "leader_epoch": 1}
+    d = {**minimal(etype), "member_id": "m", "member_epoch": 4, "offsets": [row], "api_version": 6}
+    transactional = etype is EventType.TXN_OFFSET_COMMIT
+    typed = fast_paths.typed_event(json.dumps(d).encode(), 0, "0")
+    fast = fast_paths.fast_commit(d, 0, "0", transactional)
+    general = builders.build_event({**d, "offsets": [{**row, "metadata": "m"}]}, d["type"], 0, "0")
+    assert typed.api_version == fast.api_version == general.api_version == 6
+    assert typed == fast == general._replace(offsets=typed.offsets)
+    assert decode({k: v for k, v in d.items() if k != "api_version"}).api_version is None
+    bad = decode({**d, "api_version": "6"})
+    assert isinstance(bad, DecodeError) and (bad.code, bad.params["field"]) == ("WRONG_TYPE", "api_version")
+    avro = decode_avro_record(encode_avro(d), seq=0, default_event_id="0", coords="record 0")
+    assert avro.api_version is None and avro.member_epoch == 4

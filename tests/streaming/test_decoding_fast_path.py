@@ -43,13 +43,14 @@ def commits(draw):
          "group_id": "g", "member_id": draw(st.sampled_from(["m1", ""])), "member_epoch": draw(st.integers(-1, 9)),
          "offsets": draw(offsets())}
     for name, value in (("cluster", "c1"), ("event_id", "e1"), ("error_code", 113), ("instance_id", "i1"),
-                        ("transactional_id", "tx-1"), ("producer_id", 4001), ("producer_epoch", 3)):
+                        ("transactional_id", "tx-1"), ("producer_id", 4001), ("producer_epoch", 3),
+                        ("api_version", 6)):
         if draw(st.booleans()):
             d[name] = value
     if draw(st.booleans()):
         field = draw(st.sampled_from(["ts", "cluster", "event_id", "group_id", "member_id", "member_epoch",
                                       "error_code", "offsets", "transactional_id", "instance_id", "producer_id",
-                                      "producer_epoch"]))
+                                      "producer_epoch", "api_version"]))
         d[field] = draw(ODD_VALUES)
     # Through JSON text, as the decoder sees it.
     return dec._loads(json.dumps(d))

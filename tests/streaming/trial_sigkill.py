@@ -147,7 +147,7 @@ def main(argv: list[str] | None = None) -> int:
             CODE_ENV["PYTHONPATH"] = str(pythonpath)
         bootstrap = a.bootstrap
         if bootstrap is None:
-            from fencewatch.streaming.broker import EmbeddedBroker
+            from fencewatch.streaming.brokers.tansu import EmbeddedBroker
 
             bootstrap = stack.enter_context(EmbeddedBroker()).bootstrap
         report = trial(a, bootstrap, work)
@@ -156,7 +156,7 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def trial(a, bootstrap: str, work: Path) -> dict:
-    from fencewatch.streaming.broker import create_topics
+    from fencewatch.streaming.brokers.tansu import create_topics
 
     tag = uuid.uuid4().hex[:6]
     topics = {k: f"trial-{tag}.{k}" for k in ("hb", "off", "verdicts", "alerts", "dlq")}
