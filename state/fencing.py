@@ -48,10 +48,24 @@ POLICIES: Mapping[Policy, Callable[[int, int, int, int | None], bool]] = {
 POLICY_ORDER = (Policy.STRICT, Policy.MEMBER_REVOCATION, Policy.ASSIGNMENT_EPOCH, Policy.KIP1251)
 
 
-def rejection_error(transactional: bool, classic_member: bool) -> KafkaError:
-    """STALE_MEMBER_EPOCH for OffsetCommit from consumer/streams members; ILLEGAL_GENERATION
-    for TxnOffsetCommit and classic members (``ConsumerGroup.validateMemberEpoch``)."""
-    return KafkaError.ILLEGAL_GENERATION if (transactional or classic_member) else KafkaError.STALE_MEMBER_EPOCH
+KIP1319_TXN_VERSION = 6
+"""TxnOffsetCommit from this version on (Kafka 4.4, KIP-1319) answers as OffsetCommit does:
+STALE_MEMBER_EPOCH and GROUP_ID_NOT_FOUND where older versions answer ILLEGAL_GENERATION."""
+
+
+def txn_answers_like_commit(api_version: int | None) -> bool:
+    """Whether a TxnOffsetCommit of this version gets OffsetCommit's errors (KIP-1319); an event
+    that does not say its version is taken as an older request (contract §10.1 h)."""
+    return api_version is not None and api_version >= KIP1319_TXN_VERSION
+
+
+def rejection_error(transactional: bool, classic_member: bool, txn_v6: bool = False) -> KafkaError:
+    """STALE_MEMBER_EPOCH for OffsetCommit from consumer/streams members (and TxnOffsetCommit v6+,
+    KIP-1319); ILLEGAL_GENERATION for older TxnOffsetCommit and for classic members
+    (``ConsumerGroup.validateMemberEpoch``)."""
+    if classic_member or (transactional and not txn_v6):
+        return KafkaError.ILLEGAL_GENERATION
+    return KafkaError.STALE_MEMBER_EPOCH
 
 
 # --------------------------------------------------------------------------- pre-checks
@@ -69,14 +83,14 @@ GO_ON = PreCheck(None)
 
 
 def pre_check(*, group_exists: bool, group_has_members: bool, member_known: bool,
-              member_id: str, client_epoch: int, transactional: bool) -> PreCheck:
+              member_id: str, client_epoch: int, transactional: bool, txn_v6: bool = False) -> PreCheck:
     """Kafka's order (``OffsetMetadataManager.validateOffsetCommit`` then the group's)."""
     # Unknown group: an epoch of -1 creates a simple group and is accepted;
-    # otherwise GROUP_ID_NOT_FOUND (TxnOffsetCommit answers ILLEGAL_GENERATION).
+    # otherwise GROUP_ID_NOT_FOUND (TxnOffsetCommit before v6 answers ILLEGAL_GENERATION).
     if not group_exists:
         if client_epoch < 0:
             return ACCEPT_WITHOUT_POLICY
-        err = KafkaError.ILLEGAL_GENERATION if transactional else KafkaError.GROUP_ID_NOT_FOUND
+        err = KafkaError.ILLEGAL_GENERATION if transactional and not txn_v6 else KafkaError.GROUP_ID_NOT_FOUND
         return PreCheck(err, CommitClass.OTHER)
     # Admin / simple-consumer commit (epoch -1, no member id): only into an empty group.
     if client_epoch < 0 and member_id == "":
@@ -115,7 +129,14 @@ def is_unsafe(outcomes: tuple[bool, bool, bool, bool], client_epoch: int,
     return other_assigned_epoch is not None and other_assigned_epoch <= client_epoch and any(outcomes)
 
 
-def evaluate(c: int, b: int, revocation_epoch: int, ae: int | None) -> tuple[bool, bool, bool, bool]:
-    """Every policy's outcome for one partition, in ``POLICY_ORDER``."""
+def evaluate(c: int, b: int, revocation_epoch: int, ae: int | None,
+             exact_generation: bool = False) -> tuple[bool, bool, bool, bool]:
+    """Every policy's outcome for one partition, in ``POLICY_ORDER``. A classic member
+    (``exact_generation``) keeps Kafka's exact generation check under every policy: KAFKA-19779 and
+    KIP-1251 relax the consumer and streams protocols only (``ClassicGroup.validateOffsetCommit``
+    is unchanged in 4.3 and 4.4; seen against those brokers, docs/fidelity.md)."""
+    if exact_generation:
+        ok = c == b
+        return (ok, ok, ok, ok)
     return (strict(c, b, revocation_epoch, ae), member_revocation(c, b, revocation_epoch, ae),
             assignment_epoch(c, b, revocation_epoch, ae), kip1251(c, b, revocation_epoch, ae))

@@ -35,7 +35,7 @@ from fencewatch.state.assignment import (Member, apply_classic_generation, apply
 from fencewatch.state.config import RulesConfig
 from fencewatch.state.events import (ClassicJoin, ClassicSync, GroupStateChange, Heartbeat, MemberAssignment, MemberLeft,
                      OffsetCommit, OffsetCommitted, OffsetDeleted)
-from fencewatch.state.fencing import pre_check
+from fencewatch.state.fencing import pre_check, txn_answers_like_commit
 from fencewatch.state.judgement_cache import JudgementCache
 from fencewatch.state.judging import POLICY_ANSWER, commit_stored, model_agrees
 from fencewatch.state.model import Alert, AlertKind, CommitClass, CommitVerdicts, KafkaError, Protocol, TopicPartition, Verdict
@@ -268,7 +268,7 @@ def _commit(g: Group, ev: OffsetCommit, cfg: RulesConfig, out: Outputs) -> Group
     member = g.members.get(mid) if mid else None
     broker_error, be = _NO_ANSWER if code is None else _ANSWER_BY_CODE.get(code) or _UNKNOWN_ANSWER
     if member is not None and g.exists:  # every guard before the policies passes (``pre_check``)
-        mine = g.judged.get((mid, c, txn))  # the judgement cache's lookup, inline
+        mine = g.judged.get((mid, c, _commit_kind(ev) if txn else 0))  # the judgement cache's lookup, inline
         judged = mine.requests.get(offsets.tps) if mine is not None else None
         if judged is None:
             judged = _judge_known(g, member, ev, mine)
@@ -310,14 +310,24 @@ def _commit(g: Group, ev: OffsetCommit, cfg: RulesConfig, out: Outputs) -> Group
     return g
 
 
+def _commit_kind(ev: OffsetCommit) -> int:
+    """0 an OffsetCommit, 1 a TxnOffsetCommit, 2 one of version 6 or later (KIP-1319: it is
+    rejected with OffsetCommit's errors): what the judgement cache keys requests by besides
+    member and epoch, since each kind is answered with errors of its own."""
+    if not ev.transactional:
+        return 0
+    return 2 if txn_answers_like_commit(ev.api_version) else 1
+
+
 def _judge_known(g: Group, member: Member, ev: OffsetCommit, mine) -> judging.RequestJudgement:
     """A known member's request the judgement cache does not hold: judged, then kept in
     ``mine`` (the cache's entry for this member, epoch and kind; None: none yet)."""
+    kind = _commit_kind(ev)
     if mine is None:
-        mine = g.judged.of(ev.member_id, ev.member_epoch, ev.transactional)
+        mine = g.judged.of(ev.member_id, ev.member_epoch, kind)
     tps = ev.offsets.tps
     judged = judging.judge_request(g, member, ev.member_epoch, tps, ev.offsets.topic, ev.transactional, g.group_type,
-                                   mine.partitions)
+                                   mine.partitions, txn_v6=kind == 2)
     mine.remember(tps, judged)
     return judged
 
@@ -328,7 +338,8 @@ def _judge_unknown(g: Group, ev: OffsetCommit, cfg: RulesConfig,
     not have seen join, within ``warmup_ms`` of first seeing the group)."""
     mid = ev.member_id
     pre = pre_check(group_exists=g.exists, group_has_members=bool(g.members), member_known=member_known,
-                    member_id=mid, client_epoch=ev.member_epoch, transactional=ev.transactional)
+                    member_id=mid, client_epoch=ev.member_epoch, transactional=ev.transactional,
+                    txn_v6=_commit_kind(ev) == 2)
     warming = (pre.commit_class in (CommitClass.UNKNOWN_MEMBER, CommitClass.OTHER) and mid != ""
                and cfg.warmup_ms > 0 and ev.ts < g.first_seen_ts + cfg.warmup_ms)
     return judging.judge_before_policies(g, mid, ev.offsets.tps, pre, warming), warming

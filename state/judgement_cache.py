@@ -35,13 +35,14 @@ class MemberJudgements:
 
 
 class JudgementCache(dict):
-    """Per group: (member id, client epoch, transactional) -> :class:`MemberJudgements`.
+    """Per group: (member id, client epoch, kind: 0 OffsetCommit, 1 TxnOffsetCommit, 2 one of v6+) ->
+    :class:`MemberJudgements`.
     A dict, so the per-commit lookup is one C-level ``get``."""
 
     __slots__ = ()
 
-    def of(self, member_id: str, client_epoch: int, transactional: bool) -> MemberJudgements:
-        key = (member_id, client_epoch, transactional)
+    def of(self, member_id: str, client_epoch: int, kind: int) -> MemberJudgements:
+        key = (member_id, client_epoch, kind)
         found = self.get(key)
         if found is None:
             if len(self) > MAX_KEYS:

@@ -84,18 +84,22 @@ Outcome = verdict_part(
 _OUTCOMES: Memo = Memo(1 << 16)
 _ALL_ACCEPT = Outcome("NONE", "NONE", "NONE", "NONE", CommitClass.ACCEPTED.value, False)
 _CLASS_NAMES = {c: c.value for c in CommitClass}
-# The policies' rejection by "transactional or classic" (``fencing.rejection_error``), by name.
-_REJECTION_NAME = {x: rejection_error(x, False).value for x in (False, True)}
+
+# The error a rejecting policy answers (``fencing.rejection_error``) by (transactional, classic
+# member, TxnOffsetCommit v6+), by name.
+_REJECTION_NAME = {(t, c, v): rejection_error(t, c, v).value
+                   for t in (False, True) for c in (False, True) for v in (False, True)}
 
 
 def outcome(c: int, b: int, rev: int, ae: int | None, rej: str, held_by_other: bool,
-            other_ae: int | None) -> Outcome:
+            other_ae: int | None, exact: bool = False) -> Outcome:
     """The policies' answers for client epoch ``c`` against broker epoch ``b``, revocation epoch
-    ``rev`` and assignment epoch ``ae``; ``rej``: the error a rejecting policy answers."""
-    key = (c, b, rev, ae, rej, held_by_other, other_ae)
+    ``rev`` and assignment epoch ``ae``; ``rej``: the error a rejecting policy answers; ``exact``:
+    a classic member's commit, judged by its generation under every policy."""
+    key = (c, b, rev, ae, rej, held_by_other, other_ae, exact)
     found = _OUTCOMES.get(key)
     if found is None:
-        res = evaluate(c, b, rev, ae)
+        res = evaluate(c, b, rev, ae, exact)
         found = _OUTCOMES.put(key, _new_tuple(Outcome, (
             *("NONE" if ok else rej for ok in res), _CLASS_NAMES[classify(res, c, b, held_by_other)],
             is_unsafe(res, c, other_ae))))
@@ -108,12 +112,13 @@ if PartitionJudgement._fields[4:-1] != Outcome._fields:
                     f"the outcome's {Outcome._fields} (state.judging builds judgements by position)")
 
 
-def judge_partition(own: Ownership, member: Member, c: int, tp: TopicPartition, rej: str) -> PartitionJudgement:
+def judge_partition(own: Ownership, member: Member, c: int, tp: TopicPartition, rej: str,
+                    exact: bool = False) -> PartitionJudgement:
     """Every policy's answer for one partition of a known member."""
     holder, other_ae = other_holders(own, tp, member.member_id)
     rev = member.revocation_epoch
     ae = member.assignment_epoch(tp)
-    o = outcome(c, member.member_epoch, rev, ae, rej, holder is not None, other_ae)
+    o = outcome(c, member.member_epoch, rev, ae, rej, holder is not None, other_ae, exact)
     return _new_tuple(PartitionJudgement, (tp[0], tp[1], ae, rev, *o, holder))
 
 
@@ -141,18 +146,19 @@ class RequestJudgement(NamedTuple):
 
 def judge_request(own: Ownership, member: Member, c: int, tps: tuple[TopicPartition, ...], topic: str | None,
                   transactional: bool, group_type: str | None,
-                  known: Mapping[TopicPartition, PartitionJudgement]) -> RequestJudgement:
+                  known: Mapping[TopicPartition, PartitionJudgement], txn_v6: bool = False) -> RequestJudgement:
     """Judge the commit of ``tps`` by a known member at client epoch ``c`` (contract §3.2).
 
     ``topic``: the request's one topic (None: several, or not known); ``known``: judgements
-    of these partitions made since membership last changed, reused as they are."""
-    # The error a rejecting policy answers (``fencing.rejection_error``), by name.
-    rej = _REJECTION_NAME[transactional or member.protocol is Protocol.CLASSIC or group_type == "classic"]
+    of these partitions made since membership last changed, reused as they are; ``txn_v6``: a
+    TxnOffsetCommit of version 6 or later (KIP-1319's answers)."""
+    classic = member.protocol is Protocol.CLASSIC or group_type == "classic"
+    rej = _REJECTION_NAME[(transactional, classic, txn_v6)]  # ``fencing.rejection_error``, by name
     aes = tuple(map(member.assigned_partitions.get, tps))
     if None not in aes and held_by_member_alone(own, member, tps):
         # The common request: each partition's answer depends only on its assignment epoch.
         b, rev = member.member_epoch, member.revocation_epoch
-        outcomes = {ae: outcome(c, b, rev, ae, rej, False, None) for ae in set(aes)}
+        outcomes = {ae: outcome(c, b, rev, ae, rej, False, None, classic) for ae in set(aes)}
         # A judgement is (topic, partition) + what its assignment epoch decides: joined in C.
         rests = {ae: (ae, rev, *o, None) for ae, o in outcomes.items()}
         make_parts = UniformParts if len(rests) == 1 and topic is not None else tuple
@@ -164,7 +170,7 @@ def judge_request(own: Ownership, member: Member, c: int, tps: tuple[TopicPartit
     for tp in tps:
         pj = known.get(tp)
         if pj is None:
-            pj = judge_partition(own, member, c, tp, rej)
+            pj = judge_partition(own, member, c, tp, rej, classic)
         parts.append(pj)
     return _summarise(tuple(parts), tps)
 

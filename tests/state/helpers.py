@@ -31,12 +31,12 @@ def assignment(member_id, epoch, assigned=(), pending=(), *, ts=1000, group="g",
 
 
 def commit(member_id, epoch, tps, *, ts=2000, group="g", txn=False, error_code=None, offset=10,
-           leader_epoch=-1, event_id=None, cluster="default", transactional_id=None):
+           leader_epoch=-1, event_id=None, cluster="default", transactional_id=None, api_version=None):
     n = next(_seq)
     return OffsetCommit(ts=ts, cluster=cluster, group_id=group, event_id=event_id or f"c{n}", seq=n,
                         transactional=txn, member_id=member_id, member_epoch=epoch,
                         offsets=CommitOffsets.of(CommitOffset(t, p, offset, leader_epoch) for t, p in tps),
-                        error_code=error_code, transactional_id=transactional_id)
+                        error_code=error_code, transactional_id=transactional_id, api_version=api_version)
 
 
 def left(member_id, reason="leave", *, ts=1500, group="g"):

@@ -7,7 +7,7 @@ from fencewatch.state.config import RulesConfig
 from fencewatch.state.fencing import POLICIES, POLICY_ORDER, classify, evaluate
 from fencewatch.state.model import CommitClass, MemberState, Policy, Protocol
 
-from .helpers import assignment, commit, group_state, left, tp
+from .helpers import assignment, commit, group_state, join, left, sync, tp
 
 CFG = RulesConfig(alert_cooldown_ms=0)
 
@@ -365,3 +365,62 @@ def test_unknown_member_verdict_names_the_partition_and_its_holder():
     v = verdict([assignment("B", 3, tp("t", 0), ts=1), commit("gone", 2, tp("t", 0), ts=2)])
     assert (v.topic, v.partition, v.cls, v.strict) == ("t", 0, "unknown_member", "UNKNOWN_MEMBER_ID")
     assert (v.owner_member_id, v.unsafe, v.assignment_epoch) == ("B", False, None)
+
+
+# --------------------------------------------------------------------------- classic members (docs/fidelity.md)
+
+def test_a_classic_member_keeps_the_exact_generation_check_under_every_policy():
+    """Kafka's ``ClassicGroup.validateOffsetCommit`` is unchanged by KAFKA-19779 and KIP-1251 (seen
+    on 4.3 and 4.4 brokers): a classic member one generation behind on a partition it still holds
+    is rejected by every policy, so the relaxed policies never call it avoidable."""
+    events = [join("A", -1, (), ts=10), sync(5, {"A": [("t", 0)]}, ts=20), commit("A", 4, tp("t", 0), ts=30)]
+    v = verdict(events)
+    assert (v.strict, v.member_revocation, v.assignment_epoch_check, v.kip1251) == ("ILLEGAL_GENERATION",) * 4
+    assert v.cls == "stale"
+
+
+def test_the_same_commit_by_a_consumer_member_is_avoidable():
+    """The contrast: a KIP-848 member one epoch behind on a partition it holds since an older
+    epoch is what KIP-1251 accepts."""
+    v = verdict([assignment("A", 4, tp("t", 0), ts=10), assignment("A", 5, tp("t", 0), ts=20),
+                 commit("A", 4, tp("t", 0), ts=30)])
+    assert (v.strict, v.kip1251, v.cls) == ("STALE_MEMBER_EPOCH", "NONE", "avoidable")
+
+
+def test_a_classic_member_of_a_group_reported_classic_is_exact_too():
+    v = verdict([group_state("Stable", ts=5, protocol="classic"), assignment("A", 4, tp("t", 0), ts=10),
+                 assignment("A", 5, tp("t", 0), ts=20), commit("A", 4, tp("t", 0), ts=30)])
+    assert (v.strict, v.kip1251, v.cls) == ("ILLEGAL_GENERATION", "ILLEGAL_GENERATION", "stale")
+
+
+# --------------------------------------------------------------------------- KIP-1319 (Kafka 4.4)
+
+@pytest.mark.parametrize("api_version,error", [(None, "ILLEGAL_GENERATION"), (5, "ILLEGAL_GENERATION"),
+                                               (6, "STALE_MEMBER_EPOCH"), (7, "STALE_MEMBER_EPOCH")])
+def test_txn_offset_commit_v6_answers_with_offset_commits_error(api_version, error):
+    """TxnOffsetCommit v6 (KIP-1319) rejects a stale member epoch with STALE_MEMBER_EPOCH; older
+    versions, and an event that does not say its version, with ILLEGAL_GENERATION."""
+    v = verdict([assignment("A", 5, tp("t", 0), ts=10),
+                 commit("A", 3, tp("t", 0), ts=30, txn=True, api_version=api_version)])
+    assert (v.strict, v.kip1251) == (error, error)
+
+
+@pytest.mark.parametrize("api_version,error", [(5, "ILLEGAL_GENERATION"), (6, "GROUP_ID_NOT_FOUND")])
+def test_txn_offset_commit_v6_to_an_unknown_group_is_group_id_not_found(api_version, error):
+    v = verdict([commit("A", 3, tp("t", 0), ts=30, txn=True, api_version=api_version)])
+    assert v.strict == error and v.cls == "other"
+
+
+def test_a_classic_member_keeps_illegal_generation_in_txn_offset_commit_v6():
+    v = verdict([join("A", -1, (), ts=10), sync(5, {"A": [("t", 0)]}, ts=20),
+                 commit("A", 4, tp("t", 0), ts=30, txn=True, api_version=6)])
+    assert v.strict == "ILLEGAL_GENERATION"
+
+
+def test_judgements_of_v5_and_v6_txn_commits_are_not_mixed_up():
+    """The judgement cache keys a request by its kind as well: the same member, epoch and
+    partitions in v5 and then v6 get each version's error."""
+    base = [assignment("A", 5, tp("t", 0), ts=10)]
+    _, out = run(base + [commit("A", 3, tp("t", 0), ts=30, txn=True, api_version=5),
+                         commit("A", 3, tp("t", 0), ts=31, txn=True, api_version=6)])
+    assert [v.strict for v in out.verdicts[-2:]] == ["ILLEGAL_GENERATION", "STALE_MEMBER_EPOCH"]
