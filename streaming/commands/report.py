@@ -18,35 +18,35 @@ import time
 import uuid
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Callable, Iterable
+from typing import Callable
 
 import msgspec
 
 from fencewatch.sinks.report.summary import ReportAggregator, rank_policy
+from fencewatch.state.model import OUTPUT_NAMES, Verdict
 
 log = logging.getLogger(__name__)
 
 PROGRESS_EVERY_S = 2.0
 
 
-class VerdictLine(msgspec.Struct):
-    """The verdict fields the report reads (contract §8); the others are skipped unparsed."""
+def _verdict_types() -> dict[str, object]:
+    import typing
 
-    event_id: str
-    ts: int
-    group_id: str
-    kind: str
-    strict: str
-    member_revocation: str
-    assignment_epoch_check: str
-    kip1251: str
-    cls: str = msgspec.field(name="class")
-    cluster: str | None = None
-    member_id: str | None = None
-    unsafe: bool | None = None
-    broker_error: str | None = None
-    model_agrees: bool | None = None
-    warming_up: bool | None = None
+    return typing.get_type_hints(Verdict)
+
+
+# The verdict fields the report reads (contract §8.1), typed as state.model.Verdict declares them;
+# the record's other fields are skipped unparsed. Required: what every verdict record has.
+_READ_REQUIRED = ("event_id", "ts", "group_id", "kind", "strict", "member_revocation", "assignment_epoch_check",
+                  "kip1251", "cls")
+_READ_OPTIONAL = ("cluster", "member_id", "unsafe", "broker_error", "model_agrees", "warming_up")
+VerdictLine = msgspec.defstruct(
+    "VerdictLine",
+    [(f, _verdict_types()[f], msgspec.field(name=OUTPUT_NAMES.get(f, f))) for f in _READ_REQUIRED]
+    + [(f, _verdict_types()[f] | None, msgspec.field(default=None, name=OUTPUT_NAMES.get(f, f)))
+       for f in _READ_OPTIONAL],
+    module=__name__)
 
 
 _VERDICT = msgspec.json.Decoder(VerdictLine)
