@@ -101,7 +101,7 @@ def verdict_lines(events: int, work: Path) -> list[bytes]:
 
 
 def topics(bootstrap: str) -> dict:
-    from fencewatch.streaming.brokers.tansu import create_topics
+    from fencewatch.streaming.brokers.common import create_topics
 
     tag = uuid.uuid4().hex[:8]
     names = {"verdicts": f"ab-{tag}.verdicts", "alerts": f"ab-{tag}.alerts", "dlq": f"ab-{tag}.dlq"}
@@ -181,7 +181,7 @@ def stable_after_kill(bootstrap: str, topic: str, restart: bool, n: int = 2_000)
     from confluent_kafka import Consumer, TopicPartition
 
     names = {"verdicts": topic, "alerts": topic + ".alerts", "dlq": topic + ".dlq"}
-    from fencewatch.streaming.brokers.tansu import create_topics
+    from fencewatch.streaming.brokers.common import create_topics
 
     create_topics({"bootstrap.servers": bootstrap}, [topic], 4)
     create_topics({"bootstrap.servers": bootstrap}, [names["alerts"], names["dlq"]], 1)

@@ -94,7 +94,7 @@ def count_records(bootstrap: str, topic: str, expected: int, deadline: float) ->
 
 
 def run(bootstrap: str, lines: int) -> str:
-    from fencewatch.streaming.brokers.tansu import create_topics
+    from fencewatch.streaming.brokers.common import create_topics
 
     rsyslogd = shutil.which("rsyslogd") or "/usr/sbin/rsyslogd"
     topic = f"fencewatch.request-log-bench-{uuid.uuid4().hex[:8]}"

@@ -30,7 +30,7 @@ def produce(bootstrap: str, topic: str, records: int, partitions: int) -> float:
     """Batched produce of ``records`` JSON-ish values, a marker per partition; returns seconds."""
     from confluent_kafka import Producer
 
-    from fencewatch.streaming.brokers.tansu import produce_marker
+    from fencewatch.streaming.brokers.common import produce_marker
 
     producer = Producer({"bootstrap.servers": bootstrap, "linger.ms": 20, "batch.num.messages": 10_000,
                          "queue.buffering.max.messages": 1_000_000, "compression.type": "none"})
@@ -119,7 +119,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.verbose:
         logging.getLogger("bench").setLevel(logging.INFO)
 
-    from fencewatch.streaming.brokers.tansu import ExternalBroker
+    from fencewatch.streaming.brokers.common import ExternalBroker
     from fencewatch.streaming.brokers import embedded_broker
 
     started = embedded_broker(os.environ.get("FENCEWATCH_BENCH_BROKER", "kafka"))

@@ -93,7 +93,7 @@ def kafka_broker_each_version(request: pytest.FixtureRequest):
 @pytest.fixture
 def topic_factory(broker: str) -> Iterator[Callable[..., str]]:
     """Create uuid-named topics for one test; they are deleted afterwards."""
-    from fencewatch.streaming.brokers.tansu import create_topics, delete_topics
+    from fencewatch.streaming.brokers.common import create_topics, delete_topics
 
     created: list[str] = []
     config = {"bootstrap.servers": broker}

@@ -19,13 +19,11 @@ Imports: standard library, confluent_kafka, the helpers of brokers/tansu.py. Not
 from __future__ import annotations
 
 import base64
-import contextlib
 import logging
 import os
 import re
 import secrets
 import shutil
-import signal
 import socket
 import subprocess
 import tempfile
@@ -34,21 +32,16 @@ import time
 import uuid
 from collections.abc import Iterable, Mapping
 from pathlib import Path
-from types import TracebackType
 
 from confluent_kafka import KafkaException
 from confluent_kafka.admin import AdminClient
 
-from fencewatch.streaming.brokers.tansu import (
-    _LIVE,
-    _LIVE_LOCK,
+from fencewatch.streaming.brokers.common import (
     _PRCTL,
     BrokerStartError,
-    _install_sigterm_handler,
+    ChildBroker,
     _parent_death_preexec,
     _quiet_client_logger,
-    create_topics,
-    delete_topics,
     free_port,
 )
 
@@ -265,7 +258,7 @@ def _tail(path: Path, max_bytes: int = _LOG_TAIL_BYTES) -> str:
 # --------------------------------------------------------------------------- the broker
 
 
-class KafkaBroker:
+class KafkaBroker(ChildBroker):
     """Apache Kafka (one KRaft node) on free loopback ports, owned by this process.
 
     ``version`` is ``"4.2"``, ``"4.3"``, ``"4.4"`` (the newest fetched patch) or exact
@@ -275,6 +268,9 @@ class KafkaBroker:
     SCRAM-SHA-512 and ACLs on; SCRAM credentials for :data:`SUPER_USER` (a random password) and
     for each of ``users`` (name -> password) are written at format time.
     """
+
+    NAME = "Apache Kafka"
+    STOP_GRACE_S = STOP_GRACE_S
 
     def __init__(
         self,
@@ -300,35 +296,16 @@ class KafkaBroker:
             if not re.fullmatch(r"[\w.-]+", name) or not re.fullmatch(r"[\w.@%+-]+", password):
                 raise ValueError(f"SCRAM user {name!r}: letters, digits and ._- only (and @%+ in passwords)")
             self._passwords[name] = password
-        self._host = host
+        super().__init__(host)
         self._requested_port = port
         self._heap = heap
         self._jvm_args = list(jvm_args)
         self._startup_timeout_s = startup_timeout_s
         self._jars_root = Path(jars_dir) if jars_dir is not None else None
         self.version: str | None = None  # exact, once resolved
-        self._port: int | None = None
         self._dir: Path | None = None
-        self._process: subprocess.Popen[bytes] | None = None
-        self._lock = threading.Lock()
 
     # -- what callers read ---------------------------------------------------------
-
-    @property
-    def bootstrap(self) -> str:
-        """``host:port`` of the client listener; only valid while running."""
-        if self._port is None or not self.is_running:
-            raise RuntimeError("Kafka broker is not running")
-        return f"{self._host}:{self._port}"
-
-    @property
-    def pid(self) -> int | None:
-        """Process id of the broker's JVM (also its process group id), or None."""
-        return None if self._process is None else self._process.pid
-
-    @property
-    def is_running(self) -> bool:
-        return self._process is not None and self._process.poll() is None
 
     @property
     def directory(self) -> Path | None:
@@ -405,9 +382,7 @@ class KafkaBroker:
                     self._terminate()
                     self._remove_dir()
                     raise
-                with _LIVE_LOCK:
-                    _LIVE.add(self)  # type: ignore[arg-type]  # anything with stop() will do
-                _install_sigterm_handler()
+                self._register()
                 log.info("Apache Kafka %s up at %s (pid %d) in %.1fs", self.version, self.bootstrap,
                          self.pid, time.monotonic() - began)
                 return self
@@ -496,53 +471,13 @@ class KafkaBroker:
                 problem = f"metadata: {exc}"
             time.sleep(0.1)
 
-    def stop(self) -> None:
-        """SIGTERM (a controlled shutdown), SIGKILL after the grace; remove the folder. Idempotent."""
-        with self._lock:
-            was_running = self.is_running
-            self._terminate()
-            with _LIVE_LOCK:
-                _LIVE.discard(self)  # type: ignore[arg-type]
-            self._remove_dir()
-            if was_running:
-                log.info("Apache Kafka %s stopped", self.version)
-
-    def _terminate(self) -> None:
-        process = self._process
-        if process is None:
-            return
-        if process.poll() is None:
-            with contextlib.suppress(ProcessLookupError, PermissionError):
-                os.killpg(process.pid, signal.SIGTERM)
-            try:
-                process.wait(timeout=STOP_GRACE_S)
-            except subprocess.TimeoutExpired:
-                log.warning("Apache Kafka %s ignored SIGTERM for %.0fs; killing it", self.version, STOP_GRACE_S)
-        # Whatever is left in its group (the JVM after the grace, or nothing).
-        with contextlib.suppress(ProcessLookupError, PermissionError):
-            os.killpg(process.pid, signal.SIGKILL)
-        with contextlib.suppress(subprocess.TimeoutExpired):
-            process.wait(timeout=STOP_GRACE_S)
+    def _after_stop(self) -> None:
+        self._remove_dir()
 
     def _remove_dir(self) -> None:
         if self._dir is not None and not self.is_running:
             shutil.rmtree(self._dir, ignore_errors=True)
             self._dir = None
-
-    # -- topics and context manager -------------------------------------------------
-
-    def create_topics(self, names: Iterable[str], partitions: int = 1, *, exist_ok: bool = False) -> None:
-        create_topics(self.client_config(), names, partitions, exist_ok=exist_ok)
-
-    def delete_topics(self, names: Iterable[str]) -> None:
-        delete_topics(self.client_config(), names)
-
-    def __enter__(self) -> KafkaBroker:
-        return self.start()
-
-    def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
-                 tb: TracebackType | None) -> None:
-        self.stop()
 
     def __repr__(self) -> str:
         state = f"running at {self._host}:{self._port}" if self.is_running else "stopped"

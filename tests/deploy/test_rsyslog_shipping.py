@@ -19,7 +19,7 @@ from pathlib import Path
 
 import pytest
 
-from fencewatch.streaming.brokers.tansu import create_topics
+from fencewatch.streaming.brokers.common import create_topics
 from fencewatch.streaming.brokers.rsyslog import read_lines
 
 pytestmark = [pytest.mark.broker, pytest.mark.slow]
@@ -152,7 +152,7 @@ def test_the_systemd_unit_sets_every_variable_the_config_reads():
 
 def test_lines_written_while_kafka_is_unreachable_arrive_once_it_is_up(rsyslog_shipper, tmp_path):
     """The shipper starts before its Kafka (or loses it): lines wait in rsyslog/librdkafka, then arrive."""
-    from fencewatch.streaming.brokers.tansu import free_port
+    from fencewatch.streaming.brokers.common import free_port
     from fencewatch.streaming.brokers.kafka import KafkaBroker
 
     port = free_port()

@@ -105,7 +105,7 @@ def test_avro_events_in_the_confluent_wire_format(broker, topic_factory):
 def test_topics_are_created_when_missing(broker, capsys):
     import uuid
 
-    from fencewatch.streaming.brokers.tansu import delete_topics
+    from fencewatch.streaming.brokers.common import delete_topics
 
     names = [f"sim-hb-{uuid.uuid4().hex[:8]}", f"sim-off-{uuid.uuid4().hex[:8]}"]
     try:

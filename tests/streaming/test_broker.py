@@ -13,13 +13,8 @@ import pytest
 from confluent_kafka import Consumer, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient
 
-from fencewatch.streaming.brokers.tansu import (
-    BrokerStartError,
-    EmbeddedBroker,
-    ExternalBroker,
-    connect,
-    produce_marker,
-)
+from fencewatch.streaming.brokers.common import BrokerStartError, ExternalBroker, produce_marker
+from fencewatch.streaming.brokers.tansu import EmbeddedBroker, connect
 
 pytestmark = pytest.mark.broker
 

@@ -108,7 +108,7 @@ def test_the_job_on_the_new_checkpoint_reads_exactly_the_records_after_the_commi
     from fencewatch.sim.engine import SimConfig, simulate
     from fencewatch.sim.profiles import profile
     from fencewatch.sinks.kafka import KafkaOutputs
-    from fencewatch.streaming.brokers.tansu import create_topics, delete_topics
+    from fencewatch.streaming.brokers.common import create_topics, delete_topics
     from fencewatch.streaming.config import settings as cfgmod
     from fencewatch.streaming.runtime.writer import BatchWriter
     from fencewatch.streaming.runtime.stats import JobStats

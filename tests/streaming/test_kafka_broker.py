@@ -26,7 +26,7 @@ from confluent_kafka.admin import (
     ResourceType,
 )
 
-from fencewatch.streaming.brokers.tansu import BrokerStartError
+from fencewatch.streaming.brokers.common import BrokerStartError
 from fencewatch.streaming.brokers.kafka import KafkaBroker, resolve_version, sweep_orphans
 
 pytestmark = pytest.mark.broker

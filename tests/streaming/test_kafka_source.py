@@ -18,7 +18,7 @@ from confluent_kafka import Producer
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
-from fencewatch.streaming.brokers.tansu import delete_topics, create_topics, produce_marker
+from fencewatch.streaming.brokers.common import delete_topics, create_topics, produce_marker
 from fencewatch.streaming.sources.kafka import (
     KafkaDataLossError,
     KafkaInputPartition,

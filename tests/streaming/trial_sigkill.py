@@ -156,7 +156,7 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def trial(a, bootstrap: str, work: Path) -> dict:
-    from fencewatch.streaming.brokers.tansu import create_topics
+    from fencewatch.streaming.brokers.common import create_topics
 
     tag = uuid.uuid4().hex[:6]
     topics = {k: f"trial-{tag}.{k}" for k in ("hb", "off", "verdicts", "alerts", "dlq")}
