@@ -35,7 +35,10 @@ PACKAGES = ("state", "streaming", "sinks", "sim", "dashboards")
 # Older commits wrote verdicts to a text handle, newer ones to a binary one.
 CHILD = r"""
 import gc, inspect, os, sys, time
-from fencewatch.streaming.runtime.replay import decode_lines, judge, write_verdicts
+try:
+    from fencewatch.streaming.runtime.replay import decode_lines, judge, write_verdicts
+except ImportError:  # a commit before streaming/ was laid out by stage (issue 37)
+    from fencewatch.streaming.replay import decode_lines, judge, write_verdicts
 from fencewatch.state.config import RulesConfig
 path, stop = sys.argv[1], sys.argv[2]
 if stop == "none":
