@@ -47,6 +47,9 @@ _PRODUCER_SETTINGS_SHOWN = ("linger.ms", "batch.num.messages", "compression.type
 DEFAULT_MAX_RECORD_BYTES = 1_000_000
 HEADROOM = 4_096  # record overhead and headers, kept free below the limit
 BATCH_HEADER = "fencewatch.batch"
+#: The group id of the consumer that reads a pending batch back (assign only, never committed;
+#: librdkafka still looks its coordinator up, which needs Describe on the group).
+READBACK_GROUP = "fencewatch-sink-readback"
 TRUNCATED = "fencewatch.truncated"
 # Delivery errors that will not pass on a retry: the record goes to the DLQ instead.
 PERMANENT_ERRORS = frozenset({"MSG_SIZE_TOO_LARGE", "_MSG_SIZE_TOO_LARGE", "INVALID_RECORD", "CORRUPT_MESSAGE",
@@ -384,7 +387,7 @@ class KafkaOutputs:
             from confluent_kafka import Consumer
 
             self._consumer = Consumer({"logger": logging.getLogger("fencewatch.kafka.consumer"), **self._client,
-                                       "group.id": "fencewatch-sink-readback",
+                                       "group.id": READBACK_GROUP,
                                        "enable.auto.commit": "false", "enable.partition.eof": "true",
                                        "fetch.max.bytes": str(4 * self.max_record_bytes),
                                        "max.partition.fetch.bytes": str(2 * self.max_record_bytes)})

@@ -23,6 +23,7 @@ _COMMAND_MODULES = {
     "demo": "fencewatch.streaming.runtime.job",
     "checkpoint": "fencewatch.streaming.runtime.checkpoint",
     "report": "fencewatch.streaming.commands.report",
+    "doctor": "fencewatch.streaming.commands.doctor",
 }
 
 
