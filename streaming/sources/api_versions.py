@@ -15,6 +15,7 @@ Imports: the standard library only (sources sit at the start of the flow).
 """
 from __future__ import annotations
 
+import os
 import socket
 import ssl
 import struct
@@ -194,8 +195,11 @@ def tls_context(client: Mapping[str, str]) -> ssl.SSLContext | None:
         return None
     ctx = ssl.create_default_context()
     ca = client.get("ssl.ca.location")
-    if ca and ca != "probe":
-        ctx.load_verify_locations(capath=ca) if _is_dir(ca) else ctx.load_verify_locations(cafile=ca)
+    if ca and ca != "probe":  # "probe": the system's CAs, which the default context has
+        if os.path.isdir(ca):
+            ctx.load_verify_locations(capath=ca)
+        else:
+            ctx.load_verify_locations(cafile=ca)
     if client.get("ssl.ca.pem"):
         ctx.load_verify_locations(cadata=client["ssl.ca.pem"])
     if client.get("ssl.certificate.location"):
@@ -207,12 +211,6 @@ def tls_context(client: Mapping[str, str]) -> ssl.SSLContext | None:
         ctx.check_hostname = False
         ctx.verify_mode = ssl.CERT_NONE
     return ctx
-
-
-def _is_dir(path: str) -> bool:
-    import os
-
-    return os.path.isdir(path)
 
 
 def api_versions(address: str, client: Mapping[str, str] | None = None, *, timeout_s: float = 10.0,
