@@ -84,3 +84,18 @@ def _family(host: str, port: int) -> socket.AddressFamily:
     """IPv6 for an IPv6 host (``::``), else IPv4."""
     infos = socket.getaddrinfo(host or None, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE)
     return infos[0][0]
+
+
+def port_problem(host: str, port: int) -> str | None:
+    """Why ``serve`` could not listen on host:port, or None: bound and released at once, with
+    the same address reuse as the server (a port in TIME_WAIT is free to it)."""
+    if port == 0:
+        return None
+    try:
+        family = _family(host, port)
+        with socket.socket(family, socket.SOCK_STREAM) as sock:
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+            sock.bind((host, port))
+    except OSError as exc:
+        return f"{host}:{port}: {exc.strerror or exc}"
+    return None

@@ -1,4 +1,4 @@
-"""Kafka outputs of the streaming job: verdicts (JSON), alerts (Avro or JSON), dead letters.
+"""Kafka outputs of the streaming job: verdicts (JSON), alerts (JSON, or Avro through a registry), dead letters.
 
 Exactly once on any broker and any checkpoint file system (docs/reliability.md). ``foreachBatch``
 is at-least-once, so each batch is written in two logged steps: before the first record, the sink
@@ -51,6 +51,9 @@ _PRODUCER_SETTINGS_SHOWN = ("linger.ms", "batch.num.messages", "compression.type
 DEFAULT_MAX_RECORD_BYTES = 1_000_000
 HEADROOM = 4_096  # record overhead and headers, kept free below the limit
 BATCH_HEADER = "fencewatch.batch"
+#: The group id of the consumer that reads a pending batch back (assign only, never committed;
+#: librdkafka still looks its coordinator up, which needs Describe on the group).
+READBACK_GROUP = "fencewatch-sink-readback"
 TRUNCATED = "fencewatch.truncated"
 # Delivery errors that will not pass on a retry: the record goes to the DLQ instead.
 PERMANENT_ERRORS = frozenset({"MSG_SIZE_TOO_LARGE", "_MSG_SIZE_TOO_LARGE", "INVALID_RECORD", "CORRUPT_MESSAGE",
@@ -189,10 +192,12 @@ class KafkaOutputs:
     """Writes one micro-batch's records; ``write_batch`` returns False for a batch already written."""
 
     def __init__(self, client_config: Mapping[str, str], *, verdicts_topic: str | None, alerts_topic: str | None,
-                 dlq_topic: str | None, alerts_format: str = "avro", marker: SinkLog | None = None,
+                 dlq_topic: str | None, alerts_format: str = "auto", marker: SinkLog | None = None,
                  max_record_bytes: int = DEFAULT_MAX_RECORD_BYTES,
                  alert_serializer: Callable[[Mapping, str], bytes] | None = None):
-        """``alert_serializer(alert, topic)`` replaces the fixed-id Avro encoding (a Schema Registry's)."""
+        """``alerts_format``: ``json``; ``avro``, through ``alert_serializer(alert, topic)`` (a Schema
+        Registry's) or else with the fixed schema id 2 (offline files and tests: no registry knows
+        that id); ``auto``: ``avro`` with a serializer, ``json`` without (the job's default)."""
         from confluent_kafka import Producer
 
         self._client = dict(client_config)
@@ -213,7 +218,10 @@ class KafkaOutputs:
         self.verdicts_topic = verdicts_topic
         self.alerts_topic = alerts_topic
         self.dlq_topic = dlq_topic
-        self.alerts_format = alerts_format
+        if alerts_format not in ("auto", "avro", "json"):
+            raise ValueError(f"unknown alerts_format {alerts_format!r}; valid: auto, avro, json")
+        self.alerts_format = (("avro" if alert_serializer is not None else "json") if alerts_format == "auto"
+                              else alerts_format)
         self.marker = marker
         self.max_record_bytes = max_record_bytes
         self._alert_serializer = alert_serializer
@@ -396,7 +404,7 @@ class KafkaOutputs:
             from confluent_kafka import Consumer
 
             self._consumer = Consumer({"logger": logging.getLogger("fencewatch.kafka.consumer"), **self._client,
-                                       "group.id": "fencewatch-sink-readback",
+                                       "group.id": READBACK_GROUP,
                                        "enable.auto.commit": "false", "enable.partition.eof": "true",
                                        "fetch.max.bytes": str(4 * self.max_record_bytes),
                                        "max.partition.fetch.bytes": str(2 * self.max_record_bytes)})

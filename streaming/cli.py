@@ -23,6 +23,7 @@ _COMMAND_MODULES = {
     "demo": "fencewatch.streaming.commands.demo",
     "checkpoint": "fencewatch.streaming.commands.checkpoint",
     "report": "fencewatch.streaming.commands.report",
+    "doctor": "fencewatch.streaming.commands.doctor",
 }
 
 

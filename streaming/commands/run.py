@@ -48,7 +48,8 @@ def _streaming_flags(p: argparse.ArgumentParser) -> None:
     s = p.add_argument_group("sinks")
     s.add_argument("--verdicts-topic")
     s.add_argument("--alerts-topic")
-    s.add_argument("--alerts-format", choices=("avro", "json"))
+    s.add_argument("--alerts-format", choices=cfgmod.ALERTS_FORMATS,
+                   help="auto (default): Avro through the Schema Registry when one is configured, else JSON")
     s.add_argument("--dlq-topic")
     s.add_argument("--metrics-port", type=int)
 

@@ -11,6 +11,8 @@ from fencewatch.streaming.config.settings import (  # noqa: F401
     LoggingConfig,
     Config,
     SOURCES,
+    ALERTS_FORMATS,
+    alerts_format,
     source_list,
     ConfigError,
     parse_duration_ms,

@@ -62,7 +62,8 @@ class StreamingConfig:
     state_store: str = "rocksdb"  # rocksdb | hdfs
     jemalloc: str = "auto"  # auto | off | a path: the allocator preloaded into the JVM (spark.jemalloc_path())
     kafka: Mapping[str, str] = field(default_factory=dict)  # extra client settings (security.protocol, sasl.*, ssl.*)
-    # Schema Registry for Avro input and alerts (url, basic.auth.user.info, ...); empty: fixed ids
+    # Schema Registry for Avro input and alerts (url, basic.auth.user.info, ...); empty: Avro input with
+    # fixed ids, alerts as JSON (sinks.alerts_format auto)
     schema_registry: Mapping[str, str] = field(default_factory=dict)
     spark_conf: Mapping[str, str] = field(default_factory=dict)  # any spark.* setting (driver memory, executors)
 
@@ -71,7 +72,8 @@ class StreamingConfig:
 class SinksConfig:
     verdicts_topic: str | None = None
     alerts_topic: str = "fencewatch.alerts"
-    alerts_format: str = "avro"  # avro | json
+    # auto: Avro through streaming.schema_registry when one is set, JSON otherwise | avro | json
+    alerts_format: str = "auto"
     dlq_topic: str = "fencewatch.dlq"
     metrics_host: str = "127.0.0.1"
     metrics_port: int = 9464
@@ -116,7 +118,9 @@ class Config:
         if s.jemalloc not in ("auto", "off") and not os.path.isfile(s.jemalloc):
             problems.append(f"streaming.jemalloc {s.jemalloc!r} is not a file; valid: auto, off, or the path of "
                             "libjemalloc.so.2")
-        _one_of(problems, "sinks.alerts_format", self.sinks.alerts_format, ("avro", "json"))
+        _one_of(problems, "sinks.alerts_format", self.sinks.alerts_format, ALERTS_FORMATS)
+        if self.sinks.alerts_format == "avro" and not s.schema_registry.get("url"):
+            problems.append(AVRO_WITHOUT_REGISTRY)
         _one_of(problems, "logging.level", self.logging.level.upper(), ("DEBUG", "INFO", "WARNING", "ERROR"))
         _one_of(problems, "logging.format", self.logging.format, ("text", "json"))
         problems += _kafka_problems(s)
@@ -148,6 +152,21 @@ def _health_problems(k: SinksConfig) -> list[str]:
 
 
 SOURCES = ("events", "consumer-offsets", "request-log")
+ALERTS_FORMATS = ("auto", "avro", "json")
+AVRO_WITHOUT_REGISTRY = (
+    "sinks.alerts_format is avro but no Schema Registry is configured, so no consumer could look the "
+    "alerts' schema up by its id: set streaming.schema_registry.url (FENCEWATCH_STREAMING__SCHEMA_REGISTRY__URL) "
+    "to register the alert schema there, or write alerts as JSON (sinks.alerts_format: json, or auto, the "
+    "default, which writes Avro whenever a registry is set; --alerts-format)")
+
+
+def alerts_format(cfg: "Config") -> str:
+    """The alerts' encoding the job uses: ``sinks.alerts_format``, with ``auto`` resolved to
+    ``avro`` when a Schema Registry is configured and ``json`` otherwise (docs/decisions.md)."""
+    fmt = cfg.sinks.alerts_format
+    if fmt == "auto":
+        return "avro" if cfg.streaming.schema_registry.get("url") else "json"
+    return fmt
 
 
 def source_list(text: str) -> tuple[str, ...]:

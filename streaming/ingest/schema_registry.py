@@ -181,3 +181,26 @@ class RegistryAlertEncoder:
             return serializer(dict(alert), SerializationContext(topic, MessageField.VALUE))
         except SchemaRegistryError as exc:
             raise RegistryUnavailable(f"Schema Registry, subject {topic}-value: {exc}") from exc
+
+
+def probe_registry(settings: Mapping[str, Any], subject: str, *, timeout_s: float = 10.0) -> tuple[int, int | None]:
+    """Whether the registry answers these settings: (how many subjects it lists, the latest
+    version of ``subject`` or None when it has none). One try, ``timeout_s`` per request;
+    :class:`RegistryUnavailable` with the library's reason otherwise (``fencewatch doctor``)."""
+    from confluent_kafka.schema_registry.error import SchemaRegistryError
+
+    conf, _ = split_settings(settings)
+    conf = {"timeout": timeout_s, "max.retries": 0, **conf}
+    client = _new_client(conf)
+    try:
+        subjects = client.get_subjects()
+    except SchemaRegistryError as exc:
+        raise RegistryUnavailable(f"HTTP {exc.http_status_code}: {exc.error_message}") from None
+    except Exception as exc:  # httpx / socket errors: not reachable
+        raise RegistryUnavailable(f"{type(exc).__name__}: {exc}") from None
+    if subject not in subjects:
+        return len(subjects), None
+    try:
+        return len(subjects), client.get_latest_version(subject).version
+    except Exception as exc:
+        raise RegistryUnavailable(f"subject {subject}: {type(exc).__name__}: {exc}") from None

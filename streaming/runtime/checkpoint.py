@@ -92,8 +92,37 @@ def is_local(location: str) -> bool:
 
 
 def local_path(location: str) -> Path:
-    """A local checkpoint location (:func:`is_local`) as a path."""
+    """A local checkpoint location (a path or a ``file:`` URI) as a path."""
     return Path(urlparse(location).path if location.lower().startswith("file:") else location)
+
+
+def writable_problem(location: str) -> str | None:
+    """Why the job could not write a local checkpoint at ``location``, or None: the folder, or
+    its nearest existing parent (the job creates the rest), must take a file; one is written,
+    fsynced and removed. Remote file systems (HDFS, S3A, ...) are reached through Spark's Hadoop
+    client, which only a Spark session has: not checked here."""
+    import os
+    import tempfile
+
+    path = local_path(location).expanduser().absolute()
+    existing = path
+    while not existing.exists():
+        if existing.parent == existing:
+            return f"no part of {path} exists"
+        existing = existing.parent
+    if not existing.is_dir():
+        return f"{existing} is not a folder"
+    try:
+        fd, name = tempfile.mkstemp(prefix=".fencewatch-doctor-", dir=existing)
+        try:
+            os.write(fd, b"fencewatch doctor")
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+            os.unlink(name)
+    except OSError as exc:
+        return f"cannot write in {existing}: {exc.strerror or exc}"
+    return None
 
 
 def _java_class(jvm, name: str):

@@ -195,9 +195,13 @@ def make_sinks(cfg: cfgmod.Config, spark, *, metrics_port: int | None = None):
     k = cfg.sinks
     client = cfgmod.kafka_client_config(cfg, "producer")
     marker = sink_log(spark, cfg.streaming.checkpoint_location)
+    fmt = cfgmod.alerts_format(cfg)
+    log.info("alerts to %s as %s (sinks.alerts_format %s: %s)", k.alerts_topic, fmt.upper() if fmt == "json" else "Avro",
+             k.alerts_format, "a Schema Registry is configured" if cfg.streaming.schema_registry.get("url")
+             else "no Schema Registry is configured")
     kafka = KafkaOutputs(client, verdicts_topic=k.verdicts_topic, alerts_topic=k.alerts_topic,
-                         dlq_topic=k.dlq_topic, alerts_format=k.alerts_format, marker=marker,
-                         alert_serializer=_registry(cfg, "encoder"))
+                         dlq_topic=k.dlq_topic, alerts_format=fmt, marker=marker,
+                         alert_serializer=_registry(cfg, "encoder") if fmt == "avro" else None)
     metrics = MetricsSink(MetricsConfig(host=k.metrics_host, port=k.metrics_port if metrics_port is None else metrics_port,
                                         max_groups=k.metrics_top_groups,
                                         expiry_warning_s=cfg.state.expiry_warning_ms / 1000,
@@ -213,5 +217,5 @@ def startup_line(cfg: cfgmod.Config, spark) -> str:
             f"{s.heartbeats_topic} + {s.offsets_topic} @ {s.bootstrap_servers} ({s.input_format}, from "
             f"{s.starting_offsets}), skew {s.max_skew_ms} ms, warm-up {cfg.state.warmup_ms} ms, trigger "
             f"{s.trigger_interval}, checkpoint {s.checkpoint_location}; alerts -> {cfg.sinks.alerts_topic} "
-            f"({cfg.sinks.alerts_format}), verdicts -> {cfg.sinks.verdicts_topic or 'off'}, "
+            f"({cfgmod.alerts_format(cfg)}), verdicts -> {cfg.sinks.verdicts_topic or 'off'}, "
             f"DLQ -> {cfg.sinks.dlq_topic}")

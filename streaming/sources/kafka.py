@@ -386,7 +386,7 @@ def parse_options(options: Mapping[str, str], *, streaming: bool = True) -> Sour
     if isolation not in _ISOLATION_LEVELS:
         raise KafkaSourceError(f"kafka.isolation.level must be one of {', '.join(_ISOLATION_LEVELS)}, got {isolation!r}")
     group_id = kafka.pop("group.id", "").strip()
-    prefix = source.get("groupidprefix", "fencewatch-kafka-source").strip() or "fencewatch-kafka-source"
+    prefix = source.get("groupidprefix", GROUP_ID_PREFIX).strip() or GROUP_ID_PREFIX
     if group_id:
         log.warning("kafka.group.id is set: every consumer of this query uses group %r (the source "
                     "never joins or commits to it, but broker ACLs will see it)", group_id)
@@ -740,6 +740,11 @@ def _validate_consumer_config(options: SourceOptions) -> None:
                                f"(settings: {redact(options.config())})") from None
     consumer.close()
 
+
+GROUP_ID_PREFIX = "fencewatch-kafka-source"
+"""Each query's consumers carry ``<prefix>-<uuid>`` as group id (``groupIdPrefix``): they only assign
+partitions, but librdkafka looks the group's coordinator up, which needs Describe on the group
+(``runtime.access``)."""
 
 READ_AHEAD_MESSAGES = 2_000
 """librdkafka's prefetch per partition (``queued.min.messages``) unless ``kafka.queued.min.messages``

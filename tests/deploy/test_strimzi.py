@@ -102,17 +102,21 @@ def allowed(user: dict, resource_type: str, name: str, operation: str) -> bool:
 
 
 def test_the_jobs_acls_cover_what_it_reads_and_writes():
+    """Every need of ``runtime.access.job_needs`` (what `fencewatch doctor` checks), for the job's
+    configuration with every source on, and nothing it does not need."""
+    from dataclasses import replace
+
+    from fencewatch.streaming.runtime.access import job_needs
+
     cfg = k8s.job_config()
     user = _of("KafkaUser")[cfg.streaming.kafka["sasl.username"]]
-    for topic in (cfg.streaming.heartbeats_topic, cfg.streaming.offsets_topic, cfg.streaming.request_log_topic,
-                  cfg.streaming.consumer_offsets_topic):
-        assert allowed(user, "topic", topic, "Read"), topic
-    for topic in (cfg.sinks.alerts_topic, cfg.sinks.verdicts_topic, cfg.sinks.dlq_topic):
-        assert allowed(user, "topic", topic, "Write") and not allowed(user, "topic", topic, "Read"), topic
-    assert allowed(user, "cluster", "kafka-cluster", "Describe")
-    assert allowed(user, "cluster", "kafka-cluster", "DescribeConfigs")
-    assert allowed(user, "topic", "orders", "Describe") and not allowed(user, "topic", "orders", "Read")
-    assert allowed(user, "group", "any-group", "Describe")
+    every_source = replace(cfg, streaming=replace(cfg.streaming, source="events,consumer-offsets,request-log"))
+    words = {"READ": "Read", "WRITE": "Write", "DESCRIBE": "Describe", "DESCRIBE_CONFIGS": "DescribeConfigs"}
+    for need in job_needs(every_source):
+        name = f"{need.name}-8f14e45f" if need.prefixed else "orders" if need.name == "*" else need.name
+        for op in need.operations:
+            assert allowed(user, need.resource, name, words[op]), (need, op)
+    assert not allowed(user, "topic", "orders", "Read")
     assert not allowed(user, "topic", cfg.streaming.heartbeats_topic, "Write"), "the job never writes its input"
 
 

@@ -14,3 +14,18 @@ def test_delivery_reports_for_failures_only_unless_the_user_says_otherwise(given
         assert out.producer_config["delivery.report.only.error"] is expected
     finally:
         out.close()
+
+
+def test_alerts_format_auto_is_avro_only_with_a_serializer():
+    client = {"bootstrap.servers": "127.0.0.1:1"}
+    plain = KafkaOutputs(client, verdicts_topic=None, alerts_topic="a", dlq_topic=None)
+    registry = KafkaOutputs(client, verdicts_topic=None, alerts_topic="a", dlq_topic=None,
+                            alert_serializer=lambda alert, topic: b"")
+    fixed = KafkaOutputs(client, verdicts_topic=None, alerts_topic="a", dlq_topic=None, alerts_format="avro")
+    try:
+        assert (plain.alerts_format, registry.alerts_format, fixed.alerts_format) == ("json", "avro", "avro")
+    finally:
+        for out in (plain, registry, fixed):
+            out.close()
+    with pytest.raises(ValueError, match="valid: auto, avro, json"):
+        KafkaOutputs(client, verdicts_topic=None, alerts_topic="a", dlq_topic=None, alerts_format="xml")

@@ -51,3 +51,52 @@ def test_secrets_are_redacted():
 def test_invalid_values_list_the_valid_ones():
     with pytest.raises(cfgmod.ConfigError, match="unknown streaming.input_format 'xml'; valid: json, avro"):
         cfgmod.load_config(environ={}, overrides={"streaming": {"input_format": "xml"}})
+
+
+def test_alerts_are_json_without_a_registry_and_avro_with_one():
+    """sinks.alerts_format auto (the default): Avro only through a Schema Registry (docs/decisions.md)."""
+    assert cfgmod.Config().sinks.alerts_format == "auto"
+    assert cfgmod.alerts_format(cfgmod.load_config(environ={})) == "json"
+    with_registry = cfgmod.load_config(environ={"FENCEWATCH_STREAMING__SCHEMA_REGISTRY__URL": "http://registry:8081"})
+    assert cfgmod.alerts_format(with_registry) == "avro"
+    forced = cfgmod.load_config(environ={"FENCEWATCH_STREAMING__SCHEMA_REGISTRY__URL": "http://registry:8081"},
+                                overrides={"sinks": {"alerts_format": "json"}})
+    assert cfgmod.alerts_format(forced) == "json"
+
+
+def test_avro_alerts_without_a_registry_are_refused_naming_both_ways_out():
+    with pytest.raises(cfgmod.ConfigError) as err:
+        cfgmod.load_config(environ={}, overrides={"sinks": {"alerts_format": "avro"}})
+    message = str(err.value)
+    assert "no Schema Registry is configured" in message
+    assert "streaming.schema_registry.url" in message and "sinks.alerts_format: json" in message
+    # A registry given as settings but without its URL is no registry either.
+    with pytest.raises(cfgmod.ConfigError, match="no Schema Registry"):
+        cfgmod.load_config(environ={"FENCEWATCH_STREAMING__SCHEMA_REGISTRY__BASIC_AUTH_USER_INFO": "u:p"},
+                           overrides={"sinks": {"alerts_format": "avro"}})
+    cfg = cfgmod.load_config(environ={"FENCEWATCH_STREAMING__SCHEMA_REGISTRY__URL": "mock://alerts"},
+                             overrides={"sinks": {"alerts_format": "avro"}})
+    assert cfgmod.alerts_format(cfg) == "avro"
+
+
+@pytest.mark.parametrize("env, expected", [
+    ({}, "alerts to fencewatch.alerts as JSON (sinks.alerts_format auto: no Schema Registry is configured)"),
+    ({"FENCEWATCH_STREAMING__SCHEMA_REGISTRY__URL": "mock://start"},
+     "alerts to fencewatch.alerts as Avro (sinks.alerts_format auto: a Schema Registry is configured)"),
+])
+def test_the_job_logs_the_alerts_format_it_chose(env, expected, tmp_path, caplog):
+    """``make_sinks`` (what `run` and `demo` call at start) says the format and why; a local
+    checkpoint needs no Spark session for the sink log."""
+    import logging
+
+    from fencewatch.streaming.runtime.query import make_sinks
+
+    cfg = cfgmod.load_config(environ=env, overrides={"streaming": {"checkpoint_location": str(tmp_path / "cp")}})
+    caplog.set_level(logging.INFO, logger="fencewatch.streaming.runtime.query")
+    kafka, metrics = make_sinks(cfg, None)
+    try:
+        assert expected in caplog.text
+        assert kafka.alerts_format == cfgmod.alerts_format(cfg)
+    finally:
+        kafka.close()
+        metrics.close()

@@ -1,7 +1,7 @@
 """The streaming job end to end on the embedded broker (real Tansu, real Spark).
 
-simulator events -> heartbeats/offsets topics -> ``start_query`` -> verdicts, alerts (Avro)
-and dead-letter topics. The query is stopped mid-stream and restarted from its checkpoint:
+simulator events -> heartbeats/offsets topics -> ``start_query`` -> verdicts, alerts (JSON: no
+Schema Registry is configured) and dead-letter topics. The query is stopped mid-stream and restarted from its checkpoint:
 every commit-partition is judged exactly once, and the verdicts equal the local engine's on
 the same records in the same order.
 """
@@ -14,7 +14,7 @@ from confluent_kafka import Producer
 
 from fencewatch.sim.engine import SimConfig, simulate
 from fencewatch.sim.profiles import profile
-from fencewatch.sinks.kafka import BatchMarker, KafkaOutputs, decode_alert_avro
+from fencewatch.sinks.kafka import BatchMarker, KafkaOutputs
 from fencewatch.streaming.config import settings as cfgmod
 from fencewatch.streaming.runtime.writer import BatchWriter
 from fencewatch.streaming.runtime.stats import JobStats
@@ -41,7 +41,7 @@ def test_stream_judges_every_commit_exactly_once_across_restart(spark, broker, t
         "streaming": {"bootstrap_servers": broker, "heartbeats_topic": hb, "offsets_topic": off,
                       "starting_offsets": "earliest", "checkpoint_location": str(tmp_path / "cp"),
                       "max_offsets_per_trigger": 300, "max_skew_ms": SKEW_MS},
-        "sinks": {"verdicts_topic": verdicts_t, "alerts_topic": alerts_t, "dlq_topic": dlq_t, "alerts_format": "avro"}})
+        "sinks": {"verdicts_topic": verdicts_t, "alerts_topic": alerts_t, "dlq_topic": dlq_t}})
 
     def writer():
         kafka = KafkaOutputs({"bootstrap.servers": broker}, verdicts_topic=verdicts_t, alerts_topic=alerts_t,
@@ -82,8 +82,10 @@ def test_stream_judges_every_commit_exactly_once_across_restart(spark, broker, t
     assert {(v["event_id"], v["topic"], v["partition"]): v["class"] for v in got} == expected
     assert "zombie" in expected.values()
 
-    # Alerts are Avro with deterministic ids; commit-time alerts match the local engine's.
-    alerts = [decode_alert_avro(m.value()) for m in read_all(broker, alerts_t)]
+    # Alerts are JSON (the default without a registry) with deterministic ids; commit-time
+    # alerts match the local engine's.
+    assert cfgmod.alerts_format(cfg) == "json"
+    alerts = [json.loads(m.value()) for m in read_all(broker, alerts_t)]
     commit_kinds = {"ZOMBIE_COMMIT", "AVOIDABLE_FENCING", "UNSAFE_ACCEPT", "MODEL_DIVERGENCE"}
     assert {a["alert_id"] for a in alerts if a["kind"] in commit_kinds} == {
         a.alert_id for a in engine.alerts if a.kind in commit_kinds}
