@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from typing import Any, Callable
 
 from .clients import Clients
-from .context import Context
+from .context import Context, Worker
 from .expect import Expectation
 
 __all__ = ["SCENARIOS", "RunResult", "run", "scenario_names"]
@@ -114,6 +114,11 @@ def run(bootstrap: str, scenarios: str | list[str] = "all", *, groups: int = 0, 
         result.load_commits = load.committed
     for t in threads:
         t.join()
+    # A scenario that failed midway leaves its members running: stop them now, or their consumers
+    # outlive the run (and the broker) and retry the bootstrap for the rest of the process.
+    ctx.stop.set()
+    for w in [t for t in threading.enumerate() if isinstance(t, Worker) and t.ctx is ctx]:
+        w.join(30)
     log.info("%s", result.summary())
     return result
 
