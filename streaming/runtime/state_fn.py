@@ -151,9 +151,9 @@ def _verdicts_row(rows: OutRows, commits: list) -> None:
 
 def pack_lines(data: bytes) -> bytes:
     """Verdict lines as they cross the JVM and the collect (``routing.pack_bytes``). The lines are
-    ~1.8 KB of JSON per event and repeat themselves (39x smaller, 0.4 us per event to compress,
-    1.1 to expand on the driver): uncompressed, moving them through Spark was a third of the
-    job's CPU (docs/benchmarks.md, issue 14)."""
+    ~1.8 KB of JSON per event and repeat themselves, so LZ4 shrinks them many-fold for little
+    CPU: uncompressed, moving them through Spark was a large share of the job's CPU
+    (docs/decisions.md, "Outputs and exactly-once")."""
     return pack_bytes(data)
 
 
@@ -170,8 +170,9 @@ def _packed(values: list[int]) -> bytes:
 def _frame(cols: dict[str, list]) -> pd.DataFrame:
     """A call's output rows as one block of object columns: pandas' nullable integer dtypes become
     ChunkedArrays in pyarrow, which Spark's Arrow writer rejects. Built from a 2-D object array,
-    not a dict: ``DataFrame(dict, dtype=object)`` makes and aligns a Series per column, ~0.6 ms
-    a call against ~0.1, paid by every key of every micro-batch (docs/decisions.md, issue 14)."""
+    not a dict: ``DataFrame(dict, dtype=object)`` makes and aligns a Series per column, several
+    times the 2-D array's cost, paid by every key of every micro-batch (docs/decisions.md, "The
+    streaming job")."""
     block = np.empty((len(cols["record"]), len(OUTPUT_COLUMNS)), dtype=object)
     for i, name in enumerate(OUTPUT_COLUMNS):
         block[:, i] = cols[name]
