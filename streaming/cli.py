@@ -132,7 +132,7 @@ def build_parser(argv: Sequence[str] | None = None) -> argparse.ArgumentParser:
     sub.required = True
 
     p = sub.add_parser("replay", help="judge a JSON-lines file of events; verdicts as JSON lines")
-    p.add_argument("events", help="JSON-lines file of SPEC events ('-' for stdin)")
+    p.add_argument("events", help="JSON-lines file of events (docs/contract.md §1) ('-' for stdin)")
     p.add_argument("--out", help="verdicts file (default stdout)")
     p.add_argument("--alerts", help="alerts file (JSON lines)")
     p.add_argument("--engine", choices=("local", "spark"), default="local")

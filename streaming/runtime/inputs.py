@@ -79,7 +79,7 @@ def _null_bool():
 
 
 def _event_inputs(spark, cfg: cfgmod.Config, options: dict):
-    """``--source events``: the heartbeats and offsets topics of SPEC events."""
+    """``--source events``: the heartbeats and offsets topics of contract §1 events."""
     from pyspark.sql import functions as F
 
     from fencewatch.streaming.sources import read_kafka_stream

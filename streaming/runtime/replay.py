@@ -84,7 +84,7 @@ def sorted_alerts(alerts: list[Alert]) -> list[Alert]:
 
 
 def judge_events(events: Iterable[dict], cfg: RulesConfig | None = None) -> ReplayResult:
-    """Judge SPEC event dicts (e.g. from the simulator): the library entry point."""
+    """Judge contract §1 event dicts (e.g. from the simulator): the library entry point."""
     errors: list = []
     unknown: dict = {}
     typed = decode_dicts(events, errors, unknown)

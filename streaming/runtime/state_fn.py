@@ -182,7 +182,7 @@ def _frame(cols: dict[str, list]) -> pd.DataFrame:
 def _dead_letters(pdfs: Iterable[pd.DataFrame]) -> Iterator[pd.DataFrame]:
     """Dead letters and unknown types the router decided: passed through as output rows, and the
     unknown types counted per source as events of type ``unknown`` (a ``counts`` row, cluster
-    ``default``, no group: SPEC 1, "counted and skipped")."""
+    ``default``, no group: contract §1, "counted and skipped")."""
     for pdf in pdfs:
         if pdf.empty:
             continue
@@ -341,7 +341,7 @@ def read_whole(pkey: tuple, pdfs: Iterable[pd.DataFrame], dead: list) -> list:
 
 
 def make_bridge_mapper(topic_ids: dict[str, str] | None = None, cluster: str | None = None) -> Callable:
-    """``mapInPandas`` over ``__consumer_offsets`` records: each record -> its SPEC events (the
+    """``mapInPandas`` over ``__consumer_offsets`` records: each record -> its contract §1 events (the
     bridge's stateless ``decode_record``) as router input rows; undecodable records carry
     ``bad_reason`` (unknown record types and versions are skipped, as Kafka does)."""
     from fencewatch.streaming.ingest.consumer_offsets.mapping import TopicNames, decode_record
