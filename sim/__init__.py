@@ -1,4 +1,4 @@
-"""The traffic simulator: simulated KIP-848 and classic consumer groups producing SPEC events.
+"""The traffic simulator: simulated KIP-848 and classic consumer groups producing contract §1 events.
 
 What lives here: a discrete-event simulation of Kafka's group coordinator
 (:mod:`.coordinator`, :mod:`.classic`) and its clients (:mod:`.clients`) with

@@ -4,8 +4,9 @@ What lives here: :class:`DictEmitter` (one ``dict`` per event: the reference
 form, used for Avro and for judging events in-process) and
 :class:`JsonEmitter`, which writes the same events as compact JSON. The two
 most frequent events (``heartbeat`` and the commits) have hand-built JSON
-fast paths -- ``json.dumps`` of a dict costs ~10x more and would cap the
-simulator well below the rates the monitor must be benchmarked at; every
+fast paths -- ``json.dumps`` of a dict would cap the simulator below the
+rates the monitor is benchmarked at (docs/decisions.md, "Figures that were
+in code comments"); every
 other type goes through the dict builder and ``json.dumps``, so there is one
 definition of each event. ``tests/sim/test_emit.py`` checks the fast paths
 parse to exactly the dicts, and that every event's keys are the declared fields of its type

@@ -39,8 +39,8 @@ def run_simulation(
 ) -> dict[str, Any]:
     """Run one simulation into a file/stdout or Kafka; return a summary (events, seconds, stats).
 
-    ``fmt="request-log"`` writes broker request-log lines instead of SPEC
-    events (:mod:`fencewatch.sim.request_log`): to the file, or with
+    ``fmt="request-log"`` writes broker request-log lines instead of
+    contract §1 events (:mod:`fencewatch.sim.request_log`): to the file, or with
     ``bootstrap_servers`` to ``request_log_topic``; the summary then also has
     ``lines``, ``skipped`` and ``versions``.
     """

@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Iterable, Mapping
 from urllib.parse import urlsplit, urlunsplit
 
-if TYPE_CHECKING:  # the client (and its HTTP stack, ~0.25 s) loads when a push runs, not with every command
+if TYPE_CHECKING:  # the client and its HTTP stack are slow to import: loaded when a push runs, not with every command
     from grafana_client import GrafanaApi
 
 log = logging.getLogger(__name__)

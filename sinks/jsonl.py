@@ -3,7 +3,8 @@
 Byte-for-byte stable: fixed field order, compact separators, ASCII escapes, so
 ``replay --engine local`` and ``--engine spark`` can be compared with ``cmp``.
 Verdicts are formatted with a template rather than ``json.dumps(dict)``: replay
-writes hundreds of thousands per second.
+writes one per committed partition, the bulk of its output (its rate:
+docs/benchmarks.md).
 """
 from __future__ import annotations
 
@@ -133,9 +134,9 @@ def forget_layouts() -> None:
     """Empty the layout memo. It is keyed by ``id(parts)`` and keeps ``parts`` alive, so an entry
     can only ever hit again for that very tuple: a caller whose tuples do not outlive its call
     (the streaming state function decodes a group's state anew in every call) calls this once
-    it has rendered, or the table keeps every request's partitions until it is full. Measured in
-    the job's Python workers (issue 15): +24 entries/s per worker, ~1.6 KB each, the workers'
-    whole growth (32,768 entries: ~50 MB per worker before the table empties itself)."""
+    it has rendered, or the table keeps every request's partitions until it is full. In the job,
+    that table was the Python workers' whole memory growth (issue 15; docs/reliability.md,
+    "Soak")."""
     _LAYOUTS.clear()
 
 

@@ -201,8 +201,8 @@ class KafkaOutputs:
         from confluent_kafka import Producer
 
         self._client = dict(client_config)
-        # Delivery reports for failures only: success needs no Python call per record (a verdict line
-        # costs 1.8 instead of 2.5 us of driver CPU, ~4 lines per commit; docs/benchmarks.md).
+        # Delivery reports for failures only: the writer acts on failures alone, and a report per
+        # record would be a Python call each (docs/decisions.md, "Outputs and exactly-once").
         cfg = {"linger.ms": "20", "batch.num.messages": "10000", "compression.type": "lz4",
                "enable.idempotence": "true", "message.max.bytes": str(max_record_bytes + HEADROOM),
                "delivery.report.only.error": True,
@@ -263,8 +263,9 @@ class KafkaOutputs:
     def _produce_lines(self, topic: str, lines: Iterable[str]) -> None:
         """Verdict lines, ~4 per commit: :meth:`_produce`'s work in one loop (no key, no header,
         nothing of the batch in Kafka yet); what the producer refuses or has no room for goes
-        through :meth:`_produce_line`, which waits or records the refusal. The batch header cost
-        2.2 us per record, more than the rest of the call (docs/benchmarks.md, issue 14)."""
+        through :meth:`_produce_line`, which waits or records the refusal. Verdict lines carry no
+        batch header: it cost the producer more than the rest of the call (docs/reliability.md,
+        "Exactly-once outputs on any checkpoint file system")."""
         produce = self._producer.produce
         limit = self.max_record_bytes - HEADROOM
         n = 0

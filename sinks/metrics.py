@@ -176,7 +176,7 @@ METRICS: tuple[MetricSpec, ...] = (
     MetricSpec(
         PREFIX + "events_total",
         COUNTER,
-        "Input events read, by SPEC event type and input role (partition-scoped events have group=\"\").",
+        "Input events read, by contract §1 event type and input role (partition-scoped events have group=\"\").",
         _G + ("type", "source"),
         {"type": EVENT_TYPES, "source": SOURCES},
     ),

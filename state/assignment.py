@@ -21,8 +21,9 @@ LEAVE_EPOCH = -1  # LEAVE_GROUP_MEMBER_EPOCH
 
 class Member(NamedTuple):
     """A member as the coordinator holds it. Immutable (a NamedTuple: one is built per
-    membership event, and a frozen dataclass of ten fields cost 6 us to build); its
-    partition maps are never changed in place either: a new member replaces it."""
+    membership event, and a frozen dataclass of this many fields cost more to build than the
+    rules spend on it; docs/decisions.md, "The rules engine"); its partition maps are never
+    changed in place either: a new member replaces it."""
 
     member_id: str
     protocol: Protocol

@@ -106,7 +106,7 @@ def summarize_commit_verdicts(commits: Iterable[CommitVerdicts], broker_policy: 
                          first_rejection(map(answer, parts)),
                          not any(map(_NONE.__ne__, map(_KIP1251, parts)))] += 1
     # Per-partition shapes counted by Counter's C loop, a head's requests at once: ~4 partitions a
-    # commit in the ``mixed`` profile, a Python-level step each before (docs/decisions.md, issue 14).
+    # commit in the ``mixed`` profile, a Python-level step each before (docs/decisions.md, "The streaming job").
     for head, lists in mixed.items():
         for shape, n in Counter(map(_PART_SHAPE, chain.from_iterable(lists))).items():
             raw[head, shape] += n

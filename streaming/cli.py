@@ -133,7 +133,7 @@ def build_parser(argv: Sequence[str] | None = None) -> argparse.ArgumentParser:
     sub.required = True
 
     p = sub.add_parser("replay", help="judge a JSON-lines file of events; verdicts as JSON lines")
-    p.add_argument("events", help="JSON-lines file of SPEC events ('-' for stdin)")
+    p.add_argument("events", help="JSON-lines file of events (docs/contract.md §1) ('-' for stdin)")
     p.add_argument("--out", help="verdicts file (default stdout)")
     p.add_argument("--alerts", help="alerts file (JSON lines)")
     p.add_argument("--engine", choices=("local", "spark"), default="local")
@@ -224,9 +224,10 @@ def _run(argv: Sequence[str] | None) -> tuple[int, argparse.Namespace | None]:
 
 def console_main() -> None:
     """The ``fencewatch`` script. A local replay holds millions of objects at the end, and
-    freeing them one by one at interpreter exit took ~0.5 s per million verdicts: once its
-    outputs are written and closed, it exits at once (as mypy does); other commands exit
-    normally (Spark and the exporters have shutdown hooks)."""
+    freeing them one by one at interpreter exit takes time that grows with the verdicts
+    (docs/decisions.md, "The rules engine"): once its outputs are written and closed, it exits
+    at once (as mypy does); other commands exit normally (Spark and the exporters have shutdown
+    hooks)."""
     rc, args = _run(None)
     if getattr(args, "exit_without_teardown", False):
         logging.shutdown()

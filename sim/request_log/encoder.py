@@ -39,7 +39,7 @@ from fencewatch.sim.request_log.wire import Framing, topic_id
 
 
 class RequestLogEncoder:
-    """SPEC events in, ``(group_id, line)`` pairs out, in the order a broker would have logged them.
+    """Contract §1 events in, ``(group_id, line)`` pairs out, in the order a broker would have logged them.
 
     Feed every event of a run to :meth:`add` in emission order, then call
     :meth:`close`. A heartbeat is held until the next event, which may be the

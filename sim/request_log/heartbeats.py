@@ -30,7 +30,7 @@ _ERROR_MESSAGES = {
 
 
 def _pairs(entries: Iterable[dict] | None) -> tuple:
-    """SPEC ``[{"topic", "partitions"}]`` -> sorted ``((topic, partition), ...)``."""
+    """A contract §1 partition list ``[{"topic", "partitions"}]`` -> sorted ``((topic, partition), ...)``."""
     if not entries:
         return ()
     return tuple(sorted((e["topic"], p) for e in entries for p in e["partitions"]))

@@ -53,7 +53,8 @@ DEFAULT_VERSION = "4.2"
 #: The versions ``make jars`` fetches (keep in step with KAFKA_VERSIONS in the Makefile).
 KNOWN_VERSIONS = ("4.2.2", "4.3.1", "4.4.0")
 JARS_ENV = "FENCEWATCH_JARS_DIR"
-#: Seconds until the broker answers; the JVM alone needs ~3 s on a quiet machine.
+#: Seconds until the broker answers: generous, as a busy shared machine starts the JVM far slower
+#: than a quiet one.
 DEFAULT_STARTUP_TIMEOUT_S = 90.0
 #: Seconds between SIGTERM and SIGKILL: a controlled shutdown of one node takes a second or two.
 STOP_GRACE_S = 20.0

@@ -1,4 +1,4 @@
-"""``fencewatch bridge``: ``__consumer_offsets`` -> SPEC events.
+"""``fencewatch bridge``: ``__consumer_offsets`` -> contract §1 events.
 
 Two modes:
 
@@ -11,7 +11,7 @@ Two modes:
   facts). Every client (consumer, producer, admin) gets the ``-X key=value``
   and ``--command-config`` settings, so SASL/SSL configs pass through.
 - offline (``--from-file RECORDS``): JSON lines ``{"key": base64, "value":
-  base64 or null, "timestamp": ms}`` -> SPEC events as JSON lines on stdout or
+  base64 or null, "timestamp": ms}`` -> contract §1 events as JSON lines on stdout or
   ``--out``; a bad line is reported on stderr with its reason and skipped.
 
 And the same two for the broker request log (contract §10, ``ingest/request_log/``):
@@ -55,7 +55,7 @@ DEFAULT_METRICS_PORT = 9465  # the job's 9464 plus one: both run on one host
 def register(subparsers: Any) -> argparse.ArgumentParser:
     p = subparsers.add_parser(
         "bridge",
-        help="read a cluster's __consumer_offsets and republish SPEC events",
+        help="read a cluster's __consumer_offsets and republish them as fencewatch events (docs/contract.md §1)",
         description="Decode the group coordinator's records (__consumer_offsets) into fencewatch events: "
                     "live from a cluster to the input topics, or offline from a JSON-lines file.",
     )
@@ -304,7 +304,7 @@ def run_from_file(lines: IO[str], out: IO[str], err: IO[str], *, topic_names: To
 
 
 def run_from_request_log(lines: Iterable[str | bytes], out: IO[str], err: IO[str], bridge: RequestLogBridge) -> int:
-    """Request-log lines -> SPEC events as JSON lines (every event of line n has event id
+    """Request-log lines -> contract §1 events as JSON lines (every event of line n has event id
     ``"n"``); each broken line reported on ``err`` with its reason; a summary last. Exit 0.
     Lines are decoded ``BATCH_LINES`` at a time (``events_many``; output and reports come per
     batch, also from stdin) and their events written as one block of JSON lines

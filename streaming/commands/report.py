@@ -3,7 +3,7 @@ summary with the same numbers (``sinks/report``).
 
 Inputs, any mix: verdict JSON-lines files (``replay``'s output) and ``--alerts`` files; the job's
 verdicts and alerts topics (``--bootstrap-servers``), each read from its beginning to the end
-offsets seen at start, with progress on stderr; or a trace of SPEC events (``--events``) judged
+offsets seen at start, with progress on stderr; or a trace of contract §1 events (``--events``) judged
 first by replay's local engine. ``--compare BEFORE.json AFTER.json`` compares a 4.2 run's
 summary with a 4.3 run's (``sinks/report/compare.py``) instead.
 """
@@ -249,8 +249,8 @@ def register(subparsers) -> None:
                     "offset expiry and truncation. See docs/report.md.")
     p.add_argument("verdicts", nargs="*", metavar="VERDICTS.jsonl", help="verdict JSON-lines files ('-' = stdin)")
     p.add_argument("--alerts", action="append", default=[], metavar="FILE", help="alert JSON-lines file, repeatable")
-    p.add_argument("--events", metavar="TRACE.jsonl", help="a trace of SPEC events: judge it with replay's local "
-                   "engine first (the rules flags below apply)")
+    p.add_argument("--events", metavar="TRACE.jsonl", help="a trace of fencewatch events (docs/contract.md §1): "
+                   "judge it with replay's local engine first (the rules flags below apply)")
     k = p.add_argument_group("topics (the job's outputs)")
     k.add_argument("--bootstrap-servers", help="read --verdicts-topic and --alerts-topic from this cluster")
     k.add_argument("--verdicts-topic", help="the job's verdicts topic (e.g. fencewatch.verdicts)")

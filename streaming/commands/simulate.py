@@ -83,11 +83,11 @@ def register(subparsers: Any) -> argparse.ArgumentParser:
 
     p = subparsers.add_parser(
         "simulate",
-        help="produce simulated KIP-848 / classic group traffic (SPEC events) to a file or Kafka",
+        help="produce simulated KIP-848 / classic group traffic (events of docs/contract.md §1) to a file or Kafka",
         description=(
-            "Simulate consumer groups as a Kafka coordinator sees them and write the SPEC event stream: "
-            "heartbeats, member assignments, commits with the broker's answer (Kafka <= 4.2), partition "
-            "facts, with optional ground-truth labels. Deterministic for a given seed and options. "
+            "Simulate consumer groups as a Kafka coordinator sees them and write fencewatch's input event stream "
+            "(docs/contract.md §1): heartbeats, member assignments, commits with the broker's answer (Kafka <= 4.2), "
+            "partition facts, with optional ground-truth labels. Deterministic for a given seed and options. "
             "See docs/simulator.md."
         ),
     )

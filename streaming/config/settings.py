@@ -50,7 +50,8 @@ class StreamingConfig:
     starting_offsets: str = "latest"  # earliest | latest | JSON
     max_offsets_per_trigger: int | None = None  # None: adaptive (catch_up_batch_ms, at most max_batch_records)
     catch_up_batch_ms: int = 8_000  # the micro-batch duration the adaptive limit aims at while reading a backlog
-    # (8 s: each micro-batch costs ~2-3 s whatever it reads on local[2]; docs/decisions.md, issue 14)
+    # (long enough that a micro-batch's fixed cost, paid whatever it reads, is a small share of it;
+    # docs/decisions.md, "How much a micro-batch reads")
     max_batch_records: int = 500_000  # the adaptive limit's cap: records per micro-batch (memory)
     fail_on_data_loss: bool = True
     trigger_interval: str = "1s"

@@ -376,7 +376,7 @@ def run_request_log_bridge(conf: dict[str, Any], lines_topic: str, bridge: Reque
                            offsets_topic: str = DEFAULT_OFFSETS_TOPIC, stop_at_end: bool = False,
                            should_stop: Callable[[], bool] | None = None, commit_interval_s: float = 5.0,
                            metrics: Any = None) -> int:
-    """Live: a topic of request-log lines -> SPEC events on the input topics, keyed by group.
+    """Live: a topic of request-log lines -> contract §1 events on the input topics, keyed by group.
 
     A consumer group (``fencewatch-request-log-bridge`` unless ``-X group.id=``) keeps the
     position: offsets are committed only after the events produced so far are delivered

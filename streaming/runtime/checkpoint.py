@@ -77,8 +77,9 @@ def sink_log(spark, checkpoint_location: str, name: str = SINK_LOG):
 
     Why not through Hadoop locally: without Hadoop's native library (not in the pyspark wheel) its
     local file system starts a ``chmod`` process per file it creates and a ``readlink`` per status
-    it reads; the log is written twice per micro-batch, ~16 processes a batch on the driver's cores
-    (docs/decisions.md, issue 14). Both write the same path."""
+    it reads; the log is written twice per micro-batch, so those processes would run on the
+    driver's cores every batch (docs/decisions.md, "Checkpoint files on a local file system").
+    Both write the same path."""
     if is_local(checkpoint_location):
         from fencewatch.sinks.kafka import BatchMarker
 

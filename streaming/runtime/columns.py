@@ -1,7 +1,8 @@
 """Spark schemas of the job, declared once.
 
 Rows between the stages are deliberately few and narrow: pyspark converts every key's rows
-between Arrow and pandas column by column, at ~0.2 ms a column per key and micro-batch. The
+between Arrow and pandas column by column, a cost per column, key and micro-batch
+(docs/decisions.md, "Routing", narrow rows). The
 router emits one row per key and source per input batch with that key's records in one msgpack
 frame (``streaming.routing``: the records themselves, decoded where they are judged); the state
 function emits its outputs already rendered by ``sinks.jsonl`` (so both engines write identical

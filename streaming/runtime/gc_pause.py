@@ -9,14 +9,14 @@ from contextlib import contextmanager
 def no_cyclic_gc(settle: bool = True):
     """Decoding and judging allocate millions of containers and no cycles: pause the cyclic
     collector (reference counting still frees everything) instead of letting it rescan the
-    growing list of events and state again and again. In ``replay`` it was a third of the decode
-    time; in the state function, decoding a key's records took 34 us per event with it and 11
-    without (docs/benchmarks.md, issue 14).
+    growing list of events and state again and again. In ``replay`` and in the state function its
+    rescans were a large share of decoding (docs/decisions.md, "Figures that were in code
+    comments").
 
     ``settle``: move what survives to the oldest generation afterwards (a long-lived result such
     as replay's events). Off for a call whose objects die with it (the state function, the
     router): the check it takes (``gc.get_freeze_count``) walks every frozen object, and the
-    Python workers freeze their imports (``worker_daemon``): it was 15% of their time."""
+    Python workers freeze their imports (``worker_daemon``), so that walk is costly there."""
     was_enabled = gc.isenabled()
     gc.disable()
     try:

@@ -50,7 +50,7 @@ class Hold:
     restart, ``checkpoint bound``: one topic read minutes of event time ahead of the other):
 
     - an event read live (within :data:`LIVE_LAG_MS` of its ts) goes after ``max_skew`` of
-      wall time: the cross-topic skew the monitor tolerates (SPEC 1);
+      wall time: the cross-topic skew the monitor tolerates (contract §1);
     - any event goes once the key has read nothing from any source for ``max_skew`` and
       :data:`QUIET_CALLS` calls (the backlog has passed it), or after :data:`MAX_HOLD_MS` and
       :data:`MAX_HOLD_BATCHES` micro-batches with input, in any case.

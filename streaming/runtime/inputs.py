@@ -79,7 +79,7 @@ def _null_bool():
 
 
 def _event_inputs(spark, cfg: cfgmod.Config, options: dict):
-    """``--source events``: the heartbeats and offsets topics of SPEC events."""
+    """``--source events``: the heartbeats and offsets topics of contract §1 events."""
     from pyspark.sql import functions as F
 
     from fencewatch.streaming.sources import read_kafka_stream
@@ -131,7 +131,9 @@ def _routed_event_inputs(spark, cfg: cfgmod.Config, options: dict):
         options={**options, "includeCaughtUp": "true"}))
 
 
-EVENTS_PER_CORE_SECOND = 5_000  # what one core judges through the whole query (docs/benchmarks.md), rounded down
+# What one core judges through the whole query, rounded down: the first micro-batch's limit per
+# core and trigger second (docs/decisions.md, "How much a micro-batch reads").
+EVENTS_PER_CORE_SECOND = 5_000
 
 
 def default_max_offsets(trigger_ms: int, cores: int) -> int:

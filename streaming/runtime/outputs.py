@@ -1,9 +1,9 @@
 """The state function's output rows: what crosses from the Python workers to the driver.
 
 Three Spark columns (``schemas.OUTPUT``): the record kind, its ts, and the rest of the row in one
-msgpack frame. pyspark converts a pandas frame to Arrow column by column at ~0.2 ms a column,
-for every key of every micro-batch: eleven columns cost ~2 ms per key and batch, three ~0.6
-(docs/benchmarks.md, issue 14). Rows are few (per key and batch: one of verdicts, one status,
+msgpack frame. pyspark converts a pandas frame to Arrow column by column for every key of every
+micro-batch, so each column costs per key and batch (docs/decisions.md, "Routing", narrow rows).
+Rows are few (per key and batch: one of verdicts, one status,
 the alerts), so unpacking them on the driver costs nothing that counts.
 
 A row, unpacked (:class:`OutRow`), by ``record``:

@@ -45,11 +45,11 @@ def _collect_batching(spark, cfg: cfgmod.Config):
     Why: Spark's collect writes each partition's Arrow batches to the driver's socket through an
     8 KB buffer it flushes only when more bytes come, so the driver can read a finished partition's
     last batch only when the next partition's arrive. A partition's outputs are ~50-150 rows, one
-    batch at Spark's default (10,000 rows): with one state partition per core (then the default) the driver wrote a
-    whole batch's outputs after the last task, ~1.3 s of a 7 s batch with the executors idle. At
+    batch at Spark's default (10,000 rows): with one state partition per core (then the default)
+    the driver wrote a whole batch's outputs after the last task, with the executors idle. At
     40 rows a partition's outputs are several batches and only the last waits, so the driver writes
     each finished task's outputs while the others run; the last task's still come after it ends
-    (~0.7 s of a 6 s `steady` batch: docs/decisions.md, issue 14, "Sixth pass"). The same
+    (docs/decisions.md, "Outputs and exactly-once" and "State partitions"). The same
     setting sizes ``mapInPandas`` input batches, where 40 rows would cost a pandas frame per 40
     records: only a query without one gets it (the events source routing inside ``read``), and a
     ``streaming.spark_conf`` value wins."""

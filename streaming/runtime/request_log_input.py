@@ -35,7 +35,7 @@ EVENTS_PER_LINE = 64  # seq = offset * 64 + i: a line's events stay in order, li
 def make_request_log_mapper(topic_ids: Mapping[str, str] | None = None, *, cluster: str | None = None,
                             tz=None, membership: bool = True) -> Callable:
     """The ``mapInPandas`` function: records (value, topic, partition, offset, record_ts) ->
-    router input rows, one per SPEC event; a broken line -> one row with ``bad_reason`` (the
+    router input rows, one per contract §1 event; a broken line -> one row with ``bad_reason`` (the
     router sends it to the dead-letter topic); lines of other APIs or loggers -> nothing.
     ``membership`` False drops ``member_assignment`` / ``member_left``."""
     from fencewatch.streaming.ingest.consumer_offsets.mapping import TopicNames

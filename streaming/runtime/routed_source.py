@@ -6,7 +6,8 @@ a JVM projection building each record's event id and coordinates, then the route
 converted between Arrow and JVM rows on the way, to come out as one pickled row per key.
 ``fencewatch-routed`` reads the same offsets with the same options and admission control, and
 hands the records of each read batch straight to the router (``routing.route_records``), so the
-JVM only sees the routed rows (one per key per read batch; docs/benchmarks.md, issue 14).
+JVM only sees the routed rows (one per key per read batch; docs/decisions.md, "The Kafka source
+and pacing").
 
 Used when the job reads through ``fencewatch-kafka`` (Spark's own connector keeps the
 ``mapInPandas`` router) and no Schema Registry decoder is configured.

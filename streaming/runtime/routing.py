@@ -16,10 +16,10 @@ records of one source for one input batch, as one msgpack frame, LZ4-compressed
 with, beside the items, the count of the row's events by type (the job's event counts: a
 stored commit's facts are not an event of the topic key).
 
-Why records and not events: decoding a commit line costs about a third of pickling and
-unpickling the event it gives (a Python call per object), and a well-formed commit, most of
-the input, is checked and routed by one msgspec parse in C (``decoding.commit_line``) without
-building the event at all (docs/decisions.md, issue 14). Anything else is decoded in full
+Why records and not events: decoding a commit line costs less than pickling and unpickling
+the event it gives (a Python call per object), and a well-formed commit, most of the input, is
+checked and routed by one msgspec parse in C (``decoding.commit_line``) without building the
+event at all (docs/decisions.md, "Routing", records routed as themselves). Anything else is decoded in full
 here, so every dead letter is decided once, at the edge, with the reason the local engine
 would give.
 """
@@ -53,7 +53,8 @@ def pack_bytes(data: bytes) -> bytes:
     """Bytes as they cross the JVM: LZ4 (pyarrow's codec), behind their length. Every byte of a
     row is copied between Arrow and the JVM's rows (and, routed, written to the shuffle and
     read back): the router's frames (:func:`pack_frame`) and the verdict lines
-    (``state_fn.pack_lines``) both travel this way (docs/benchmarks.md, issue 14)."""
+    (``state_fn.pack_lines``) both travel this way (docs/decisions.md, "Routing" and "Outputs and
+    exactly-once")."""
     import pyarrow as pa
 
     return _LENGTH.pack(len(data)) + pa.compress(data, codec="lz4", asbytes=True)
@@ -69,7 +70,7 @@ def unpack_bytes(packed: bytes) -> bytes:
 
 def pack_frame(obj) -> bytes:
     """A key's routed items: msgpack, packed (:func:`pack_bytes`). Mostly the records' JSON,
-    ~640 bytes an event, 5.8x smaller (0.6 us an event to compress, 0.5 to expand)."""
+    which LZ4 shrinks several-fold for little CPU (docs/decisions.md, "Routing")."""
     return pack_bytes(_encode(obj))
 
 
@@ -105,10 +106,9 @@ def parse_key(text: str) -> tuple:
 
 TOPIC_BUCKETS = 16
 """Topic keys per cluster in the stream: a topic's truncation watch (``state.partition``) lives
-in bucket ``crc32(topic) % 16``. pyspark costs ~3-5 ms per key and micro-batch whatever the key
-holds, and every topic committed to in a batch was a key of its own: two thirds of the keys of
-the ``mixed`` profile, 26 us of Python per event at 20,000-event batches (docs/benchmarks.md,
-issue 14). Fixed for a checkpoint's life: a topic must always land in the same bucket."""
+in bucket ``crc32(topic) % 16``. pyspark has a fixed cost per key and micro-batch whatever the
+key holds, and every topic committed to in a batch was a key of its own: most of the ``mixed``
+profile's keys (docs/decisions.md, "Routing", topic buckets). Fixed for a checkpoint's life: a topic must always land in the same bucket."""
 BUCKET_PREFIX = "#"  # '#' is not a legal character of a Kafka topic name: no topic key looks like a bucket
 
 
@@ -287,7 +287,7 @@ def read_items(pkey: tuple, source: str | None, payload: bytes, counts, now: int
     stored commit's columns for a topic bucket (topic, group id, partitions, offsets, leader epochs).
     Records are decoded when they are released, not here: events held across micro-batches
     (a backlog read unevenly) would otherwise be pickled with the key's state batch after batch,
-    which cost more than judging them (docs/benchmarks.md, issue 14). ``counts`` (a Counter) gets
+    which cost more than judging them (docs/decisions.md, "Routing"). ``counts`` (a Counter) gets
     the router's (type, source) counts of the events this key owns."""
     items, row_counts = unpack_frame(payload)
     for etype, n in row_counts.items():

@@ -51,11 +51,10 @@ def state_partitions(master: str | None, setting: int | None = None, conf: Mappi
 
     Why two per core: each partition is a state task per micro-batch with fixed costs (the state
     store's load and commit, two Python runner calls) whatever it reads, so more partitions than
-    cores run those costs in waves (on ``local[2]`` a caught-up micro-batch took 0.8-1.2 s with 8
-    partitions against 0.4-0.5 s with 2). But groups are uneven, and with one partition per core
-    a backlog waited for the busier core, then for the driver to write that partition's outputs
-    alone; two per core read `mixed` and `steady` backlogs ~15% faster for ~0.06 s more decision
-    latency at p99 (docs/decisions.md, issue 14, eighth pass). Spark keeps the first start's value
+    cores run those costs in waves and slow caught-up micro-batches. But groups are uneven, and
+    with one partition per core a backlog waited for the busier core, then for the driver to write
+    that partition's outputs alone; two per core read backlogs faster for a small price in
+    decision latency (docs/decisions.md, "State partitions"). Spark keeps the first start's value
     in the checkpoint, so a job meant to grow sets it for the cores it will have."""
     if setting:
         return setting
@@ -95,8 +94,9 @@ def jemalloc_path(setting: str = "auto") -> str | None:
 
     Why: RocksDB's block cache fills and evicts ~4 KB blocks from Spark's task threads, and
     glibc's malloc keeps what they free in per-thread arenas. In the soak the JVM's memory outside
-    what it tracks rose ~+550 MB/h with glibc and the cache's live size bounded; with jemalloc it
-    rose while the cache filled and then stayed level (docs/reliability.md, "Soak")."""
+    what it tracks kept rising with glibc while the cache's live size was bounded; with jemalloc it
+    rose while the cache filled and then stayed level (docs/reliability.md, "Soak"; docs/decisions.md,
+    "Memory")."""
     if setting == "off":
         return None
     if setting != "auto":
@@ -124,9 +124,8 @@ def checkpoint_conf(location: str | None) -> dict[str, str]:
     """For a checkpoint on the local file system, Spark's ``FileSystem``-based checkpoint file
     manager. The default (``FileContext``-based) renames through Hadoop's local ``FileContext``,
     which, without Hadoop's native library (not in the pyspark wheel), starts a ``readlink``
-    process four times per file written: profiled at ~1,100 processes per 60k events, 57 ms per
-    checkpoint file vs 19-24 ms (docs/benchmarks.md, issue 14), on the micro-batch's critical
-    path. A local rename is atomic either way. Other file systems keep Spark's default."""
+    process four times per file written, on the micro-batch's critical path (docs/decisions.md,
+    "Checkpoint files on a local file system"). A local rename is atomic either way. Other file systems keep Spark's default."""
     from fencewatch.streaming.runtime.checkpoint import is_local
 
     return {CHECKPOINT_MANAGER_CONF: FS_CHECKPOINT_MANAGER} if location and is_local(location) else {}
@@ -175,9 +174,9 @@ def spark_session(master: str = "local[2]", *, app_name: str = "fencewatch", shu
                # holds the password; Schema Registry's basic.auth.user.info is user:password).
                .config("spark.redaction.regex", SPARK_REDACTION_REGEX))
     # One JVM and the Python workers share the cores: C2 compiling the code each micro-batch
-    # generates took 40-60% of a core on local[2] (docs/decisions.md); C1 alone is enough here.
-    # G1's concurrent threads too: the serial collector (the JVM's own choice on one core) cut the
-    # job's CPU per event ~8% (docs/decisions.md, issue 14).
+    # generates took a large share of a core on local[2]; C1 alone is enough here. G1's concurrent
+    # threads too: the serial collector (the JVM's own choice on one core) costs the job less CPU
+    # per event (docs/decisions.md, "The JVM and the tasks on few cores").
     java_options = driver_java_options(master, extra or {}, log_format)
     if java_options:
         builder = builder.config("spark.driver.extraJavaOptions", java_options)
@@ -203,8 +202,8 @@ def spark_session(master: str = "local[2]", *, app_name: str = "fencewatch", shu
 
     starts_jvm = SparkContext._gateway is None and "PYSPARK_GATEWAY_PORT" not in os.environ
     if library is None and jemalloc == "auto" and state_store == "rocksdb" and local and starts_jvm:
-        log.warning("jemalloc not found (%s): Spark's JVM runs RocksDB on glibc's malloc, whose arenas grew "
-                    "~+550 MB/h in the soak (docs/reliability.md); install it (Debian: libjemalloc2) or set "
+        log.warning("jemalloc not found (%s): Spark's JVM runs RocksDB on glibc's malloc, whose arenas kept "
+                    "growing in the soak (docs/reliability.md); install it (Debian: libjemalloc2) or set "
                     "streaming.jemalloc", ", ".join(JEMALLOC_PATHS))
     with _preloaded(library if starts_jvm else None):
         if starts_jvm:

@@ -151,9 +151,9 @@ def _verdicts_row(rows: OutRows, commits: list) -> None:
 
 def pack_lines(data: bytes) -> bytes:
     """Verdict lines as they cross the JVM and the collect (``routing.pack_bytes``). The lines are
-    ~1.8 KB of JSON per event and repeat themselves (39x smaller, 0.4 us per event to compress,
-    1.1 to expand on the driver): uncompressed, moving them through Spark was a third of the
-    job's CPU (docs/benchmarks.md, issue 14)."""
+    ~1.8 KB of JSON per event and repeat themselves, so LZ4 shrinks them many-fold for little
+    CPU: uncompressed, moving them through Spark was a large share of the job's CPU
+    (docs/decisions.md, "Outputs and exactly-once")."""
     return pack_bytes(data)
 
 
@@ -170,8 +170,9 @@ def _packed(values: list[int]) -> bytes:
 def _frame(cols: dict[str, list]) -> pd.DataFrame:
     """A call's output rows as one block of object columns: pandas' nullable integer dtypes become
     ChunkedArrays in pyarrow, which Spark's Arrow writer rejects. Built from a 2-D object array,
-    not a dict: ``DataFrame(dict, dtype=object)`` makes and aligns a Series per column, ~0.6 ms
-    a call against ~0.1, paid by every key of every micro-batch (docs/decisions.md, issue 14)."""
+    not a dict: ``DataFrame(dict, dtype=object)`` makes and aligns a Series per column, several
+    times the 2-D array's cost, paid by every key of every micro-batch (docs/decisions.md, "The
+    streaming job")."""
     block = np.empty((len(cols["record"]), len(OUTPUT_COLUMNS)), dtype=object)
     for i, name in enumerate(OUTPUT_COLUMNS):
         block[:, i] = cols[name]
@@ -181,7 +182,7 @@ def _frame(cols: dict[str, list]) -> pd.DataFrame:
 def _dead_letters(pdfs: Iterable[pd.DataFrame]) -> Iterator[pd.DataFrame]:
     """Dead letters and unknown types the router decided: passed through as output rows, and the
     unknown types counted per source as events of type ``unknown`` (a ``counts`` row, cluster
-    ``default``, no group: SPEC 1, "counted and skipped")."""
+    ``default``, no group: contract §1, "counted and skipped")."""
     for pdf in pdfs:
         if pdf.empty:
             continue
@@ -340,7 +341,7 @@ def read_whole(pkey: tuple, pdfs: Iterable[pd.DataFrame], dead: list) -> list:
 
 
 def make_bridge_mapper(topic_ids: dict[str, str] | None = None, cluster: str | None = None) -> Callable:
-    """``mapInPandas`` over ``__consumer_offsets`` records: each record -> its SPEC events (the
+    """``mapInPandas`` over ``__consumer_offsets`` records: each record -> its contract §1 events (the
     bridge's stateless ``decode_record``) as router input rows; undecodable records carry
     ``bad_reason`` (unknown record types and versions are skipped, as Kafka does)."""
     from fencewatch.streaming.ingest.consumer_offsets.mapping import TopicNames, decode_record

@@ -3,8 +3,9 @@
 pyspark's own daemon imports nothing before it forks, so every worker imports pyspark (from
 ``pyspark.zip``: compiled from source each time, a zip gets no bytecode cache), pandas, pyarrow
 and fencewatch itself on its first task, and a reused worker runs a full ``gc.collect()``
-after every task over all of those modules' objects. Profiled on the job (docs/benchmarks.md,
-issue 14): imports and those collections were over half of the Python workers' samples.
+after every task over all of those modules' objects. Profiled on the job, imports and those
+collections were the largest part of the Python workers' samples (docs/decisions.md, "The
+Python workers").
 
 This daemon imports them once, freezes them out of the garbage collector (``gc.freeze``: a
 collection then only walks what a task made), and runs pyspark's daemon, which forks workers
@@ -13,10 +14,10 @@ pool and pyarrow's jemalloc background thread are turned off before the imports 
 neither), and if a thread is still there the daemon says so on stderr (the executor's log).
 
 A reused worker hands the C allocator's freed memory back to the system after every task
-(``malloc_trim``, see :func:`trim_after_tasks`): measured inside the job's workers (issue 15,
-docs/benchmarks.md "Soak"), glibc's arenas held 16-21 MB of free chunks per worker
-(``mallinfo2().fordblks``; the Kafka consumer's threads allocate in arenas of their own) that
-a later task did not reuse, while Arrow's pool stayed under 7 MB and was empty between tasks.
+(``malloc_trim``, see :func:`trim_after_tasks`): inside the job's workers (issue 15), glibc's
+arenas held freed chunks per worker (``mallinfo2().fordblks``; the Kafka consumer's threads
+allocate in arenas of their own) that a later task did not reuse, while Arrow's pool was empty
+between tasks (docs/reliability.md, "Soak").
 ``FENCEWATCH_WORKER_TRIM=0`` turns it off.
 """
 from __future__ import annotations
@@ -99,8 +100,8 @@ def prefer_installed_pyspark() -> list[str]:
     Why: Spark puts the zips first on the workers' ``PYTHONPATH``, so they import pyspark from a
     zip (compiled from source: a zip gets no bytecode cache), and every task's
     ``setup_spark_files`` calls ``importlib.invalidate_caches``, which makes the zip importer
-    re-read the archive's directory: 3-6% of the workers' time on the job (docs/benchmarks.md,
-    issue 14). Only an installed copy of the same version replaces them (a cluster whose Python
+    re-read the archive's directory, a measurable share of the workers' time on the job
+    (docs/decisions.md, "Figures that were in code comments"). Only an installed copy of the same version replaces them (a cluster whose Python
     has no pyspark, or another version, keeps the zips)."""
     import importlib.machinery
     import zipfile

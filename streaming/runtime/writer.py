@@ -189,12 +189,12 @@ def _chunks(df, rows: int):
     hold them all to reorder partitions, which the sinks do not need, so they are read here in
     arrival order. A chunk is one Arrow batch (at most ``spark.sql.execution.arrow.maxRecordsPerBatch``
     rows), cut at ``rows``: merging batches up to ``rows`` left every partition's outputs waiting
-    for the slowest task, and the driver's whole write after the job (~0.4 s of a 3.5 s batch on
-    one core, the other idle; docs/benchmarks.md, issue 14). The JVM's socket buffer (8 KB) holds
+    for the slowest task, and the driver's whole write after the job, on one core with the other
+    idle (docs/decisions.md, "Outputs and exactly-once"). The JVM's socket buffer (8 KB) holds
     the last bytes of a partition's batch until the next partition's are written, so the driver
     runs one partition behind the tasks: with more shuffle partitions than cores it writes while
     they compute (``streaming.shuffle_partitions``; by default two per core: docs/decisions.md,
-    issue 14). Before, ``df.rdd.toLocalIterator``
+    "State partitions"). Before, ``df.rdd.toLocalIterator``
     ran one job per partition, one after the other, with rows pickled one by one. The jobs run
     inside the collect's own SQL execution, which ends when they do, so Spark 4's
     ``DAGScheduler.activeQueryToJobs`` keeps nothing (the soak's leak with

@@ -46,7 +46,7 @@ What ``__consumer_offsets`` does not say, and what the bridge does about it:
   takeover (contract §1.1), not a leave;
 - assignment epochs before KIP-1251 (no ``AssignmentEpochs`` tag): by default
   (``absent_assignment_epochs="derive"``) the event carries no
-  ``assignment_epochs`` and the monitor derives them from the history (SPEC
+  ``assignment_epochs`` and the monitor derives them from the history (contract
   §2), which is what an upgrade decision needs; ``"member-epoch"`` writes
   max(member epoch, 0) for every partition instead, which is what a 4.3
   broker holds after loading such a record (Kafka's
@@ -109,7 +109,7 @@ def event_role(event_type: str) -> str:
 
 class Bridge(RecordHandlers):
     """Turns ``__consumer_offsets`` records, in log order per partition, into
-    SPEC events. ``feed`` raises ``RecordDecodeError`` for a record it cannot
+    contract §1 events. ``feed`` raises ``RecordDecodeError`` for a record it cannot
     use (``skippable`` tells unknown types/versions from malformed ones); the
     bridge stays usable and the error is counted in ``stats``."""
 
@@ -282,7 +282,7 @@ def decode_record(
     cluster: str | None = None,
     absent_assignment_epochs: str = "derive",
 ) -> list[dict[str, Any]]:
-    """One record -> its SPEC events, with no memory of earlier records (for a
+    """One record -> its contract §1 events, with no memory of earlier records (for a
     Spark pandas UDF). Without history: no ``member_left`` from generation
     diffs, no derived KIP-848 ``group_state``, no subscription join, and a
     static member's removal is a plain ``leave``. Pass a ``TopicNames`` built

@@ -18,8 +18,9 @@ from fencewatch.streaming.ingest.request_log.wire import COORDINATOR_ERRORS
 log = logging.getLogger(__name__)
 
 MAX_PROBLEMS = 10_000
-# Counts kept as integer attributes on the hot path (a ``Counter`` update per line costs a
-# few percent of a line's time), folded into ``counts`` when it is read.
+# Counts kept as integer attributes on the hot path (a ``Counter`` update per line was a
+# measurable share of a line's time: docs/decisions.md, "Figures that were in code comments"),
+# folded into ``counts`` when it is read.
 _FAST_COUNTS = (("lines", "_lines"), ("events", "_events"), ("CONSUMER_GROUP_HEARTBEAT", "_heartbeats"),
                 ("OFFSET_COMMIT", "_commits"))
 
