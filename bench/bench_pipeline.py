@@ -106,7 +106,7 @@ def _follow(query, until, poll_s: float = 0.02) -> list:
 
 def sustained(spark, broker, n_events: int, groups: int, max_per_trigger: int, warmup_batches: int) -> dict:
     from fencewatch.sim.run import run_simulation
-    from fencewatch.sim.engine import SimConfig
+    from fencewatch.sim.world import SimConfig
     from fencewatch.sim.profiles import profile
     from fencewatch.sinks.kafka import KafkaOutputs
     from fencewatch.streaming.runtime.writer import BatchWriter
@@ -150,7 +150,7 @@ def sustained(spark, broker, n_events: int, groups: int, max_per_trigger: int, w
 
 def latency(spark, broker, seconds: int, groups: int, max_skew: str = "2s") -> dict:
     from fencewatch.sim.run import run_simulation
-    from fencewatch.sim.engine import SimConfig
+    from fencewatch.sim.world import SimConfig
     from fencewatch.sim.profiles import profile
     from fencewatch.streaming.runtime.writer import BatchWriter
     from fencewatch.streaming.runtime.stats import JobStats
@@ -188,7 +188,7 @@ def python_stages(n_events: int, groups: int) -> dict:
     """The Python work per event outside Spark: router and state function, and the local engine."""
     import pandas as pd
 
-    from fencewatch.sim.engine import SimConfig, simulate
+    from fencewatch.sim.world import SimConfig, simulate
     from fencewatch.sim.profiles import profile
     from fencewatch.state.config import RulesConfig
     from fencewatch.streaming.runtime.replay import judge, decode_lines

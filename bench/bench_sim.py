@@ -28,7 +28,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from bench.report import write_section  # noqa: E402
 from fencewatch.sim.run import run_simulation  # noqa: E402
-from fencewatch.sim.engine import SimConfig  # noqa: E402
+from fencewatch.sim.world import SimConfig  # noqa: E402
 from fencewatch.sim.profiles import profile  # noqa: E402
 
 # Sizes: 500 groups x 3 members x 2 topics x 6 partitions (6,000 group-partitions); the small

@@ -252,7 +252,7 @@ def main() -> int:
         args.groups = max(1, round(args.rate / EVENTS_PER_GROUP_S))
 
     from fencewatch.sim.run import run_simulation
-    from fencewatch.sim.engine import SimConfig
+    from fencewatch.sim.world import SimConfig
     from fencewatch.sim.profiles import profile
     from fencewatch.streaming.brokers import embedded_broker
     from dataclasses import replace

@@ -43,7 +43,7 @@ PROFILES = ("mixed", "steady")
 
 
 def simulate_lines(profile_name: str, n_events: int, groups: int) -> list[bytes]:
-    from fencewatch.sim.engine import SimConfig, simulate
+    from fencewatch.sim.world import SimConfig, simulate
     from fencewatch.sim.profiles import profile
 
     sim = SimConfig(knobs=replace(profile(profile_name), groups=groups), seed=5, duration_ms=None,

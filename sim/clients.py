@@ -13,7 +13,7 @@ heartbeat race.
 Behaviour knobs per client: transactional (exactly-once producer committing
 through TxnOffsetCommit on its own clock), static membership (``instance_id``),
 slow revocation callbacks. Which client does what when is decided by
-:mod:`fencewatch.sim.engine`.
+:mod:`fencewatch.sim.world`.
 """
 
 from __future__ import annotations
@@ -27,7 +27,7 @@ _HISTORY = 8
 
 
 class CommitPlan:
-    """The engine's memo for a client's commits of one partition set (until a leader election).
+    """The simulator's memo for a client's commits of one partition set (until a leader election).
 
     ``lines`` are each partition's current log segment ``(base, start_ts,
     records_per_s)`` so an offset is one multiply-add; ``layout`` is the
@@ -79,7 +79,7 @@ class CommitPlan:
 class ConsumerClient:
     """One consumer process (one incarnation of a member id).
 
-    Mutable and slotted: the engine updates it on every heartbeat response.
+    Mutable and slotted: the simulator updates it on every heartbeat response.
     ``hb_token`` / ``commit_token`` invalidate scheduled heartbeats or
     commits when the client pauses, restarts a chain, or dies.
     """
@@ -138,7 +138,7 @@ class ConsumerClient:
         self.plan: CommitPlan | None = None
         # TxnOffsetCommit identity (transactional id, producer id, producer epoch), or None.
         self.txn = None if transactional_id is None else (transactional_id, producer_id, producer_epoch)
-        self.commit_delay_ms = 0  # extra transit of commits from the client's clock (set by the engine)
+        self.commit_delay_ms = 0  # extra transit of commits from the client's clock (set by the simulator)
         self.commit_cause = "auto_commit" if transactional_id is None else "eos_commit"
 
     @property

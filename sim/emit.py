@@ -55,7 +55,7 @@ class Truth:
     """The optional ground-truth label of an event (field ``truth``; docs/simulator.md).
 
     Immutable by convention; its JSON form is built once and cached, because
-    the engine reuses one label for every commit of a client until the
+    the simulator reuses one label for every commit of a client until the
     coordinator's state or the client's view changes.
     """
 

@@ -1,11 +1,11 @@
 """One simulation into a file, stdout or Kafka: what ``fencewatch simulate`` and ``demo``, the tests and the benchmarks run.
 
 What lives here: :func:`run_simulation`, which connects a
-:class:`~fencewatch.sim.engine.Simulator` to a writer (JSON lines or Avro to
+:class:`~fencewatch.sim.world.Simulator` to a writer (JSON lines or Avro to
 a file or stdout, broker request-log lines, or Kafka topics), optionally
 paces it, and returns a summary. Everything it needs comes in as plain
 arguments (producer settings already translated by the caller); the command
-line is ``streaming/commands/simulate.py``. The engine and the Kafka/Avro
+line is ``streaming/commands/simulate.py``. The simulator and the Kafka/Avro
 libraries are imported when a run starts.
 """
 
@@ -45,7 +45,7 @@ def run_simulation(
     ``lines``, ``skipped`` and ``versions``.
     """
     from fencewatch.sim.emit import HEARTBEATS
-    from fencewatch.sim.engine import Simulator
+    from fencewatch.sim.world import Simulator
 
     encoder = None
     if fmt == "request-log":
@@ -127,7 +127,7 @@ def _file_writer(fmt: str, out: str | None, pace: tuple[str, float | None]):
 def _emitter(config, fmt: str, writer, encoder):
     """The emitter writing through ``writer``: via the request-log encoder if any, within the event budget."""
     from fencewatch.sim.emit import HEARTBEATS, DictEmitter, JsonEmitter
-    from fencewatch.sim.engine import Done
+    from fencewatch.sim.world import Done
 
     write = writer.write
     if encoder is not None:

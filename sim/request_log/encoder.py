@@ -182,7 +182,7 @@ def simulated_topic_ids(config: Any) -> dict[str, str]:
     streaming job reads ``--topic-ids`` at start).
     """
     from fencewatch.sim.emit import DictEmitter
-    from fencewatch.sim.engine import Simulator
+    from fencewatch.sim.world import Simulator
 
     sim = Simulator(config, DictEmitter(lambda kind, key, event: None))
     return {topic_id(name): name for name in sorted({log.topic for log in sim.logs.values()})}

@@ -81,7 +81,7 @@ def _cmd_demo(args: argparse.Namespace) -> int:
 def _sim_config(args: argparse.Namespace, cfg: cfgmod.Config, request_log: bool):
     """The simulator's settings from the demo's flags; with request-log lines, the topic ids the
     job resolves them with are written where its config says."""
-    from fencewatch.sim.engine import SimConfig
+    from fencewatch.sim.world import SimConfig
     from fencewatch.sim.profiles import parse_knob, profile
 
     knobs = profile(args.profile)

@@ -2,7 +2,7 @@
 
 What lives here: ``register(subparsers)``, the option parsers, and the
 translation of the flags into what :func:`fencewatch.sim.run.run_simulation`
-takes as plain arguments: a :class:`~fencewatch.sim.engine.SimConfig`, and
+takes as plain arguments: a :class:`~fencewatch.sim.world.SimConfig`, and
 producer settings passed through the one Kafka client translation every
 fencewatch client gets (``streaming.config``). The engine, the Config and
 the Kafka/Avro libraries are imported when the command runs, so the CLI
@@ -277,7 +277,7 @@ def _producer_config(args: argparse.Namespace, pairs: dict[str, str]) -> dict[st
 
 
 def _sim_config(args: argparse.Namespace, knobs):
-    from fencewatch.sim.engine import DEFAULT_START_TS, SimConfig
+    from fencewatch.sim.world import DEFAULT_START_TS, SimConfig
 
     if args.duration is not None:
         duration = args.duration or None

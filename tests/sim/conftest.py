@@ -7,7 +7,7 @@ from collections.abc import Callable
 
 import pytest
 
-from fencewatch.sim.engine import SimConfig, simulate
+from fencewatch.sim.world import SimConfig, simulate
 from fencewatch.sim.profiles import profile
 
 _CACHE: dict[tuple, list[dict]] = {}

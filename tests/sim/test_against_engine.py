@@ -189,7 +189,7 @@ def test_random_configurations_agree_with_the_engine(seed, name, members, partit
     """Extreme latencies, timeouts and failure rates: labels and the engine still agree everywhere."""
     import dataclasses
 
-    from fencewatch.sim.engine import SimConfig, simulate
+    from fencewatch.sim.world import SimConfig, simulate
     from fencewatch.sim.profiles import profile
 
     knobs = dataclasses.replace(

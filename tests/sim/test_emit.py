@@ -10,7 +10,7 @@ import fastavro
 import pytest
 
 from fencewatch.sim.emit import DictEmitter, JsonEmitter, Truth
-from fencewatch.sim.engine import SimConfig, Simulator
+from fencewatch.sim.world import SimConfig, Simulator
 from fencewatch.sim.profiles import profile
 from fencewatch.sim.topology import PartitionLog
 from fencewatch.sim.writers import AvroContainerWriter

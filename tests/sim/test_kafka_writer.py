@@ -9,7 +9,7 @@ import time
 import pytest
 
 from fencewatch.sim.run import run_simulation
-from fencewatch.sim.engine import SimConfig, simulate
+from fencewatch.sim.world import SimConfig, simulate
 from fencewatch.sim.profiles import profile
 from fencewatch.sim.writers import murmur2_partition
 from fencewatch.state.avro_codec import decode_avro

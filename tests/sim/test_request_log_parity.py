@@ -26,7 +26,7 @@ import dataclasses
 
 import pytest
 
-from fencewatch.sim.engine import SimConfig, simulate
+from fencewatch.sim.world import SimConfig, simulate
 from fencewatch.sim.profiles import profile
 from fencewatch.sim.request_log import RequestLogEncoder
 from fencewatch.streaming.runtime.replay import judge_events

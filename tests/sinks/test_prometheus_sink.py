@@ -429,7 +429,7 @@ def test_executor_summary_equals_per_verdict_counting_on_simulated_traces(profil
     request, transactional aborts; every profile that judges commits differently."""
     from dataclasses import replace
 
-    from fencewatch.sim.engine import SimConfig, simulate
+    from fencewatch.sim.world import SimConfig, simulate
     from fencewatch.sim.profiles import profile
     from fencewatch.sinks.jsonl import verdict_dict
     from fencewatch.sinks.prometheus import summarize_commit_verdicts, summarize_verdicts

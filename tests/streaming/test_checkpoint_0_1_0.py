@@ -105,7 +105,7 @@ def test_the_job_on_the_new_checkpoint_reads_exactly_the_records_after_the_commi
 
     from confluent_kafka import Producer
 
-    from fencewatch.sim.engine import SimConfig, simulate
+    from fencewatch.sim.world import SimConfig, simulate
     from fencewatch.sim.profiles import profile
     from fencewatch.sinks.kafka import KafkaOutputs
     from fencewatch.streaming.brokers.common import create_topics, delete_topics

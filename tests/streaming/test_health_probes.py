@@ -19,7 +19,7 @@ from dataclasses import replace
 
 import pytest
 
-from fencewatch.sim.engine import SimConfig, simulate
+from fencewatch.sim.world import SimConfig, simulate
 from fencewatch.sim.profiles import profile
 from fencewatch.streaming.config import settings as cfgmod
 from fencewatch.streaming.runtime.writer import BatchWriter

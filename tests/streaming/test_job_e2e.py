@@ -12,7 +12,7 @@ from dataclasses import replace
 import pytest
 from confluent_kafka import Producer
 
-from fencewatch.sim.engine import SimConfig, simulate
+from fencewatch.sim.world import SimConfig, simulate
 from fencewatch.sim.profiles import profile
 from fencewatch.sinks.kafka import BatchMarker, KafkaOutputs
 from fencewatch.streaming.config import settings as cfgmod

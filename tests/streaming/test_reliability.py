@@ -9,7 +9,7 @@ from dataclasses import replace
 
 import pytest
 
-from fencewatch.sim.engine import SimConfig, simulate
+from fencewatch.sim.world import SimConfig, simulate
 from fencewatch.sim.profiles import profile
 from reliability_harness import (RunProcess, committed_records, parity, parity_cells, produce_clock, produce_events,
                                  read_outputs, read_topic, record_row, run_args, verdict_keys, wait_for)

@@ -19,7 +19,7 @@ from dataclasses import replace
 
 import pytest
 
-from fencewatch.sim.engine import SimConfig, simulate
+from fencewatch.sim.world import SimConfig, simulate
 from fencewatch.sim.profiles import profile
 from fencewatch.sinks.jsonl import alert_json, commit_verdicts_block
 from fencewatch.state import group as grp

@@ -8,7 +8,7 @@ from dataclasses import replace
 
 import pytest
 
-from fencewatch.sim.engine import SimConfig, simulate
+from fencewatch.sim.world import SimConfig, simulate
 from fencewatch.sim.profiles import PROFILES, profile
 from fencewatch.state.config import RulesConfig
 from fencewatch.streaming.runtime.replay import replay_file, write_alerts, write_verdicts

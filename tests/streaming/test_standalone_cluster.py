@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-from fencewatch.sim.engine import SimConfig, simulate
+from fencewatch.sim.world import SimConfig, simulate
 from fencewatch.sim.profiles import profile
 
 pytestmark = [pytest.mark.spark, pytest.mark.slow]

@@ -283,7 +283,7 @@ def test_an_older_format_is_read_through_its_migration(monkeypatch):
 # --------------------------------------------------------------------------- format 1's values, committed
 
 def _events(profile_name: str, seed: int, n: int) -> list:
-    from fencewatch.sim.engine import SimConfig, simulate
+    from fencewatch.sim.world import SimConfig, simulate
     from fencewatch.sim.profiles import profile
     from fencewatch.streaming.ingest.events import DecodeError, UnknownType, decode_json_line
 

@@ -12,7 +12,7 @@ from __future__ import annotations
 import json
 from dataclasses import replace
 
-from fencewatch.sim.engine import SimConfig, simulate
+from fencewatch.sim.world import SimConfig, simulate
 from fencewatch.sim.profiles import profile
 from fencewatch.sinks import jsonl
 from fencewatch.state.config import RulesConfig

@@ -12,7 +12,7 @@ from __future__ import annotations
 from fencewatch.sim.classic import ClassicGroup
 from fencewatch.sim.coordinator import ConsumerGroup
 from fencewatch.sim.emit import HEARTBEATS, OFFSETS, Truth
-from fencewatch.sim.engine.schedule import CLEANUP, CLUSTER, GROUP, Schedule, SimGroup
+from fencewatch.sim.world.schedule import CLEANUP, CLUSTER, GROUP, Schedule, SimGroup
 from fencewatch.sim.topology import PartitionLog
 
 

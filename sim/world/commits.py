@@ -16,7 +16,7 @@ from fencewatch.sim.classic import ClassicGroup
 from fencewatch.sim.clients import CommitPlan, ConsumerClient
 from fencewatch.sim.coordinator import NONE
 from fencewatch.sim.emit import OFFSETS, Truth
-from fencewatch.sim.engine.schedule import COMMIT, LATENCIES, Schedule
+from fencewatch.sim.world.schedule import COMMIT, LATENCIES, Schedule
 
 
 class Commits(Schedule):

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from fencewatch.sim.coordinator import NONE
 from fencewatch.sim.emit import OFFSETS, Truth
-from fencewatch.sim.engine.schedule import GROUP, Schedule, SimGroup
+from fencewatch.sim.world.schedule import GROUP, Schedule, SimGroup
 
 
 class Scenarios(Schedule):

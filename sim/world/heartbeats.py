@@ -23,7 +23,7 @@ from fencewatch.sim.coordinator import (
     ConsumerGroup,
 )
 from fencewatch.sim.emit import HEARTBEATS
-from fencewatch.sim.engine.schedule import CB_DONE, HB, REBALANCE, SESSION, XCOMMIT, Schedule, SimGroup
+from fencewatch.sim.world.schedule import CB_DONE, HB, REBALANCE, SESSION, XCOMMIT, Schedule, SimGroup
 
 
 class Heartbeats(Schedule):

@@ -14,7 +14,7 @@ import base64
 
 from fencewatch.sim.clients import ConsumerClient
 from fencewatch.sim.coordinator import LEAVE_GROUP_MEMBER_EPOCH, LEAVE_GROUP_STATIC_MEMBER_EPOCH
-from fencewatch.sim.engine.schedule import COMMIT, GROUP, HB, LEAVE, SESSION, XCOMMIT, Schedule, SimGroup
+from fencewatch.sim.world.schedule import COMMIT, GROUP, HB, LEAVE, SESSION, XCOMMIT, Schedule, SimGroup
 
 
 class Lifecycle(Schedule):

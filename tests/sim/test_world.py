@@ -8,7 +8,7 @@ import dataclasses
 import pytest
 
 from fencewatch.sim.emit import DictEmitter, HEARTBEATS, OFFSETS
-from fencewatch.sim.engine import SimConfig, Simulator, iter_events, simulate
+from fencewatch.sim.world import SimConfig, Simulator, iter_events, simulate
 from fencewatch.sim.profiles import PROFILES, Knobs, parse_knob, profile
 
 COMMITS = ("offset_commit", "txn_offset_commit")

@@ -13,7 +13,7 @@ from __future__ import annotations
 from fencewatch.sim.classic import ClassicGroup
 from fencewatch.sim.clients import ConsumerClient
 from fencewatch.sim.emit import HEARTBEATS, Truth
-from fencewatch.sim.engine.schedule import CLASSIC_REBALANCE, Schedule, SimGroup
+from fencewatch.sim.world.schedule import CLASSIC_REBALANCE, Schedule, SimGroup
 
 
 class Rebalances(Schedule):

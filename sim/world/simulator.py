@@ -43,13 +43,13 @@ from dataclasses import dataclass, field
 from fencewatch.sim.classic import ClassicGroup
 from fencewatch.sim.coordinator import ConsumerGroup
 from fencewatch.sim.emit import DictEmitter
-from fencewatch.sim.engine.cluster import Cluster
-from fencewatch.sim.engine.commits import Commits
-from fencewatch.sim.engine.heartbeats import Heartbeats
-from fencewatch.sim.engine.lifecycle import Lifecycle
-from fencewatch.sim.engine.rebalances import Rebalances
-from fencewatch.sim.engine.scenarios import Scenarios
-from fencewatch.sim.engine.schedule import SimGroup
+from fencewatch.sim.world.cluster import Cluster
+from fencewatch.sim.world.commits import Commits
+from fencewatch.sim.world.heartbeats import Heartbeats
+from fencewatch.sim.world.lifecycle import Lifecycle
+from fencewatch.sim.world.rebalances import Rebalances
+from fencewatch.sim.world.scenarios import Scenarios
+from fencewatch.sim.world.schedule import SimGroup
 from fencewatch.sim.profiles import Knobs
 from fencewatch.sim.topology import GroupTopology, PartitionLog
 

@@ -1,8 +1,8 @@
 """What every part of the simulation shares: the heap, the network's latency, the output clock.
 
-What lives here: the heap's action codes, :class:`SimGroup` (the engine-side
+What lives here: the heap's action codes, :class:`SimGroup` (the world-side
 state of one group) and :class:`Schedule`, the base of
-:class:`~fencewatch.sim.engine.simulator.Simulator` whose state and helpers
+:class:`~fencewatch.sim.world.simulator.Simulator` whose state and helpers
 every driver uses: ``_push`` (a heap entry), ``_latency`` (a request's time
 on the network, from a table drawn once per run), Poisson processes, the
 per-group output clock (``_stamp``), group-state events with their expiry
@@ -39,7 +39,7 @@ LATENCIES = 8192
 
 
 class SimGroup:
-    """Engine-side state of one group: its coordinator, clients, partitions and output clock."""
+    """World-side state of one group: its coordinator, clients, partitions and output clock."""
 
     __slots__ = (
         "index",
