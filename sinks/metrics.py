@@ -35,9 +35,10 @@ HISTOGRAM = "histogram"
 EVENT_TYPES = (*(t.value for t in EventType), "unknown")
 """contract §1 event types; any other `type` is counted as `unknown` (and skipped by the rules)."""
 
-SOURCES = ("heartbeats", "offsets", "file", OTHER)
+SOURCES = ("heartbeats", "offsets", "request_log", "consumer_offsets", "file", OTHER)
 """Role of the input an event came from: the two input topics (whatever their
-configured names), a replayed file, or anything else."""
+configured names), the brokers' request log, ``__consumer_offsets``, a replayed file, or
+anything else."""
 
 COMMIT_KINDS = ("commit", "txn_commit")
 POLICIES = tuple(p.value for p in Policy)

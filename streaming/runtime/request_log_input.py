@@ -86,7 +86,8 @@ def make_request_log_mapper(topic_ids: Mapping[str, str] | None = None, *, clust
                         if membership or e.kind not in MEMBERSHIP:
                             # the router's JSON, straight from the decoder's Structs (no dict, no json.dumps)
                             add(event_json(e), offset * EVENTS_PER_LINE + i, eid, coords, ts, None)
-            yield pd.DataFrame(cols, columns=list(COLUMNS))
+            if value_c:  # an empty frame's columns are float64: pyspark 4.3 cannot convert them
+                yield pd.DataFrame(cols, columns=list(COLUMNS))
         log.debug("request log: %s", bridge.summary())
 
     return map_lines

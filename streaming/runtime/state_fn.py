@@ -96,7 +96,9 @@ def make_router(input_format: str = "json", schema_ids: Iterable[int] = (1,), re
                 pdf["caught_up"].all())
             records = zip(pdf["value"], pdf["seq"], pdf["event_id"], pdf["coords"], pdf["source"], pdf["record_ts"],
                           bad_reasons)
-            yield pd.DataFrame(route_records(records, check, caught_up), columns=ROUTED_COLUMNS)
+            cols = route_records(records, check, caught_up)
+            if cols["key"]:  # no empty frame (see request_log_input)
+                yield pd.DataFrame(cols, columns=ROUTED_COLUMNS)
 
     return route_batches
 
@@ -367,6 +369,7 @@ def make_bridge_mapper(topic_ids: dict[str, str] | None = None, cluster: str | N
                 for i, (payload, bad) in enumerate(rows):
                     # seq: one partition per group, so offset order (up to 64 events per record)
                     out.add(payload, int(offset) * 64 + i, eid, coords, "consumer_offsets", int(ts), bad)
-            yield pd.DataFrame(out.cols)
+            if out.cols["seq"]:  # no empty frame: its columns lose their types (see request_log_input)
+                yield pd.DataFrame(out.cols)
 
     return bridge_batches

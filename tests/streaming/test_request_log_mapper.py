@@ -81,3 +81,32 @@ def test_chunks_of_lines_give_the_rows_of_line_by_line():
     got = list(zip(out["value"], out["seq"], out["event_id"], out["coords"], out["bad_reason"]))
     assert got == want
     assert sum(b is not None and b != "MISSING_VALUE" for *_, b in got) >= 10
+
+
+def test_a_batch_of_lines_without_events_passes_through_spark(spark):
+    """A chunk of lines that make no event (another logger's, at the query's 40-row Arrow batches)
+    gives no frame: an empty one has float64 columns, which pyspark 4.3 failed to convert
+    (``ChunkedArray``), failing the query on a real broker's backlog (docs/fidelity.md)."""
+    from fencewatch.streaming.runtime.request_log_input import SCHEMA
+
+    lines = ["an INFO line of another logger"] * 45 + scenario()
+    mapper = make_request_log_mapper({ORDERS: "orders"})
+    assert all(len(f) for f in mapper(iter([frame(lines[:40]), frame(lines[40:])])))
+    expected = run(lines)
+    before = spark.conf.get("spark.sql.execution.arrow.maxRecordsPerBatch")
+    spark.conf.set("spark.sql.execution.arrow.maxRecordsPerBatch", "40")
+    try:
+        rows = spark.createDataFrame(frame(lines)).coalesce(1).mapInPandas(mapper, SCHEMA).collect()
+    finally:
+        spark.conf.set("spark.sql.execution.arrow.maxRecordsPerBatch", before)
+    assert [bytes(r["value"]) for r in rows] == list(expected["value"])
+    assert [r["seq"] for r in rows] == list(expected["seq"])
+
+
+def test_the_consumer_offsets_mapper_yields_no_empty_frame():
+    """Records that make no event (unknown record types are skipped, as Kafka does) give no frame."""
+    from fencewatch.streaming.runtime.state_fn import make_bridge_mapper
+
+    unknown = pd.DataFrame({"key": [b"\x00\x63\x00\x01g"] * 3, "value": [b"\x00\x00"] * 3, "topic": "co",
+                            "partition": 0, "offset": range(3), "record_ts": 5})
+    assert list(make_bridge_mapper({})(iter([unknown]))) == []
