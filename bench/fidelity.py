@@ -172,6 +172,7 @@ class FidelityRun:
     seconds: dict[str, float]
     lines: int
     verdicts: list[dict]
+    query_failures: list[str]  # the job's "query failed" log lines: a run with any is not a measurement
 
 
 def _fencewatch() -> str:
@@ -234,20 +235,36 @@ def _run_job(bootstrap: str, workdir: Path, policy: str, master: str) -> subproc
                             start_new_session=True)
 
 
-def _wait_settled(bootstrap: str, job: subprocess.Popen, workdir: Path, timeout_s: float) -> None:
-    """The verdicts topic stopped growing for SETTLE_S (the job has judged every shipped line)."""
+def _lines_committed(checkpoint: Path) -> int:
+    """The lines topic's offset of the query's newest committed batch (its offset log's last line
+    for the batch, Spark's checkpoint layout), or -1 before the first."""
+    commits = [int(p.name) for p in (checkpoint / "commits").glob("[0-9]*")] if (checkpoint / "commits").is_dir() else []
+    if not commits:
+        return -1
+    for line in (checkpoint / "offsets" / str(max(commits))).read_text().splitlines()[2:]:
+        offsets = json.loads(line)
+        if LINES_TOPIC in offsets:
+            return sum(offsets[LINES_TOPIC].values())
+    return -1
+
+
+def _wait_settled(bootstrap: str, job: subprocess.Popen, workdir: Path, lines: int, timeout_s: float) -> None:
+    """A committed batch read every shipped line, then the verdicts topic stopped growing for
+    SETTLE_S (the held events released). A slow batch on a busy machine then never cuts the run
+    short."""
     deadline = time.monotonic() + timeout_s
     last, since = -1, time.monotonic()
     while time.monotonic() < deadline:
         if job.poll() is not None:
             raise RuntimeError(f"fencewatch run exited {job.returncode}: {(workdir / 'job.log').read_text()[-3000:]}")
         n = _end_offset(bootstrap, VERDICTS_TOPIC)
-        if n != last:
+        if n != last or _lines_committed(workdir / "checkpoint") < lines:
             last, since = n, time.monotonic()
         elif n > 0 and time.monotonic() - since >= SETTLE_S:
             return
         time.sleep(2.0)
-    raise RuntimeError(f"the verdicts topic did not settle in {timeout_s:.0f} s ({last} verdicts)")
+    raise RuntimeError(f"the job did not judge every line in {timeout_s:.0f} s ({last} verdicts, "
+                       f"{_lines_committed(workdir / 'checkpoint')} of {lines} lines committed)")
 
 
 def _stop(job: subprocess.Popen) -> None:
@@ -329,13 +346,15 @@ def run_fidelity(version: str, workdir: Path, *, commits: int, groups: int = 8, 
         try:
             seconds["broker"] = time.monotonic() - t
             t = time.monotonic()
-            result = driver.run(broker.bootstrap, scenarios, groups=groups, commits=commits, seed=seed)
+            # one run id for every version: the same group names, so reports compare group by group
+            result = driver.run(broker.bootstrap, scenarios, groups=groups, commits=commits, seed=seed,
+                                run_id=f"seed{seed}")
             seconds["traffic"] = time.monotonic() - t
             capture.wait_for_log(str(broker.request_log_path))
             lines = _wait_shipped(broker.bootstrap, broker.request_log_path)
             t = time.monotonic()
             job = _run_job(broker.bootstrap, workdir, policy_of(version), master)
-            _wait_settled(broker.bootstrap, job, workdir, timeout_s)
+            _wait_settled(broker.bootstrap, job, workdir, lines, timeout_s)
             seconds["job"] = time.monotonic() - t
         finally:
             if job is not None:
@@ -346,18 +365,23 @@ def run_fidelity(version: str, workdir: Path, *, commits: int, groups: int = 8, 
         shutil.copyfile(broker.request_log_path, request_log)
         membership = _offline_membership(broker.bootstrap, request_log, workdir, result.topics)
         (workdir / "verdicts.jsonl").write_text("".join(json.dumps(v) + "\n" for v in verdicts))
+    failures = [line for line in (workdir / "job.log").read_text(errors="replace").splitlines()
+                if "query failed" in line]
     return FidelityRun(version, agreement(version, verdicts, membership), result.summary(),
-                       _expectations(result.expectations, request_log, verdicts), seconds, lines, verdicts)
+                       _expectations(result.expectations, request_log, verdicts), seconds, lines, verdicts,
+                       failures)
 
 
 def render(runs: list[FidelityRun], command: str, date: str) -> str:
     """docs/fidelity.md's agreement table and its disagreements, explained."""
     rows = ["| Kafka | policy | commit requests judged | partitions judged | agreement (partitions) | "
-            "agreement (requests) | explained | unexplained |", "|---|---|---|---|---|---|---|---|"]
+            "agreement (requests) | explained | unexplained | query failures |",
+            "|---|---|---|---|---|---|---|---|---|"]
     for r in runs:
         a = r.agreement
         rows.append(f"| {r.version} | `{a.policy}` | {a.requests:,} | {a.partitions:,} | {a.percent:.3f}% | "
-                    f"{a.requests_percent:.3f}% | {sum(a.explained.values()):,} | {len(a.unexplained):,} |")
+                    f"{a.requests_percent:.3f}% | {sum(a.explained.values()):,} | {len(a.unexplained):,} | "
+                    f"{len(r.query_failures)} |")
     out = [f"Command: `{command}`  \nDate: {date}\n", "\n".join(rows), ""]
     texts = {name: text for name, text, _ in EXPLANATIONS}
     for r in runs:
@@ -378,6 +402,23 @@ def render(runs: list[FidelityRun], command: str, date: str) -> str:
                        f"\n- `{e['scenario']}/{e['case']}`: expected `{e['expected']}`, got {e['classes']} "
                        f"(broker {e['broker']})" for e in bad) + "\n")
     return "\n".join(out)
+
+
+def upgrade_prediction(before: Path, after: Path) -> str:
+    """``fencewatch report`` on the 4.2 run's verdicts and on the 4.3 run's, then ``--compare``:
+    the fences the 4.2 run predicts KIP-1251 avoids against those the 4.3 broker did avoid
+    (issue 35; docs/report.md). Returns the comparison's table."""
+    summaries = []
+    for workdir, policy in ((before, "strict"), (after, "kip1251")):
+        out = workdir / "report.json"
+        subprocess.run([_fencewatch(), "report", str(workdir / "verdicts.jsonl"), "--broker-policy", policy,
+                        "--out", str(workdir / "report.html"), "--json", str(out), "--log-level", "WARNING"],
+                       check=True, capture_output=True, text=True)
+        summaries.append(str(out))
+    done = subprocess.run([_fencewatch(), "report", "--compare", *summaries, "--json",
+                           str(after.parent / "comparison.json"), "--log-level", "WARNING"],
+                          check=True, capture_output=True, text=True)
+    return done.stdout.strip()
 
 
 TABLE_START, TABLE_END = "<!-- table: bench/bench_fidelity.py writes from here -->", "<!-- end of table -->"
@@ -414,10 +455,15 @@ def main(argv: list[str] | None = None) -> int:
         runs.append(r)
     text = render(runs, "python bench/bench_fidelity.py " + " ".join(argv or sys.argv[1:]),
                   dt.datetime.now(dt.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"))
+    dirs = {r.version.rsplit(".", 1)[0]: Path(args.workdir) / v for r, v in zip(runs, args.versions.split(","))}
+    if "4.2" in dirs and "4.3" in dirs:
+        text += ("\n### The upgrade prediction: the 4.2 run's report against the 4.3 run's\n\n"
+                 "`fencewatch report --compare` (docs/report.md), commit requests per group:\n\n```\n"
+                 f"{upgrade_prediction(dirs['4.2'], dirs['4.3'])}\n```\n")
     print(text)
     if args.write_docs:
         write_table(text)
-    return 0 if all(not r.agreement.unexplained for r in runs) else 1
+    return 0 if all(not r.agreement.unexplained and not r.query_failures for r in runs) else 1
 
 
 if __name__ == "__main__":

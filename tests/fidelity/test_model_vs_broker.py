@@ -23,6 +23,7 @@ pytestmark = [pytest.mark.spark, pytest.mark.broker, pytest.mark.slow]
 def test_every_disagreement_with_kafka_4_2_is_explained(tmp_path):
     run = run_fidelity("4.2", tmp_path, commits=2_000, groups=3)
     a = run.agreement
+    assert not run.query_failures, "the job's query failed:\n" + "\n".join(run.query_failures[:3])
     assert a.partitions >= 1_000, f"too few judged commits to mean anything: {a.partitions}\n{run.traffic}"
     assert not a.unexplained, "disagreements no rule explains:\n" + "\n".join(map(str, a.unexplained[:10]))
     wrong = [e for e in run.expectations if not e["ok"]]
