@@ -28,6 +28,14 @@ def _version() -> str:
         return "unknown"
 
 
+def summarize(agg, **facts) -> dict:
+    """The summary of everything ``agg`` (a :class:`.summary.ReportAggregator`) read (docs/report.md);
+    ``facts`` add what the caller knows about its inputs (``alerts_read``, ``events``: event type
+    counts of a trace run through replay)."""
+    agg.finish()
+    return assemble(agg, facts)
+
+
 def assemble(agg, facts: dict) -> dict:
     b = agg.broker_policy
     groups = _group_counts(agg)

@@ -287,13 +287,3 @@ class ReportAggregator:
                 self._seen(ts)
         except (KeyError, TypeError, ValueError, AttributeError) as exc:
             self._bad(source, "alert", exc)
-
-    # -- the summary
-
-    def summary(self, **facts) -> dict:
-        """The summary (see docs/report.md); ``facts`` add what the caller knows about its inputs
-        (``alerts_read``, ``events``: event type counts of a trace run through replay)."""
-        from .assemble import assemble
-
-        self.finish()
-        return assemble(self, facts)

@@ -22,6 +22,7 @@ from typing import Callable
 
 import msgspec
 
+from fencewatch.sinks.report.assemble import summarize
 from fencewatch.sinks.report.summary import ReportAggregator, rank_policy
 from fencewatch.state.model import OUTPUT_NAMES, Verdict
 
@@ -299,7 +300,7 @@ def _cmd_report(args: argparse.Namespace) -> int:
         facts["events"] = read_events(agg, args.events, cfg.state)  # None: what the trace held is unknown
     if topics:
         _read_topics(agg, cfg, args)
-    summary = agg.summary(**facts)
+    summary = summarize(agg, **facts)
     json_out = args.json_out or str(Path(args.out).with_suffix(".json"))
     _write_outputs(summary, args.out, json_out)
     print(summary_text(summary, args.out, json_out))

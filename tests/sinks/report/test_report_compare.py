@@ -7,13 +7,14 @@ import json
 from report_helpers import T0, I, N, S, fencewatch, verdict
 
 from fencewatch.sinks.report.compare import compare
+from fencewatch.sinks.report.assemble import summarize
 from fencewatch.sinks.report.summary import ReportAggregator
 
 
 def summary(records, policy: str) -> dict:
     agg = ReportAggregator(policy)
     agg.add_verdicts(records)
-    return agg.summary()
+    return summarize(agg)
 
 
 def before() -> dict:

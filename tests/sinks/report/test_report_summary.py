@@ -8,6 +8,7 @@ from __future__ import annotations
 import pytest
 from report_helpers import T0, I, N, S, U, verdict
 
+from fencewatch.sinks.report.assemble import summarize as summary_of
 from fencewatch.sinks.report.summary import ReportAggregator, classic_client_id
 from fencewatch.sinks.report.timeline import MAX_BUCKETS, MINUTE_MS
 
@@ -39,7 +40,7 @@ def sample() -> list[dict]:
 def summarize(records, **kw) -> dict:
     agg = ReportAggregator(**kw)
     agg.add_verdicts(records)
-    return agg.summary(alerts_read=False)
+    return summary_of(agg, alerts_read=False)
 
 
 def group(s: dict, name: str) -> dict:
@@ -136,7 +137,7 @@ def test_bad_records_are_counted_and_skipped():
            {**records[0], "ts": "soon"}]
     agg = ReportAggregator()
     agg.add_verdicts(bad + records)
-    s = agg.summary()
+    s = summary_of(agg)
     assert s["totals"]["verdicts"] == 9 and s["inputs"][0]["bad"] == 3 and s["inputs"][0]["records"] == 12
     assert "BAD_RECORDS" in [x["code"] for x in s["limits"]]
 
@@ -152,7 +153,7 @@ def test_limits_say_what_the_input_could_not_show():
     agg = ReportAggregator()
     agg.add_verdicts(plain)
     events = {"types": {"member_assignment": 4, "offset_commit": 1}, "assignments_with_epochs": 0}
-    codes = [x["code"] for x in agg.summary(alerts_read=True, events=events)["limits"]]
+    codes = [x["code"] for x in summary_of(agg, alerts_read=True, events=events)["limits"]]
     assert "EPOCHS_DERIVED" in codes and "NO_HEARTBEATS" in codes and "EPOCH_SOURCE_UNKNOWN" not in codes
     assert "NO_ALERTS_INPUT" not in codes
 
@@ -186,7 +187,7 @@ def test_expiry_truncation_and_alert_sections():
         alert("a5", T0 + 30, "g2", "OFFSET_OUT_OF_RANGE", topic="t", partition=2, committed_offset=5, records=95),
         alert("a6", T0 + 40, "g2", "AVOIDABLE_FENCING", transactional_id="tx-1", suppressed_before=7),
     ])
-    s = agg.summary(alerts_read=True)
+    s = summary_of(agg, alerts_read=True)
     f = s["expiry"]["forecasts"]
     assert len(f) == 1 and f[0]["deadline_ms"] == T0 + 3_700_000 and f[0]["partitions"] == 5 and f[0]["forecasts"] == 2
     assert s["expiry"]["counts"]["expired_offsets"] == 5
