@@ -95,6 +95,15 @@ def _epoch_race(v: dict, m: Membership, policy: str) -> bool:
             and m.moved_past(m.epochs.get((v["group_id"], v["member_id"]), ()), v["client_epoch"], v["ts"]))
 
 
+def _same_millisecond(v: dict, m: Membership, policy: str) -> bool:
+    """The coordinator's record of the member's new epoch (``__consumer_offsets``) and the
+    commit's request-log line carry the same millisecond: the broker handled the commit first
+    and accepted it, the model read the new epoch first (the sources' order within one
+    millisecond is not the broker's) and rejects."""
+    return (v["group_id"] not in m.classic and not _model_accepts(v, policy) and v["broker_error"] == "NONE"
+            and any(e > v["client_epoch"] and t == v["ts"] for t, e in m.epochs.get((v["group_id"], v["member_id"]), ())))
+
+
 #: (name, what it says in docs/fidelity.md, the rule). Tried in order; the first that holds explains.
 EXPLANATIONS: list[tuple[str, str, Callable[[dict, Membership, str], bool]]] = [
     ("classic-rebalance-race", "a classic group's JoinGroup had started a new generation when the commit "
@@ -102,6 +111,9 @@ EXPLANATIONS: list[tuple[str, str, Callable[[dict, Membership, str], bool]]] = [
      "log does not carry classic joins (contract §10)", _classic_rebalance),
     ("member-epoch-race", "a heartbeat that moved the member to a new epoch was handled before the commit "
      "but its request-log line was written after the commit's", _epoch_race),
+    ("same-millisecond-epoch", "the coordinator's record of the member's new epoch and the commit's "
+     "request-log line carry the same millisecond; the broker handled the commit first, the model read the "
+     "new epoch first", _same_millisecond),
 ]
 
 
