@@ -3,7 +3,6 @@ from __future__ import annotations
 
 import argparse
 import importlib
-import json
 import logging
 import os
 import sys
@@ -16,6 +15,7 @@ log = logging.getLogger("fencewatch")
 
 # Subcommands living next to the code they drive, by name; each module has ``register(subparsers)``.
 _COMMAND_MODULES = {
+    "replay": "fencewatch.streaming.commands.replay",
     "simulate": "fencewatch.streaming.commands.simulate",
     "bridge": "fencewatch.streaming.commands.bridge",
     "grafana": "fencewatch.streaming.commands.grafana",
@@ -27,120 +27,15 @@ _COMMAND_MODULES = {
 }
 
 
-def _add_rules_flags(p: argparse.ArgumentParser) -> None:
-    g = p.add_argument_group("rules")
-    g.add_argument("--config", help="configuration file (YAML or JSON); see docs/reference-config.yaml")
-    g.add_argument("--warmup", help="warm-up after a group is first seen (e.g. 45s); default 0 for replay")
-    g.add_argument("--retention", help="offsets.retention.minutes as a duration (default 7d)")
-    g.add_argument("--retention-check-interval", help="offsets.retention.check.interval.ms (default 10m)")
-    g.add_argument("--expiry-warning", help="OFFSETS_EXPIRING lead time (default 1h)")
-    g.add_argument("--broker-policy", help="policy of the broker that answered error_code (default strict)")
-    g.add_argument("--alert-cooldown", help="fold repeated per-commit alerts of a group within this window (default 60s)")
-    g.add_argument("--print-config", action="store_true", help="print the effective (redacted) config and exit")
-
-
-def add_spark_flags(p: argparse.ArgumentParser) -> None:
-    g = p.add_argument_group("spark")
-    g.add_argument("--conf", dest="spark_conf", action="append", default=[], metavar="KEY=VALUE",
-                   help="any spark.* setting (spark.driver.memory=4g, spark.executor.instances=3), repeatable; "
-                        "adds to streaming.spark_conf from the file and environment")
-
-
-def _pairs(items: Sequence[str], flag: str) -> dict[str, str]:
-    out = {}
-    for item in items or ():
-        k, sep, v = item.partition("=")
-        if not sep or not k.strip():
-            raise cfgmod.ConfigError(f"{flag} {item!r}: expected KEY=VALUE")
-        out[k.strip()] = v.strip()
-    return out
-
-
-def _flag_durations(overrides: dict) -> dict:
-    """Flags carry no unit in their names: a bare number there means seconds, as in every
-    command (``--duration 90``, ``--max-skew 2``); ``*_ms`` settings get milliseconds."""
-    for section, values in overrides.items():
-        for key, value in values.items():
-            if key.endswith("_ms") and isinstance(value, str):
-                values[key] = cfgmod.parse_duration_ms(value, f"{section}.{key}", bare="s")
-    return overrides
-
-
-def require_extra(module: str, extra: str, command: str) -> None:
-    """A one-line error, not a traceback, when an optional extra is missing."""
-    import importlib.util
-
-    if importlib.util.find_spec(module) is None:
-        raise cfgmod.ConfigError(f"{command} needs the optional '{extra}' dependencies: "
-                                 f"pip install 'fencewatch[{extra}]' (or `make demo`)")
-
-
-def rules_overrides(args: argparse.Namespace) -> dict:
-    state = {}
-    for flag, key in (("warmup", "warmup_ms"), ("retention", "offsets_retention_ms"),
-                      ("retention_check_interval", "offsets_retention_check_interval_ms"),
-                      ("expiry_warning", "expiry_warning_ms"), ("broker_policy", "broker_policy"),
-                      ("alert_cooldown", "alert_cooldown_ms")):
-        v = getattr(args, flag, None)
-        if v is not None:
-            state[key] = v
-    return {"state": state} if state else {}
-
-
-def build_config(args: argparse.Namespace, extra: dict | None = None) -> cfgmod.Config:
-    """Defaults < file < environment < these flags; then logging as configured (level, format)."""
-    overrides = rules_overrides(args)
-    for section, values in (extra or {}).items():
-        overrides.setdefault(section, {}).update({k: v for k, v in values.items() if v is not None})
-    spark_conf = _pairs(getattr(args, "spark_conf", None), "--conf")
-    if spark_conf:
-        overrides.setdefault("streaming", {})["spark_conf"] = spark_conf
-    logging_flags = {"level": getattr(args, "log_level", None), "format": getattr(args, "log_format", None)}
-    overrides["logging"] = {k: v for k, v in logging_flags.items() if v is not None}
-    cfg = cfgmod.load_config(file=getattr(args, "config", None), overrides=_flag_durations(overrides))
-    logsetup.configure(cfg.logging.level, cfg.logging.format)
-    return cfg
-
-
-def maybe_print_config(args: argparse.Namespace, cfg: cfgmod.Config) -> bool:
-    if getattr(args, "print_config", False):
-        print(json.dumps(cfgmod.redacted(cfg), indent=2, sort_keys=True))
-        return True
-    return False
-
-
-def _cmd_replay(args: argparse.Namespace) -> int:
-    from fencewatch.streaming.runtime.replay import run_replay
-
-    cfg = build_config(args)
-    if maybe_print_config(args, cfg):
-        return 0
-    rc = run_replay(args.events, out=args.out, alerts=args.alerts, cfg=cfg.state, engine=args.engine,
-                    spark_master=args.spark_master, quiet=args.quiet)
-    # Its outputs are written and closed; nothing but memory is left (see console_main).
-    args.exit_without_teardown = args.engine == "local"
-    return rc
-
-
 def build_parser(argv: Sequence[str] | None = None) -> argparse.ArgumentParser:
     """Every command's parser; with ``argv``, only the named command's module is imported (the
     bridge's alone took longer to import than replaying a small file), all of them for help."""
-    named = next((a for a in argv or () if a == "replay" or a in _COMMAND_MODULES), None)
+    named = next((a for a in argv or () if a in _COMMAND_MODULES), None)
     parser = argparse.ArgumentParser(prog="fencewatch", description=__doc__)
     parser.add_argument("--version", action=_Version, help="show the versions of fencewatch and its runtime, and exit")
     _add_logging_flags(parser, default=None)
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     sub.required = True
-
-    p = sub.add_parser("replay", help="judge a JSON-lines file of events; verdicts as JSON lines")
-    p.add_argument("events", help="JSON-lines file of events (docs/contract.md §1) ('-' for stdin)")
-    p.add_argument("--out", help="verdicts file (default stdout)")
-    p.add_argument("--alerts", help="alerts file (JSON lines)")
-    p.add_argument("--engine", choices=("local", "spark"), default="local")
-    p.add_argument("--spark-master", default=None, help="Spark master for --engine spark (default local[2])")
-    p.add_argument("--quiet", action="store_true", help="no summary on stderr")
-    _add_rules_flags(p)
-    p.set_defaults(func=_cmd_replay)
 
     wanted = (dict.fromkeys(_COMMAND_MODULES.values()) if named is None
               else [_COMMAND_MODULES[named]] if named in _COMMAND_MODULES else [])

@@ -25,7 +25,7 @@ log = logging.getLogger(__name__)
 
 def _cmd_demo(args: argparse.Namespace) -> int:
     from fencewatch.streaming.brokers import embedded_broker
-    from fencewatch.streaming.cli import build_config, require_extra
+    from fencewatch.streaming.commands.common import build_config, require_extra
     from fencewatch.streaming.runtime.session import spark_session_for
 
     if args.broker == "tansu" and not os.environ.get("FENCEWATCH_TANSU_BIN"):
@@ -165,7 +165,7 @@ def _run_until(query, writer: BatchWriter, stop: threading.Event, duration: floa
     return failure
 
 def register(subparsers) -> None:
-    from fencewatch.streaming.cli import _add_rules_flags, add_spark_flags
+    from fencewatch.streaming.commands.common import add_rules_flags, add_spark_flags
 
     d = subparsers.add_parser("demo", help="a local broker + simulator + streaming job + metrics, on this machine")
     d.add_argument("--broker", default="kafka", metavar="kafka|VERSION|tansu",
@@ -185,6 +185,6 @@ def register(subparsers) -> None:
     d.add_argument("--metrics-port", type=int, default=None, help="metrics port (default 9464; 0 = any free port)")
     d.add_argument("--bad-record-every", default="10s", help="inject a malformed record this often to show the "
                    "dead-letter path (default 10s; 0 = never)")
-    _add_rules_flags(d)
+    add_rules_flags(d)
     add_spark_flags(d)
     d.set_defaults(func=_cmd_demo)

@@ -55,7 +55,7 @@ class Report:
 
 def _cmd_doctor(args: argparse.Namespace) -> int:
     if getattr(args, "print_config", False):
-        from fencewatch.streaming.cli import build_config, maybe_print_config
+        from fencewatch.streaming.commands.common import build_config, maybe_print_config
         from fencewatch.streaming.commands.run import _streaming_overrides
 
         maybe_print_config(args, build_config(args, _streaming_overrides(args)))
@@ -75,7 +75,7 @@ def _cmd_doctor(args: argparse.Namespace) -> int:
 
 def check_config(report: Report, args: argparse.Namespace) -> cfgmod.Config | None:
     """The effective configuration, as `run` builds it (a failure here is the first FAIL)."""
-    from fencewatch.streaming.cli import build_config
+    from fencewatch.streaming.commands.common import build_config
     from fencewatch.streaming.commands.run import _streaming_overrides, _with_default_warmup
 
     try:
@@ -223,14 +223,14 @@ def check_metrics_port(report: Report, cfg: cfgmod.Config) -> None:
 
 
 def register(subparsers) -> None:
-    from fencewatch.streaming.cli import _add_rules_flags, add_spark_flags
+    from fencewatch.streaming.commands.common import add_rules_flags, add_spark_flags
     from fencewatch.streaming.commands.run import _streaming_flags
 
     p = subparsers.add_parser("doctor", help="check a deployment's preconditions with `run`'s configuration "
                               "(connection, ACLs, broker versions, request log, registry, checkpoint, port)",
                               description=__doc__.split("\n\n")[1])
     _streaming_flags(p)
-    _add_rules_flags(p)
+    add_rules_flags(p)
     add_spark_flags(p)
     g = p.add_argument_group("doctor")
     g.add_argument("--timeout", type=cfgmod.duration_s_arg, default=10.0,

@@ -239,7 +239,7 @@ def _trace_facts(path: str) -> dict:
 # --------------------------------------------------------------------------- the command
 
 def register(subparsers) -> None:
-    from fencewatch.streaming.cli import _add_rules_flags
+    from fencewatch.streaming.commands.common import add_rules_flags
 
     p = subparsers.add_parser(
         "report", help="what moving the brokers to KIP-1251 would change: one HTML page and a JSON summary",
@@ -266,17 +266,17 @@ def register(subparsers) -> None:
     r.add_argument("--compare", nargs=2, metavar=("BEFORE.json", "AFTER.json"),
                    help="compare two summaries of one scenario, run on a strict (4.2) and a KIP-1251 (4.3) broker, "
                         "print the predicted against the observed avoided fences, and exit")
-    _add_rules_flags(p)
+    add_rules_flags(p)
     p.set_defaults(func=_cmd_report)
 
 
 def _cmd_report(args: argparse.Namespace) -> int:
-    from fencewatch.streaming.cli import _pairs, build_config, maybe_print_config
+    from fencewatch.streaming.commands.common import build_config, maybe_print_config, pairs
     from fencewatch.streaming.config import ConfigError
 
     if args.compare:
         return _compare(args)
-    extra = {"streaming": {"bootstrap_servers": args.bootstrap_servers, "kafka": _pairs(args.kafka, "-X") or None}}
+    extra = {"streaming": {"bootstrap_servers": args.bootstrap_servers, "kafka": pairs(args.kafka, "-X") or None}}
     cfg = build_config(args, extra)
     if maybe_print_config(args, cfg):
         return 0

@@ -85,7 +85,7 @@ def _with_default_warmup(cfg: cfgmod.Config, args: argparse.Namespace, seeded: b
 
 
 def _cmd_run(args: argparse.Namespace) -> int:
-    from fencewatch.streaming.cli import build_config, maybe_print_config
+    from fencewatch.streaming.commands.common import build_config, maybe_print_config
     from fencewatch.streaming.runtime.checkpoint import ensure_state_format, is_local, start_offsets
     from fencewatch.streaming.runtime.session import spark_session_for
 
@@ -196,10 +196,10 @@ def _first_line(exc) -> str:
 
 
 def register(subparsers) -> None:
-    from fencewatch.streaming.cli import _add_rules_flags, add_spark_flags
+    from fencewatch.streaming.commands.common import add_rules_flags, add_spark_flags
 
     p = subparsers.add_parser("run", help="the always-on streaming job (Kafka in; Kafka and Prometheus out)")
     _streaming_flags(p)
-    _add_rules_flags(p)
+    add_rules_flags(p)
     add_spark_flags(p)
     p.set_defaults(func=_cmd_run)

@@ -21,7 +21,7 @@ import time
 from datetime import datetime, timezone
 from typing import Any
 
-from fencewatch.state.config import parse_duration_ms as _parse_duration_ms
+from fencewatch.streaming.commands.common import pairs as key_value_pairs
 
 log = logging.getLogger(__name__)
 
@@ -250,17 +250,6 @@ def _usage_error(args: argparse.Namespace) -> str | None:
     return None
 
 
-def _producer_pairs(items: list[str]) -> dict[str, str]:
-    """``--producer-config`` KEY=VALUE items; ValueError naming a malformed one."""
-    pairs = {}
-    for item in items:
-        key, sep, value = item.partition("=")
-        if not sep or not key.strip():
-            raise ValueError(f"--producer-config {item!r} must be KEY=VALUE")
-        pairs[key.strip()] = value.strip()
-    return pairs
-
-
 def _producer_config(args: argparse.Namespace, pairs: dict[str, str]) -> dict[str, str]:
     """With a broker, the pairs merged and translated as every fencewatch client's are.
 
@@ -305,7 +294,7 @@ def _cmd_simulate(args: argparse.Namespace) -> int:
     try:
         knobs = _knobs_from_args(args)
         problem = _usage_error(args)
-        pairs = {} if problem else _producer_pairs(args.producer_config)
+        pairs = {} if problem else key_value_pairs(args.producer_config, "--producer-config")
     except ValueError as exc:
         problem = str(exc)
     if problem:

@@ -101,7 +101,7 @@ def test_logging_level_from_the_config_file_is_applied(tmp_path, console, monkey
     f = tmp_path / "c.yaml"
     f.write_text("logging: {level: WARNING}\n")
     args = build_parser(["replay"]).parse_args(["replay", "x.jsonl", "--config", str(f)])
-    from fencewatch.streaming.cli import build_config
+    from fencewatch.streaming.commands.common import build_config
 
     build_config(args)
     assert logging.getLogger().level == logging.WARNING
@@ -189,7 +189,7 @@ def test_one_duration_parser_reads_the_same_everywhere(text, ms):
 
 @pytest.mark.parametrize("flag, expected_ms", [("90", 90_000), ("90s", 90_000), ("1.5m", 90_000), ("250ms", 250)])
 def test_a_bare_number_in_a_flag_means_seconds(flag, expected_ms, monkeypatch):
-    from fencewatch.streaming.cli import build_config
+    from fencewatch.streaming.commands.common import build_config
     from fencewatch.streaming.commands.run import _streaming_overrides
 
     args = build_parser(["run"]).parse_args(["run", "--max-skew", flag, "--warmup", flag, "--trigger", flag])
@@ -207,7 +207,7 @@ def test_settings_named_ms_read_a_bare_number_as_milliseconds(tmp_path):
 
 
 def test_spark_conf_from_file_environment_and_conf_flags(tmp_path, monkeypatch):
-    from fencewatch.streaming.cli import build_config
+    from fencewatch.streaming.commands.common import build_config
 
     f = tmp_path / "c.yaml"
     f.write_text("streaming:\n  spark_conf: {spark.driver.memory: 2g, spark.executor.memory: 3g}\n")
@@ -326,7 +326,7 @@ def test_jemalloc_setting_picks_the_library_or_none(tmp_path, monkeypatch):
 
 
 def test_demo_without_its_extra_is_a_one_line_error():
-    from fencewatch.streaming.cli import require_extra
+    from fencewatch.streaming.commands.common import require_extra
 
     with pytest.raises(cfgmod.ConfigError, match=r"pip install 'fencewatch\[demo\]'"):
         require_extra("fencewatch_no_such_module", "demo", "fencewatch demo")

@@ -12,7 +12,8 @@ import logging
 import pytest
 
 from fencewatch.streaming.config import settings as cfgmod
-from fencewatch.streaming.cli import build_config, build_parser
+from fencewatch.streaming.cli import build_parser
+from fencewatch.streaming.commands.common import build_config
 from fencewatch.streaming.commands.run import _streaming_overrides
 from fencewatch.streaming.sources.kafka import parse_options
 from fencewatch.streaming.config.kafka import to_java
