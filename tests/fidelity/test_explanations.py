@@ -42,3 +42,11 @@ def test_a_classic_rebalance_in_flight():
     v = verdict("ILLEGAL_GENERATION", "NONE")
     assert explain(v, membership((T - 5_000, 3), (T + 2_000, 4), classic=True), "strict") == "classic-rebalance-race"
     assert explain(v, membership((T - 5_000, 3), classic=True), "strict") is None
+
+
+def test_a_classic_group_emptied_by_its_last_members_leaving():
+    v = verdict("ILLEGAL_GENERATION", "NONE")
+    m = membership((T - 9_000, 3), classic=True)
+    assert explain(v, m, "strict") is None
+    m.add({"type": "group_state", "group_id": "g", "ts": T + 9, "state": "Empty"})
+    assert explain(v, m, "strict") == "classic-rebalance-race"
