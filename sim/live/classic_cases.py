@@ -15,9 +15,9 @@ from __future__ import annotations
 import logging
 import threading
 
-from confluent_kafka import KafkaException, TopicPartition
+from confluent_kafka import TopicPartition
 
-from .clients import StalledConsumer, assigned, consume_some, error_name, wait_for
+from .clients import StalledConsumer, assigned, consume_some, take_over, wait_for
 from .context import OFFSET_COMMIT, TXN_OFFSET_COMMIT, Context
 from .txn_cases import _transact
 
@@ -94,15 +94,8 @@ def _cooperative_zombie(ctx: Context, s: str) -> None:
         partition, offset = stalled.last_committed
         zombie_offset = offset + 7
         stalled.stall(partition, zombie_offset, "fw:classic-zombie")
-        heir = ctx.clients.consumer(group, f"{group}-heir", "classic", assignor="cooperative-sticky")
-        heir.subscribe([topic])
-        wait_for(lambda: len(assigned(heir)) == 2, 60, "the heir holding both partitions", lambda: heir.poll(0.1))
         heir_offset = zombie_offset + 1
-        try:
-            heir.commit(offsets=[TopicPartition(topic, partition, heir_offset)], asynchronous=False)
-            heir_answer = "NONE"
-        except KafkaException as exc:
-            heir_answer = error_name(exc)
+        heir, heir_answer = take_over(ctx.clients, group, topic, partition, heir_offset, "classic", assignor="cooperative-sticky")
         zombie_answer = stalled.resume()
         log.info("[%s] classic zombie's commit answered %s (client), heir's %s", s, zombie_answer, heir_answer)
         ctx.count("zombie_commits")

@@ -62,6 +62,20 @@ def consume_some(consumer: Consumer, n: int, timeout_s: float) -> list:
     return out
 
 
+
+def take_over(clients: "Clients", group: str, topic: str, partition: int, offset: int,
+              protocol: str = "consumer", **conf: Any) -> tuple[Any, str]:
+    """An heir joins ``group``, waits to hold both partitions of ``topic`` and commits ``offset``
+    on ``partition`` synchronously: (the heir, the answer's error name, NONE when accepted)."""
+    heir = clients.consumer(group, f"{group}-heir", protocol, **conf)
+    heir.subscribe([topic])
+    wait_for(lambda: len(assigned(heir)) == 2, 60, "the heir holding both partitions", lambda: heir.poll(0.1))
+    try:
+        heir.commit(offsets=[TopicPartition(topic, partition, offset)], asynchronous=False)
+        return heir, "NONE"
+    except KafkaException as exc:
+        return heir, error_name(exc)
+
 class Clients:
     """Client factories bound to one cluster; ``extra`` librdkafka settings go to every client
     (SASL/SSL pass-through)."""

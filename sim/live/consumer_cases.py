@@ -11,9 +11,7 @@ from __future__ import annotations
 import logging
 import time
 
-from confluent_kafka import KafkaException, TopicPartition
-
-from .clients import StalledConsumer, assigned, error_name, wait_for
+from .clients import StalledConsumer, take_over, wait_for
 from .context import HEARTBEAT, OFFSET_COMMIT, Context, Worker, client_saw
 
 __all__ = ["join_leave", "zombie", "reassign_inflight", "static_rejoin"]
@@ -85,15 +83,8 @@ def zombie(ctx: Context) -> None:
         partition, offset = stalled.last_committed
         zombie_offset = offset + 7  # an offset nobody else commits: it finds the line
         stalled.stall(partition, zombie_offset, "fw:zombie")
-        heir = ctx.clients.consumer(group, f"{group}-heir")
-        heir.subscribe([topic])
-        wait_for(lambda: len(assigned(heir)) == 2, 60, "the heir holding both partitions", lambda: heir.poll(0.1))
         heir_offset = zombie_offset + 1
-        try:
-            heir.commit(offsets=[TopicPartition(topic, partition, heir_offset)], asynchronous=False)
-            heir_answer = "NONE"
-        except KafkaException as exc:
-            heir_answer = error_name(exc)
+        heir, heir_answer = take_over(ctx.clients, group, topic, partition, heir_offset)
         zombie_answer = stalled.resume()
         log.info("[%s] zombie's commit answered %s (client), heir's %s", s, zombie_answer, heir_answer)
         ctx.count("zombie_commits")

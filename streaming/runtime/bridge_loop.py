@@ -239,19 +239,11 @@ def _end_offsets(consumer: Any, topic: str, partitions: list[int], *, skip_empty
 def _feed_records(msgs: list, bridge: Bridge, topic_ids: MetadataTopicNames, committed: _Committed, out: _Output,
                   positions: dict[int, int]) -> tuple[int, Counter]:
     """One poll's ``__consumer_offsets`` records -> events published; (records read, undecodable by code)."""
-    from confluent_kafka import KafkaError
-
     records, undecodable = 0, Counter()
     for msg in msgs:
-        err = msg.error()
-        if err is not None:
-            if err.code() == KafkaError._PARTITION_EOF:
-                positions[msg.partition()] = msg.offset()  # read to the end, as of this fetch
-            else:
-                log.warning("consume %s: %s", msg.topic(), err)
+        if not _advance(msg, positions):
             continue
         records += 1
-        positions[msg.partition()] = msg.offset() + 1
         ts_type, ts = msg.timestamp()
         eid = f"{msg.topic()}/{msg.partition()}/{msg.offset()}"
         try:
@@ -461,18 +453,10 @@ def _lines_loop(consumer: Any, lines_topic: str, bridge: RequestLogBridge, topic
 
 def _read_lines(msgs: list, positions: dict[int, int]) -> tuple[list, list[str], list]:
     """One poll's records -> (line values, event ids, record timestamps); end-of-partition skipped."""
-    from confluent_kafka import KafkaError
-
     lines, eids, tss = [], [], []
     for msg in msgs:
-        err = msg.error()
-        if err is not None:
-            if err.code() == KafkaError._PARTITION_EOF:
-                positions[msg.partition()] = msg.offset()  # read to the end, as of this fetch
-            else:
-                log.warning("consume %s: %s", msg.topic(), err)
+        if not _advance(msg, positions):
             continue
-        positions[msg.partition()] = msg.offset() + 1
         value = msg.value()
         if value is None:
             continue
@@ -507,3 +491,19 @@ def _commit_after_delivery(producer: Any, consumer: Any) -> None:
             consumer.commit(asynchronous=False)
         except Exception as exc:  # nothing consumed yet, or a rebalance: the next commit covers it
             log.debug("commit: %s", exc)
+
+
+def _advance(msg, positions: dict[int, int]) -> bool:
+    """The partition's position past ``msg``; whether it is a record (not an end-of-partition
+    event or an error, which is logged)."""
+    from confluent_kafka import KafkaError
+
+    err = msg.error()
+    if err is None:
+        positions[msg.partition()] = msg.offset() + 1
+        return True
+    if err.code() == KafkaError._PARTITION_EOF:
+        positions[msg.partition()] = msg.offset()  # read to the end, as of this fetch
+    else:
+        log.warning("consume %s: %s", msg.topic(), err)
+    return False
