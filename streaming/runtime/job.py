@@ -164,7 +164,7 @@ def batch_limit_options(cfg: cfgmod.Config, spark) -> dict[str, str]:
 
 def task_options(spark) -> dict[str, str]:
     """Our source reads a micro-batch in one task per core, each with about the same number of
-    records (``sources.kafka.balance``); Spark's connector is coalesced to the cores instead
+    records (``sources.kafka.planning.balance``); Spark's connector is coalesced to the cores instead
     (:func:`_few_partitions`)."""
     from fencewatch.streaming.sources import spark_kafka_available
 

@@ -86,7 +86,7 @@ def _job_options(cfg) -> dict[str, str]:
 @pytest.fixture(scope="module")
 def jvm_reader_options(spark):
     from fencewatch.streaming.config.settings import load_config
-    from fencewatch.streaming.sources.kafka import _apply, _reader_options, spark_kafka_available
+    from fencewatch.streaming.sources.kafka.read import _apply, _reader_options, spark_kafka_available
 
     assert not spark_kafka_available(spark), "the connector is loadable here after all: run it for real"
     # All client settings as -X gives them (merging file + environment + -X is the config's own test).
