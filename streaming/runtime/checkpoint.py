@@ -21,6 +21,8 @@ from urllib.parse import urlparse
 log = logging.getLogger(__name__)
 
 SINK_LOG = "fencewatch-sink/state.json"
+LEGACY_SINK_LOG = "fencewatch-sink-batch"
+SOURCE_MARK = "fencewatch-source.json"
 _MANAGERS = ("org.apache.spark.sql.execution.streaming.checkpointing.CheckpointFileManager",  # Spark 4.1+
              "org.apache.spark.sql.execution.streaming.CheckpointFileManager")
 
@@ -30,7 +32,7 @@ class CheckpointSinkLog:
     manager: atomic replacement on HDFS, object stores (S3A, ABFS, GCS) and local disks alike, as
     Spark's own offset and commit logs."""
 
-    def __init__(self, spark, checkpoint_location: str, name: str = SINK_LOG):
+    def __init__(self, spark, checkpoint_location: str, name: str = SINK_LOG, legacy: str | None = LEGACY_SINK_LOG):
         jvm = spark._jvm
         conf = spark._jsc.hadoopConfiguration()
         self._path = jvm.org.apache.hadoop.fs.Path(checkpoint_location.rstrip("/") + "/" + name)
@@ -47,10 +49,11 @@ class CheckpointSinkLog:
         self._fm.mkdirs(self._path.getParent())
         self._jvm = jvm
         # Before this log, the last batch written was a number in this file (read once, on upgrade).
-        self._legacy = jvm.org.apache.hadoop.fs.Path(checkpoint_location.rstrip("/") + "/fencewatch-sink-batch")
+        self._legacy = None if legacy is None else jvm.org.apache.hadoop.fs.Path(
+            checkpoint_location.rstrip("/") + "/" + legacy)
 
     def read(self) -> str | None:
-        path = self._path if self._fm.exists(self._path) else self._legacy
+        path = self._path if self._fm.exists(self._path) or self._legacy is None else self._legacy
         if not self._fm.exists(path):
             return None
         stream = self._fm.open(path)
@@ -84,6 +87,43 @@ def sink_log(spark, checkpoint_location: str, name: str = SINK_LOG):
                     else checkpoint_location)
         return BatchMarker(root / name, legacy=root / "fencewatch-sink-batch")
     return CheckpointSinkLog(spark, checkpoint_location, name)
+
+
+# --------------------------------------------------------------------------- the source it was written with
+
+def _source_file(spark, checkpoint_location: str):
+    if is_local(checkpoint_location):
+        from fencewatch.sinks.kafka import BatchMarker
+
+        return BatchMarker(_local_root(checkpoint_location) / SOURCE_MARK)
+    return CheckpointSinkLog(spark, checkpoint_location, SOURCE_MARK, legacy=None)
+
+
+def _local_root(location: str) -> Path:
+    return Path(urlparse(location).path if location.lower().startswith("file:") else location)
+
+
+def recorded_source(spark, checkpoint_location: str) -> str | None:
+    """The Kafka reader a checkpoint was written with (``spark`` or ``python``), None for a new
+    checkpoint. Why it matters: the two keep their offsets apart (Spark's connector also keeps its
+    starting offsets in ``sources/N/0``, and the query plans differ), so a checkpoint read by the
+    other one would read records again or skip them. A local checkpoint written before the mark
+    existed says it by its files: only the connector writes ``sources/N/0``."""
+    text = _source_file(spark, checkpoint_location).read()
+    if text:
+        return json.loads(text)["kafka_source"]
+    if is_local(checkpoint_location):
+        root = _local_root(checkpoint_location)
+        if _batches(root / "offsets"):
+            return "spark" if any((root / "sources").glob("*/0")) else "python"
+    return None
+
+
+def record_source(spark, checkpoint_location: str, source: str) -> None:
+    """Mark the checkpoint with its Kafka reader (once; :func:`recorded_source` reads it)."""
+    mark = _source_file(spark, checkpoint_location)
+    if not mark.read():
+        mark.write(json.dumps({"kafka_source": source}) + "\n")
 
 
 def is_local(location: str) -> bool:
@@ -187,6 +227,7 @@ def _cmd_checkpoint(args: argparse.Namespace) -> int:
     try:
         if args.action == "show":
             p = plan(cp)
+            p["kafka_source"] = recorded_source(None, str(cp))
             print(json.dumps({k: v for k, v in p.items() if k not in ("starts",)}, indent=1))
             return 0
         if args.max_offsets_per_partition <= 0:

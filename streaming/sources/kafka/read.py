@@ -1,7 +1,8 @@
 """Which Kafka reader a query uses: Spark's own connector or ``fencewatch-kafka``, with one set of options.
 
 What lives here: :func:`read_kafka_stream` / :func:`read_kafka_batch` (``format("kafka")`` when
-Spark's connector is loadable, else this source), :func:`spark_kafka_available` and
+Spark's connector is loadable, else this source; ``implementation`` forces one: the job decides
+with ``streaming.kafka_source``, ``sources.connector``), :func:`spark_kafka_available` and
 :func:`register`. For the connector, librdkafka-style client settings go back to the Java
 client's names (``streaming.config.kafka.to_java``), so the same options work with both.
 
@@ -15,26 +16,15 @@ from collections.abc import Mapping, Sequence
 from typing import Literal
 
 from fencewatch.streaming.config.kafka import KafkaConfigError, to_java
+from fencewatch.streaming.sources.connector import JVM_PROVIDER_CLASS, missing_hint, provider_loadable  # noqa: F401
 from fencewatch.streaming.sources.kafka.datasource import KafkaDataSource
 from fencewatch.streaming.sources.kafka.options import SHORT_NAME, KafkaSourceError, parse_options
 
 log = logging.getLogger(__name__)
 
-#: Spark's own connector; present on clusters started with ``--packages``.
-JVM_PROVIDER_CLASS = "org.apache.spark.sql.kafka010.KafkaSourceProvider"
-
-
 def spark_kafka_available(spark) -> bool:
     """True when Spark's own Kafka connector is on the driver's classpath (classic sessions only)."""
-    try:
-        jvm = spark._jvm  # Spark Connect sessions have no JVM gateway
-        if jvm is None:
-            return False
-        loader = jvm.java.lang.Thread.currentThread().getContextClassLoader()
-        jvm.java.lang.Class.forName(JVM_PROVIDER_CLASS, False, loader)
-        return True
-    except Exception:
-        return False
+    return provider_loadable(spark)
 
 
 def register(spark) -> None:
@@ -60,8 +50,7 @@ def _choose(spark, implementation: Implementation) -> str:
         return SHORT_NAME
     available = spark_kafka_available(spark)
     if implementation == "spark" and not available:
-        raise KafkaSourceError(f"Spark's Kafka connector ({JVM_PROVIDER_CLASS}) is not on the classpath; "
-                               "start Spark with --packages org.apache.spark:spark-sql-kafka-0-10_2.13:<version>")
+        raise KafkaSourceError(missing_hint(spark.version))
     return "kafka" if available else SHORT_NAME
 
 
