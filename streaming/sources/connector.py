@@ -284,6 +284,7 @@ class ConnectorBatches:
             return None, None
         self.last = planned
         sc.setLocalProperty(CAUGHT_UP_PROPERTY, f"{batch_id}:{'true' if planned.caught_up else 'false'}")
+        log.debug("connector: batch %d plans %d offsets, caught up: %s", batch_id, planned.records, planned.caught_up)
         return planned, execution
 
     def _after(self, spark, execution, planned: PlannedBatch) -> None:

@@ -107,6 +107,8 @@ def test_the_job_hands_spark_options_its_kafka_provider_accepts(jvm_reader_optio
     assert options["subscribe"] == f"{cfg.streaming.heartbeats_topic},{cfg.streaming.offsets_topic}"
     assert options["kafka.bootstrap.servers"] == "kafka-0:9093,kafka-1:9093"
     assert options["startingOffsets"] == "earliest" and options["maxOffsetsPerTrigger"] == "50000"
+    # Spark's consumers ask for the partition's offset range after every poll: fewer, larger polls
+    assert options["kafka.max.poll.records"] == "10000"
 
 
 def test_client_settings_reach_the_java_client_in_its_own_names(jvm_reader_options):

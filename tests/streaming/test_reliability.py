@@ -146,7 +146,8 @@ def _source_runners(pid: int) -> list[int]:
 def _python_workers(pid: int) -> list[int]:
     """Spark's Python worker daemon (its workers die with it): with Spark's connector the only
     Python processes a micro-batch runs in are the router's and the state function's."""
-    return [p for p, cmd in _descendants(pid) if "worker_daemon" in cmd or "pyspark.daemon" in cmd]
+    return [p for p, cmd in _descendants(pid) if " -m fencewatch.streaming.runtime.worker_daemon" in cmd
+            or " -m pyspark.daemon" in cmd]  # (the JVM's command line names the module too: not it)
 
 
 @pytest.mark.slow
@@ -190,7 +191,8 @@ def test_sigkill_mid_batch_three_times_then_restart(broker, topic_factory, tmp_p
     record_row("sigkill_mid_batch_x3", load=f"{len(events):,} sim events, 600 offsets per trigger",
                fault=f"SIGKILL of the process group with a batch in flight, {kills} times; restart; then SIGKILL "
                      f"of Spark's Python source runner (fencewatch-kafka) or worker daemon (Spark's connector)",
-               outcome=f"resumed from the checkpoint; {victim} killed ({len(killed)} process): "
+               outcome=f"resumed from the checkpoint; {victim} killed ({len(killed)} process"
+                       f"{'es' if len(killed) > 1 else ''}): "
                        f"{'query failed and restarted in the same process' if restarted else 'query survived the kill'}; "
                        f"exit {code} on SIGTERM", **parity_cells(p), source=kafka_source)
     assert kills == 3 and killed

@@ -54,11 +54,19 @@ def _choose(spark, implementation: Implementation) -> str:
     return "kafka" if available else SHORT_NAME
 
 
+CONNECTOR_MAX_POLL_RECORDS = 10_000
+"""Records per ``poll`` of Spark's connector's consumers unless ``kafka.max.poll.records`` says
+otherwise. Spark's ``InternalKafkaConsumer.fetch`` asks the broker for the partition's earliest and
+latest offsets (two ListOffsets round trips) after every poll; kafka-clients' default of 500
+records per poll made that a round trip pair per 500 records read, whatever a fetch had brought
+(measured: docs/kafka-source.md, "Performance"). As the Python source's 10,000 per ``consume``."""
+
+
 def _apply(reader, fmt: str, merged: Mapping[str, str]):
     if fmt == "kafka":
         kafka = {k[len("kafka."):]: v for k, v in merged.items() if k.lower().startswith("kafka.")}
         try:
-            java = to_java(kafka)
+            java = {"max.poll.records": str(CONNECTOR_MAX_POLL_RECORDS), **to_java(kafka)}
         except KafkaConfigError as exc:
             raise KafkaSourceError(str(exc)) from None
         # includeCaughtUp is this source's own: Spark's connector has no such column (callers check)
