@@ -12,7 +12,9 @@ batches' input.
 
 A checkpoint's Spark state is in ``state_codec``'s format, recorded in
 :data:`STATE_FORMAT_FILE`; a checkpoint of fencewatch 0.1.0 (pickled state) is refused before a
-query starts on it, and ``reset-state`` starts a new checkpoint at its committed offsets.
+query starts on it, and ``reset-state`` starts a new checkpoint at its committed offsets. The Kafka
+reader that wrote a checkpoint (Spark's connector or the Python source) is recorded in
+:data:`SOURCE_MARK`: the other one is refused on it.
 """
 from __future__ import annotations
 
@@ -26,6 +28,7 @@ from fencewatch.streaming.config.settings import ConfigError
 log = logging.getLogger(__name__)
 
 SINK_LOG = "fencewatch-sink/state.json"
+SOURCE_MARK = "fencewatch-source.json"
 _MANAGERS = ("org.apache.spark.sql.execution.streaming.checkpointing.CheckpointFileManager",  # Spark 4.1+
              "org.apache.spark.sql.execution.streaming.CheckpointFileManager")
 
@@ -85,6 +88,35 @@ def sink_log(spark, checkpoint_location: str, name: str = SINK_LOG):
 
         return BatchMarker(local_path(checkpoint_location) / name)
     return CheckpointSinkLog(spark, checkpoint_location, name)
+
+
+# --------------------------------------------------------------------------- the source it was written with
+
+def _source_file(spark, checkpoint_location: str):
+    return sink_log(spark, checkpoint_location, SOURCE_MARK)
+
+
+def recorded_source(spark, checkpoint_location: str) -> str | None:
+    """The Kafka reader a checkpoint was written with (``spark`` or ``python``), None for a new
+    checkpoint. Why it matters: the two keep their offsets apart (Spark's connector also keeps its
+    starting offsets in ``sources/N/0``, and the query plans differ), so a checkpoint read by the
+    other one would read records again or skip them. A local checkpoint written before the mark
+    existed says it by its files: only the connector writes ``sources/N/0``."""
+    text = _source_file(spark, checkpoint_location).read()
+    if text:
+        return json.loads(text)["kafka_source"]
+    if is_local(checkpoint_location):
+        root = local_path(checkpoint_location)
+        if _batches(root / "offsets"):
+            return "spark" if any((root / "sources").glob("*/0")) else "python"
+    return None
+
+
+def record_source(spark, checkpoint_location: str, source: str) -> None:
+    """Mark the checkpoint with its Kafka reader (once; :func:`recorded_source` reads it)."""
+    mark = _source_file(spark, checkpoint_location)
+    if not mark.read():
+        mark.write(json.dumps({"kafka_source": source}) + "\n")
 
 
 def is_local(location: str) -> bool:
