@@ -14,7 +14,8 @@ A checkpoint's Spark state is in ``state_codec``'s format, recorded in
 :data:`STATE_FORMAT_FILE`; a checkpoint of fencewatch 0.1.0 (pickled state) is refused before a
 query starts on it, and ``reset-state`` starts a new checkpoint at its committed offsets. The Kafka
 reader that wrote a checkpoint (Spark's connector or the Python source) is recorded in
-:data:`SOURCE_MARK`: the other one is refused on it.
+:data:`SOURCE_MARK`: the other one is refused on it; the connector's caught-up mark of a batch
+is kept in :data:`CONNECTOR_MARK` for its rerun.
 """
 from __future__ import annotations
 
@@ -29,6 +30,9 @@ log = logging.getLogger(__name__)
 
 SINK_LOG = "fencewatch-sink/state.json"
 SOURCE_MARK = "fencewatch-source.json"
+CONNECTOR_MARK = "fencewatch-source-caught-up.json"
+"""Spark's connector's caught-up mark of the last batch whose first attempt was caught up
+(``sources.connector.ConnectorBatches.mark``), read by that batch's rerun after a restart."""
 _MANAGERS = ("org.apache.spark.sql.execution.streaming.checkpointing.CheckpointFileManager",  # Spark 4.1+
              "org.apache.spark.sql.execution.streaming.CheckpointFileManager")
 

@@ -74,18 +74,21 @@ def start_query(spark, cfg: cfgmod.Config, writer: BatchWriter, *, trigger: str 
     ensure_state_format``) and whose Kafka reader is the one chosen (``inputs.kafka_source``).
     (No ``availableNow``: processing-time timeouts keep a stateful query scheduling batches, so it
     would never finish; use :func:`drain` to process a backlog.)"""
-    from fencewatch.streaming.runtime.checkpoint import ensure_state_format, record_source
+    from fencewatch.streaming.runtime.checkpoint import CONNECTOR_MARK, ensure_state_format, record_source, sink_log
     from fencewatch.streaming.sources.connector import ConnectorBatches
 
+    location = cfg.streaming.checkpoint_location
     choice = kafka_source(spark, cfg)  # refuses a checkpoint written with the other reader
-    ensure_state_format(cfg.streaming.checkpoint_location, spark)
-    record_source(spark, cfg.streaming.checkpoint_location, choice.source)
-    # Spark's connector: the driver marks each batch caught up (or not) and paces the next one.
-    batches = ConnectorBatches(writer, connector_pacer(cfg, spark), spark) if choice.connector else writer
+    ensure_state_format(location, spark)
+    record_source(spark, location, choice.source)
+    # Spark's connector: the driver marks each batch caught up (or not; a rerun as its first
+    # attempt, from the checkpoint) and paces the next one.
+    batches = writer if not choice.connector else ConnectorBatches(
+        writer, connector_pacer(cfg, spark), spark, marks=sink_log(spark, location, CONNECTOR_MARK))
     with _collect_batching(spark, cfg):
         outputs = build_outputs(build_inputs(spark, cfg), cfg)
         query = (outputs.writeStream.queryName("fencewatch").foreachBatch(batches)
-                 .option("checkpointLocation", cfg.streaming.checkpoint_location).outputMode("append")
+                 .option("checkpointLocation", location).outputMode("append")
                  .trigger(processingTime=trigger or _spark_interval(cfg.streaming.trigger_interval)).start())
     writer.query = query
     return query

@@ -19,7 +19,10 @@ thread that called it) before any job of its micro-batch: Spark computes the bat
 when that function collects them. So, first, it reads the batch's planned offsets from the
 running query (its ``MicroBatchExecutionContext``: start, end, and the latest offsets the
 connector saw at planning) and sets the mark as a local property of that thread, which every
-task of the batch's jobs then reads (``runtime.routing.task_caught_up``). After the batch it sets
+task of the batch's jobs then reads (``runtime.routing.task_caught_up``). A batch run again after
+a restart has no latest offsets in Spark (it is planned from ``offsets/N``), so a first attempt
+writes its mark to the checkpoint before the batch's outputs, and the rerun reads it back: the
+rerun releases what its first attempt released (docs/reliability.md, issue 33). After the batch it sets
 the next batch's ``ReadLimit`` in the query's table of read limits (``uniqueSources``), read
 when Spark plans the next batch on the same thread. Both are Spark internals (4.0 to 4.2 checked):
 if they are missing, the job logs it once and runs as before (no mark: the hold's wall-time
@@ -191,24 +194,27 @@ class PlannedBatch:
     records: int  # offsets planned: sum of end - start
     caught_up: bool  # every partition read to the latest offset the connector found at planning
     limited: bool  # some partition stops short of it: the read limit cut the batch
+    ends: tuple[str, ...] = ()  # each Kafka source's planned end offsets, as canonical JSON
+    rerun: bool = False  # planned before a restart: Spark kept no latest offsets for it
 
 
 def planned_batch(ranges: list[tuple[dict, dict, dict | None]], batch_id: int, planned_ms: int) -> PlannedBatch:
     """(start, end, latest) offsets JSON of each Kafka source -> the batch's facts. ``latest``
     None: not known in this process (a batch planned before a restart and run again): not
-    caught up."""
-    records, caught_up, limited = 0, True, False
+    caught up by these offsets alone (:meth:`ConnectorBatches.mark` keeps its first attempt's)."""
+    records, caught_up, limited, rerun = 0, True, False, False
     for start, end, latest in ranges:
         for topic, parts in end.items():
             for p, off in parts.items():
                 records += max(0, int(off) - int((start.get(topic) or {}).get(p, off)))
         if latest is None:
-            caught_up = False
+            caught_up, rerun = False, True
             continue
         short = any(int((end.get(t) or {}).get(p, -1)) < int(off) for t, ps in latest.items() for p, off in ps.items())
         caught_up = caught_up and not short
         limited = limited or short
-    return PlannedBatch(batch_id, planned_ms, records, caught_up and bool(ranges), limited)
+    ends = tuple(sorted(json.dumps(end, sort_keys=True, separators=(",", ":")) for _, end, _ in ranges))
+    return PlannedBatch(batch_id, planned_ms, records, caught_up and bool(ranges), limited, ends, rerun)
 
 
 def _scala_items(scala_map) -> Iterator[tuple]:
@@ -252,12 +258,15 @@ class ConnectorBatches:
     micro-batch's caught-up mark before ``write`` computes it, and the next batch's adaptive limit
     after (see the module). ``pacer`` None: a fixed limit (``maxOffsetsPerTrigger`` given).
     ``spark``: the session that starts the query (a micro-batch runs in a clone of it, whose query
-    manager does not know the query)."""
+    manager does not know the query). ``marks``: a log in the checkpoint (``read``/``write`` of a
+    text, as the sink log) where a batch's first attempt keeps its mark for a rerun; None: a rerun
+    after a restart is never caught up."""
 
-    def __init__(self, write: Callable, pacer: BatchPacer | None, spark) -> None:
+    def __init__(self, write: Callable, pacer: BatchPacer | None, spark, marks=None) -> None:
         self.write = write
         self.pacer = pacer
         self.spark = spark
+        self.marks = marks
         self.broken: str | None = None  # why the internals could not be read (logged once)
         self.last: PlannedBatch | None = None
 
@@ -283,9 +292,31 @@ class ConnectorBatches:
         if planned is None:
             return None, None
         self.last = planned
-        sc.setLocalProperty(CAUGHT_UP_PROPERTY, f"{batch_id}:{'true' if planned.caught_up else 'false'}")
-        log.debug("connector: batch %d plans %d offsets, caught up: %s", batch_id, planned.records, planned.caught_up)
+        caught_up = self.mark(planned)
+        sc.setLocalProperty(CAUGHT_UP_PROPERTY, f"{batch_id}:{'true' if caught_up else 'false'}")
+        log.debug("connector: batch %d plans %d offsets, caught up: %s%s", batch_id, planned.records, caught_up,
+                  " (its first attempt's mark)" if planned.rerun else "")
         return planned, execution
+
+    def mark(self, planned: PlannedBatch) -> bool:
+        """The batch's caught-up mark, the same on every attempt. A first attempt that is caught up
+        says so in ``marks`` before any of its outputs are written; a rerun after a restart takes
+        that mark when it is its batch's, planned to the same end offsets (``fencewatch checkpoint
+        bound`` may have cut the batch since: then it no longer reads to the ends)."""
+        if not planned.rerun:
+            if planned.caught_up and self.marks is not None:
+                self.marks.write(json.dumps({"batch": planned.batch_id, "ends": list(planned.ends),
+                                             "caught_up": True}))
+            return planned.caught_up
+        text = self.marks.read() if self.marks is not None else None
+        try:
+            kept = json.loads(text) if text else {}
+        except ValueError:
+            log.warning("connector: unreadable caught-up mark %r: batch %d runs without it", text[:200],
+                        planned.batch_id)
+            return False
+        return (isinstance(kept, dict) and kept.get("batch") == planned.batch_id
+                and kept.get("ends") == list(planned.ends) and kept.get("caught_up") is True)
 
     def _after(self, spark, execution, planned: PlannedBatch) -> None:
         pacer = self.pacer

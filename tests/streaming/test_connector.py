@@ -4,12 +4,15 @@ and why, a checkpoint's reader, and the facts the job reads from a planned micro
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 
 import pytest
 
 from fencewatch.streaming.runtime.checkpoint import record_source, recorded_source
-from fencewatch.streaming.sources.connector import (ARTIFACTS, ConnectorMissing, SourceMismatch, choose,
-                                                    classpath_conf, connector_dir, connector_jars, planned_batch)
+from fencewatch.streaming.runtime.checkpoint import CONNECTOR_MARK, sink_log
+from fencewatch.streaming.sources.connector import (ARTIFACTS, ConnectorBatches, ConnectorMissing, SourceMismatch,
+                                                    choose, classpath_conf, connector_dir, connector_jars,
+                                                    planned_batch)
 from fencewatch.streaming.sources.pacing import BatchPacer
 
 V = "4.2.0"
@@ -134,6 +137,41 @@ def test_a_batch_planned_before_a_restart_is_not_known_to_be_caught_up():
     b = planned_batch([({"t": {"0": 0}}, {"t": {"0": 4}}, None)], 3, 0)
     assert not b.caught_up and not b.limited
     assert not planned_batch([], 0, 0).caught_up, "no Kafka source, no mark"
+
+
+def test_a_rerun_after_a_restart_keeps_the_mark_its_first_attempt_had(tmp_path):
+    """Issue 33 on the connector: a rerun has no latest offsets in Spark, so without the mark its
+    first attempt kept in the checkpoint it would hold the events that attempt had released."""
+    first = planned_batch([({"t": {"0": 0}}, {"t": {"0": 4}}, {"t": {"0": 4}})], 3, 0)
+    rerun = planned_batch([({"t": {"0": 0}}, {"t": {"0": 4}}, None)], 3, 0)
+    assert first.caught_up and not first.rerun and rerun.rerun and not rerun.caught_up
+
+    def batches():  # each start of the job makes its own, on the same checkpoint's log
+        return ConnectorBatches(None, None, None, marks=sink_log(None, str(tmp_path), CONNECTOR_MARK))
+
+    assert not batches().mark(rerun), "nothing kept: not caught up"
+    assert batches().mark(first) and (tmp_path / CONNECTOR_MARK).exists()
+    assert batches().mark(rerun)
+    cut = planned_batch([({"t": {"0": 0}}, {"t": {"0": 2}}, None)], 3, 0)
+    assert not batches().mark(cut), "cut by `checkpoint bound` since: no longer to the ends"
+    assert not batches().mark(planned_batch([({"t": {"0": 4}}, {"t": {"0": 4}}, None)], 4, 0)), "another batch's"
+    assert not ConnectorBatches(None, None, None).mark(rerun), "no log: no mark"
+
+
+def test_a_first_attempt_not_caught_up_leaves_the_kept_mark_alone(tmp_path):
+    marks = sink_log(None, str(tmp_path), CONNECTOR_MARK)
+    caught_up = planned_batch([({"t": {"0": 0}}, {"t": {"0": 4}}, {"t": {"0": 4}})], 3, 0)
+    ConnectorBatches(None, None, None, marks=marks).mark(caught_up)
+    kept = marks.read()
+    cut = planned_batch([({"t": {"0": 4}}, {"t": {"0": 6}}, {"t": {"0": 9}})], 4, 0)
+    assert not ConnectorBatches(None, None, None, marks=marks).mark(cut) and marks.read() == kept
+    assert not ConnectorBatches(None, None, None, marks=marks).mark(replace(cut, caught_up=False, rerun=True))
+
+
+def test_an_unreadable_kept_mark_is_no_mark(tmp_path):
+    (tmp_path / CONNECTOR_MARK).write_text("{not json")
+    rerun = planned_batch([({"t": {"0": 0}}, {"t": {"0": 4}}, None)], 3, 0)
+    assert not ConnectorBatches(None, None, None, marks=sink_log(None, str(tmp_path), CONNECTOR_MARK)).mark(rerun)
 
 
 def test_a_new_partition_counts_from_where_the_batch_starts_it():
