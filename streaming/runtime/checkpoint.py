@@ -334,7 +334,7 @@ def reset_state(old: Path, new: Path) -> dict:
         raise ValueError(f"{new} exists and is not empty: give a new folder")
     offsets: dict[str, dict[str, int]] = {}
     for source in read_offsets_file(old / "offsets" / str(batch))[1]:
-        for topic, parts in (source or {}).items():
+        for topic, parts in _topics(source):  # not the Kafka source's caught-up mark
             offsets.setdefault(topic, {}).update({str(k): int(v) for k, v in parts.items()})
     from fencewatch.streaming.runtime.state_codec import FORMAT
 
