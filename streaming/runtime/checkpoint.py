@@ -363,6 +363,15 @@ def starting_offsets_json(seed: dict[str, dict[str, int]], topics) -> str | None
 
 # --------------------------------------------------------------------------- the state it holds
 
+def state_reader(spark):
+    """``spark.read.format("statestore")`` that works in a session that has run no query: pyspark
+    4.2.0's state data source asks the driver's state store coordinator, which only the session's
+    query manager registers (without it: CANNOT_LOAD_STATE_STORE, RpcEndpointNotFoundException
+    StateStoreCoordinator; 4.3.0 read without). ``spark.streams`` makes that manager."""
+    spark.streams  # noqa: B018 - creates the query manager, which registers the coordinator
+    return spark.read.format("statestore")
+
+
 def state_figures(spark, checkpoint_location: str, batch_id: int | None = None) -> dict:
     """What the keyed state holds at a committed batch (default: the last), read with Spark's
     state data source (``format("statestore")``): rows and stored bytes (the encoded state and
@@ -370,7 +379,7 @@ def state_figures(spark, checkpoint_location: str, batch_id: int | None = None) 
     (``memoryUsedBytes``) follow RocksDB's caches and memtables, not what is stored; this is."""
     from pyspark.sql import functions as F
 
-    reader = spark.read.format("statestore")
+    reader = state_reader(spark)
     if batch_id is not None:
         reader = reader.option("batchId", batch_id)
     df = reader.load(checkpoint_location)
