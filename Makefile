@@ -5,7 +5,7 @@ PY     := $(VENV)/bin/python
 PIP    := $(VENV)/bin/pip
 STAMP  := $(VENV)/.installed
 
-.PHONY: install jars maven test test-fast demo bench screenshot report-screenshot clean system-deps kustomize
+.PHONY: install jars connector-jars maven test test-fast demo bench screenshot report-screenshot clean system-deps kustomize
 
 # Tools built from source into a cache outside the repository (tests/deploy finds them there).
 TOOLS ?= $(HOME)/.cache/fencewatch-tools
@@ -31,7 +31,7 @@ $(STAMP): pyproject.toml
 	$(BYTECODE)
 	@touch $(STAMP)
 
-install: $(STAMP) jars
+install: $(STAMP) jars connector-jars
 
 # A version is fetched once: its folder gets `.complete` only after Maven succeeded (a fetch cut
 # short leaves `.part` behind and is redone), so with every version there this takes no time.
@@ -48,9 +48,24 @@ jars:
 	  touch "$$dir.part/.complete" && rm -rf "$$dir" "$$dir.log" && mv "$$dir.part" "$$dir" || exit 1; \
 	done
 
-# Maven fetches the jars above (Debian's package; Java is already on the machines).
+# Spark's own Kafka connector (streaming.kafka_source: docs/kafka-source.md) at pyspark's version,
+# fetched by Maven (pom-connector.xml, profile spark-kafka) into the same cache, where the job
+# finds it (streaming/sources/connector.py). Fetched once, as the brokers' jars above.
+connector-jars: $(STAMP)
+	@v=$$($(PY) -c 'import pyspark; print(pyspark.__version__)') && dir="$(JARS_DIR)/spark-kafka-$$v" && \
+	if test ! -e "$$dir/.complete"; then \
+	  { command -v mvn >/dev/null 2>&1 || $(MAKE) --no-print-directory maven; } || exit 1; \
+	  echo "fetching Spark's Kafka connector $$v into $$dir"; \
+	  rm -rf "$$dir.part" && mkdir -p "$$dir.part" || exit 1; \
+	  mvn -q -B -f pom-connector.xml -P spark-kafka -Dspark.version=$$v dependency:copy-dependencies \
+	    -DincludeScope=runtime -DoutputDirectory="$$dir.part" >"$$dir.log" 2>&1 \
+	    || { cat "$$dir.log"; echo "Maven could not fetch spark-sql-kafka-0-10_2.13:$$v (above)"; exit 1; }; \
+	  touch "$$dir.part/.complete" && rm -rf "$$dir" "$$dir.log" && mv "$$dir.part" "$$dir"; \
+	fi
+
+# Maven fetches the jars (Debian's package; Java is already on the machines).
 maven:
-	@command -v mvn >/dev/null 2>&1 || { echo "installing Debian's maven package (fetches Kafka's jars)"; \
+	@command -v mvn >/dev/null 2>&1 || { echo "installing Debian's maven package (fetches the jars)"; \
 	  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq maven >/dev/null; }
 
 # Debian packages the tests, the demo and the job use (Java is already on the machines).
@@ -77,16 +92,16 @@ $(KUSTOMIZE):
 	@command -v go >/dev/null 2>&1 || { echo "error: go not found; kustomize is built with it" >&2; exit 1; }
 	GOBIN=$(dir $(KUSTOMIZE)) GOFLAGS=-mod=mod go install sigs.k8s.io/kustomize/kustomize/v5@$(KUSTOMIZE_VERSION)
 
-test: $(STAMP) system-deps jars kustomize
+test: $(STAMP) system-deps jars connector-jars kustomize
 	$(PY) -m pytest -q --durations=25
 
-test-fast: $(STAMP) kustomize
+test-fast: $(STAMP) kustomize connector-jars
 	$(PY) -m pytest -q -m "not slow"
 
-demo: $(STAMP) system-deps jars
+demo: $(STAMP) system-deps jars connector-jars
 	$(VENV)/bin/fencewatch demo $(DEMO_ARGS)
 
-bench: $(STAMP) system-deps jars
+bench: $(STAMP) system-deps jars connector-jars
 	$(BYTECODE)
 	$(PY) bench/__main__.py
 

@@ -162,10 +162,11 @@ def run_churn(spark, bootstrap: str, topics: dict, *, groups: int, checkpoint: s
 def remembered(spark, checkpoint: str, prefix: str = "console-consumer-") -> int:
     """Groups named ``prefix...`` the stored state still knows of anywhere: as group keys, or in
     a topic watch's commits (read with the state data source, decoded by the state codec)."""
+    from fencewatch.streaming.runtime.checkpoint import state_reader
     from fencewatch.streaming.runtime.routing import parse_key
     from fencewatch.streaming.runtime.state_codec import decode_state
 
-    rows = spark.read.format("statestore").load(checkpoint).selectExpr(
+    rows = state_reader(spark).load(checkpoint).selectExpr(
         "key.key AS key", "value.groupState.blob AS blob").collect()
     names = set()
     for row in rows:

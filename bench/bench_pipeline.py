@@ -148,7 +148,7 @@ def sustained(spark, broker, n_events: int, groups: int, max_per_trigger: int, w
             "load": (load_start, os.getloadavg()[0])}
 
 
-def latency(spark, broker, seconds: int, groups: int, max_skew: str = "2s") -> dict:
+def latency(spark, broker, seconds: int, groups: int, max_skew: str = "2s", kafka_source: str = "auto") -> dict:
     from fencewatch.sim.run import run_simulation
     from fencewatch.sim.world import SimConfig
     from fencewatch.sim.profiles import profile
@@ -159,7 +159,7 @@ def latency(spark, broker, seconds: int, groups: int, max_skew: str = "2s") -> d
     hb, off = f"hbl-{time.time_ns()}", f"offl-{time.time_ns()}"
     broker.create_topics([hb, off], partitions=4, exist_ok=True)
     cfg = _cfg(broker.bootstrap, tempfile.mkdtemp() + "/cp", heartbeats_topic=hb, offsets_topic=off,
-               trigger_interval="1s", max_skew_ms=max_skew)
+               trigger_interval="1s", max_skew_ms=max_skew, kafka_source=kafka_source)
     writer = BatchWriter(cfg, stats=JobStats())
     query = start_query(spark, cfg, writer)
     while writer.stats.batches < 1:  # let the query start before the load does
@@ -181,6 +181,7 @@ def latency(spark, broker, seconds: int, groups: int, max_skew: str = "2s") -> d
             "p50": s.percentile(s.latencies_ms, 0.5), "p99": s.percentile(s.latencies_ms, 0.99),
             "batch_p50": s.percentile(s.batch_seconds, 0.5), "samples": len(s.latencies_ms), "batches": s.batches,
             "cpu_s": {k: cpu1[k] - cpu0[k] for k in cpu1}, "wall_s": seconds + 5, "max_skew": max_skew,
+            "kafka_source": kafka_source,
             "load": (load0, os.getloadavg()[0])}
 
 

@@ -95,9 +95,9 @@ def run_query(spark, bootstrap: str, topic: str, checkpoint: str,
 
 def bare_read(bootstrap: str, topic: str) -> tuple[float, int]:
     """Read the whole topic with ``read_partition`` in this process (no Spark)."""
-    from fencewatch.streaming.sources.kafka import _Planner, parse_options, read_partition
+    from fencewatch.streaming.sources.kafka import Planner, parse_options, read_partition
 
-    planner = _Planner(parse_options({"kafka.bootstrap.servers": bootstrap, "subscribe": topic}, streaming=False))
+    planner = Planner(parse_options({"kafka.bootstrap.servers": bootstrap, "subscribe": topic}, streaming=False))
     tps, _ = planner.reader.partitions()
     parts = planner.plan(planner.resolve("earliest", "start", tps), planner.resolve("latest", "end", tps))
     started = time.perf_counter()

@@ -4,7 +4,7 @@ per-operator SQL metrics, ``jcmd Thread.print`` samples of the JVM, CPU by proce
 Not a benchmark (the profilers cost time); it answers "where does the job's time go". Needs
 ``py-spy`` (``.venv/bin/pip install py-spy``: a tool, not a dependency) and the JDK's ``jcmd``.
 
-usage: python bench/profile_streaming.py [--profile steady] [--events 120000] [--out DIR]
+usage: python bench/profile_streaming.py [--profile steady] [--events 120000] [--kafka-source spark] [--out DIR]
 Writes DIR/pyspy-<pid>.txt (collapsed stacks), DIR/jstack-*.txt, DIR/sql-metrics.json and prints
 a summary (top Python frames by process kind, per-operator times, CPU per event).
 """
@@ -162,7 +162,7 @@ def summarize_stages(stages: list) -> str:
                      for n, a in rows)
 
 
-def main(argv=None) -> int:
+def _parser() -> argparse.ArgumentParser:
     ap = argparse.ArgumentParser(description=__doc__)
     ap.add_argument("--profile", default="steady")
     ap.add_argument("--events", type=int, default=120_000)
@@ -173,14 +173,22 @@ def main(argv=None) -> int:
     ap.add_argument("--rate", type=int, default=50, help="py-spy samples per second")
     ap.add_argument("--no-pyspy", action="store_true")
     ap.add_argument("--conf", action="append", default=[], help="extra spark conf KEY=VALUE")
+    ap.add_argument("--kafka-source", default="python", choices=("python", "spark"),
+                    help="the Kafka reader: fencewatch-kafka (python) or Spark's own connector (spark)")
+    ap.add_argument("--bootstrap", default=None, help="a running broker instead of the embedded one")
     ap.add_argument("--out", default=None)
-    args = ap.parse_args(argv)
+    return ap
+
+
+def main(argv=None) -> int:
+    args = _parser().parse_args(argv)
     out = Path(args.out or tempfile.mkdtemp(prefix="fencewatch-profile-"))
     out.mkdir(parents=True, exist_ok=True)
 
     from fencewatch.sinks.kafka import KafkaOutputs
     from fencewatch.streaming import config as cfgmod
     from fencewatch.streaming.brokers import embedded_broker
+    from fencewatch.streaming.brokers.common import ExternalBroker
     from fencewatch.streaming.runtime.writer import BatchWriter
     from fencewatch.streaming.runtime.stats import JobStats
     from fencewatch.streaming.runtime.query import start_query, stop_between_batches
@@ -188,17 +196,21 @@ def main(argv=None) -> int:
 
     extra = {**checkpoint_conf(str(out)), "spark.ui.enabled": "true", "spark.ui.port": "4077", "spark.sql.ui.retainedExecutions": "1000"}
     extra.update(dict(c.split("=", 1) for c in args.conf))
-    with embedded_broker(os.environ.get("FENCEWATCH_BENCH_BROKER", "kafka")) as broker:
+    broker = ExternalBroker(args.bootstrap) if args.bootstrap else \
+        embedded_broker(os.environ.get("FENCEWATCH_BENCH_BROKER", "kafka"))
+    with broker:
         lines = simulate_lines(args.profile, args.events, args.groups)
         hb, off = f"hb-{time.time_ns()}", f"off-{time.time_ns()}"
-        broker.create_topics([hb, off, "fencewatch.verdicts", "fencewatch.alerts", "fencewatch.dlq"], partitions=4)
+        broker.create_topics([hb, off], partitions=4)
+        broker.create_topics(["fencewatch.verdicts", "fencewatch.alerts", "fencewatch.dlq"], partitions=4, exist_ok=True)
         produce(broker.bootstrap, lines, hb, off)
-        spark = spark_session(args.master, shuffle_partitions=args.shuffle_partitions, extra=extra)
+        spark = spark_session(args.master, shuffle_partitions=args.shuffle_partitions, extra=extra,
+                              kafka_source=args.kafka_source)
         # spark_session turns the UI off on local masters; the profile needs it
         ui = spark.sparkContext.uiWebUrl
         cfg = cfgmod.load_config(environ={}, overrides={"streaming": {
             "bootstrap_servers": broker.bootstrap, "starting_offsets": "earliest", "heartbeats_topic": hb,
-            "offsets_topic": off, "checkpoint_location": str(out / "cp"),
+            "offsets_topic": off, "checkpoint_location": str(out / "cp"), "kafka_source": args.kafka_source,
             **({"max_offsets_per_trigger": args.max_offsets_per_trigger} if args.max_offsets_per_trigger else {})},
             "sinks": {"verdicts_topic": "fencewatch.verdicts"}})
         kafka = KafkaOutputs({"bootstrap.servers": broker.bootstrap}, verdicts_topic="fencewatch.verdicts",
@@ -234,7 +246,8 @@ def main(argv=None) -> int:
     for p in data:
         phases.update(p["durationMs"])
     cpu = {k: c1[k] - c0[k] for k in c0}
-    print(f"{args.profile}, {len(lines):,} events, {args.master}, {len(data)} batches, wall {wall:.1f} s "
+    print(f"{args.profile}, {len(lines):,} events, {args.master}, Kafka read by {args.kafka_source}, "
+          f"{len(data)} batches, wall {wall:.1f} s "
           f"({len(lines) / wall:,.0f} events/s incl. start-up), load {os.getloadavg()[0]:.1f}")
     print("CPU us/event: " + ", ".join(f"{k} {v / len(lines) * 1e6:,.0f}" for k, v in cpu.items()))
     print("batch ms: " + ", ".join(str(p["durationMs"]["triggerExecution"]) for p in data))

@@ -20,6 +20,7 @@ def _show(path: Path, state: bool = False) -> int:
     found = cp.state_format(str(path))
     out["state_format"] = (f"{found} (pickled Python objects: not read by this version; "
                            f"`fencewatch checkpoint reset-state`)" if found == cp.OLD_FORMAT else found)
+    out["kafka_source"] = cp.recorded_source(None, str(path))
     try:
         out["sink_log"] = parse_log(cp.sink_log(None, str(path)).read())
     except ValueError as exc:
@@ -83,7 +84,7 @@ def register(subparsers) -> None:
     p = subparsers.add_parser("checkpoint", help="show a streaming checkpoint, bound a batch planned too large, "
                                                  "or start a new checkpoint where one stopped")
     p.add_argument("action", choices=("show", "bound", "reset-state"),
-                   help="show: the last planned batch, its size, the state format, the sink log; bound: rewrite "
+                   help="show: the last planned batch, its size, the state format, the Kafka reader, the sink log; bound: rewrite "
                         "the last planned batch to read at most --max-offsets-per-partition records per partition; "
                         "reset-state: a new checkpoint (--to) that resumes at this one's committed offsets with "
                         "empty state (a checkpoint whose state this version cannot read)")

@@ -37,6 +37,9 @@ def _streaming_flags(p: argparse.ArgumentParser) -> None:
     g.add_argument("--topic-ids", help="JSON file {topic id: name}, on top of cluster metadata")
     g.add_argument("--log-timezone", help="zone of request-log time stamps without an offset (default UTC)")
     g.add_argument("--starting-offsets", help="earliest | latest | JSON (Spark's Kafka syntax)")
+    g.add_argument("--kafka-source", choices=("auto", "spark", "python"),
+                   help="what reads Kafka: spark (Spark's own connector), python (fencewatch-kafka), or auto "
+                        "(default: the connector when its jars load; a checkpoint keeps the reader it was written with)")
     g.add_argument("--max-offsets-per-trigger", type=int)
     g.add_argument("--max-skew", help="cross-topic skew tolerated, e.g. 2s (also the watermark delay)")
     g.add_argument("--trigger", help="micro-batch interval, e.g. 1s")
@@ -67,6 +70,7 @@ def _streaming_overrides(args: argparse.Namespace) -> dict:
                  "request_log_topic": args.request_log_topic, "topic_ids_file": args.topic_ids,
                  "log_timezone": args.log_timezone,
                  "starting_offsets": args.starting_offsets, "max_offsets_per_trigger": args.max_offsets_per_trigger,
+                 "kafka_source": getattr(args, "kafka_source", None),
                  "max_skew_ms": args.max_skew, "trigger_interval": args.trigger,
                  "checkpoint_location": args.checkpoint, "spark_master": args.spark_master,
                  "kafka": kafka or None}

@@ -48,6 +48,7 @@ class StreamingConfig:
     log_timezone: str | None = None  # request-log time stamps without an offset: this zone (default UTC)
     input_format: str = "json"  # json | avro
     starting_offsets: str = "latest"  # earliest | latest | JSON
+    kafka_source: str = "auto"  # auto | spark (Spark's connector) | python (fencewatch-kafka): sources.connector
     max_offsets_per_trigger: int | None = None  # None: adaptive (catch_up_batch_ms, at most max_batch_records)
     catch_up_batch_ms: int = 8_000  # the micro-batch duration the adaptive limit aims at while reading a backlog
     # (long enough that a micro-batch's fixed cost, paid whatever it reads, is a small share of it;
@@ -115,6 +116,7 @@ class Config:
             except (ValueError, KeyError, OSError):  # ZoneInfoNotFoundError is a KeyError
                 problems.append(f"unknown streaming.log_timezone {s.log_timezone!r}; valid: an IANA zone, e.g. UTC")
         _one_of(problems, "streaming.input_format", s.input_format, ("json", "avro"))
+        _one_of(problems, "streaming.kafka_source", s.kafka_source, ("auto", "spark", "python"))
         _one_of(problems, "streaming.state_store", s.state_store, ("rocksdb", "hdfs"))
         if s.jemalloc not in ("auto", "off") and not os.path.isfile(s.jemalloc):
             problems.append(f"streaming.jemalloc {s.jemalloc!r} is not a file; valid: auto, off, or the path of "

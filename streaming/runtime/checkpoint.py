@@ -12,7 +12,10 @@ batches' input.
 
 A checkpoint's Spark state is in ``state_codec``'s format, recorded in
 :data:`STATE_FORMAT_FILE`; a checkpoint of fencewatch 0.1.0 (pickled state) is refused before a
-query starts on it, and ``reset-state`` starts a new checkpoint at its committed offsets.
+query starts on it, and ``reset-state`` starts a new checkpoint at its committed offsets. The Kafka
+reader that wrote a checkpoint (Spark's connector or the Python source) is recorded in
+:data:`SOURCE_MARK`: the other one is refused on it; the connector's caught-up mark of a batch
+is kept in :data:`CONNECTOR_MARK` for its rerun.
 """
 from __future__ import annotations
 
@@ -26,6 +29,10 @@ from fencewatch.streaming.config.settings import ConfigError
 log = logging.getLogger(__name__)
 
 SINK_LOG = "fencewatch-sink/state.json"
+SOURCE_MARK = "fencewatch-source.json"
+CONNECTOR_MARK = "fencewatch-source-caught-up.json"
+"""Spark's connector's caught-up mark of the last batch whose first attempt was caught up
+(``sources.connector.ConnectorBatches.mark``), read by that batch's rerun after a restart."""
 _MANAGERS = ("org.apache.spark.sql.execution.streaming.checkpointing.CheckpointFileManager",  # Spark 4.1+
              "org.apache.spark.sql.execution.streaming.CheckpointFileManager")
 
@@ -85,6 +92,35 @@ def sink_log(spark, checkpoint_location: str, name: str = SINK_LOG):
 
         return BatchMarker(local_path(checkpoint_location) / name)
     return CheckpointSinkLog(spark, checkpoint_location, name)
+
+
+# --------------------------------------------------------------------------- the source it was written with
+
+def _source_file(spark, checkpoint_location: str):
+    return sink_log(spark, checkpoint_location, SOURCE_MARK)
+
+
+def recorded_source(spark, checkpoint_location: str) -> str | None:
+    """The Kafka reader a checkpoint was written with (``spark`` or ``python``), None for a new
+    checkpoint. Why it matters: the two keep their offsets apart (Spark's connector also keeps its
+    starting offsets in ``sources/N/0``, and the query plans differ), so a checkpoint read by the
+    other one would read records again or skip them. A local checkpoint written before the mark
+    existed says it by its files: only the connector writes ``sources/N/0``."""
+    text = _source_file(spark, checkpoint_location).read()
+    if text:
+        return json.loads(text)["kafka_source"]
+    if is_local(checkpoint_location):
+        root = local_path(checkpoint_location)
+        if _batches(root / "offsets"):
+            return "spark" if any((root / "sources").glob("*/0")) else "python"
+    return None
+
+
+def record_source(spark, checkpoint_location: str, source: str) -> None:
+    """Mark the checkpoint with its Kafka reader (once; :func:`recorded_source` reads it)."""
+    mark = _source_file(spark, checkpoint_location)
+    if not mark.read():
+        mark.write(json.dumps({"kafka_source": source}) + "\n")
 
 
 def is_local(location: str) -> bool:
@@ -298,7 +334,7 @@ def reset_state(old: Path, new: Path) -> dict:
         raise ValueError(f"{new} exists and is not empty: give a new folder")
     offsets: dict[str, dict[str, int]] = {}
     for source in read_offsets_file(old / "offsets" / str(batch))[1]:
-        for topic, parts in (source or {}).items():
+        for topic, parts in _topics(source):  # not the Kafka source's caught-up mark
             offsets.setdefault(topic, {}).update({str(k): int(v) for k, v in parts.items()})
     from fencewatch.streaming.runtime.state_codec import FORMAT
 
@@ -327,6 +363,15 @@ def starting_offsets_json(seed: dict[str, dict[str, int]], topics) -> str | None
 
 # --------------------------------------------------------------------------- the state it holds
 
+def state_reader(spark):
+    """``spark.read.format("statestore")`` that works in a session that has run no query: pyspark
+    4.2.0's state data source asks the driver's state store coordinator, which only the session's
+    query manager registers (without it: CANNOT_LOAD_STATE_STORE, RpcEndpointNotFoundException
+    StateStoreCoordinator; 4.3.0 read without). ``spark.streams`` makes that manager."""
+    spark.streams  # noqa: B018 - creates the query manager, which registers the coordinator
+    return spark.read.format("statestore")
+
+
 def state_figures(spark, checkpoint_location: str, batch_id: int | None = None) -> dict:
     """What the keyed state holds at a committed batch (default: the last), read with Spark's
     state data source (``format("statestore")``): rows and stored bytes (the encoded state and
@@ -334,7 +379,7 @@ def state_figures(spark, checkpoint_location: str, batch_id: int | None = None) 
     (``memoryUsedBytes``) follow RocksDB's caches and memtables, not what is stored; this is."""
     from pyspark.sql import functions as F
 
-    reader = spark.read.format("statestore")
+    reader = state_reader(spark)
     if batch_id is not None:
         reader = reader.option("batchId", batch_id)
     df = reader.load(checkpoint_location)

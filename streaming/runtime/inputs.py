@@ -1,7 +1,8 @@
 """The query's inputs: every configured source read and routed into rows of ``columns.ROUTED``
 (``--source events``, ``consumer-offsets``, ``request-log``, or a list), with the per-batch record
 limit and the tasks each micro-batch is read in. Which source routes inside its reader and which
-through the ``mapInPandas`` router is decided once, by :func:`router_sources`."""
+through the ``mapInPandas`` router is decided once, by :func:`router_sources`; which Kafka reader
+(Spark's connector or ``fencewatch-kafka``) once, by :func:`kafka_source`."""
 from __future__ import annotations
 
 import functools
@@ -21,7 +22,7 @@ def build_inputs(spark, cfg: cfgmod.Config):
 
     s = cfg.streaming
     options = {"startingOffsets": s.starting_offsets, "failOnDataLoss": str(s.fail_on_data_loss).lower(),
-               **batch_limit_options(cfg, spark), **task_options(spark)}
+               **batch_limit_options(cfg, spark), **task_options(spark, cfg)}
     options.update(cfgmod.kafka_client_config(cfg, "source"))
     start = _seeded_start(spark, cfg)
     routed, raw = [], []
@@ -38,7 +39,8 @@ def build_inputs(spark, cfg: cfgmod.Config):
 
             # With __consumer_offsets, membership comes from the coordinator's records (exact epochs).
             raw.append(request_log_inputs(spark, cfg, start(options, s.request_log_topic), _topic_ids(cfg),
-                                          membership="consumer-offsets" not in sources))
+                                          membership="consumer-offsets" not in sources,
+                                          implementation=kafka_source(spark, cfg).source))
         else:
             raise cfgmod.ConfigError(f"unknown streaming.source {name!r}")
     if raw:
@@ -87,9 +89,11 @@ def _event_inputs(spark, cfg: cfgmod.Config, options: dict):
     s = cfg.streaming
     topics = [s.heartbeats_topic, s.offsets_topic]
     # includeCaughtUp: our source marks the micro-batches that read both topics to their ends, so
-    # held events need not wait for max_skew (Hold.release); Spark's connector has no such column.
+    # held events need not wait for max_skew (Hold.release); Spark's connector has no such column:
+    # the driver marks its batches instead (sources.connector.ConnectorBatches).
     src = _few_partitions(spark, read_kafka_stream(spark, bootstrap=s.bootstrap_servers, topics=topics,
-                                                   options={**options, "includeCaughtUp": "true"}))
+                                                   options={**options, "includeCaughtUp": "true"},
+                                                   implementation=kafka_source(spark, cfg).source))
     topic = F.col("topic")
     rank = F.when(topic == s.heartbeats_topic, 0).when(topic == s.offsets_topic, 1).otherwise(2)
     return src.select(
@@ -112,10 +116,8 @@ def router_sources(spark, cfg: cfgmod.Config) -> tuple[str, ...]:
     Spark's connector) and no Schema Registry decoder is needed (the registry client lives in the
     router). The one place this is decided: :func:`build_inputs` and :func:`_collect_batching`
     both ask."""
-    from fencewatch.streaming.sources import spark_kafka_available
-
     sources = cfgmod.source_list(cfg.streaming.source)
-    in_source = not cfg.streaming.schema_registry and not spark_kafka_available(spark)
+    in_source = not cfg.streaming.schema_registry and not kafka_source(spark, cfg).connector
     return tuple(name for name in sources if not (name == "events" and in_source))
 
 
@@ -147,28 +149,26 @@ def batch_limit_options(cfg: cfgmod.Config, spark) -> dict[str, str]:
     on our source, adaptive (``sources.pacing``): while a backlog is read (a restart after
     downtime, a slow hour) each micro-batch reads what the last ones show takes about
     ``catch_up_batch_ms``, at most ``max_batch_records``; caught up, batches are as small as the
-    input. Spark's own connector has no adaptive limit: it gets the first batch's, fixed."""
-    from fencewatch.streaming.sources import spark_kafka_available
-
+    input. Spark's own connector has no adaptive limit of its own: it gets the first batch's, and
+    the job sets the next ones as the batches end (:func:`connector_pacer`)."""
     s = cfg.streaming
     if s.max_offsets_per_trigger:
         return {"maxOffsetsPerTrigger": str(s.max_offsets_per_trigger)}
     first = min(s.max_batch_records, default_max_offsets(
         cfgmod.parse_duration_ms(s.trigger_interval, "streaming.trigger_interval"),
         spark.sparkContext.defaultParallelism))
-    if spark_kafka_available(spark):
+    if kafka_source(spark, cfg).connector:
         return {"maxOffsetsPerTrigger": str(first)}
     return {"maxOffsetsPerTrigger": str(s.max_batch_records), "targetBatchDurationMs": str(s.catch_up_batch_ms),
             "initialOffsetsPerTrigger": str(first)}
 
 
-def task_options(spark) -> dict[str, str]:
+def task_options(spark, cfg: cfgmod.Config) -> dict[str, str]:
     """Our source reads a micro-batch in one task per core, each with about the same number of
-    records (``sources.kafka.balance``); Spark's connector is coalesced to the cores instead
+    records (``sources.kafka.planning.balance``); Spark's connector is coalesced to the cores instead
     (:func:`_few_partitions`)."""
-    from fencewatch.streaming.sources import spark_kafka_available
-
-    return {} if spark_kafka_available(spark) else {"tasksPerTrigger": str(max(1, spark.sparkContext.defaultParallelism))}
+    return {} if kafka_source(spark, cfg).connector else {
+        "tasksPerTrigger": str(max(1, spark.sparkContext.defaultParallelism))}
 
 
 def _few_partitions(spark, src):
@@ -178,6 +178,40 @@ def _few_partitions(spark, src):
     set-up), which on local[2] outweighed the work of small micro-batches (docs/decisions.md).
     ``coalesce`` only merges partitions into tasks: each is still read whole, by offset range."""
     return src.coalesce(max(1, spark.sparkContext.defaultParallelism))
+
+
+_CHOICES: dict = {}
+
+
+def kafka_source(spark, cfg: cfgmod.Config):
+    """Which reader the job's Kafka sources use, and why (``sources.connector.choose``):
+    ``streaming.kafka_source`` against what this session loads and what the checkpoint was written
+    with. The one place it is decided; asked again, it answers the same."""
+    from fencewatch.streaming.runtime.checkpoint import recorded_source
+    from fencewatch.streaming.sources.connector import choose, connector_dir, provider_loadable
+
+    s = cfg.streaming
+    key = (id(spark), s.kafka_source, s.checkpoint_location)
+    if key not in _CHOICES:
+        jars = spark.sparkContext.getConf().get("spark.jars", "") or ""
+        _CHOICES[key] = choose(s.kafka_source, loadable=provider_loadable(spark), spark_version=spark.version,
+                               jars_added=str(connector_dir(spark.version)) in jars,
+                               recorded=recorded_source(spark, s.checkpoint_location))
+    return _CHOICES[key]
+
+
+def connector_pacer(cfg: cfgmod.Config, spark):
+    """The adaptive limit for Spark's connector (None: ``max_offsets_per_trigger`` fixes it), as
+    the Python source builds it from :func:`batch_limit_options` (``sources.kafka.planning.pacer_for``)."""
+    from fencewatch.streaming.sources.kafka.planning import DEFAULT_PACED_CAP, PACED_FLOOR
+    from fencewatch.streaming.sources.pacing import BatchPacer
+
+    s = cfg.streaming
+    if s.max_offsets_per_trigger:
+        return None
+    first = int(batch_limit_options(cfg, spark)["maxOffsetsPerTrigger"])
+    cap = s.max_batch_records or DEFAULT_PACED_CAP
+    return BatchPacer(target_ms=s.catch_up_batch_ms, floor=min(PACED_FLOOR, cap), cap=cap, limit=first)
 
 
 def _topic_ids(cfg: cfgmod.Config) -> dict[str, str]:
@@ -210,7 +244,8 @@ def _consumer_offsets_inputs(spark, cfg: cfgmod.Config, options: dict):
     s = cfg.streaming
     options = {**options, "startingOffsets": "earliest"} if s.starting_offsets == "latest" else options
     src = _few_partitions(spark, read_kafka_stream(spark, bootstrap=s.bootstrap_servers,
-                                                   topics=[s.consumer_offsets_topic], options=options))
+                                                   topics=[s.consumer_offsets_topic], options=options,
+                                                   implementation=kafka_source(spark, cfg).source))
     records = src.select("key", "value", "topic", "partition", "offset",
                          (F.unix_micros(F.col("timestamp")) / 1000).cast("long").alias("record_ts"))
     schema = ("value binary, seq long, event_id string, coords string, source string, record_ts long, "

@@ -9,7 +9,8 @@ import logging
 import time
 
 from fencewatch.streaming.config import settings as cfgmod
-from fencewatch.streaming.runtime.inputs import _registry, build_inputs, group_sources, router_sources
+from fencewatch.streaming.runtime.inputs import (_registry, build_inputs, connector_pacer, group_sources, kafka_source,
+                                                 router_sources)
 from fencewatch.streaming.runtime.writer import BatchWriter, StopRequested
 
 log = logging.getLogger(__name__)
@@ -70,15 +71,24 @@ def _collect_batching(spark, cfg: cfgmod.Config):
 
 def start_query(spark, cfg: cfgmod.Config, writer: BatchWriter, *, trigger: str | None = None):
     """Start the query on a checkpoint whose state this version reads (``checkpoint.
-    ensure_state_format``). (No ``availableNow``: processing-time timeouts keep a stateful query
-    scheduling batches, so it would never finish; use :func:`drain` to process a backlog.)"""
-    from fencewatch.streaming.runtime.checkpoint import ensure_state_format
+    ensure_state_format``) and whose Kafka reader is the one chosen (``inputs.kafka_source``).
+    (No ``availableNow``: processing-time timeouts keep a stateful query scheduling batches, so it
+    would never finish; use :func:`drain` to process a backlog.)"""
+    from fencewatch.streaming.runtime.checkpoint import CONNECTOR_MARK, ensure_state_format, record_source, sink_log
+    from fencewatch.streaming.sources.connector import ConnectorBatches
 
-    ensure_state_format(cfg.streaming.checkpoint_location, spark)
+    location = cfg.streaming.checkpoint_location
+    choice = kafka_source(spark, cfg)  # refuses a checkpoint written with the other reader
+    ensure_state_format(location, spark)
+    record_source(spark, location, choice.source)
+    # Spark's connector: the driver marks each batch caught up (or not; a rerun as its first
+    # attempt, from the checkpoint) and paces the next one.
+    batches = writer if not choice.connector else ConnectorBatches(
+        writer, connector_pacer(cfg, spark), spark, marks=sink_log(spark, location, CONNECTOR_MARK))
     with _collect_batching(spark, cfg):
         outputs = build_outputs(build_inputs(spark, cfg), cfg)
-        query = (outputs.writeStream.queryName("fencewatch").foreachBatch(writer)
-                 .option("checkpointLocation", cfg.streaming.checkpoint_location).outputMode("append")
+        query = (outputs.writeStream.queryName("fencewatch").foreachBatch(batches)
+                 .option("checkpointLocation", location).outputMode("append")
                  .trigger(processingTime=trigger or _spark_interval(cfg.streaming.trigger_interval)).start())
     writer.query = query
     return query
@@ -218,4 +228,4 @@ def startup_line(cfg: cfgmod.Config, spark) -> str:
             f"{s.starting_offsets}), skew {s.max_skew_ms} ms, warm-up {cfg.state.warmup_ms} ms, trigger "
             f"{s.trigger_interval}, checkpoint {s.checkpoint_location}; alerts -> {cfg.sinks.alerts_topic} "
             f"({cfgmod.alerts_format(cfg)}), verdicts -> {cfg.sinks.verdicts_topic or 'off'}, "
-            f"DLQ -> {cfg.sinks.dlq_topic}")
+            f"DLQ -> {cfg.sinks.dlq_topic}; Kafka read by {kafka_source(spark, cfg).describe()}")

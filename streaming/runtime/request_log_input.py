@@ -93,16 +93,19 @@ def make_request_log_mapper(topic_ids: Mapping[str, str] | None = None, *, clust
     return map_lines
 
 
-def request_log_inputs(spark, cfg, options: dict, topic_ids: Mapping[str, str], *, membership: bool = True):
-    """The lines topic as router input (the columns every source gives, ``SCHEMA``)."""
+def request_log_inputs(spark, cfg, options: dict, topic_ids: Mapping[str, str], *, membership: bool = True,
+                       implementation: str = "auto"):
+    """The lines topic as router input (the columns every source gives, ``SCHEMA``), read by
+    ``implementation`` (the job's choice: ``inputs.kafka_source``)."""
     from pyspark.sql import functions as F
 
     from fencewatch.streaming.config.settings import parse_timezone
     from fencewatch.streaming.sources import read_kafka_stream
 
     s = cfg.streaming
-    src = read_kafka_stream(spark, bootstrap=s.bootstrap_servers, topics=[s.request_log_topic], options=options)
-    src = src.coalesce(max(1, spark.sparkContext.defaultParallelism))  # as job._few_partitions, and why
+    src = read_kafka_stream(spark, bootstrap=s.bootstrap_servers, topics=[s.request_log_topic], options=options,
+                            implementation=implementation)
+    src = src.coalesce(max(1, spark.sparkContext.defaultParallelism))  # as inputs._few_partitions, and why
     records = src.select("value", "topic", "partition", "offset",
                          (F.unix_micros(F.col("timestamp")) / 1000).cast("long").alias("record_ts"))
     mapper = make_request_log_mapper(topic_ids, tz=parse_timezone(s.log_timezone), membership=membership)

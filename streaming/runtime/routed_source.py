@@ -18,13 +18,9 @@ import json
 from dataclasses import dataclass
 from typing import Any, Iterator, Mapping
 
-from fencewatch.streaming.sources.kafka import (
-    KafkaBatchReader,
-    KafkaDataSource,
-    KafkaStreamReader,
-    parse_options,
-    read_split,
-)
+from fencewatch.streaming.sources.kafka.consumer import read_split
+from fencewatch.streaming.sources.kafka.datasource import KafkaBatchReader, KafkaDataSource, KafkaStreamReader
+from fencewatch.streaming.sources.kafka.options import parse_options
 
 NAME = "fencewatch-routed"
 ROUTER_OPTION = "fencewatch.router"  # JSON: topics -> (source name, seq rank), input format, schema ids

@@ -153,6 +153,23 @@ def make_checker(input_format: str = "json", schema_ids: Iterable[int] = (1,), r
     return check_avro
 
 
+def task_caught_up() -> bool | None:
+    """The caught-up mark of the micro-batch this task belongs to, when the job read it with
+    Spark's own Kafka connector (``sources.connector.ConnectorBatches`` sets it on the query's
+    thread before the batch's jobs run; it names its batch, so a mark left from another batch
+    is never taken). None: no mark (the Python source marks its rows itself)."""
+    from pyspark import TaskContext
+
+    from fencewatch.streaming.sources.connector import CAUGHT_UP_PROPERTY
+
+    ctx = TaskContext.get()
+    mark = ctx.getLocalProperty(CAUGHT_UP_PROPERTY) if ctx is not None else None
+    if not mark:
+        return None
+    batch, _, value = mark.partition(":")
+    return value == "true" if batch == ctx.getLocalProperty("streaming.sql.batchId") else None
+
+
 def route_records(records: Iterable[tuple], check: Callable, caught_up: bool | None) -> dict[str, list]:
     """The router's work on one input batch: records (value, seq, event_id, coords, source,
     record_ts, bad_reason) -> ROUTED columns: one row per key and source with its items in one

@@ -86,7 +86,8 @@ def spark_session_for(cfg, *, app_name: str = "fencewatch"):
     # start (ResolveWriteToStream); saying so up front keeps the console quiet.
     conf = {"spark.sql.adaptive.enabled": "false", **checkpoint_conf(s.checkpoint_location), **s.spark_conf}
     return spark_session(s.spark_master, app_name=app_name, shuffle_partitions=s.shuffle_partitions,
-                         state_store=s.state_store, extra=conf, log_format=cfg.logging.format, jemalloc=s.jemalloc)
+                         state_store=s.state_store, extra=conf, log_format=cfg.logging.format, jemalloc=s.jemalloc,
+                         kafka_source=s.kafka_source)
 
 
 def jemalloc_path(setting: str = "auto") -> str | None:
@@ -144,12 +145,14 @@ def driver_java_options(master: str | None, extra: Mapping[str, str], log_format
 
 def spark_session(master: str = "local[2]", *, app_name: str = "fencewatch", shuffle_partitions: int | None = None,
                   state_store: str = "rocksdb", extra: Mapping[str, str] | None = None, log_format: str = "text",
-                  jemalloc: str = "auto"):
+                  jemalloc: str = "auto", kafka_source: str = "auto"):
     """A session with the settings the job relies on (RocksDB state store, Arrow, loopback locally);
     ``extra`` (``streaming.spark_conf``) last, so it wins. ``shuffle_partitions`` None: the cores
     it starts with (:func:`state_partitions`). ``jemalloc`` (see :func:`jemalloc_path`):
     preloaded into the JVM this process starts; on a cluster master an explicit path goes to the
-    executors (``spark.executorEnv.LD_PRELOAD``), which must have it there."""
+    executors (``spark.executorEnv.LD_PRELOAD``), which must have it there. ``kafka_source`` not
+    ``python``: Spark's Kafka connector's jars, when ``make connector-jars`` fetched them, on the
+    driver's and executors' classpath (``spark.jars``; ``sources.connector``)."""
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
     if master and master.startswith("local"):
@@ -195,7 +198,7 @@ def spark_session(master: str = "local[2]", *, app_name: str = "fencewatch", shu
     if not local and executor_preload is None and jemalloc not in ("auto", "off"):
         executor_preload = library  # auto: this host's path says nothing about the executors'
         builder = builder.config("spark.executorEnv.LD_PRELOAD", library)
-    for k, v in (extra or {}).items():
+    for k, v in {**(extra or {}), **_connector_conf(kafka_source, extra or {})}.items():
         if k != "spark.driver.extraJavaOptions":  # merged above
             builder = builder.config(k, v)
     from pyspark import SparkContext
@@ -220,6 +223,15 @@ def spark_session(master: str = "local[2]", *, app_name: str = "fencewatch", shu
              _malloc_label(library, local, starts_jvm, executor_preload),
              f", spark_conf {sorted(extra)}" if extra else "")
     return session
+
+
+def _connector_conf(kafka_source: str, extra: Mapping[str, str]) -> dict[str, str]:
+    """``spark.jars`` with Spark's Kafka connector for this pyspark, when fetched (see the caller)."""
+    import pyspark
+
+    from fencewatch.streaming.sources.connector import classpath_conf
+
+    return classpath_conf(kafka_source, pyspark.__version__, dict(extra))
 
 
 def _launch_jvm_in_own_session(builder) -> None:

@@ -40,7 +40,7 @@ from fencewatch.streaming.runtime.gc_pause import no_cyclic_gc
 from fencewatch.streaming.runtime.hold import Hold
 from fencewatch.streaming.runtime.outputs import OutRows
 from fencewatch.streaming.runtime.routing import (ROUTED_COLUMNS, Rows, decode_released, make_checker, pack_bytes, parse_key,
-                      read_dead, read_items, route_records, unpack_bytes)
+                      read_dead, read_items, route_records, task_caught_up, unpack_bytes)
 from fencewatch.streaming.runtime.columns import DLQ_KEY, OUTPUT
 from fencewatch.streaming.runtime.state_codec import decode_hold, decode_state, encode_hold, encode_state
 
@@ -91,9 +91,12 @@ def make_router(input_format: str = "json", schema_ids: Iterable[int] = (1,), re
     def route_batches(batches: Iterator[pd.DataFrame]) -> Iterator[pd.DataFrame]:
         for pdf in batches:
             bad_reasons = pdf["bad_reason"] if "bad_reason" in pdf else [None] * len(pdf)
-            # One micro-batch per task: its rows share the source's caught-up mark (None: unknown).
-            caught_up = "caught_up" in pdf and len(pdf) > 0 and bool(pdf["caught_up"].notna().all()) and bool(
-                pdf["caught_up"].all())
+            # One micro-batch per task: its rows share the source's caught-up mark (None: unknown);
+            # Spark's connector has no such column: the driver marks the batch (routing.task_caught_up).
+            if "caught_up" in pdf and len(pdf) > 0 and bool(pdf["caught_up"].notna().all()):
+                caught_up = bool(pdf["caught_up"].all())
+            else:
+                caught_up = bool(task_caught_up())
             records = zip(pdf["value"], pdf["seq"], pdf["event_id"], pdf["coords"], pdf["source"], pdf["record_ts"],
                           bad_reasons)
             cols = route_records(records, check, caught_up)

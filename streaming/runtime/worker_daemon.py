@@ -33,7 +33,7 @@ os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
 os.environ.setdefault("JE_ARROW_MALLOC_CONF", "background_thread:false")
 
 PRELOAD = ("pandas", "pyarrow", "pyspark.worker", "fencewatch.streaming.runtime.state_fn",
-           "fencewatch.streaming.sources.kafka")
+           "fencewatch.streaming.sources.kafka.datasource")
 
 
 def malloc_trim() -> Callable[[], object] | None:

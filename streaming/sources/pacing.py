@@ -18,7 +18,9 @@ the batches before it took, the way Spark Streaming's backpressure did for DStre
 Pure: no Kafka, no Spark. The stream reader calls :meth:`plan` when Spark plans a batch: the
 time since the last planning is the last batch's (Spark plans the next batch when one ends, or
 at the next trigger; it commits a batch to the source only after planning the next, so the
-source's ``commit`` cannot time it). docs/kafka-source.md.
+source's ``commit`` cannot time it). With Spark's own connector the job times each batch from
+its planning to the end of its ``foreachBatch`` and calls :meth:`observe`
+(``sources.connector``). docs/kafka-source.md.
 """
 from __future__ import annotations
 
@@ -52,10 +54,16 @@ class BatchPacer:
         the batch planned before it has ended (its time adjusts the limit first)."""
         if self._planned is not None:
             started, records, limit = self._planned
-            # Caught up (the batch read less than its limit): its time says nothing of a full one.
-            if records >= limit > 0:
-                elapsed_ms = max(1.0, (now - started) * 1000)
-                factor = min(MAX_GROWTH, max(MIN_SHRINK, self.target_ms / elapsed_ms))
-                self.limit = min(self.cap, max(self.floor, int(limit * factor)))
+            self.observe((now - started) * 1000, records, limit)
         self._planned = (now, min(backlog, self.limit), self.limit)
+        return self.limit
+
+    def observe(self, elapsed_ms: float, records: int, limit: int) -> int:
+        """A batch planned with ``limit`` read ``records`` in ``elapsed_ms``: the limit from now on.
+        (:meth:`plan` calls it for the Python source; Spark's connector, whose batches the job
+        sees only in ``foreachBatch``, calls it directly: ``sources.connector``.)"""
+        # Caught up (the batch read less than its limit): its time says nothing of a full one.
+        if records >= limit > 0:
+            factor = min(MAX_GROWTH, max(MIN_SHRINK, self.target_ms / max(1.0, elapsed_ms)))
+            self.limit = min(self.cap, max(self.floor, int(limit * factor)))
         return self.limit

@@ -33,6 +33,7 @@ INSTRUCTIONS = dockerfile_instructions()
 ARGS = dockerfile_args(INSTRUCTIONS)
 RUNTIME = max(i.stage for i in INSTRUCTIONS)
 BUILD = 0
+JARS = next(i.stage for i in INSTRUCTIONS if i.keyword == "FROM" and i.args.endswith(" AS jars"))
 
 
 def _copies(stage: int) -> list[tuple[list[str], str]]:
@@ -58,8 +59,10 @@ def _dockerignored(path: str) -> bool:
 
 def test_base_image_is_pinned_to_an_exact_python_that_pyproject_allows():
     base = ARGS["PYTHON_IMAGE"]
-    froms = [expand(i.args.split()[0], ARGS) for i in INSTRUCTIONS if i.keyword == "FROM"]
-    assert froms == [base, base], "both stages start from the one pinned base"
+    froms = {i.stage: expand(i.args.split()[0], ARGS) for i in INSTRUCTIONS if i.keyword == "FROM"}
+    assert froms[BUILD] == froms[RUNTIME] == base, "the build and runtime stages start from the one pinned base"
+    assert re.fullmatch(r"maven:\d+\.\d+\.\d+-eclipse-temurin-17(@sha256:[0-9a-f]{64})?", froms[JARS]), \
+        f"{froms[JARS]}: the jars stage's Maven is pinned to an exact release"
     m = re.fullmatch(r"python:(\d+\.\d+\.\d+)-slim-(bookworm|trixie)(@sha256:[0-9a-f]{64})?", base)
     assert m, f"{base}: pin an exact Python patch release (and optionally a digest), never a moving tag"
     assert Version(m.group(1)) in SpecifierSet(pyproject()["project"]["requires-python"])
@@ -90,6 +93,30 @@ def test_spark_version_of_the_image_is_inside_pyproject_pin():
     assert Version(ARGS["SPARK_VERSION"]) in pin.specifier
     installs = [c for c in run_commands(INSTRUCTIONS, RUNTIME) if c[:2] == ["pip", "install"]]
     assert any(f"pyspark=={ARGS['SPARK_VERSION']}" in expand(" ".join(c), ARGS) for c in installs)
+
+
+def test_sparks_kafka_connector_is_fetched_at_sparks_version_into_sparks_jars(tmp_path):
+    """The jars stage's Maven command run on the host (Maven Central, or the local repository
+    `make connector-jars` filled): exactly the connector and the three jars pyspark lacks, at the
+    image's Spark version, copied into Spark's own jars (SPARK_HOME/jars) before the USER step."""
+    (fetch,) = [c for c in run_commands(INSTRUCTIONS, JARS) if c[:1] == ["mvn"]]
+    assert any(ins.keyword == "COPY" and ins.stage == JARS and ins.args.split()[0] == "pom-connector.xml"
+               for ins in INSTRUCTIONS)
+    out = tmp_path / "jars"
+    argv = [expand(a, ARGS).replace("/jars", str(out)) if a.startswith("-DoutputDirectory=") else expand(a, ARGS)
+            for a in fetch]
+    subprocess.run(argv, cwd=ROOT, check=True, capture_output=True, timeout=600)
+    version = ARGS["SPARK_VERSION"]
+    assert sorted(p.name.rsplit("-", 1)[0] for p in out.glob("*.jar")) == [
+        "commons-pool2", "kafka-clients", "spark-sql-kafka-0-10_2.13", "spark-token-provider-kafka-0-10_2.13"]
+    assert {f"spark-sql-kafka-0-10_2.13-{version}.jar", f"spark-token-provider-kafka-0-10_2.13-{version}.jar"} <= \
+        {p.name for p in out.glob("*.jar")}
+    runtime = [i for i in INSTRUCTIONS if i.stage == RUNTIME]
+    spark_home = next(i.args.split("SPARK_HOME=")[1].split()[0] for i in runtime
+                      if i.keyword == "ENV" and "SPARK_HOME=" in i.args)
+    (copy,) = [i for i in runtime if i.keyword == "COPY" and i.args.startswith("--from=jars ")]
+    assert copy.args.split()[-1].rstrip("/") == f"{spark_home}/jars"
+    assert runtime.index(copy) < runtime.index([i for i in runtime if i.keyword == "USER"][-1])
 
 
 def test_the_wheel_is_installed_with_extras_pyproject_defines():

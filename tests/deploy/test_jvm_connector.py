@@ -1,21 +1,19 @@
-"""The JVM Kafka connector path (``format("kafka")``, what clusters run with ``--packages`` /
-``spark.jars.packages``): checked as far as it can run here.
+"""The options our code hands to Spark's own Kafka connector (``format("kafka")``), read back
+from Spark's ``DataStreamReader`` in a session without the connector's jars (the ``spark``
+fixture's): the connector itself runs for real in tests/streaming/test_connector_job.py and in
+the fault tests (``kafka_source`` spark), with the jars ``make connector-jars`` fetches.
 
-Why it cannot run whole: Spark's connector is four Maven artifacts (spark-sql-kafka-0-10,
-spark-token-provider-kafka-0-10, kafka-clients, commons-pool2). This project's machines reach
-PyPI, Debian and npm, not Maven Central, and no PyPI or Debian package ships those jars, so the
-provider class ``org.apache.spark.sql.kafka010.KafkaSourceProvider`` cannot be loaded and no
-query can start with it. What is checked instead, with a real local Spark:
+What is checked here, with a real local Spark:
 
-- the options our code hands to ``spark.readStream.format("kafka")``, read back from Spark's own
-  ``DataStreamReader`` (the map ``load()`` passes to the provider), against the rules Spark's
-  provider enforces before a query starts: ``KafkaSourceProvider.validateGeneralOptions`` and
+- the options ``load()`` would pass to the provider, against the rules Spark's provider enforces
+  before a query starts: ``KafkaSourceProvider.validateGeneralOptions`` and
   ``validateStreamOptions`` (apache/spark, connector/kafka-0-10-sql, read at 04fc74d), restated
   below;
 - librdkafka-style client settings arrive as the Java client's (``sasl.jaas.config``), the form
   kafka-clients needs;
-- ``load()`` fails exactly where the jar is needed, with Spark's KAFKA_DATA_SOURCE_NOT_ENABLED,
-  and ``implementation="spark"`` says how to add the connector.
+- without the jars, ``load()`` fails exactly where they are needed (Spark's "Failed to find data
+  source: kafka", KAFKA_DATA_SOURCE_NOT_ENABLED from 4.3), and ``implementation="spark"`` says how
+  to fetch them.
 """
 from __future__ import annotations
 
@@ -86,9 +84,9 @@ def _job_options(cfg) -> dict[str, str]:
 @pytest.fixture(scope="module")
 def jvm_reader_options(spark):
     from fencewatch.streaming.config.settings import load_config
-    from fencewatch.streaming.sources.kafka import _apply, _reader_options, spark_kafka_available
+    from fencewatch.streaming.sources.kafka.read import _apply, _reader_options, spark_kafka_available
 
-    assert not spark_kafka_available(spark), "the connector is loadable here after all: run it for real"
+    assert not spark_kafka_available(spark), "the spark fixture's session is the one without the connector"
     # All client settings as -X gives them (merging file + environment + -X is the config's own test).
     cfg = load_config(
         environ={},
@@ -109,6 +107,8 @@ def test_the_job_hands_spark_options_its_kafka_provider_accepts(jvm_reader_optio
     assert options["subscribe"] == f"{cfg.streaming.heartbeats_topic},{cfg.streaming.offsets_topic}"
     assert options["kafka.bootstrap.servers"] == "kafka-0:9093,kafka-1:9093"
     assert options["startingOffsets"] == "earliest" and options["maxOffsetsPerTrigger"] == "50000"
+    # Spark's consumers ask for the partition's offset range after every poll: fewer, larger polls
+    assert options["kafka.max.poll.records"] == "10000"
 
 
 def test_client_settings_reach_the_java_client_in_its_own_names(jvm_reader_options):
@@ -138,7 +138,8 @@ def test_load_stops_exactly_where_the_connector_jar_is_needed(jvm_reader_options
     from fencewatch.streaming.sources.kafka import KafkaSourceError, read_kafka_stream
 
     _, reader, _ = jvm_reader_options
-    with pytest.raises(AnalysisException, match="KAFKA_DATA_SOURCE_NOT_ENABLED"):
+    # Spark 4.2 says it in words, 4.3 with its error class
+    with pytest.raises(AnalysisException, match="KAFKA_DATA_SOURCE_NOT_ENABLED|Failed to find data source: kafka"):
         reader.load()
-    with pytest.raises(KafkaSourceError, match=r"--packages org\.apache\.spark:spark-sql-kafka-0-10_2\.13"):
+    with pytest.raises(KafkaSourceError, match=r"make connector-jars. fetches spark-sql-kafka-0-10_2\.13"):
         read_kafka_stream(spark, bootstrap="h:1", topics=["a"], implementation="spark")

@@ -125,8 +125,8 @@ def test_pods_run_as_the_images_non_root_user_on_a_read_only_root(role):
     mounts = {m["mountPath"]: m["name"] for m in pod["spec"]["containers"][0]["volumeMounts"]}
     volumes = {v["name"]: v for v in pod["spec"]["volumes"]}
     assert set(mounts.values()) <= set(volumes), "every mount names a volume"
-    assert "emptyDir" in volumes[mounts["/tmp"]], "Spark's scratch space and Ivy's cache are writable"
-    assert _app()["spec"]["sparkConf"]["spark.jars.ivy"].startswith("/tmp/")
+    assert "emptyDir" in volumes[mounts["/tmp"]], "Spark's scratch space is writable"
+    assert "spark.jars.ivy" not in _app()["spec"]["sparkConf"], "nothing is fetched at submission: no Ivy cache"
 
 
 def _driver_env(docs: list[dict] | None = None, secrets: dict | None = None) -> dict[str, str]:
@@ -266,21 +266,28 @@ def test_driver_runs_with_the_service_account_the_role_binding_grants():
     assert {"create", "delete", "watch", "list", "get"} <= set(pods["verbs"]), "the driver manages executors"
 
 
-def test_kafka_connector_matches_spark_scala_and_the_image():
-    """spark-sql-kafka-0-10 must be the exact Spark version (and Scala) the image runs."""
+def test_kafka_connector_is_baked_into_the_image_at_sparks_version_and_nothing_is_fetched_at_submit():
+    """spark-sql-kafka-0-10 must be the exact Spark version (and Scala) the image runs; it comes
+    from the image's jars stage (pom-connector.xml), so the application fetches nothing."""
     import pyspark
 
     app = _app()
     spark_version = app["spec"]["sparkVersion"]
-    m = re.fullmatch(r"org\.apache\.spark:spark-sql-kafka-0-10_(2\.1[23]):(\S+)",
-                     app["spec"]["sparkConf"]["spark.jars.packages"])
-    assert m, "the JVM Kafka connector comes through spark.jars.packages"
-    scala, connector = m.groups()
-    assert connector == spark_version == dockerfile_args(dockerfile_instructions())["SPARK_VERSION"]
+    conf = app["spec"]["sparkConf"]
+    assert not [k for k in conf if k.startswith("spark.jars")], "no spark.jars.packages: nothing to fetch"
+    instructions = dockerfile_instructions()
+    assert spark_version == dockerfile_args(instructions)["SPARK_VERSION"]
+    fetch = " ".join(i.args for i in instructions if i.keyword == "RUN" and "pom-connector.xml" in i.args)
+    assert "-Dspark.version=${SPARK_VERSION}" in fetch, "the image fetches the connector at Spark's version"
+    assert "<artifactId>spark-sql-kafka-0-10_2.13</artifactId>" in (ROOT / "pom-connector.xml").read_text()
+    assert any(i.keyword == "COPY" and i.args.startswith("--from=jars ") and i.args.endswith("pyspark/jars/")
+               for i in instructions), "the jars go into Spark's own jars"
     pin = next(Requirement(d) for d in pyproject()["project"]["dependencies"] if d.startswith("pyspark"))
     assert Version(spark_version) in pin.specifier
     jars = [p.name for p in (Path(pyspark.__file__).parent / "jars").glob("spark-core_*.jar")]
-    assert jars and jars[0].startswith(f"spark-core_{scala}-"), "pyspark's jars are built for this Scala"
+    assert jars and jars[0].startswith("spark-core_2.13-"), "pyspark's jars are built for Scala 2.13"
+    job = yaml.safe_load((ROOT / "deploy" / "kubernetes" / "fencewatch.yaml").read_text())
+    assert job["streaming"]["kafka_source"] == "spark", "the job says which reader it expects"
     assert "spark-submit" in (ROOT / "deploy" / "spark-submit.sh").read_text()
 
 

@@ -79,7 +79,7 @@ def test_every_stored_value_is_a_pickle_the_codec_refuses(spark, old):
     """Spark's state reader on the fixture: 0.1.0 pickled each key's state and hold with its
     class paths, which the modules' move broke (the hold names ``fencewatch.streaming.hold``);
     the codec refuses each value, naming the key and what to do."""
-    rows = spark.read.format("statestore").load(str(old)).collect()
+    rows = cp.state_reader(spark).load(str(old)).collect()
     keys = sorted(r.key.key for r in rows)
     assert len([k for k in keys if k.startswith("g\x1f")]) == 3 and any(k.startswith("t\x1f") for k in keys)
     for r in rows:

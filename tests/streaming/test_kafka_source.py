@@ -25,7 +25,7 @@ from fencewatch.streaming.sources.kafka import (
     KafkaSourceError,
     KafkaStreamReader,
     ReadSpec,
-    _Planner,
+    Planner,
     kafka_schema,
     offsets_from_json,
     offsets_to_json,
@@ -131,12 +131,12 @@ def test_options_are_case_insensitive_and_defaults_match_spark():
 def test_a_task_s_consumer_reads_ahead_a_bounded_amount_unless_the_user_says_otherwise():
     """A task reads a bounded range: librdkafka's default prefetch (100,000 records per partition)
     fetched far past its end, for nothing (READ_AHEAD_MESSAGES)."""
-    from fencewatch.streaming.sources.kafka import (READ_AHEAD_BACKOFF_MS, READ_AHEAD_MESSAGES, _ClientLog,
-                                                    _consumer_config)
+    from fencewatch.streaming.sources.kafka.client import (READ_AHEAD_BACKOFF_MS, READ_AHEAD_MESSAGES, ClientLog,
+                                                           consumer_config)
 
     def config(**kafka):
         opts = parse_options({**BOOT, "subscribe": "a", **{f"kafka.{k}": v for k, v in kafka.items()}})
-        return _consumer_config(ReadSpec.of(opts), lambda err: None, _ClientLog())
+        return consumer_config(ReadSpec.of(opts), lambda err: None, ClientLog())
 
     assert config()["queued.min.messages"] == READ_AHEAD_MESSAGES < 100_000
     # ... and a full queue is fetched again soon: librdkafka's 1 s wait made a task crawl
@@ -308,7 +308,7 @@ def test_read_committed_range_ending_on_a_transaction_marker_completes(broker, t
         producer.commit_transaction(30)
     opts = parse_options({"kafka.bootstrap.servers": broker, "subscribe": topic,
                           "kafka.isolation.level": "read_committed", "startingOffsets": "earliest"})
-    planner = _Planner(opts)
+    planner = Planner(opts)
     end = planner.latest({})
     assert end == {(topic, 0): 15}  # 12 records + 3 commit markers
     parts = planner.plan({(topic, 0): 0}, end)
@@ -343,7 +343,7 @@ def test_open_transaction_is_not_mistaken_for_data_loss(broker, topic_factory):
     try:
         opts = parse_options({"kafka.bootstrap.servers": broker, "subscribe": topic,
                               "kafka.isolation.level": "read_committed"})
-        assert _Planner(opts).latest({(topic, 0): 6}) == {(topic, 0): 6}
+        assert Planner(opts).latest({(topic, 0): 6}) == {(topic, 0): 6}
     finally:
         producer.abort_transaction(30)
 
@@ -357,16 +357,16 @@ def test_deleted_topic_is_data_loss_unless_allowed(broker, caplog):
     create_topics(config, [topic], 1)
     _produce(broker, topic, [b"x"] * 10, partitions=1)
     delete_topics(config, [topic])
-    strict = _Planner(parse_options({"kafka.bootstrap.servers": broker, "subscribe": topic}))
+    strict = Planner(parse_options({"kafka.bootstrap.servers": broker, "subscribe": topic}))
     with pytest.raises(KafkaDataLossError, match=rf"{topic}\[0\].*failOnDataLoss=false"):
         strict.latest({(topic, 0): 5})
-    lenient = _Planner(parse_options({"kafka.bootstrap.servers": broker, "subscribe": topic,
+    lenient = Planner(parse_options({"kafka.bootstrap.servers": broker, "subscribe": topic,
                                       "failOnDataLoss": "false"}))
     with caplog.at_level(logging.WARNING):
         assert lenient.latest({(topic, 0): 5}) == {}
     assert "no longer exist" in caplog.text
     # A topic taken out of the subscription between runs is not data loss.
-    other = _Planner(parse_options({"kafka.bootstrap.servers": broker, "subscribe": f"{topic}-other"}))
+    other = Planner(parse_options({"kafka.bootstrap.servers": broker, "subscribe": f"{topic}-other"}))
     assert other.latest({(topic, 0): 5}) == {}
 
 
@@ -381,11 +381,11 @@ def test_recreated_topic_restarts_from_earliest_when_loss_is_allowed(broker, top
         _produce(broker, topic, [b"old"] * 3, partitions=1)  # offsets 0..3 with the marker
         delete_topics(config, [topic])
         create_topics(config, [topic], 1)
-        strict = _Planner(parse_options({"kafka.bootstrap.servers": broker, "subscribe": topic}))
+        strict = Planner(parse_options({"kafka.bootstrap.servers": broker, "subscribe": topic}))
         old_end = {(topic, 0): 50}
         with pytest.raises(KafkaDataLossError, match="went back from 50"):
             strict.latest(old_end)
-        lenient = _Planner(parse_options({"kafka.bootstrap.servers": broker, "subscribe": topic,
+        lenient = Planner(parse_options({"kafka.bootstrap.servers": broker, "subscribe": topic,
                                           "failOnDataLoss": "false"}))
         _produce(broker, topic, [b"new1", b"new2"], partitions=1)
         end = lenient.latest(old_end)
@@ -408,7 +408,7 @@ def test_sasl_settings_reach_librdkafka_and_auth_failure_is_clear(broker, topic_
     with pytest.raises(RuntimeError, match="_AUTHENTICATION|SASL") as on_executor:
         list(read_partition(KafkaInputPartition(topic, 0, 0, 1, ReadSpec.of(opts))))
     with pytest.raises(RuntimeError, match="_AUTHENTICATION|SASL") as on_driver:
-        _Planner(opts).latest({})
+        Planner(opts).latest({})
     for info in (on_executor, on_driver):
         assert "hunter2" not in str(info.value)
         assert "[redacted]" in str(info.value)

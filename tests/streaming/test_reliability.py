@@ -1,5 +1,6 @@
 """The always-on job under poison input and faults, through the public command ``fencewatch run``
-on the embedded broker (real Tansu, real Spark). Each test adds its row to docs/reliability.md."""
+on the test broker (real Spark), once with each Kafka reader (``kafka_source``: fencewatch-kafka and
+Spark's own connector). Each test adds its cell to docs/reliability.md's row, one column per reader."""
 from __future__ import annotations
 
 import json
@@ -62,7 +63,7 @@ def poison_assignment(events: list[dict], size: int = 900_000) -> dict:
 
 
 @pytest.mark.slow
-def test_900kb_member_id_among_good_events_keeps_the_job_alive(broker, topic_factory, tmp_path):
+def test_900kb_member_id_among_good_events_keeps_the_job_alive(broker, topic_factory, tmp_path, kafka_source):
     topics = make_topics(topic_factory)
     good = sim_events(groups=2, n=2000)
     poison = poison_assignment(good)
@@ -71,7 +72,7 @@ def test_900kb_member_id_among_good_events_keeps_the_job_alive(broker, topic_fac
     produce_clock(broker, [topics["hb"], topics["off"]], good[-1]["ts"] + 5_000)
     expected = expected_verdicts(good)
 
-    run = RunProcess(run_args(broker, topics, tmp_path / "cp"), tmp_path / "run.log")
+    run = RunProcess(run_args(broker, topics, tmp_path / "cp", source=kafka_source), tmp_path / "run.log")
     stop_s, code, dead = float("nan"), None, []
     try:
         wait_for(lambda: covering(verdict_keys(broker, topics["verdicts"]), expected), timeout=240, every=3, proc=run)
@@ -89,9 +90,10 @@ def test_900kb_member_id_among_good_events_keeps_the_job_alive(broker, topic_fac
     record_row("poison_900kb_member_id", load=f"{len(good):,} sim events + 1 with a 900 KB member_id",
                fault="poison record; then SIGTERM to the process group",
                outcome=f"alive; the poison record in the DLQ ({len(dead)} dead letter); stopped in {stop_s:.1f} s, "
-                       f"exit {code}", **parity_cells(p))
+                       f"exit {code}", **parity_cells(p), source=kafka_source)
     assert_parity(p)
     assert code == 0, run.log()[-3000:]
+    assert_read_by(run, kafka_source)
     (letter,) = dead
     assert json.loads(letter.value())["event_id"] == "poison"
     reason = dict(letter.headers())["fencewatch.reason"].decode()
@@ -126,6 +128,12 @@ def finish_and_compare(broker, topics, run, expected, timeout=300):
     return parity(broker, topics, verdicts, alerts), code
 
 
+def assert_read_by(run: RunProcess, kafka_source: str) -> None:
+    """The job's start-up line names the reader the test asked for."""
+    name = "Spark's Kafka connector" if kafka_source == "spark" else "fencewatch-kafka"
+    assert f"Kafka read by {name}" in run.log(), run.log()[:3000]
+
+
 def assert_parity(p: dict) -> None:
     assert p["lost"] == 0 and p["duplicated"] == 0 and p["differing"] == 0, p
     assert p["expected_alerts"] > 0, "the trace must raise alerts for the comparison to mean something"
@@ -135,16 +143,24 @@ def _source_runners(pid: int) -> list[int]:
     return [p for p, cmd in _descendants(pid) if "python_streaming_source_runner" in cmd]
 
 
+def _python_workers(pid: int) -> list[int]:
+    """Spark's Python worker daemon (its workers die with it): with Spark's connector the only
+    Python processes a micro-batch runs in are the router's and the state function's."""
+    return [p for p, cmd in _descendants(pid) if " -m fencewatch.streaming.runtime.worker_daemon" in cmd
+            or " -m pyspark.daemon" in cmd]  # (the JVM's command line names the module too: not it)
+
+
 @pytest.mark.slow
-def test_sigkill_mid_batch_three_times_then_restart(broker, topic_factory, tmp_path):
+def test_sigkill_mid_batch_three_times_then_restart(broker, topic_factory, tmp_path, kafka_source):
     """SIGKILL of the whole process group with a batch in flight, three times; then, in the run
-    that finishes, SIGKILL of Spark's Python source runner alone: the query fails and ``run``
-    restarts it from the checkpoint in the same process. One trace, one engine comparison."""
+    that finishes, SIGKILL of Spark's Python source runner alone (with Spark's connector, which
+    has none, of the Python worker daemon): the query fails and ``run`` restarts it from the
+    checkpoint in the same process. One trace, one engine comparison."""
     import os
 
     topics, events, expected = traffic(broker, topic_factory, groups=3, n=6_000, seed=5)
     cp = tmp_path / "cp"
-    args = run_args(broker, topics, cp, "--max-offsets-per-trigger", "600")
+    args = run_args(broker, topics, cp, "--max-offsets-per-trigger", "600", source=kafka_source)
     done = cp / "commits"
     kills = 0
     for attempt in range(3):
@@ -162,7 +178,8 @@ def test_sigkill_mid_batch_three_times_then_restart(broker, topic_factory, tmp_p
         before = len(list(done.glob("[0-9]*")))
         assert wait_for(lambda: len(list(done.glob("[0-9]*"))) > before, timeout=240, every=0.5, proc=run), \
             run.log()[-3000:]
-        for pid in _source_runners(run.proc.pid):
+        victims = _source_runners if kafka_source == "python" else _python_workers
+        for pid in victims(run.proc.pid):
             os.kill(pid, signal.SIGKILL)
             killed.append(pid)
     finally:
@@ -170,11 +187,14 @@ def test_sigkill_mid_batch_three_times_then_restart(broker, topic_factory, tmp_p
             run.kill()
     p, code = finish_and_compare(broker, topics, run, expected)
     restarted = "restarting the query from its checkpoint" in run.log()
+    victim = "Spark's Python source runner" if kafka_source == "python" else "Spark's Python worker daemon"
     record_row("sigkill_mid_batch_x3", load=f"{len(events):,} sim events, 600 offsets per trigger",
                fault=f"SIGKILL of the process group with a batch in flight, {kills} times; restart; then SIGKILL "
-                     f"of Spark's Python source runner ({len(killed)} process)",
-               outcome=f"resumed from the checkpoint; {'query failed and restarted in the same process' if restarted else 'query survived the runner kill'}; "
-                       f"exit {code} on SIGTERM", **parity_cells(p))
+                     f"of Spark's Python source runner (fencewatch-kafka) or worker daemon (Spark's connector)",
+               outcome=f"resumed from the checkpoint; {victim} killed ({len(killed)} process"
+                       f"{'es' if len(killed) > 1 else ''}): "
+                       f"{'query failed and restarted in the same process' if restarted else 'query survived the kill'}; "
+                       f"exit {code} on SIGTERM", **parity_cells(p), source=kafka_source)
     assert kills == 3 and killed
     assert_parity(p)
     assert code == 0
@@ -190,19 +210,20 @@ WRITE_POINTS = {  # killpoints.POINTS, as the table says them
 
 
 @pytest.mark.slow
-def test_sigkill_while_the_last_batch_is_written(broker, topic_factory, tmp_path):
+def test_sigkill_while_the_last_batch_is_written(broker, topic_factory, tmp_path, kafka_source):
     """The operator's trial of issue 33, shortened: a backlog's last micro-batch (it reads every
     topic to its end, so it releases at once the events held for the groups whose heartbeats
     stopped earlier) is killed at each point of its write in turn, the whole job with SIGKILL. The
     trace comes in five parts, produced while the job is down, so each point hits a batch's first
     attempt. Before the fix, a batch run again after the kill kept those events (its planned
-    caught-up mark was gone) and they were written twice a batch later."""
+    caught-up mark was gone) and they were written twice a batch later; on Spark's connector, until
+    its first attempt's mark was kept in the checkpoint (9 twice)."""
     import os
 
     topics = make_topics(topic_factory)
     events = sim_events(groups=3, n=5_000, seed=11)
     cp, parts = tmp_path / "cp", len(WRITE_POINTS)
-    args = run_args(broker, topics, cp, "--max-offsets-per-trigger", "400")
+    args = run_args(broker, topics, cp, "--max-offsets-per-trigger", "400", source=kafka_source)
     env = {"KILLPOINTS_LAST": "1", "KILLPOINTS_FRESH": "1", "KILLPOINTS_LINES": "150"}
     hits, logs = [], []
     for i, point in enumerate(WRITE_POINTS):
@@ -232,7 +253,7 @@ def test_sigkill_while_the_last_batch_is_written(broker, topic_factory, tmp_path
                fault="SIGKILL of the whole job while each part's last batch (caught up: it releases the held "
                      "events) was being written: " + "; ".join(WRITE_POINTS.values()),
                outcome=f"{len(hits)} kills landed; after restart {resumed} batches completed from what was in "
-                       f"Kafka, {skipped} skipped as written; exit {code}", **parity_cells(p))
+                       f"Kafka, {skipped} skipped as written; exit {code}", **parity_cells(p), source=kafka_source)
     assert len(hits) == parts, hits
     assert resumed >= 3 and skipped >= 1, (resumed, skipped)
     assert_parity(p)
@@ -240,7 +261,7 @@ def test_sigkill_while_the_last_batch_is_written(broker, topic_factory, tmp_path
 
 
 @pytest.mark.slow
-def test_broker_paused_60s(topic_factory, tmp_path):
+def test_broker_paused_60s(topic_factory, tmp_path, kafka_source):
     import os
 
     from fencewatch.streaming.brokers.tansu import EmbeddedBroker
@@ -254,8 +275,8 @@ def test_broker_paused_60s(topic_factory, tmp_path):
         first, second = events[:2_000], events[2_000:]
         produce_events(bootstrap, topics["hb"], topics["off"], first)
         produce_clock(bootstrap, [topics["hb"], topics["off"]], first[-1]["ts"])  # the first half visible whole
-        run = RunProcess(run_args(bootstrap, topics, tmp_path / "cp", "--max-offsets-per-trigger", "500"),
-                         tmp_path / "run.log")
+        run = RunProcess(run_args(bootstrap, topics, tmp_path / "cp", "--max-offsets-per-trigger", "500",
+                                  source=kafka_source), tmp_path / "run.log")
         try:
             # Paused once the first half is read: with part of it still unread, the batches that run
             # without input during the outage fire the groups' state timeouts, and a group quiet for
@@ -277,14 +298,14 @@ def test_broker_paused_60s(topic_factory, tmp_path):
     record_row("broker_paused_60s", load=f"{len(events):,} sim events, half before and half after the pause",
                fault="broker SIGSTOP for 60 s mid-stream, then SIGCONT",
                outcome=f"waited and resumed; {'alive' if alive_during else 'DIED'} during the pause; exit {code}",
-               **parity_cells(p))
+               **parity_cells(p), source=kafka_source)
     assert alive_during
     assert_parity(p)
     assert code == 0
 
 
 @pytest.mark.slow
-def test_checkpoint_bound_recovers_an_oversized_planned_batch(broker, topic_factory, tmp_path):
+def test_checkpoint_bound_recovers_an_oversized_planned_batch(broker, topic_factory, tmp_path, kafka_source):
     import subprocess
 
     from reliability_harness import FENCEWATCH
@@ -292,7 +313,8 @@ def test_checkpoint_bound_recovers_an_oversized_planned_batch(broker, topic_fact
     topics, events, expected = traffic(broker, topic_factory, groups=3, n=12_000, seed=9)
     cp = tmp_path / "cp"
     # Planned with no effective limit: batch 0 is the whole backlog; killed while it runs.
-    run = RunProcess(run_args(broker, topics, cp, "--max-offsets-per-trigger", "100000000"), tmp_path / "run0.log")
+    run = RunProcess(run_args(broker, topics, cp, "--max-offsets-per-trigger", "100000000", source=kafka_source),
+                     tmp_path / "run0.log")
     planned = wait_for(lambda: (cp / "offsets" / "0").exists() and not (cp / "commits" / "0").exists(),
                        timeout=240, every=0.05, proc=run)
     run.kill()
@@ -300,21 +322,25 @@ def test_checkpoint_bound_recovers_an_oversized_planned_batch(broker, topic_fact
     show = subprocess.run(FENCEWATCH + ["checkpoint", "show", "--checkpoint", str(cp)], capture_output=True,
                           text=True, timeout=60)
     assert json.loads(show.stdout)["records"] >= len(events) and json.loads(show.stdout)["uncommitted"]
+    assert json.loads(show.stdout)["kafka_source"] == kafka_source
     bound = subprocess.run(FENCEWATCH + ["checkpoint", "bound", "--checkpoint", str(cp),
                                          "--max-offsets-per-partition", "1000"], capture_output=True, text=True,
                            timeout=60)
     planned = json.loads((cp / "offsets" / "0.unbounded").read_text().split("\n")[2])
     bounded = sum(min(int(o), 1_000) for parts in planned.values() if isinstance(parts, dict) for o in parts.values())
     assert bound.returncode == 0 and f"now {bounded:,} (" in bound.stdout, bound.stdout + bound.stderr
-    run = RunProcess(run_args(broker, topics, cp, "--max-offsets-per-trigger", "4000"), tmp_path / "run1.log")
+    run = RunProcess(run_args(broker, topics, cp, "--max-offsets-per-trigger", "4000", source=kafka_source),
+                     tmp_path / "run1.log")
     p, code = finish_and_compare(broker, topics, run, expected)
     first = json.loads((cp / "offsets" / "0").read_text().split("\n")[2])
-    assert "fencewatch:caught_up" in planned and "fencewatch:caught_up" not in first  # cut: no longer caught up
+    # The Python source marks a caught-up batch in its offsets; cut, it is no longer caught up.
+    # (Spark's connector keeps no mark in its offsets.)
+    assert ("fencewatch:caught_up" in planned) == (kafka_source == "python") and "fencewatch:caught_up" not in first
     assert sum(int(o) for parts in first.values() for o in parts.values()) == bounded < len(events)
     record_row("checkpoint_bound_oversized_batch", load=f"{len(events):,}-record backlog planned as one batch",
                fault="SIGKILL during the oversized batch 0; `fencewatch checkpoint bound` to 1,000 per partition",
                outcome=f"batch 0 replayed with {bounded:,} records, the rest in later batches; exit {code}",
-               **parity_cells(p))
+               **parity_cells(p), source=kafka_source)
     assert_parity(p)
     assert code == 0
 
@@ -328,14 +354,14 @@ def logged_verdicts(run: RunProcess) -> int:
 
 
 @pytest.mark.slow
-def test_300k_backlog_with_run_defaults(broker, topic_factory, tmp_path):
+def test_300k_backlog_with_run_defaults(broker, topic_factory, tmp_path, kafka_source):
     """The backlog that once ran the driver out of heap (the whole backlog was batch 0 and was
     collected at once): with ``run``'s defaults (a default ``maxOffsetsPerTrigger``, batches read
     in chunks), the job reads it and judges every event."""
     topics, events, expected = traffic(broker, topic_factory, groups=20, n=300_000, seed=13)
     n_events = len(events)
     del events
-    args = [a for a in run_args(broker, topics, tmp_path / "cp") if a not in ("--trigger", "500ms")]
+    args = [a for a in run_args(broker, topics, tmp_path / "cp", source=kafka_source) if a not in ("--trigger", "500ms")]
     run = RunProcess(args, tmp_path / "run.log")
     try:
         wait_for(lambda: logged_verdicts(run) >= len(expected), timeout=1_200, every=5, proc=run)
@@ -351,7 +377,8 @@ def test_300k_backlog_with_run_defaults(broker, topic_factory, tmp_path):
     record_row("backlog_300k_defaults", load=f"{n_events:,}-event backlog, `run` defaults",
                fault="backlog read from the earliest offsets",
                outcome=f"{'alive' if alive else 'DIED'}{', OutOfMemoryError' if oom else ''}; exit {code}",
-               verdicts=f"{len(set(got)):,} of {len(expected):,}", alerts="-", lost=lost, duplicated=duplicated)
+               verdicts=f"{len(set(got)):,} of {len(expected):,}", alerts="-", lost=lost, duplicated=duplicated,
+               source=kafka_source)
     assert alive and not oom and code == 0
     assert lost == 0 and duplicated == 0
 
@@ -380,7 +407,7 @@ def _descendants(pid: int) -> list[tuple[int, str]]:
 
 
 @pytest.mark.slow
-def test_executor_killed_on_standalone_cluster(broker, topic_factory, tmp_path, tmp_path_factory):
+def test_executor_killed_on_standalone_cluster(broker, topic_factory, tmp_path, tmp_path_factory, kafka_source):
     """One executor JVM of a standalone cluster (master + 2 workers on loopback) SIGKILLed
     mid-stream: Spark reruns its tasks on a new executor; the engine's verdicts and alerts, once
     each (the engine is the baseline: no second cluster run without the fault)."""
@@ -393,8 +420,8 @@ def test_executor_killed_on_standalone_cluster(broker, topic_factory, tmp_path, 
     try:
         topics, events, expected = traffic(broker, topic_factory, groups=3, n=6_000, seed=23)
         cp = tmp_path / "cp"
-        run = RunProcess(run_args(broker, topics, cp, "--max-offsets-per-trigger", "600", "--spark-master", url),
-                         tmp_path / "run.log", env=env)
+        run = RunProcess(run_args(broker, topics, cp, "--max-offsets-per-trigger", "600", "--spark-master", url,
+                                  source=kafka_source), tmp_path / "run.log", env=env)
         killed = []
         try:
             assert wait_for(lambda: (cp / "commits" / "1").exists(), timeout=400, every=0.5, proc=run), \
@@ -411,7 +438,7 @@ def test_executor_killed_on_standalone_cluster(broker, topic_factory, tmp_path, 
         next(gen, None)  # the fixture's teardown: stop the cluster
     record_row("standalone_cluster_executor_killed", load=f"{len(events):,} sim events, 600 offsets per trigger, "
                "standalone cluster (2 workers)", fault="SIGKILL of one executor JVM mid-stream",
-               outcome=f"tasks rerun on a new executor; exit {code}", **parity_cells(p))
+               outcome=f"tasks rerun on a new executor; exit {code}", **parity_cells(p), source=kafka_source)
     assert killed
     assert_parity(p)
     assert code == 0

@@ -58,6 +58,15 @@ def test_a_cut_batch_loses_its_caught_up_mark_and_a_whole_one_keeps_it(tmp_path)
                                                                              "fencewatch:caught_up": True}
 
 
+def test_reset_state_of_a_caught_up_batch_carries_its_offsets_not_its_mark(tmp_path, capsys):
+    """The Python source's last batch is caught up on a live job: reset-state started from it."""
+    cp, new = tmp_path / "cp", tmp_path / "new"
+    write_batch(cp, 0, {"hb": {"0": 300, "1": 7}, "fencewatch:caught_up": True}, True)
+    assert main(["checkpoint", "reset-state", "--checkpoint", str(cp), "--to", str(new)]) == 0
+    seed = json.loads((new / "fencewatch-state" / "start-offsets.json").read_text())
+    assert seed["offsets"] == {"hb": {"0": 300, "1": 7}} and seed["batch"] == 0
+
+
 def test_nothing_to_do_when_the_last_batch_committed(tmp_path, capsys):
     cp = tmp_path / "cp"
     write_batch(cp, 0, {"hb": {"0": 10}}, True)

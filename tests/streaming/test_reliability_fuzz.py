@@ -229,4 +229,4 @@ def test_fuzz_table_row():
         pytest.skip(f"the fuzzers ran {total} records (a partial run)")
     record_row("fuzz_decoders", load=", ".join(f"{n:,} {k}" for k, n in COUNT.items()) + " records (Hypothesis)",
                fault="malformed and mutated records", outcome="every record decoded or a dead letter; no exception, "
-               "none over the 2 s deadline", verdicts="-", alerts="-", lost=0, duplicated=0)
+               "none over the 2 s deadline", verdicts="-", alerts="-", lost=0, duplicated=0, source="any")

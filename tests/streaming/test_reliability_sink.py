@@ -138,7 +138,7 @@ def test_killed_between_produce_and_commit_no_duplicate(broker, topics, tmp_path
                fault=f"SIGKILL {'after every record was delivered, before the batch was logged done' if stop_at == 'after-produce' else 'with half the verdicts delivered'}",
                outcome="batch written again after restart; every record once",
                verdicts=f"{len(batch7):,} of {n:,}", alerts=f"{alerts_got[b'a7']} of 1", lost=lost,
-               duplicated=duplicated + max(0, alerts_got[b"a7"] - 1) + max(0, len(dead) - 1))
+               duplicated=duplicated + max(0, alerts_got[b"a7"] - 1) + max(0, len(dead) - 1), source="any")
     assert lost == 0 and duplicated == 0
     assert got["b6-0"] == 1 and alerts_got[b"a7"] == 1 and len(dead) == 1
     assert all(dict(m.headers())[BATCH_HEADER] == b"7" for m in dead)
