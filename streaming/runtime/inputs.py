@@ -191,12 +191,14 @@ def kafka_source(spark, cfg: cfgmod.Config):
     from fencewatch.streaming.sources.connector import choose, connector_dir, provider_loadable
 
     s = cfg.streaming
-    key = (id(spark), s.kafka_source, s.checkpoint_location)
+    key = (id(spark), s.kafka_source, s.checkpoint_location, s.source, s.consumer_offsets_topic)
     if key not in _CHOICES:
         jars = spark.sparkContext.getConf().get("spark.jars", "") or ""
+        internal = s.consumer_offsets_topic if ("consumer-offsets" in cfgmod.source_list(s.source)
+                                                and s.consumer_offsets_topic.startswith("__")) else None
         _CHOICES[key] = choose(s.kafka_source, loadable=provider_loadable(spark), spark_version=spark.version,
                                jars_added=str(connector_dir(spark.version)) in jars,
-                               recorded=recorded_source(spark, s.checkpoint_location))
+                               recorded=recorded_source(spark, s.checkpoint_location), internal_topic=internal)
     return _CHOICES[key]
 
 

@@ -223,8 +223,11 @@ def startup_line(cfg: cfgmod.Config, spark) -> str:
     from fencewatch.sinks.build_info import installed
 
     s = cfg.streaming
+    topics = {"events": f"{s.heartbeats_topic} + {s.offsets_topic} ({s.input_format})",
+              "request-log": s.request_log_topic, "consumer-offsets": s.consumer_offsets_topic}
+    read = " + ".join(topics.get(name, name) for name in cfgmod.source_list(s.source))
     return (f"fencewatch {installed()} (config {cfgmod.digest(cfg)}), Spark {spark.version} {s.spark_master}: "
-            f"{s.heartbeats_topic} + {s.offsets_topic} @ {s.bootstrap_servers} ({s.input_format}, from "
+            f"{read} @ {s.bootstrap_servers} (from "
             f"{s.starting_offsets}), skew {s.max_skew_ms} ms, warm-up {cfg.state.warmup_ms} ms, trigger "
             f"{s.trigger_interval}, checkpoint {s.checkpoint_location}; alerts -> {cfg.sinks.alerts_topic} "
             f"({cfgmod.alerts_format(cfg)}), verdicts -> {cfg.sinks.verdicts_topic or 'off'}, "

@@ -142,12 +142,26 @@ def missing_hint(spark_version: str) -> str:
 _NAMES = {"spark": "Spark's Kafka connector", "python": SHORT_NAME}
 
 
+class InternalTopic(ConfigError):
+    """Spark's connector is asked to read one of Kafka's internal topics, which it does not."""
+
+
 def choose(setting: str, *, loadable: bool, spark_version: str, jars_added: bool,
-           recorded: str | None = None) -> SourceChoice:
+           recorded: str | None = None, internal_topic: str | None = None) -> SourceChoice:
     """``streaming.kafka_source`` against what this session can load and what the checkpoint was
     written with (``recorded``, None for a new one). ``auto`` keeps a checkpoint's reader; an
     explicit setting that names the other one is refused: their offsets are kept apart, and a
-    silent switch would read records again or skip them."""
+    silent switch would read records again or skip them. ``internal_topic``: an internal topic the
+    job reads (``__consumer_offsets``): Spark's connector reads nothing from one (Spark 4.2 against
+    Kafka 4.2: no rows with subscribe, subscribePattern or assign), so only the Python reader will do."""
+    if internal_topic is not None and "spark" in (setting, recorded):
+        raise InternalTopic(
+            f"Spark's Kafka connector reads no record of the internal topic {internal_topic} (--source "
+            "consumer-offsets); use --kafka-source python (or auto)"
+            + (", with a new checkpoint: this one was written with the connector" if recorded == "spark" else ""))
+    if internal_topic is not None:
+        return SourceChoice("python", f"the job reads the internal topic {internal_topic}, which Spark's "
+                                      f"Kafka connector does not read (streaming.kafka_source {setting})")
     where = f"its jars from {connector_dir(spark_version)}" if jars_added else "on Spark's own classpath"
     if recorded is not None and setting in ("spark", "python") and setting != recorded:
         raise SourceMismatch(

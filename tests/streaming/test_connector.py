@@ -10,8 +10,8 @@ import pytest
 
 from fencewatch.streaming.runtime.checkpoint import record_source, recorded_source
 from fencewatch.streaming.runtime.checkpoint import CONNECTOR_MARK, sink_log
-from fencewatch.streaming.sources.connector import (ARTIFACTS, ConnectorBatches, ConnectorMissing, SourceMismatch,
-                                                    choose, classpath_conf, connector_dir, connector_jars,
+from fencewatch.streaming.sources.connector import (ARTIFACTS, ConnectorBatches, ConnectorMissing, InternalTopic,
+                                                    SourceMismatch, choose, classpath_conf, connector_dir, connector_jars,
                                                     planned_batch)
 from fencewatch.streaming.sources.pacing import BatchPacer
 
@@ -79,6 +79,19 @@ def test_spark_asked_and_missing_is_an_error_that_says_how_to_fetch_it(jars_dir)
     with pytest.raises(ConnectorMissing, match=r"make connector-jars.*spark-sql-kafka-0-10_2\.13:4\.2\.0"):
         choose("spark", loadable=False, spark_version=V, jars_added=False)
     assert choose("python", loadable=True, spark_version=V, jars_added=True).source == "python"
+
+
+def test_an_internal_topic_is_read_by_the_python_reader_only(jars_dir):
+    """Spark's connector reads no record of ``__consumer_offsets`` (seen on Spark 4.2 against Kafka
+    4.2, docs/kafka-source.md): ``auto`` takes the Python reader and says why; ``spark`` is refused."""
+    c = choose("auto", loadable=True, spark_version=V, jars_added=True, internal_topic="__consumer_offsets")
+    assert c.source == "python" and "__consumer_offsets" in c.reason
+    with pytest.raises(InternalTopic, match="--kafka-source python"):
+        choose("spark", loadable=True, spark_version=V, jars_added=True, internal_topic="__consumer_offsets")
+    with pytest.raises(InternalTopic, match="new checkpoint"):
+        choose("auto", loadable=True, spark_version=V, jars_added=True, recorded="spark",
+               internal_topic="__consumer_offsets")
+    assert choose("auto", loadable=True, spark_version=V, jars_added=True).source == "spark"
 
 
 def test_a_checkpoint_keeps_its_reader_under_auto_and_refuses_the_other_one_by_name():
