@@ -165,11 +165,14 @@ class RegistryAlertEncoder:
         if self._serializer is None:
             from confluent_kafka.schema_registry.avro import AvroSerializer
 
-            from fencewatch.sinks.kafka import ALERT_SCHEMA
+            import fastavro
+
+            from fencewatch.state.records import alert_avro_schema
 
             if self._client is None:
                 self._client = _new_client(self._client_conf)
-            self._serializer = AvroSerializer(self._client, _schema_json(ALERT_SCHEMA), conf=dict(self._serde_conf))
+            schema = fastavro.parse_schema(alert_avro_schema())  # the one declaration of an alert
+            self._serializer = AvroSerializer(self._client, _schema_json(schema), conf=dict(self._serde_conf))
         return self._serializer
 
     def __call__(self, alert: Mapping[str, Any], topic: str) -> bytes:
