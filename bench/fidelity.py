@@ -59,9 +59,12 @@ class Membership:
     epochs: dict[tuple[str, str], list[tuple[int, int]]] = field(default_factory=lambda: collections.defaultdict(list))
     classic: set[str] = field(default_factory=set)
     emptied: dict[str, list[int]] = field(default_factory=lambda: collections.defaultdict(list))
+    left: dict[tuple[str, str], list[int]] = field(default_factory=lambda: collections.defaultdict(list))
 
     def add(self, e: dict) -> None:
         t = e.get("type")
+        if t == "member_left":
+            self.left[(e["group_id"], e["member_id"])].append(e["ts"])
         if t == "group_state" and e.get("state") == "Empty":
             self.emptied[e["group_id"]].append(e["ts"])
         if t == "classic_sync":
@@ -105,12 +108,14 @@ def _epoch_race(v: dict, m: Membership, policy: str) -> bool:
 
 
 def _same_millisecond(v: dict, m: Membership, policy: str) -> bool:
-    """The coordinator's record of the member's new epoch (``__consumer_offsets``) and the
-    commit's request-log line carry the same millisecond: the broker handled the commit first
-    and accepted it, the model read the new epoch first (the sources' order within one
+    """The coordinator's record of the member's new epoch or of its leaving (``__consumer_offsets``)
+    and the commit's request-log line carry the same millisecond: the broker handled the commit
+    first and accepted it, the model read the record first (the sources' order within one
     millisecond is not the broker's) and rejects."""
+    key = (v["group_id"], v["member_id"])
     return (v["group_id"] not in m.classic and not _model_accepts(v, policy) and v["broker_error"] == "NONE"
-            and any(e > v["client_epoch"] and t == v["ts"] for t, e in m.epochs.get((v["group_id"], v["member_id"]), ())))
+            and (any(e > v["client_epoch"] and t == v["ts"] for t, e in m.epochs.get(key, ()))
+                 or v["ts"] in m.left.get(key, ())))
 
 
 #: (name, what it says in docs/fidelity.md, the rule). Tried in order; the first that holds explains.
@@ -121,9 +126,9 @@ EXPLANATIONS: list[tuple[str, str, Callable[[dict, Membership, str], bool]]] = [
      _classic_rebalance),
     ("member-epoch-race", "a heartbeat that moved the member to a new epoch was handled before the commit "
      "but its request-log line was written after the commit's", _epoch_race),
-    ("same-millisecond-epoch", "the coordinator's record of the member's new epoch and the commit's "
-     "request-log line carry the same millisecond; the broker handled the commit first, the model read the "
-     "new epoch first", _same_millisecond),
+    ("same-millisecond", "the coordinator's record of the member's new epoch (or of its leaving) and the "
+     "commit's request-log line carry the same millisecond; the broker handled the commit first, the model "
+     "read the record first", _same_millisecond),
 ]
 
 

@@ -33,7 +33,7 @@ def test_a_heartbeat_logged_after_the_commit_it_preceded():
 
 def test_the_new_epoch_and_the_commit_in_the_same_millisecond():
     v = verdict("NONE", "STALE_MEMBER_EPOCH")
-    assert explain(v, membership((T - 5_000, 3), (T, 5)), "strict") == "same-millisecond-epoch"
+    assert explain(v, membership((T - 5_000, 3), (T, 5)), "strict") == "same-millisecond"
     assert explain(v, membership((T - 5_000, 3), (T - 1, 5)), "strict") is None  # an earlier one: the model's error
     assert explain(verdict("NONE", "NONE"), membership((T, 5)), "strict") is None  # no disagreement to explain
 
@@ -50,3 +50,12 @@ def test_a_classic_group_emptied_by_its_last_members_leaving():
     assert explain(v, m, "strict") is None
     m.add({"type": "group_state", "group_id": "g", "ts": T + 9, "state": "Empty"})
     assert explain(v, m, "strict") == "classic-rebalance-race"
+
+
+def test_a_member_leaving_in_the_commits_millisecond():
+    v = verdict("NONE", "UNKNOWN_MEMBER_ID")
+    m = membership((T - 5_000, 3))
+    m.add({"type": "member_left", "group_id": "g", "member_id": "m", "ts": T + 1})
+    assert explain(v, m, "strict") is None  # a millisecond later: not this cause
+    m.add({"type": "member_left", "group_id": "g", "member_id": "m", "ts": T})
+    assert explain(v, m, "strict") == "same-millisecond"
