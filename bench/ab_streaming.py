@@ -14,7 +14,8 @@ Each run is timed from the scrape of its metrics exporter: start-up (the process
 the exporter answering: Python, the JVM, the Spark session) apart from the backlog (the exporter
 answering to ``fencewatch_events_total`` + ``fencewatch_dlq_records_total`` covering every
 event: query start, the adaptive limit's ramp-up and every micro-batch, outputs written). The
-verdicts each run wrote are read back and compared: count, classes, and a digest of the records.
+verdicts and alerts each run wrote are read back and compared: counts, verdict classes, and a
+digest of the records (alerts decoded first: a side's default may write Avro or JSON).
 
     python bench/ab_streaming.py af6c70b [--events 200000] [--groups 50] [--rounds 3] [--write-docs]
 """
@@ -100,10 +101,17 @@ def tree_cpu_s(root: int) -> float:
     return sum(procs.get(pid, (0, 0.0))[1] for pid in tree)
 
 
-def read_topic(bootstrap: str, topic: str, parse: bool = True) -> tuple[int, Counter, str]:
+def decode_alert(data: bytes) -> dict:
+    """An alert as either side writes it at its defaults: Avro in the Confluent wire format (the
+    old default, ``sinks.alerts_format: avro``) or JSON (``auto`` without a Schema Registry)."""
+    from fencewatch.sinks.kafka import decode_alert_avro
+
+    return decode_alert_avro(data) if data[:1] == b"\x00" else json.loads(data)
+
+
+def read_topic(bootstrap: str, topic: str, decode=json.loads) -> tuple[int, Counter, str]:
     """Records in ``topic`` (every partition to its high watermark): count, ``class`` counts, and an
-    order-free digest of the records parsed and re-serialised with sorted keys (``parse``: JSON
-    verdicts; else the raw bytes, no classes)."""
+    order-free digest of the records decoded and re-serialised as JSON with sorted keys."""
     from confluent_kafka import Consumer, TopicPartition
 
     c = Consumer({"bootstrap.servers": bootstrap, "group.id": f"ab-read-{time.time_ns()}",
@@ -118,11 +126,9 @@ def read_topic(bootstrap: str, topic: str, parse: bool = True) -> tuple[int, Cou
                 if msg.error():
                     continue
                 seen[msg.partition()] = msg.offset() + 1
-                canon = msg.value()
-                if parse:
-                    rec = json.loads(canon)
-                    classes[rec.get("class")] += 1
-                    canon = json.dumps(rec, sort_keys=True).encode()
+                rec = decode(msg.value())
+                classes[rec.get("class")] += 1
+                canon = json.dumps(rec, sort_keys=True).encode()
                 digest = (digest + int.from_bytes(hashlib.sha256(canon).digest()[:8], "big")) % 2**64
     finally:
         c.close()
@@ -156,7 +162,7 @@ def run_job(pythonpath: str | None, broker, hb: str, off: str, n_events: int, ta
     finally:
         _stop(proc)
     res["verdicts"], res["classes"], res["digest"] = read_topic(broker.bootstrap, outs["verdicts"])
-    res["alerts"], _, res["alerts_digest"] = read_topic(broker.bootstrap, outs["alerts"], parse=False)
+    res["alerts"], _, res["alerts_digest"] = read_topic(broker.bootstrap, outs["alerts"], decode_alert)
     return res
 
 
@@ -242,7 +248,7 @@ def table(args, rows: list[dict], new: str) -> list[str]:
     lines.append("verdicts: " + ("identical in every run (count, classes, digest)" if len(keys) == 1 else
                                  "DIFFER between runs (see the table)"))
     alerts = {(r["alerts"], r["alerts_digest"]) for r in rows}
-    lines.append("alerts: " + ("identical in every run (count, digest of the records)" if len(alerts) == 1 else
+    lines.append("alerts: " + ("identical in every run (count, digest of the decoded records)" if len(alerts) == 1 else
                                "differ between runs: " + ", ".join(f"{r['label']} {r['alerts']} {r['alerts_digest']}"
                                                                    for r in rows)))
     classes = rows[0]["classes"]
