@@ -42,7 +42,7 @@ from bench.bench_streaming import simulate_lines  # noqa: E402
 
 POLL_S = 0.25
 RUN_TIMEOUT_S = 1800.0
-SETTLE_S = 5.0  # after the last event: no new verdict for this long (held events may follow), untimed
+SETTLE_S = 5.0  # after the last event: no new verdict or alert for this long (held events may follow), untimed
 PARTITIONS = 4
 
 
@@ -70,9 +70,10 @@ def scrape(port: int) -> dict[str, float] | None:
             text = resp.read().decode()
     except OSError:
         return None
-    sums = {"events": 0.0, "dlq": 0.0, "batches": 0.0, "judged": 0.0}
+    sums = {"events": 0.0, "dlq": 0.0, "batches": 0.0, "judged": 0.0, "alerts": 0.0}
     names = {"fencewatch_events_total": "events", "fencewatch_dlq_records_total": "dlq",
-             "fencewatch_batches_total": "batches", "fencewatch_commits_judged_total": "judged"}
+             "fencewatch_batches_total": "batches", "fencewatch_commits_judged_total": "judged",
+             "fencewatch_alerts_total": "alerts"}
     for line in text.splitlines():
         name = line.split("{", 1)[0].split(" ", 1)[0]
         if name in names:
@@ -109,9 +110,9 @@ def decode_alert(data: bytes) -> dict:
     return decode_alert_avro(data) if data[:1] == b"\x00" else json.loads(data)
 
 
-def read_topic(bootstrap: str, topic: str, decode=json.loads) -> tuple[int, Counter, str]:
-    """Records in ``topic`` (every partition to its high watermark): count, ``class`` counts, and an
-    order-free digest of the records decoded and re-serialised as JSON with sorted keys."""
+def read_topic(bootstrap: str, topic: str, decode=json.loads, field: str = "class") -> tuple[int, Counter, str]:
+    """Records in ``topic`` (every partition to its high watermark): count, counts by ``field``, and
+    an order-free digest of the records decoded and re-serialised as JSON with sorted keys."""
     from confluent_kafka import Consumer, TopicPartition
 
     c = Consumer({"bootstrap.servers": bootstrap, "group.id": f"ab-read-{time.time_ns()}",
@@ -127,7 +128,7 @@ def read_topic(bootstrap: str, topic: str, decode=json.loads) -> tuple[int, Coun
                     continue
                 seen[msg.partition()] = msg.offset() + 1
                 rec = decode(msg.value())
-                classes[rec.get("class")] += 1
+                classes[rec.get(field)] += 1
                 canon = json.dumps(rec, sort_keys=True).encode()
                 digest = (digest + int.from_bytes(hashlib.sha256(canon).digest()[:8], "big")) % 2**64
     finally:
@@ -162,13 +163,14 @@ def run_job(pythonpath: str | None, broker, hb: str, off: str, n_events: int, ta
     finally:
         _stop(proc)
     res["verdicts"], res["classes"], res["digest"] = read_topic(broker.bootstrap, outs["verdicts"])
-    res["alerts"], _, res["alerts_digest"] = read_topic(broker.bootstrap, outs["alerts"], decode_alert)
+    res["alerts"], res["alert_kinds"], res["alerts_digest"] = read_topic(broker.bootstrap, outs["alerts"],
+                                                                         decode_alert, "kind")
     return res
 
 
 def _follow(proc: subprocess.Popen, port: int, n_events: int, t0: float, log: Path) -> dict:
     """Times of the exporter's first answer and of the last event counted; then until the job
-    settles (no verdict for ``SETTLE_S``; the job runs a micro-batch each trigger, input or not)."""
+    settles (no verdict or alert for ``SETTLE_S``; the job runs a micro-batch each trigger, input or not)."""
     t_up = cpu_up = t_done = cpu_done = at_done = None
     last, last_change = None, None
     while True:
@@ -185,7 +187,7 @@ def _follow(proc: subprocess.Popen, port: int, n_events: int, t0: float, log: Pa
                 t_up, cpu_up = now, tree_cpu_s(proc.pid)
             if t_done is None and m["events"] + m["dlq"] >= n_events:
                 t_done, cpu_done, at_done = now, tree_cpu_s(proc.pid), m
-            if last is None or m["judged"] != last["judged"]:
+            if last is None or (m["judged"], m["alerts"]) != (last["judged"], last["alerts"]):
                 last_change = now
             last = m
             if t_done is not None and now - last_change >= SETTLE_S:
@@ -222,7 +224,7 @@ def new_code_note() -> str:
     return f"new code from {where}" + ("" if where == ROOT else f" (not this checkout, {ROOT})")
 
 
-def table(args, rows: list[dict], new: str) -> list[str]:
+def table(args, rows: list[dict]) -> list[str]:
     lines = [f"backlog: {args.events:,} simulated events (profile mixed, {args.groups} groups, seed 5), "
              f"{PARTITIONS} partitions per input topic, one Apache Kafka 4.2 broker; `fencewatch run` at its "
              "defaults (local[2], adaptive micro-batches, trigger 1 s) with --starting-offsets earliest, a fresh "
@@ -249,8 +251,10 @@ def table(args, rows: list[dict], new: str) -> list[str]:
                                  "DIFFER between runs (see the table)"))
     alerts = {(r["alerts"], r["alerts_digest"]) for r in rows}
     lines.append("alerts: " + ("identical in every run (count, digest of the decoded records)" if len(alerts) == 1 else
-                               "differ between runs: " + ", ".join(f"{r['label']} {r['alerts']} {r['alerts_digest']}"
-                                                                   for r in rows)))
+                               "differ between runs (round, code, digest, count by kind): " + "; ".join(
+                                   f"{r['round']} {r['side']} {r['alerts_digest']} "
+                                   + " ".join(f"{k} {v}" for k, v in sorted(r["alert_kinds"].items()))
+                                   for r in rows)))
     classes = rows[0]["classes"]
     lines.append("verdict classes (first run): " + ", ".join(f"{k} {v:,}" for k, v in sorted(classes.items())))
     return lines
@@ -289,7 +293,7 @@ def main(argv=None) -> int:
                 rows.append(res)
                 print(f"{i} {label}: {res['rate']:,.0f} events/s, start-up {res['startup_s']:.1f} s, "
                       f"{res['verdicts']:,} verdicts, load {res['load']:.2f}", file=sys.stderr)
-    out = head_lines + table(args, rows, new)
+    out = head_lines + table(args, rows)
     out.append("load average after each run: " + ", ".join(f"{r['load']:.2f}" for r in rows))
     finish(out, f"streaming job A/B against {args.old} (run's defaults, backlog)",
            f"python bench/ab_streaming.py {args.old} --events {args.events} --groups {args.groups} "
