@@ -206,7 +206,7 @@ def _stop(proc: subprocess.Popen) -> None:
         except subprocess.TimeoutExpired:
             pass
     try:
-        os.killpg(proc.pid, signal.SIGKILL)  # its JVM and Python workers, if any outlived it
+        os.killpg(proc.pid, signal.SIGKILL)  # pyspark's JVM has a session of its own; it ends with the driver
     except ProcessLookupError:
         pass
     proc.wait()
