@@ -5,7 +5,7 @@ PY     := $(VENV)/bin/python
 PIP    := $(VENV)/bin/pip
 STAMP  := $(VENV)/.installed
 
-.PHONY: install jars connector-jars maven test test-fast demo bench screenshot report-screenshot clean system-deps kustomize
+.PHONY: install jars connector-jars maven test test-fast faults demo bench screenshot report-screenshot clean system-deps kustomize
 
 # Tools built from source into a cache outside the repository (tests/deploy finds them there).
 TOOLS ?= $(HOME)/.cache/fencewatch-tools
@@ -93,7 +93,11 @@ $(KUSTOMIZE):
 	GOBIN=$(dir $(KUSTOMIZE)) GOFLAGS=-mod=mod go install sigs.k8s.io/kustomize/kustomize/v5@$(KUSTOMIZE_VERSION)
 
 test: $(STAMP) system-deps jars connector-jars kustomize
-	$(PY) -m pytest -q --durations=25
+	$(PY) -m pytest -q --durations=25 -m "not full_fault_table"
+
+# The long fault trials on Spark's connector too (their Python-reader runs are in `make test`).
+faults: $(STAMP) system-deps jars connector-jars
+	$(PY) -m pytest -q --durations=25 -m full_fault_table
 
 test-fast: $(STAMP) kustomize connector-jars
 	$(PY) -m pytest -q -m "not slow"
