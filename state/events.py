@@ -90,23 +90,25 @@ class MemberAssignment(NamedTuple):
 
 
 @dataclass(frozen=True, slots=True)
-class MemberLeft:
+class _GroupRecord:
+    """What every group event of a dataclass carries first (contract §1's envelope), declared once;
+    the NamedTuple events (the frequent ones, built fastest as tuples) repeat it in the same order."""
+
     ts: int
     cluster: str
     group_id: str
     event_id: str
     seq: int
+
+
+@dataclass(frozen=True, slots=True)
+class MemberLeft(_GroupRecord):
     member_id: str
     reason: str  # leave | static_leave | fenced | session_timeout | rebalance_timeout
 
 
 @dataclass(frozen=True, slots=True)
-class Heartbeat:
-    ts: int
-    cluster: str
-    group_id: str
-    event_id: str
-    seq: int
+class Heartbeat(_GroupRecord):
     member_id: str
     request_epoch: int
     response_epoch: int
@@ -114,12 +116,7 @@ class Heartbeat:
 
 
 @dataclass(frozen=True, slots=True)
-class ClassicJoin:
-    ts: int
-    cluster: str
-    group_id: str
-    event_id: str
-    seq: int
+class ClassicJoin(_GroupRecord):
     member_id: str
     generation: int  # from the subscription / sticky user data; -1 if none (KIP-341)
     owned: tuple[TopicPartition, ...]
@@ -128,23 +125,13 @@ class ClassicJoin:
 
 
 @dataclass(frozen=True, slots=True)
-class ClassicSync:
-    ts: int
-    cluster: str
-    group_id: str
-    event_id: str
-    seq: int
+class ClassicSync(_GroupRecord):
     generation: int
     assignments: tuple[tuple[str, tuple[TopicPartition, ...]], ...]
 
 
 @dataclass(frozen=True, slots=True)
-class GroupStateChange:
-    ts: int
-    cluster: str
-    group_id: str
-    event_id: str
-    seq: int
+class GroupStateChange(_GroupRecord):
     state: str  # Empty, PreparingRebalance, CompletingRebalance, Stable, Dead, Assigning, Reconciling
     protocol: str | None = None
 
@@ -174,14 +161,9 @@ class OffsetCommit(NamedTuple):
 
 
 @dataclass(frozen=True, slots=True)
-class OffsetCommitted:
+class OffsetCommitted(_GroupRecord):
     """An accepted commit as stored in ``__consumer_offsets`` (OffsetCommitValue)."""
 
-    ts: int
-    cluster: str
-    group_id: str
-    event_id: str
-    seq: int
     topic: str
     partition: int
     offset: int
@@ -191,12 +173,7 @@ class OffsetCommitted:
 
 
 @dataclass(frozen=True, slots=True)
-class OffsetDeleted:
-    ts: int
-    cluster: str
-    group_id: str
-    event_id: str
-    seq: int
+class OffsetDeleted(_GroupRecord):
     topic: str
     partition: int
 
