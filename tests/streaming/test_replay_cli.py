@@ -101,9 +101,9 @@ def test_command_table_names_what_each_module_registers():
         importlib.import_module(module).register(sub)
         assert {n for n, m in cli._COMMAND_MODULES.items() if m == module} == set(sub.choices), module
     everything = cli.build_parser()._subparsers._group_actions[0].choices
-    assert set(everything) == {"replay", *cli._COMMAND_MODULES}
+    assert set(everything) == set(cli._COMMAND_MODULES) and "replay" in everything
     assert set(cli.build_parser(["--log-level", "INFO", "bridge", "--help"])._subparsers._group_actions[0].choices) \
-        == {"replay", "bridge"}
+        == {"bridge"}
 
 
 def test_replay_does_not_import_the_other_commands(trace, tmp_path):
