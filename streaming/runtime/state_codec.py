@@ -64,6 +64,7 @@ def _dec_hook(kind: type, obj):
     """Types msgspec does not know: the judgement cache (stored empty) starts empty."""
     if kind is JudgementCache:
         return JudgementCache()
+    # msgspec's protocol for a hook that does not handle a type (not a stub): the decode fails loudly.
     raise NotImplementedError(f"{kind!r} has no stored form")
 
 
