@@ -293,11 +293,23 @@ def run_bridge(conf: dict[str, Any], *, topic_names: TopicNames | None = None,
     poller = PartitionFactsPoller(admin, consumer_config=conf if probe_budget > 0 else None,
                                   probe_budget=probe_budget, cluster=cluster)
     facts = _FactsPoll(poller, out, partition_poll_interval)
+    s = bridge.stats
+    return _serve(consumer, out, metrics, should_stop,
+                  lambda stopping: _offsets_loop(consumer, source_topic, bridge, topic_ids, facts, out, metrics,
+                                                 stopping, stop_at_end),
+                  lambda undelivered: "bridge: %d records, %d events, skipped %s, errors %s, problems %s, "
+                  "undelivered %d" % (s.records, s.events, dict(s.skipped), dict(s.errors), dict(s.problems),
+                                      undelivered))
+
+
+def _serve(consumer, out: _Output, metrics, should_stop: Callable[[], bool] | None,
+           loop: Callable[[Callable[[], bool]], bool], summary: Callable[[int], str]) -> int:
+    """Run one bridge loop until SIGTERM, ``should_stop`` or its end; then flush, close, report
+    and log ``summary(undelivered)``. 1 when the loop gave up or an event was not delivered."""
     failure = None
     with _sigterm_stops() as stop:
         try:
-            if not _offsets_loop(consumer, source_topic, bridge, topic_ids, facts, out, metrics,
-                                 lambda: stop["now"] or bool(should_stop and should_stop()), stop_at_end):
+            if not loop(lambda: stop["now"] or bool(should_stop and should_stop())):
                 return 1
         except Exception as exc:
             failure = f"{type(exc).__name__}: {exc}"
@@ -306,9 +318,7 @@ def run_bridge(conf: dict[str, Any], *, topic_names: TopicNames | None = None,
             remaining = out.producer.flush(30)
             consumer.close()
             metrics.running(False, failure)
-            s = bridge.stats
-            log.info("bridge: %d records, %d events, skipped %s, errors %s, problems %s, undelivered %d",
-                     s.records, s.events, dict(s.skipped), dict(s.errors), dict(s.problems), remaining + out.failures)
+            log.info("%s", summary(remaining + out.failures))
     return 0 if out.failures == 0 else 1
 
 
@@ -392,22 +402,10 @@ def run_request_log_bridge(conf: dict[str, Any], lines_topic: str, bridge: Reque
                          "enable.auto.commit": False, "enable.partition.eof": True})
     out = _Output(Producer({"linger.ms": 20, "compression.type": "lz4", **conf}), metrics, heartbeats_topic,
                   offsets_topic)
-    failure = None
-    with _sigterm_stops() as stop:
-        try:
-            if not _lines_loop(consumer, lines_topic, bridge, topic_ids, out, metrics,
-                               lambda: stop["now"] or bool(should_stop and should_stop()), stop_at_end,
-                               commit_interval_s):
-                return 1
-        except Exception as exc:
-            failure = f"{type(exc).__name__}: {exc}"
-            raise
-        finally:
-            remaining = out.producer.flush(30)
-            consumer.close()
-            metrics.running(False, failure)
-            log.info("bridge: request log: %s; undelivered %d", bridge.summary(), remaining + out.failures)
-    return 0 if out.failures == 0 else 1
+    return _serve(consumer, out, metrics, should_stop,
+                  lambda stopping: _lines_loop(consumer, lines_topic, bridge, topic_ids, out, metrics, stopping,
+                                               stop_at_end, commit_interval_s),
+                  lambda undelivered: f"bridge: request log: {bridge.summary()}; undelivered {undelivered}")
 
 
 def _lines_loop(consumer: Any, lines_topic: str, bridge: RequestLogBridge, topic_ids: MetadataTopicNames,
