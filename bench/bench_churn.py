@@ -164,7 +164,7 @@ def remembered(spark, checkpoint: str, prefix: str = "console-consumer-") -> int
     a topic watch's commits (read with the state data source, decoded by the state codec)."""
     from fencewatch.streaming.runtime.checkpoint import state_reader
     from fencewatch.streaming.runtime.routing import parse_key
-    from fencewatch.streaming.runtime.state_codec import decode_state
+    from fencewatch.streaming.runtime.state_codec import decode_bucket, decode_state
 
     rows = state_reader(spark).load(checkpoint).selectExpr(
         "key.key AS key", "value.groupState.blob AS blob").collect()
@@ -173,6 +173,8 @@ def remembered(spark, checkpoint: str, prefix: str = "console-consumer-") -> int
         key = parse_key(row["key"])
         if key[0] == "g":
             names.add(key[2])
+        elif key[0] == "G":
+            names |= set(decode_bucket(row["blob"], key))
         elif row["blob"] is not None:
             for tw in decode_state(key, row["blob"]).values():
                 names |= set(tw.committed) | set(tw.group_ts) | {u[0] for u in tw.unfolded}
@@ -241,8 +243,12 @@ def report(fig: dict, load: float) -> str:
     b, p, e = ({**f, **{f"stored_{k}": v for k, v in f["stored"].items()}} for f in
                (fig["baseline"], fig["during"], fig["end"]))
     rows = [("state rows (numRowsTotal)", "rows"), ("ephemeral groups the state remembers", "remembered"),
-            ("stored rows: group keys", "stored_group_rows"), ("stored rows: topic keys", "stored_topic_rows"),
-            ("stored bytes: group keys", "stored_group_bytes"), ("stored bytes: topic keys", "stored_topic_bytes"),
+            ("stored groups", "stored_groups"),
+            ("stored rows: group keys", "stored_group_rows"), ("stored rows: group buckets", "stored_group_bucket_rows"),
+            ("stored rows: topic keys", "stored_topic_rows"),
+            ("stored bytes: group keys", "stored_group_bytes"), ("stored bytes: group buckets",
+                                                                  "stored_group_bucket_bytes"),
+            ("stored bytes: topic keys", "stored_topic_bytes"),
             ("RocksDB memory (memoryUsedBytes)", "memory_bytes"),
             ("RocksDB SST files bytes (rocksdbSstFileSize)", "rocksdbSstFileSize")]
     lines = [f"ephemeral groups: {fig['groups']:,} ({fig['events']:,} events, produced live in {fig['churn_s']} s), "

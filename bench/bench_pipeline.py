@@ -19,9 +19,11 @@ import argparse
 import json
 import logging
 import os
+import re
+import resource
+import subprocess
 import sys
 import tempfile
-import threading
 import time
 from dataclasses import replace
 from pathlib import Path
@@ -149,9 +151,10 @@ def sustained(spark, broker, n_events: int, groups: int, max_per_trigger: int, w
 
 
 def latency(spark, broker, seconds: int, groups: int, max_skew: str = "2s", kafka_source: str = "auto") -> dict:
-    from fencewatch.sim.run import run_simulation
-    from fencewatch.sim.world import SimConfig
-    from fencewatch.sim.profiles import profile
+    """Decision latency at a real-time load: ``fencewatch simulate --rate realtime`` (``groups`` of
+    the ``mixed`` profile) in a process of its own on the same host, as an operator tries it, while
+    the job runs with a 1 s trigger. (It ran as a thread of this process before: its producer then
+    shared the driver's interpreter lock with the batch writer.)"""
     from fencewatch.streaming.runtime.writer import BatchWriter
     from fencewatch.streaming.runtime.stats import JobStats
     from fencewatch.streaming.runtime.query import start_query, stop_between_batches
@@ -165,22 +168,31 @@ def latency(spark, broker, seconds: int, groups: int, max_skew: str = "2s", kafk
     while writer.stats.batches < 1:  # let the query start before the load does
         time.sleep(0.5)
     writer.stats = JobStats()
-    sim = SimConfig(knobs=replace(profile("mixed"), groups=groups), seed=9, start_ts=int(time.time() * 1000),
-                    duration_ms=seconds * 1000, labels=False)
-    result = {}
-    t = threading.Thread(target=lambda: result.update(run_simulation(
-        sim, bootstrap_servers=broker.bootstrap, heartbeats_topic=hb, offsets_topic=off, pace=("realtime", 1.0))))
+    cmd = [sys.executable, "-c", "from fencewatch.streaming.cli import console_main; console_main()", "simulate",
+           "--profile", "mixed", "--groups", str(groups), "--seed", "9", "--start-ts", "now",
+           "--duration", str(seconds), "--rate", "realtime", "--no-labels",
+           "--bootstrap-servers", broker.bootstrap, "--heartbeats-topic", hb, "--offsets-topic", off]
     cpu0, load0 = cpu_seconds(), os.getloadavg()[0]
-    t.start()
-    t.join()
+    t0, reaped0 = time.monotonic(), resource.getrusage(resource.RUSAGE_CHILDREN)
+    sim = subprocess.run(cmd, capture_output=True, text=True)
+    sim_s, reaped1 = time.monotonic() - t0, resource.getrusage(resource.RUSAGE_CHILDREN)
+    if sim.returncode != 0:
+        raise RuntimeError(f"the simulator failed ({sim.returncode}): {sim.stderr[-2000:]}")
     time.sleep(5)
     stop_between_batches(query, timeout_s=10)
     cpu1 = cpu_seconds()
+    cpu = {k: cpu1[k] - cpu0[k] for k in cpu1}
+    # the simulator, reaped, counts in the driver's children: given on its own
+    cpu["simulator"] = (reaped1.ru_utime + reaped1.ru_stime) - (reaped0.ru_utime + reaped0.ru_stime)
+    cpu["driver"] -= cpu["simulator"]
     s = writer.stats
-    return {"rate": result.get("events", 0) / max(result.get("seconds", 1), 1e-9), "events": s.events,
+    produced = re.search(r"events=(\d+)", sim.stderr)  # the simulator's summary line
+    if produced is None:
+        raise RuntimeError(f"no summary line from the simulator: {sim.stderr[-500:]}")
+    return {"rate": int(produced.group(1)) / sim_s, "events": s.events,
             "p50": s.percentile(s.latencies_ms, 0.5), "p99": s.percentile(s.latencies_ms, 0.99),
             "batch_p50": s.percentile(s.batch_seconds, 0.5), "samples": len(s.latencies_ms), "batches": s.batches,
-            "cpu_s": {k: cpu1[k] - cpu0[k] for k in cpu1}, "wall_s": seconds + 5, "max_skew": max_skew,
+            "cpu_s": cpu, "wall_s": sim_s + 5, "max_skew": max_skew,
             "kafka_source": kafka_source,
             "load": (load0, os.getloadavg()[0])}
 

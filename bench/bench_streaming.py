@@ -19,9 +19,10 @@ produced to the test broker and judged these ways, back to back, so the host's n
   (decode + rules, the group's state stored as the job stores it), with the records grouped by their Kafka key, and
   with them routed inside the source as the job does: what the job costs over its rules.
 
-Then the decision latency with a 1 s trigger at real-time loads (the simulator paced by the
-wall clock, in this machine's other processes), on ``local[2]``, for each reader: at about
-2,000 events/s, and up the ``--capacity-groups`` loads until p99 passes 3 s (the live capacity).
+Then the decision latency with a 1 s trigger at real-time loads (``fencewatch simulate --rate
+realtime`` in a process of its own on this machine, as an operator tries it), on ``local[2]``, for
+each reader: at about 2,000 events/s, and up the ``--latency-groups`` loads until p99 passes 3 s
+(the live capacity).
 With ``--spark-floor PATH`` (the skeleton as a script of its own, e.g. ../shared/tools/spark_floor.py)
 it runs too, in its own JVM, right after each local master's jobs. Each Spark master runs in its
 own process (one JVM per master). The bars the issue set are checked at the end (``bars``).
@@ -328,7 +329,7 @@ P99_BAR_MS = 3_000
 
 
 def live_capacity(spark, broker, seconds: int, loads: list[int], kafka_source: str) -> list[dict]:
-    """The latency at each real-time load (groups of the ``mixed`` profile, ~8.7 events/s each),
+    """The latency at each real-time load (groups of the ``mixed`` profile, ~7.1 events/s each),
     lowest first; it stops after the first load whose p99 passes :data:`P99_BAR_MS` (the ones
     above would too, and a query behind its input only falls further behind)."""
     out = []
@@ -576,10 +577,10 @@ def _parser() -> argparse.ArgumentParser:
                     help="standalone clusters to run the throughput on: one-core workers each (empty: none)")
     ap.add_argument("--sources", default="python,spark",
                     help="Kafka readers to run the job with: python (fencewatch-kafka), spark (Spark's connector)")
-    ap.add_argument("--latency-groups", default="230,580,1150",
+    ap.add_argument("--latency-groups", default="280,700,1420",
                     help="real-time loads for the latency runs (local[2]), in groups of the mixed profile (about "
-                         "8.7 events/s each: ~2,000, ~5,000, ~10,000 events/s); each reader goes up them until "
-                         "p99 passes 3 s")
+                         "7.1 events/s each as the simulator produces them: ~2,000, ~5,000, ~10,100 events/s); "
+                         "each reader goes up them until p99 passes 3 s")
     ap.add_argument("--spark-floor", default=None, metavar="PATH",
                     help="also run this skeleton script (spark_floor.py) after each local master's jobs")
     ap.add_argument("--bootstrap", default=None, help="a running broker instead of the embedded one")

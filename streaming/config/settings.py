@@ -61,6 +61,9 @@ class StreamingConfig:
     spark_master: str = "local[2]"
     # None (auto): two per core the job starts with (spark.state_partitions); frozen in the checkpoint
     shuffle_partitions: int | None = None
+    # group keys per cluster in the stream (routing.group_bucket; docs/decisions.md, "Group buckets");
+    # 0: one key per group, 0.2.0's layout. Frozen in the checkpoint when its first query starts
+    group_buckets: int = 64
     state_store: str = "rocksdb"  # rocksdb | hdfs
     jemalloc: str = "auto"  # auto | off | a path: the allocator preloaded into the JVM (spark.jemalloc_path())
     kafka: Mapping[str, str] = field(default_factory=dict)  # extra client settings (security.protocol, sasl.*, ssl.*)
@@ -138,6 +141,8 @@ class Config:
             problems.append(f"streaming.max_batch_records must be > 0, got {s.max_batch_records}")
         if s.max_skew_ms < 0:
             problems.append(f"streaming.max_skew_ms must be >= 0, got {s.max_skew_ms}")
+        if s.group_buckets < 0:
+            problems.append(f"streaming.group_buckets must be >= 0 (0: one key per group), got {s.group_buckets}")
         if s.shuffle_partitions is not None and s.shuffle_partitions <= 0:
             problems.append(f"streaming.shuffle_partitions must be > 0, got {s.shuffle_partitions}")
         return problems + _health_problems(self.sinks)

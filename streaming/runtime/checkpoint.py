@@ -297,16 +297,22 @@ def state_format(location: str, spark=None) -> int | str | None:
     return OLD_FORMAT if has_batches(location, spark) else None
 
 
-def ensure_state_format(location: str, spark=None) -> None:
+_WARNED: set = set()  # (checkpoint, setting): the kept group buckets are said once per process
+
+
+def ensure_state_format(location: str, spark=None, group_buckets: int = 0) -> int:
     """Before a query starts: refuse a checkpoint whose state this version does not read, with what
-    to do; on a new checkpoint, record the format the query will write. ``spark``: needed for a
+    to do; on a new checkpoint, record the format the query will write and its ``group_buckets``
+    (``streaming.group_buckets``). Returns the checkpoint's group buckets: the recorded ones, 0
+    for a checkpoint of 0.2.0 (one key per group), else ``group_buckets``. ``spark``: needed for a
     checkpoint that is not local."""
     from fencewatch.streaming.runtime.state_codec import FORMAT, MIGRATIONS
 
+    mark = _file(spark, location, STATE_FORMAT_FILE)
     found = state_format(location, spark)
     if found is None:
-        _file(spark, location, STATE_FORMAT_FILE).write(json.dumps({"state_format": FORMAT}))
-        return
+        mark.write(json.dumps({"state_format": FORMAT, "group_buckets": group_buckets}))
+        return group_buckets
     if found == OLD_FORMAT:
         raise CheckpointFormatError(
             f"checkpoint {location} holds Spark state in fencewatch 0.1.0's format (pickled Python objects), "
@@ -320,6 +326,20 @@ def ensure_state_format(location: str, spark=None) -> None:
     if found < FORMAT and any(v not in MIGRATIONS for v in range(found, FORMAT)):
         raise CheckpointFormatError(f"checkpoint {location} holds state format {found}, no longer read: "
                                     f"fencewatch checkpoint reset-state --checkpoint {location} --to NEW_CHECKPOINT")
+    recorded = json.loads(mark.read())
+    if "group_buckets" in recorded:
+        frozen = int(recorded["group_buckets"])
+    elif has_batches(location, spark):
+        frozen = 0  # written by 0.2.0: its state has one key per group
+    else:  # no query has run on it yet: nothing to keep
+        frozen = group_buckets
+        mark.write(json.dumps({**recorded, "group_buckets": frozen}))
+    if frozen != group_buckets and (location, group_buckets) not in _WARNED:
+        _WARNED.add((location, group_buckets))
+        log.warning("streaming.group_buckets is %d, but checkpoint %s was started with %d, which it keeps "
+                    "(its state's keys depend on it; a new checkpoint takes the setting)", group_buckets,
+                    location, frozen)
+    return frozen
 
 
 def reset_state(old: Path, new: Path) -> dict:
@@ -375,7 +395,8 @@ def state_reader(spark):
 def state_figures(spark, checkpoint_location: str, batch_id: int | None = None) -> dict:
     """What the keyed state holds at a committed batch (default: the last), read with Spark's
     state data source (``format("statestore")``): rows and stored bytes (the encoded state and
-    held events of each key, as state_codec stored them), split into group keys and topic keys. The store's own figures
+    held events of each key, as state_codec stored them), split into group keys, group buckets and
+    topic keys. The store's own figures
     (``memoryUsedBytes``) follow RocksDB's caches and memtables, not what is stored; this is."""
     from pyspark.sql import functions as F
 
@@ -387,8 +408,16 @@ def state_figures(spark, checkpoint_location: str, batch_id: int | None = None) 
     rows = (df.selectExpr("substring(key.key, 1, 1) AS kind", f"{size} AS size").groupBy("kind")
             .agg(F.count(F.lit(1)).alias("n"), F.sum("size").alias("size")).collect())
     by_kind = {r["kind"]: (int(r["n"]), int(r["size"] or 0)) for r in rows}
-    names = {"g": "group", "t": "topic"}
+    names = {"g": "group", "G": "group_bucket", "t": "topic"}
     out = {"rows": sum(n for n, _ in by_kind.values()), "bytes": sum(b for _, b in by_kind.values())}
     for k, (n, b) in sorted(by_kind.items()):
         out[f"{names.get(k, k)}_rows"], out[f"{names.get(k, k)}_bytes"] = n, b
+    # groups: a key each (0.2.0's layout), or side by side in their buckets (at most
+    # streaming.group_buckets rows per cluster, so read back and counted here)
+    out["groups"] = by_kind.get("g", (0, 0))[0]
+    if "G" in by_kind:
+        from fencewatch.streaming.runtime.state_codec import decode_bucket
+
+        blobs = df.where("substring(key.key, 1, 1) = 'G'").selectExpr("value.groupState.blob AS blob").collect()
+        out["groups"] += sum(len(decode_bucket(bytes(r["blob"]))) for r in blobs if r["blob"] is not None)
     return out

@@ -46,8 +46,8 @@ def build_inputs(spark, cfg: cfgmod.Config):
     if raw:
         # ``caught_up`` (see hold.Hold): only the events source knows it; the others say "unknown".
         raw = [f if "caught_up" in f.columns else f.withColumn("caught_up", _null_bool()) for f in raw]
-        routed.append(_union(raw).mapInPandas(make_router(s.input_format, registry=_registry(cfg, "decoder")),
-                                              ROUTED))
+        routed.append(_union(raw).mapInPandas(make_router(s.input_format, registry=_registry(cfg, "decoder"),
+                                                          group_buckets=s.group_buckets), ROUTED))
     return _union(routed)
 
 
@@ -127,7 +127,7 @@ def _routed_event_inputs(spark, cfg: cfgmod.Config, options: dict):
 
     s = cfg.streaming
     router = RouterSpec(((s.heartbeats_topic, "heartbeats", 0), (s.offsets_topic, "offsets", 1)),
-                        s.input_format)
+                        s.input_format, group_buckets=s.group_buckets)
     return _few_partitions(spark, read_routed_stream(
         spark, bootstrap=s.bootstrap_servers, topics=[s.heartbeats_topic, s.offsets_topic], router=router,
         options={**options, "includeCaughtUp": "true"}))

@@ -7,6 +7,7 @@ import contextlib
 import json
 import logging
 import time
+from dataclasses import replace
 
 from fencewatch.streaming.config import settings as cfgmod
 from fencewatch.streaming.runtime.inputs import (_registry, build_inputs, connector_pacer, group_sources, kafka_source,
@@ -79,7 +80,9 @@ def start_query(spark, cfg: cfgmod.Config, writer: BatchWriter, *, trigger: str 
 
     location = cfg.streaming.checkpoint_location
     choice = kafka_source(spark, cfg)  # refuses a checkpoint written with the other reader
-    ensure_state_format(location, spark)
+    buckets = ensure_state_format(location, spark, cfg.streaming.group_buckets)
+    if buckets != cfg.streaming.group_buckets:  # the checkpoint's keys decide
+        cfg = replace(cfg, streaming=replace(cfg.streaming, group_buckets=buckets))
     record_source(spark, location, choice.source)
     # Spark's connector: the driver marks each batch caught up (or not; a rerun as its first
     # attempt, from the checkpoint) and paces the next one.

@@ -33,15 +33,17 @@ class RouterSpec:
     topics: tuple[tuple[str, str, int], ...]  # (topic, source name, rank in seq = offset * 4 + rank)
     input_format: str = "json"
     schema_ids: tuple[int, ...] = (1,)
+    group_buckets: int = 0  # streaming.group_buckets, as the checkpoint froze it
 
     def to_option(self) -> str:
         return json.dumps({"topics": self.topics, "input_format": self.input_format,
-                           "schema_ids": self.schema_ids})
+                           "schema_ids": self.schema_ids, "group_buckets": self.group_buckets})
 
     @classmethod
     def from_option(cls, text: str) -> "RouterSpec":
         d = json.loads(text)
-        return cls(tuple(tuple(t) for t in d["topics"]), d["input_format"], tuple(d["schema_ids"]))
+        return cls(tuple(tuple(t) for t in d["topics"]), d["input_format"], tuple(d["schema_ids"]),
+                   int(d.get("group_buckets", 0)))
 
 
 class _Router:
@@ -56,6 +58,7 @@ class _Router:
         self.names = {t: (source, rank) for t, source, rank in spec.topics}
         self.check = make_checker(spec.input_format, spec.schema_ids)
         self.schema = to_arrow_schema(ROUTED)
+        self.group_buckets = spec.group_buckets
 
     def __call__(self, builder) -> Any:
         import pyarrow as pa
@@ -69,7 +72,7 @@ class _Router:
         prefix = f"{topic}/{part}/"
         records = ((value, offset * 4 + rank, prefix + str(offset), None, source, ms if kind else None, None)
                    for value, offset, (kind, ms) in zip(builder.values, builder.offsets, builder.stamps))
-        cols = route_records(records, self.check, bool(builder.caught_up))
+        cols = route_records(records, self.check, bool(builder.caught_up), self.group_buckets)
         builder.clear()
         if not cols["key"]:
             return None

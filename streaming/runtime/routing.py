@@ -118,6 +118,16 @@ def topic_bucket(cluster: str, topic: str) -> str:
     return _SEP.join(("t", cluster, f"{BUCKET_PREFIX}{zlib.crc32(topic.encode()) % TOPIC_BUCKETS}"))
 
 
+@functools.lru_cache(maxsize=1 << 16)
+def group_bucket(cluster: str, group_id: str, buckets: int) -> str:
+    """The key string of ``group_id``'s bucket, one of ``buckets`` per cluster (``streaming.
+    group_buckets``). pyspark pays a fixed cost per key and micro-batch (its Arrow and pandas
+    conversions, the state store's get and put) whatever the key holds: with one key per group,
+    that cost, not the rules, set the live limit (docs/decisions.md, "Group buckets"). A bucket
+    holds its groups' states side by side, each still encoded and judged alone."""
+    return _SEP.join(("G", cluster, f"{BUCKET_PREFIX}{zlib.crc32(group_id.encode()) % buckets}"))
+
+
 def _bucket_of(key: tuple) -> str:
     """The stream's key string for ``state.engine``'s ``key``: a topic key goes to its bucket."""
     return topic_bucket(key[1], key[2]) if key[0] == "t" else key_string(key)
@@ -170,17 +180,20 @@ def task_caught_up() -> bool | None:
     return value == "true" if batch == ctx.getLocalProperty("streaming.sql.batchId") else None
 
 
-def route_records(records: Iterable[tuple], check: Callable, caught_up: bool | None) -> dict[str, list]:
+def route_records(records: Iterable[tuple], check: Callable, caught_up: bool | None,
+                  group_buckets: int = 0) -> dict[str, list]:
     """The router's work on one input batch: records (value, seq, event_id, coords, source,
     record_ts, bad_reason) -> ROUTED columns: one row per key and source with its items in one
     msgpack frame, one row per dead letter or unknown type (``DLQ_KEY``). ``check``: a
     :func:`make_checker`. ``coords`` None: made from a Kafka event id (``topic/partition/offset``)
-    when a record needs them. Used by the ``mapInPandas`` router and inside the Kafka source."""
+    when a record needs them. ``group_buckets`` > 0: a group's records go to its bucket's row
+    (:func:`group_bucket`), still one frame per group inside it. Used by the ``mapInPandas``
+    router and inside the Kafka source."""
     with no_cyclic_gc(settle=False):
-        return _route(records, check, caught_up)
+        return _route(records, check, caught_up, group_buckets)
 
 
-def _route(records: Iterable[tuple], check: Callable, caught_up: bool | None) -> dict[str, list]:
+def _route(records: Iterable[tuple], check: Callable, caught_up: bool | None, group_buckets: int) -> dict[str, list]:
     rows = Rows(ROUTED_COLUMNS)
     add = rows.add
 
@@ -247,9 +260,32 @@ def _route(records: Iterable[tuple], check: Callable, caught_up: bool | None) ->
                 _put(slots, _bucket_of(key), res.ts, (seq, res.ts, payload, eid), etype)
                 etype = None
     for source, slots in keyed.items():
+        if group_buckets:
+            buckets = _in_buckets(slots, group_buckets)
+            for key, (frames, ts, n) in buckets.items():
+                add(key, ts, source, pack_frame(frames), n, caught_up)
         for key, (items, ts, counts) in slots.items():
             add(key, ts, source, pack_frame((items, counts)), sum(counts.values()), caught_up)
     return rows.cols
+
+
+def _in_buckets(slots: dict, buckets: int) -> dict[str, list]:
+    """Take the group keys' slots out of ``slots`` into their buckets: bucket key -> [[[group id,
+    items, counts], ...], newest ts, events] (:func:`read_bucket` reads one)."""
+    out: dict[str, list] = {}
+    for key in [k for k in slots if k[0] == "g"]:
+        items, ts, counts = slots.pop(key)
+        _, cluster, group_id = parse_key(key)
+        bkey = group_bucket(cluster, group_id, buckets)
+        b = out.get(bkey)
+        if b is None:
+            out[bkey] = [[(group_id, items, counts)], ts, sum(counts.values())]
+        else:
+            b[0].append((group_id, items, counts))
+            if ts > b[1]:
+                b[1] = ts
+            b[2] += sum(counts.values())
+    return out
 
 
 def _coords(eid: str) -> str:
@@ -306,7 +342,18 @@ def read_items(pkey: tuple, source: str | None, payload: bytes, counts, now: int
     (a backlog read unevenly) would otherwise be pickled with the key's state batch after batch,
     which cost more than judging them (docs/decisions.md, "Routing"). ``counts`` (a Counter) gets
     the router's (type, source) counts of the events this key owns."""
-    items, row_counts = unpack_frame(payload)
+    return held_items(unpack_frame(payload), source, counts, now)
+
+
+def read_bucket(payload: bytes) -> list:
+    """A group bucket's routed row: [group id, (items, counts)] per group in it, each what
+    :func:`held_items` reads."""
+    return [(group_id, (items, counts)) for group_id, items, counts in unpack_frame(payload)]
+
+
+def held_items(frame, source: str | None, counts, now: int = 0) -> list[tuple]:
+    """One key's (items, counts) frame as the key holds them (:func:`read_items`)."""
+    items, row_counts = frame
     for etype, n in row_counts.items():
         counts[(etype, source)] += n
     return [(item[1], item[0], (item[2], item[3]), now) if len(item) == 4 else

@@ -3,7 +3,9 @@
 Every stored value is a header and a msgpack body. The header is ``b"fw"``, the format version
 (one byte, :data:`FORMAT`) and the kind of value (one byte): ``G`` a group's aggregate
 (``state.group.Group``), ``T`` a topic bucket's truncation watches (``{topic:
-state.partition.TopicWatch}``), ``H`` a key's :class:`~fencewatch.streaming.runtime.hold.Hold`.
+state.partition.TopicWatch}``), ``H`` a key's :class:`~fencewatch.streaming.runtime.hold.Hold`,
+``B`` a group bucket's groups (``{group id: (group value, hold value, wake-up)}``: each group's
+values encoded alone, so a group the micro-batch did not touch is carried as its bytes).
 The body is what msgspec makes of the classes from their own annotations: dataclasses as maps by
 field name, NamedTuples as arrays, enums by value, tuples and frozensets as arrays decoded back to
 their annotated types. Nothing names a Python module or class, so moving or renaming one leaves
@@ -38,12 +40,17 @@ from fencewatch.streaming.runtime.hold import Hold
 FORMAT = 1
 """The state format this code writes. 0.1.0 (never released) pickled Python objects."""
 MAGIC = b"fw"
-GROUP, TOPICS, HOLD = b"G", b"T", b"H"
-KIND_NAMES = {GROUP: "group", TOPICS: "topic bucket", HOLD: "hold"}
+GROUP, TOPICS, HOLD, BUCKET = b"G", b"T", b"H", b"B"
+KIND_NAMES = {GROUP: "group", TOPICS: "topic bucket", HOLD: "hold", BUCKET: "group bucket"}
 _HEADERS = {kind: MAGIC + bytes((FORMAT,)) + kind for kind in KIND_NAMES}
 _PICKLE = 0x80  # pickle's PROTO opcode: 0.1.0's values (protocol 5) start with it
 
-ROOT_TYPES: dict[bytes, object] = {GROUP: Group, TOPICS: dict[str, TopicWatch], HOLD: Hold}
+BucketEntry = tuple[bytes | None, bytes | None, int | None]
+"""A group in a bucket: its group value, its hold value, the processing time (ms) it next has
+something to do without input (None: nothing)."""
+
+ROOT_TYPES: dict[bytes, object] = {GROUP: Group, TOPICS: dict[str, TopicWatch], HOLD: Hold,
+                                   BUCKET: dict[str, BucketEntry]}
 """What each kind of value decodes to: the schema, read from these classes' annotations."""
 
 MIGRATIONS: dict[int, Callable[[bytes, bytes], bytes]] = {}
@@ -91,6 +98,17 @@ def encode_topics(watches: dict[str, TopicWatch]) -> bytes:
 
 def encode_hold(hold: Hold) -> bytes:
     return _HEADERS[HOLD] + _encode(hold)
+
+
+def encode_bucket(groups: dict[str, BucketEntry]) -> bytes:
+    """A group bucket's groups (values already encoded: only the touched ones were re-encoded)."""
+    return _HEADERS[BUCKET] + _encode(groups)
+
+
+def decode_bucket(blob: bytes, pkey: tuple | None = None) -> dict[str, list]:
+    """A group bucket's groups, each as a mutable [group value, hold value, wake-up]."""
+    groups = decode(blob, BUCKET, _name(pkey) if pkey else "a stored group bucket")
+    return {g: list(entry) for g, entry in groups.items()}
 
 
 def encode_state(pkey: tuple, st) -> bytes:

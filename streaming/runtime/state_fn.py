@@ -39,10 +39,12 @@ from fencewatch.state.engine import apply, is_gone, run_key, wakeup
 from fencewatch.streaming.runtime.gc_pause import no_cyclic_gc
 from fencewatch.streaming.runtime.hold import Hold
 from fencewatch.streaming.runtime.outputs import OutRows
-from fencewatch.streaming.runtime.routing import (ROUTED_COLUMNS, Rows, decode_released, make_checker, pack_bytes, parse_key,
-                      read_dead, read_items, route_records, task_caught_up, unpack_bytes)
+from fencewatch.streaming.runtime.routing import (ROUTED_COLUMNS, Rows, decode_released, held_items, make_checker, pack_bytes,
+                                                 parse_key, read_bucket, read_dead, read_items, route_records,
+                                                 task_caught_up, unpack_bytes, unpack_frame)
 from fencewatch.streaming.runtime.columns import DLQ_KEY, OUTPUT
-from fencewatch.streaming.runtime.state_codec import decode_hold, decode_state, encode_hold, encode_state
+from fencewatch.streaming.runtime.state_codec import (decode_bucket, decode_hold, decode_state, encode_bucket, encode_hold,
+                                                     encode_state)
 
 if TYPE_CHECKING:
     from pyspark.sql.streaming.state import GroupState as SparkGroupState  # PySpark's per-key handle
@@ -82,10 +84,12 @@ def _topic_step(tw, ts: int, item, cfg: RulesConfig, out: grp.Outputs):
     return apply(tw, item, cfg, out)
 
 
-def make_router(input_format: str = "json", schema_ids: Iterable[int] = (1,), registry=None) -> Callable:
+def make_router(input_format: str = "json", schema_ids: Iterable[int] = (1,), registry=None,
+                group_buckets: int = 0) -> Callable:
     """The ``mapInPandas`` function: columns value, seq, event_id, coords, source, record_ts, bad_reason
     -> ROUTED rows (``bad_reason`` set: an upstream decoder already rejected the record).
-    ``registry``: a ``schema_registry.RegistryEventDecoder`` for Avro input (else the fixed ids)."""
+    ``registry``: a ``schema_registry.RegistryEventDecoder`` for Avro input (else the fixed ids).
+    ``group_buckets``: the stream's (``streaming.group_buckets``); replay keys each group alone."""
     check = make_checker(input_format, schema_ids, registry)
 
     def route_batches(batches: Iterator[pd.DataFrame]) -> Iterator[pd.DataFrame]:
@@ -99,17 +103,19 @@ def make_router(input_format: str = "json", schema_ids: Iterable[int] = (1,), re
                 caught_up = bool(task_caught_up())
             records = zip(pdf["value"], pdf["seq"], pdf["event_id"], pdf["coords"], pdf["source"], pdf["record_ts"],
                           bad_reasons)
-            cols = route_records(records, check, caught_up)
+            cols = route_records(records, check, caught_up, group_buckets)
             if cols["key"]:  # no empty frame (see request_log_input)
                 yield pd.DataFrame(cols, columns=ROUTED_COLUMNS)
 
     return route_batches
 
 
-def _render(out: grp.Outputs, verdict_rows: Callable[[OutRows, list], None] | None) -> OutRows:
+def _render(out: grp.Outputs, verdict_rows: Callable[[OutRows, list], None] | None,
+            rows: OutRows | None = None) -> OutRows:
     """A call's outputs: its verdicts as ``verdict_rows`` lays them out (:func:`_verdicts_row` for
-    the stream, :func:`_commit_rows` for replay; None: no verdicts topic), then its alerts."""
-    rows = OutRows()
+    the stream, :func:`_commit_rows` for replay; None: no verdicts topic), then its alerts, added
+    to ``rows`` (default: new ones)."""
+    rows = OutRows() if rows is None else rows
     if verdict_rows is not None:
         verdict_rows(rows, out.commits)
     for a in out.alerts:
@@ -256,24 +262,81 @@ def make_stream_fn(cfg: RulesConfig, *, max_skew_ms: int = 2_000, emit_verdicts:
             yield frame
 
     def call(pkey: tuple, pdfs: Iterator[pd.DataFrame], spark_state: SparkGroupState) -> pd.DataFrame | None:
-        is_group = pkey[0] == "g"
         now = spark_state.getCurrentProcessingTimeMs() if wall_clock is None else int(wall_clock() * 1000)
+        if pkey[0] == "G":
+            return bucket_call(pkey, pdfs, spark_state, now)
+        reads, marks = [], []
+        if not spark_state.hasTimedOut:
+            for pdf in pdfs:
+                if "caught_up" in pdf:
+                    marks += pdf["caught_up"].tolist()
+                reads += [(source, unpack_frame(blob)) for source, blob in zip(pdf["source"].tolist(),
+                                                                                pdf["payload"].tolist())]
+        rows = OutRows()
+        # the key's rules state and hold (``STATE``), as state_codec stored them
+        stored, wait = step(pkey, spark_state.get if spark_state.exists else None, reads, marks, now, rows)
+        if stored is None:
+            spark_state.remove()
+        else:
+            spark_state.update(stored)
+            if wait is not None:
+                spark_state.setTimeoutDuration(wait)
+        return _frame(rows.cols) if len(rows) else None
+
+    def bucket_call(pkey: tuple, pdfs: Iterator[pd.DataFrame], spark_state: SparkGroupState,
+                    now: int) -> pd.DataFrame | None:
+        """A group bucket's turn: each group with rows, and each whose wake-up has passed (what its
+        own key's timeout would have been), takes its :func:`step` with its own stored values; the
+        others are carried as their bytes. The bucket wakes at its groups' earliest wake-up."""
+        groups = decode_bucket(spark_state.get[0], pkey) if spark_state.exists else {}
+        reads: dict[str, list] = {}
+        marks: dict[str, list] = {}
+        if not spark_state.hasTimedOut:
+            for pdf in pdfs:
+                marked = "caught_up" in pdf
+                row_marks = pdf["caught_up"].tolist() if marked else repeat(None)
+                for source, blob, mark in zip(pdf["source"].tolist(), pdf["payload"].tolist(), row_marks):
+                    for group_id, frame in read_bucket(blob):
+                        reads.setdefault(group_id, []).append((source, frame))
+                        if marked:  # a group's marks: those of the rows it is in, as its own key's
+                            marks.setdefault(group_id, []).append(mark)
+        # Spark times a key out when its timeout is before the batch's time; the same here.
+        due = [g for g, entry in groups.items() if g not in reads and entry[2] is not None and entry[2] < now]
+        rows = OutRows()
+        for group_id in [*reads, *due]:
+            entry = groups.get(group_id)
+            stored, wait = step(("g", pkey[1], group_id), None if entry is None else (entry[0], entry[1]),
+                                reads.get(group_id, ()), marks.get(group_id, ()), now, rows)
+            if stored is None:
+                groups.pop(group_id, None)
+            else:
+                groups[group_id] = [stored[0], stored[1], None if wait is None else now + wait]
+        if not groups:
+            spark_state.remove()
+        else:
+            spark_state.update((encode_bucket(groups), None))
+            wakes = [entry[2] for entry in groups.values() if entry[2] is not None]
+            if wakes:
+                spark_state.setTimeoutDuration(max(1, min(wakes) - now))
+        return _frame(rows.cols) if len(rows) else None
+
+    def step(pkey: tuple, stored: tuple | None, reads, marks, now: int, rows: OutRows):
+        """One key's turn in a micro-batch: admit its routed frames ``reads`` [(source, (items,
+        counts))] to its hold, release what is due, judge it, render the outputs into ``rows``.
+        ``marks``: the caught-up column of the rows read (none: a timeout). Returns the values to
+        store (None: the key is forgotten) and the timeout it asks for (ms, None: none)."""
+        is_group = pkey[0] == "g"
         st, hold = None, Hold()
-        if spark_state.exists:  # the key's rules state and hold (``STATE``), as state_codec stored them
-            blob, held = spark_state.get
+        if stored is not None:
+            blob, held = stored
             st = decode_state(pkey, blob) if blob is not None else None
             hold = decode_hold(held, pkey) if held is not None else Hold()
         counts: Counter = Counter()
         dead: list = []
-        caught_up = False  # every row of this call from a micro-batch that read all sources to their ends
-        if not spark_state.hasTimedOut:
-            marks = []
-            for pdf in pdfs:
-                if "caught_up" in pdf:
-                    marks += pdf["caught_up"].tolist()
-                for source, blob in zip(pdf["source"].tolist(), pdf["payload"].tolist()):
-                    hold.admit_read(source, read_items(pkey, source, blob, counts, now), now)
-            caught_up = bool(marks) and all(m is True for m in marks)
+        for source, frame in reads:
+            hold.admit_read(source, held_items(frame, source, counts, now), now)
+        # every row of this call from a micro-batch that read all sources to their ends
+        caught_up = bool(marks) and all(m is True for m in marks)
         ready = decode_released(pkey, hold.release(now, max_skew_ms, all_sources=is_group, expected=sources,
                                                    caught_up=caught_up), dead)
         clock = hold.clock(now)
@@ -283,7 +346,7 @@ def make_stream_fn(cfg: RulesConfig, *, max_skew_ms: int = 2_000, emit_verdicts:
         st = _run(pkey, st, ready, cfg, out, clock if hold.last_ts else None)
         # Forgotten (contract §4.4; the rule is state/'s): the key's state goes, held events none.
         gone = bool(hold.last_ts) and not hold.pending and (is_gone(st, clock, cfg) if is_group else not st)
-        rows = _render(out, _verdicts_row if emit_verdicts else None)
+        _render(out, _verdicts_row if emit_verdicts else None, rows)
         _add_dead(rows, dead)
         forget_layouts()  # keyed by this call's objects: no later call can hit them (issue 15)
         if is_group:
@@ -291,18 +354,14 @@ def make_stream_fn(cfg: RulesConfig, *, max_skew_ms: int = 2_000, emit_verdicts:
         elif counts:  # partition-scoped events (partition_epochs): counted with group=""
             rows.add("counts", None, cluster=pkey[1], group_id="", json=json.dumps(_event_counts(counts)))
         if gone:
-            spark_state.remove()
-            return _frame(rows.cols) if len(rows) else None
-        spark_state.update((encode_state(pkey, st), encode_hold(hold)))
+            return None, None
         waits = []
         if hold.pending:
             waits.append(hold.wait_ms(now, max_skew_ms))
         due = _wakeup(pkey, st, cfg)
         if due is not None:
             waits.append(due - clock)
-        if waits:
-            spark_state.setTimeoutDuration(max(1, min(waits)))
-        return _frame(rows.cols) if len(rows) else None
+        return (encode_state(pkey, st), encode_hold(hold)), (max(1, min(waits)) if waits else None)
 
     return stream_fn
 

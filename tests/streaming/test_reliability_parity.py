@@ -29,7 +29,7 @@ from fencewatch.streaming.ingest.events import MEMBERSHIP_TYPES, DecodeError, Un
 from fencewatch.streaming.runtime.inputs import group_sources
 from fencewatch.streaming.sources.kafka import rate_limit
 from fencewatch.streaming.runtime.outputs import read_frame
-from fencewatch.streaming.runtime.state_codec import decode_hold, decode_state
+from fencewatch.streaming.runtime.state_codec import decode_bucket, decode_hold, decode_state
 from fencewatch.streaming.runtime.state_fn import make_router, make_stream_fn, unpack_lines
 from reliability_harness import SparkGroupStateStub, micro_batch
 from fencewatch.streaming.runtime.routing import parse_key
@@ -64,14 +64,27 @@ def engine_outputs(recs, cfg) -> tuple[set, set]:
     return verdicts, {alert_json(a) for a in engine.out.alerts}
 
 
+def stored_by_key(states: dict) -> dict[tuple, tuple]:
+    """The stored (rules value, hold value) of every group key and topic bucket, a group bucket's
+    groups each under its own group key: what the job keeps, whatever ``group_buckets`` it ran with."""
+    out = {}
+    for key, st in states.items():
+        pkey = parse_key(key)
+        if pkey[0] == "G":
+            out.update({("g", pkey[1], g): (e[0], e[1]) for g, e in decode_bucket(st.get[0], pkey).items()})
+        else:
+            out[pkey] = st.get
+    return out
+
+
 def job_outputs(recs, cfg, plan: list[tuple[int, int]], trigger_ms: int = 500, max_skew_ms: int = 1_000,
-                states: dict | None = None, statuses: list | None = None, idle_ms: int = 0):
+                states: dict | None = None, statuses: list | None = None, idle_ms: int = 0, group_buckets: int = 0):
     """(verdict lines, alert lines) of the job's router and state function reading the records in
     micro-batches ending at ``plan``'s offsets (heartbeats, offsets), one trigger of wall time each;
     then idle triggers (state timeouts) until nothing is held, and one more after ``idle_ms`` of
     wall time (0: none). ``states``: the keys' states at the end (Spark's: a removed one is gone);
-    ``statuses``: every status row, as a dict."""
-    router = make_router()
+    ``statuses``: every status row, as a dict; ``group_buckets``: ``streaming.group_buckets``."""
+    router = make_router(group_buckets=group_buckets)
     wall = [time.time()]
     fn = make_stream_fn(cfg, max_skew_ms=max_skew_ms, wall_clock=lambda: wall[0], sources=group_sources("events"))
     states: dict[str, SparkGroupStateStub] = {} if states is None else states
@@ -93,7 +106,7 @@ def job_outputs(recs, cfg, plan: list[tuple[int, int]], trigger_ms: int = 500, m
                 elif row.record == "status" and statuses is not None:
                     statuses.append(json.loads(row.json))
         wall[0] += trigger_ms / 1000
-        if not plan and not any(s.get and decode_hold(s.get[1]).pending for s in states.values()):
+        if not plan and not any(held and decode_hold(held).pending for _, held in stored_by_key(states).values()):
             if idle_ms <= 0:
                 break
             wall[0] += idle_ms / 1000
@@ -116,23 +129,27 @@ def source_plan(recs, limit: int, first: int | None = None) -> list[tuple[int, i
     return out
 
 
+@pytest.mark.parametrize("group_buckets", [0, 2], ids=["key-per-group", "2-group-buckets"])
 @pytest.mark.parametrize("limit,first,batch_ms", [(600, None, 500), (600, 500, 500), (2_000, 1_000, 500),
                                                    (600, None, 70_000)],
                          ids=["600-per-trigger", "bound-500-then-600", "bound-1000-then-2000",
                               "600-per-trigger-70s-batches"])
-def test_same_records_in_other_chunkings_give_the_engine_outputs(records, limit, first, batch_ms):
+def test_same_records_in_other_chunkings_give_the_engine_outputs(records, limit, first, batch_ms, group_buckets):
     """``batch_ms``: the wall time each micro-batch takes (70 s: an executor lost and its tasks rerun
-    on a loaded host; a held event must not go on wall time alone)."""
+    on a loaded host; a held event must not go on wall time alone). Two buckets for three groups:
+    groups share a key's state, each with its own hold."""
     cfg = RulesConfig()
     want_verdicts, want_alerts = engine_outputs(records, cfg)
     assert want_alerts, "the trace must raise alerts for the comparison to mean something"
-    verdicts, alerts = job_outputs(records, cfg, source_plan(records, limit, first), trigger_ms=batch_ms)
+    verdicts, alerts = job_outputs(records, cfg, source_plan(records, limit, first), trigger_ms=batch_ms,
+                                   group_buckets=group_buckets)
     assert len(verdicts) == len(want_verdicts)
     assert verdicts == want_verdicts
     assert alerts == want_alerts
 
 
-def test_groups_that_come_and_go_leave_no_state_and_the_engine_outputs():
+@pytest.mark.parametrize("group_buckets", [0, 4], ids=["key-per-group", "4-group-buckets"])
+def test_groups_that_come_and_go_leave_no_state_and_the_engine_outputs(group_buckets):
     """Short-lived groups (the simulator's ``ephemeral`` profile): join, commit or not, close or
     crash, offsets expire, the group is deleted (Dead); and a few of their members commit again
     long after (a zombie meeting a group Kafka deleted). The job's state function removes the
@@ -155,7 +172,7 @@ def test_groups_that_come_and_go_leave_no_state_and_the_engine_outputs():
     want_verdicts, want_alerts = engine_outputs(recs, cfg)
     states, statuses = {}, []
     verdicts, alerts = job_outputs(recs, cfg, source_plan(recs, 600), states=states, statuses=statuses,
-                                   idle_ms=200_000)
+                                   idle_ms=200_000, group_buckets=group_buckets)
     assert verdicts == want_verdicts
     commit_kinds = ("ZOMBIE_COMMIT", "AVOIDABLE_FENCING", "UNSAFE_ACCEPT", "MODEL_DIVERGENCE")
     assert {a for a in alerts if json.loads(a)["kind"] in commit_kinds} == {
@@ -167,13 +184,17 @@ def test_groups_that_come_and_go_leave_no_state_and_the_engine_outputs():
     ephemeral = {e["group_id"] for e in events if e["group_id"] and e["group_id"].startswith("console")}
     dead = {e["group_id"] for e in events if e["type"] == "group_state" and e["state"] == "Dead"}
     forgotten = {s["group_id"] for s in statuses if s.get("forgotten")}
-    left = {parse_key(k)[2] for k in states if "console" in k}
+    stored = stored_by_key(states)
+    left = {k[2] for k in stored if k[0] == "g" and k[2].startswith("console")}
     assert len(ephemeral) > 50 and dead <= forgotten <= ephemeral and len(forgotten) > 2 * len(dead)
     assert all(s["state"] == "Dead" for s in statuses if s.get("forgotten"))
     assert not left & (forgotten - {e["group_id"] for e in firsts})
     # What is left is what only the idle rule can forget yet: groups with a member still in.
-    for key in (k for k in states if "console" in k):
-        g = decode_state(parse_key(key), states[key].get[0])
+    if group_buckets:  # a bucket goes when its last group goes
+        assert all(st.exists for st in states.values())
+        assert len([k for k in states if k.startswith("G")]) <= group_buckets
+    for key in (k for k in stored if k[0] == "g" and k[2].startswith("console")):
+        g = decode_state(key, stored[key][0])
         assert g.members and grp.drop_at(g, cfg) == g.last_ts + cfg.group_retention_ms
 
 

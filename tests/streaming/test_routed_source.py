@@ -13,7 +13,7 @@ from confluent_kafka import Producer
 
 from fencewatch.streaming.config import settings as cfgmod
 from fencewatch.streaming.runtime.inputs import build_inputs
-from fencewatch.streaming.runtime.routing import unpack_frame
+from fencewatch.streaming.runtime.routing import key_string, parse_key, read_bucket, unpack_frame
 from fencewatch.streaming.runtime.columns import DLQ_KEY, ROUTED
 from fencewatch.streaming.runtime.state_fn import make_router
 
@@ -46,15 +46,19 @@ def _collect(df):
 
 def _items(rows):
     """key -> its items (seq, source, item) in seq order (records: seq, ts first; stored-commit
-    facts: ts, seq); dead letters; caught-up marks."""
+    facts: ts, seq), a group bucket's groups each under its own group key; dead letters; caught-up
+    marks."""
     by_key, dead, marks = {}, [], set()
     for r in rows:
         if r["key"] == DLQ_KEY:
             dead.append(tuple(msgspec.msgpack.decode(r["payload"])))  # (etype, seq, record, reason, coordinates)
             continue
-        by_key.setdefault(r["key"], []).extend(
-            (it[0] if len(it) == 4 else it[1], r["source"], tuple(map(_hashable, it)))
-            for it in unpack_frame(r["payload"])[0])
+        kind, cluster, _ = parse_key(r["key"])
+        frames = [(key_string(("g", cluster, g)), items) for g, (items, _) in read_bucket(r["payload"])] \
+            if kind == "G" else [(r["key"], unpack_frame(r["payload"])[0])]
+        for key, items in frames:
+            by_key.setdefault(key, []).extend(
+                (it[0] if len(it) == 4 else it[1], r["source"], tuple(map(_hashable, it))) for it in items)
         marks.add(r["caught_up"])
     return {k: sorted(v) for k, v in by_key.items()}, sorted(dead), marks
 
@@ -79,9 +83,12 @@ def test_routed_source_gives_the_routers_items(spark, broker, topic_factory):
 
     from fencewatch.streaming.runtime.inputs import _event_inputs
     options = {"startingOffsets": "earliest", "maxOffsetsPerTrigger": "100000"}
-    legacy = _event_inputs(spark, cfg, options).mapInPandas(make_router("json"), ROUTED)
+    legacy = _event_inputs(spark, cfg, options).mapInPandas(
+        make_router("json", group_buckets=cfg.streaming.group_buckets), ROUTED)
 
-    new_items, new_dead, new_marks = _items(_collect(routed))
+    routed_rows = _collect(routed)
+    assert {parse_key(r["key"])[0] for r in routed_rows if r["key"] != DLQ_KEY} == {"G", "t"}  # groups in buckets
+    new_items, new_dead, new_marks = _items(routed_rows)
     old_items, old_dead, old_marks = _items(_collect(legacy))
     assert new_items == old_items
     assert new_dead == old_dead

@@ -24,12 +24,12 @@ def test_ephemeral_groups_leave_the_state_as_it_was(spark, broker, topic_factory
     base, during, end = fig["baseline"], fig["during"], fig["end"]
     # While they live, the state holds them: group keys and the topics' watches.
     assert during["rows"] > base["rows"] + 50 and during["remembered"] > 50
-    assert during["stored"]["group_rows"] > base["stored"]["group_rows"] + 50
+    assert during["stored"]["groups"] > base["stored"]["groups"] + 50
     # Then every one is forgotten: the rows are the baseline's (Spark's numRowsTotal and the
     # stored keys alike), and no stored state names an ephemeral group, not even a topic's watch.
     assert end["rows"] == base["rows"]
-    assert (end["stored"]["group_rows"], end["stored"]["topic_rows"]) == (
-        base["stored"]["group_rows"], base["stored"]["topic_rows"])
+    assert (end["stored"]["groups"], end["stored"]["group_bucket_rows"], end["stored"]["topic_rows"]) == (
+        base["stored"]["groups"], base["stored"]["group_bucket_rows"], base["stored"]["topic_rows"])
     assert end["remembered"] == 0
     # What is stored is back near the baseline too: what is left is the long-lived groups' own
     # state, which grows by their bounded logs of recent commits (state/folding.py), not by the
@@ -41,5 +41,5 @@ def test_ephemeral_groups_leave_the_state_as_it_was(spark, broker, topic_factory
     assert main(["checkpoint", "show", "--checkpoint", str(tmp_path / "cp"), "--state"]) == 0
     shown = json.loads(capsys.readouterr().out)["state"]
     assert shown == state_figures(spark, str(tmp_path / "cp"))
-    assert (shown["rows"], shown["group_rows"], shown["topic_rows"]) == (
-        base["rows"], base["stored"]["group_rows"], base["stored"]["topic_rows"])
+    assert (shown["rows"], shown["groups"], shown["topic_rows"]) == (
+        base["rows"], base["stored"]["groups"], base["stored"]["topic_rows"])
