@@ -216,6 +216,7 @@ def engine_floor(spark, bootstrap: str, hb: str, off: str, n_events: int, max_pe
     job_cfg = cfgmod.load_config(environ={}, overrides={"streaming": {
         "kafka_source": "python", "checkpoint_location": tempfile.mkdtemp() + "/cp", "bootstrap_servers": bootstrap,
         "starting_offsets": "earliest", "heartbeats_topic": hb, "offsets_topic": off,
+        "group_buckets": 0,  # a key per group: the floor's state function reads one group a key
         **({"max_offsets_per_trigger": max_per_trigger} if max_per_trigger else {})}})
     cfg = RulesConfig()
 

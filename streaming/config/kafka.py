@@ -69,6 +69,7 @@ _RENAMED = {
     "receive.buffer.bytes": "socket.receive.buffer.bytes",
     "send.buffer.bytes": "socket.send.buffer.bytes",
 }
+_JAVA_NAMES = {rd: java for java, rd in _RENAMED.items()}  # to_java's way back
 
 _JAAS_MODULE = re.compile(
     r"^\s*(?P<module>[\w.$]+)\s+(?:required|requisite|sufficient|optional)\s*(?P<opts>.*?)\s*;?\s*$",
@@ -205,6 +206,8 @@ def to_java(kafka_options: Mapping[str, str]) -> dict[str, str]:
             java["ssl.truststore.location"] = value
         elif key == "ssl.endpoint.identification.algorithm" and value.lower() == "none":
             java[key] = ""
+        elif key in _JAVA_NAMES:  # librdkafka's name for a Java setting: Java's own again
+            java[_JAVA_NAMES[key]] = value
         else:
             java[key] = value
     if "sasl.username" in options or "sasl.password" in options:

@@ -7,6 +7,10 @@ import time
 from collections import Counter
 from dataclasses import dataclass, field
 
+import numpy as np
+
+_RNG = np.random.default_rng(0)  # the latency sample's draws: reproducible
+
 
 @dataclass
 class JobStats:
@@ -19,11 +23,33 @@ class JobStats:
     by_class: Counter = field(default_factory=Counter)
     alerts_by_kind: Counter = field(default_factory=Counter)
     dead_letters: int = 0
-    latencies_ms: list = field(default_factory=list)  # decision latency samples (bounded)
+    latencies_ms: list = field(default_factory=list)  # decision latency samples: add_latencies
+    latency_seen: int = 0  # decisions whose latency was offered to the sample
     batch_seconds: list = field(default_factory=list)
     event_ids: Counter = field(default_factory=Counter)  # only when tracking exactly-once (tests)
     track_ids: bool = False
     lock: threading.Lock = field(default_factory=threading.Lock)
+
+    MAX_LATENCY_SAMPLES = 200_000
+
+    def add_latencies(self, values_ms) -> None:
+        """Keep a uniform sample of every decision's latency, at most :data:`MAX_LATENCY_SAMPLES`
+        (reservoir sampling, Vitter's algorithm R, vectorised per batch), so the percentiles cover
+        the whole run. (It kept the first 200,000 before: at 10,000 events/s, the first ~10 s.)
+        Call with ``lock`` held."""
+        kept, cap = self.latencies_ms, self.MAX_LATENCY_SAMPLES
+        values = list(values_ms)
+        room = max(0, cap - len(kept))
+        kept += values[:room]
+        self.latency_seen += min(room, len(values))
+        rest = values[room:]
+        if not rest:
+            return
+        seen = self.latency_seen + np.arange(1, len(rest) + 1)  # each value's rank among all offered
+        slots = (_RNG.random(len(rest)) * seen).astype(np.int64)  # uniform in [0, rank)
+        for i in np.flatnonzero(slots < cap):  # in order: a later value may replace an earlier one
+            kept[slots[i]] = rest[i]
+        self.latency_seen += len(rest)
 
     def percentile(self, values: list, q: float) -> float | None:
         if not values:

@@ -23,8 +23,6 @@ class StopRequested(RuntimeError):
 class BatchWriter:
     """The ``foreachBatch`` function: one micro-batch's outputs to Kafka, metrics and stats."""
 
-    MAX_LATENCY_SAMPLES = 200_000
-
     def __init__(self, cfg: cfgmod.Config, *, kafka=None, metrics=None, stats: JobStats | None = None,
                  progress=None):
         self.cfg = cfg
@@ -86,8 +84,7 @@ class BatchWriter:
             s.alerts_by_kind.update(a["kind"] for a in acc.alerts)
             s.dead_letters += acc.dead
             s.batch_seconds.append(elapsed)
-            if len(s.latencies_ms) < self.MAX_LATENCY_SAMPLES:
-                s.latencies_ms += [x * 1000 for x in acc.latencies]
+            s.add_latencies([x * 1000 for x in acc.latencies])
         self._finished(batch_id)
 
     def _finished(self, batch_id: int) -> None:

@@ -109,6 +109,20 @@ def test_the_job_hands_spark_options_its_kafka_provider_accepts(jvm_reader_optio
     assert options["startingOffsets"] == "earliest" and options["maxOffsetsPerTrigger"] == "50000"
     # Spark's consumers ask for the partition's offset range after every poll: fewer, larger polls
     assert options["kafka.max.poll.records"] == "10000"
+    # a fetch that finds nothing past a task's range is not held 500 ms (read.CONNECTOR_FETCH_MAX_WAIT_MS)
+    assert options["kafka.fetch.max.wait.ms"] == "10"
+
+
+def test_an_operators_fetch_wait_wins_in_javas_name(spark):
+    """``kafka.fetch.max.wait.ms`` reaches Spark's connector under Java's name (the configuration
+    turns it into librdkafka's ``fetch.wait.max.ms``; the connector's consumer ignored that name)."""
+    from fencewatch.streaming.config.kafka import to_librdkafka
+    from fencewatch.streaming.sources.kafka.read import _apply, _reader_options
+
+    rd, _ = to_librdkafka({"fetch.max.wait.ms": "250"})
+    reader = _apply(spark.readStream, "kafka", _reader_options("b:9092", ["t"], {f"kafka.{k}": v for k, v in rd.items()}))
+    _, options = _reader_state(spark, reader)
+    assert options["kafka.fetch.max.wait.ms"] == "250" and "kafka.fetch.wait.max.ms" not in options
 
 
 def test_client_settings_reach_the_java_client_in_its_own_names(jvm_reader_options):

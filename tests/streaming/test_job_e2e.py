@@ -16,6 +16,7 @@ from fencewatch.sim.world import SimConfig, simulate
 from fencewatch.sim.profiles import profile
 from fencewatch.sinks.kafka import BatchMarker, KafkaOutputs
 from fencewatch.streaming.config import settings as cfgmod
+from fencewatch.streaming.runtime.checkpoint import STATE_FORMAT_FILE, state_figures
 from fencewatch.streaming.runtime.writer import BatchWriter
 from fencewatch.streaming.runtime.stats import JobStats
 from fencewatch.streaming.runtime.query import drain, query_facts, query_failure, start_query
@@ -26,7 +27,11 @@ pytestmark = [pytest.mark.spark, pytest.mark.broker]
 SKEW_MS = 2_000  # also how long a held event waits for a quiet source
 
 
-def test_stream_judges_every_commit_exactly_once_across_restart(spark, broker, topic_factory, tmp_path):
+@pytest.mark.parametrize("layout", ["group-buckets", "from-0.2.0"])
+def test_stream_judges_every_commit_exactly_once_across_restart(spark, broker, topic_factory, tmp_path, layout):
+    """``from-0.2.0``: the first run keeps a key per group and leaves the checkpoint as 0.2.0 did
+    (no ``group_buckets`` in its format file); the second run, with the default buckets, keeps
+    the checkpoint's layout and goes on from its state."""
     hb, off = topic_factory(2, "hb"), topic_factory(2, "off")
     verdicts_t, alerts_t, dlq_t = topic_factory(2, "verdicts"), topic_factory(1, "alerts"), topic_factory(1, "dlq")
     knobs = replace(profile("zombie-storm"), groups=3)
@@ -43,19 +48,27 @@ def test_stream_judges_every_commit_exactly_once_across_restart(spark, broker, t
                       "max_offsets_per_trigger": 300, "max_skew_ms": SKEW_MS},
         "sinks": {"verdicts_topic": verdicts_t, "alerts_topic": alerts_t, "dlq_topic": dlq_t}})
 
+    if layout == "from-0.2.0":
+        first_cfg = replace(cfg, streaming=replace(cfg.streaming, group_buckets=0))
+    else:
+        first_cfg = cfg
+
     def writer():
         kafka = KafkaOutputs({"bootstrap.servers": broker}, verdicts_topic=verdicts_t, alerts_topic=alerts_t,
                              dlq_topic=dlq_t, marker=BatchMarker(tmp_path / "cp" / "fencewatch-sink-batch"))
         return BatchWriter(cfg, kafka=kafka, stats=JobStats())
 
     first = writer()
-    query = start_query(spark, cfg, first, trigger="200 milliseconds")
+    query = start_query(spark, first_cfg, first, trigger="200 milliseconds")
     deadline = time.monotonic() + 240
     while first.stats.batches < 2 and time.monotonic() < deadline and query.isActive:
         time.sleep(0.2)
     query.stop()  # the kill: mid-stream, more input to come
     first.kafka.close()
     assert first.stats.batches >= 2, query.exception()
+    if layout == "from-0.2.0":
+        fmt = tmp_path / "cp" / STATE_FORMAT_FILE
+        fmt.write_text(json.dumps({k: v for k, v in json.loads(fmt.read_text()).items() if k != "group_buckets"}))
 
     bad = b'{"type": "offset_commit", "ts": "soon"}'
     p = Producer({"bootstrap.servers": broker})
@@ -71,6 +84,9 @@ def test_stream_judges_every_commit_exactly_once_across_restart(spark, broker, t
     assert query_failure(query) is None
     facts = query_facts(query)  # what the metrics gauges show: the RocksDB stores' rows and memory
     assert facts["input_lag_records"] == 0 and facts["state_rows"] >= 3 and facts["state_memory_bytes"] > 0
+    stored = state_figures(spark, str(tmp_path / "cp"))
+    assert stored["groups"] == 3
+    assert ("group_rows" in stored) == (layout == "from-0.2.0") != ("group_bucket_rows" in stored)
     # Exactly once: every (commit event, partition) appears once in the verdicts topic.
     got = [json.loads(m.value()) for m in read_all(broker, verdicts_t)]
     keys = [(v["event_id"], v["topic"], v["partition"]) for v in got]

@@ -147,3 +147,17 @@ def test_the_bridge_and_the_simulator_get_the_same_translation(tmp_path, monkeyp
     assert main(["simulate", "--events", "1", "--bootstrap-servers", "127.0.0.1:1",
                  "--producer-config", "ssl.keystore.location=/k.jks"]) == 2
     assert "librdkafka reads PKCS#12 keystores or PEM files" in capsys.readouterr().err
+
+
+def test_settings_renamed_for_librdkafka_get_their_java_names_back():
+    """``fetch.max.wait.ms`` is ``fetch.wait.max.ms`` to librdkafka: Spark's connector (Java) must
+    get Java's name, or its consumer ignores the setting (an unknown config) and keeps 500 ms."""
+    from fencewatch.streaming.config.kafka import to_librdkafka
+
+    rd, _ = to_librdkafka({"fetch.max.wait.ms": "10", "receive.buffer.bytes": "65536",
+                           "send.buffer.bytes": "131072", "client.id": "fw"})
+    assert rd["fetch.wait.max.ms"] == "10"
+    java = to_java(rd)
+    assert (java["fetch.max.wait.ms"], java["receive.buffer.bytes"], java["send.buffer.bytes"], java["client.id"]) == (
+        "10", "65536", "131072", "fw")
+    assert not {"fetch.wait.max.ms", "socket.receive.buffer.bytes", "socket.send.buffer.bytes"} & set(java)

@@ -1,0 +1,25 @@
+"""The decision-latency sample behind the job's p50/p99 (progress line, closing table, benchmarks)."""
+from fencewatch.streaming.runtime.stats import JobStats
+
+
+def test_the_sample_covers_the_whole_run_not_its_start():
+    """A run whose decisions grow slower: the sample must see the slow end. Keeping the first
+    values (as before) reported the start's latency for the whole run."""
+    s = JobStats()
+    s.MAX_LATENCY_SAMPLES = 1_000
+    for batch in range(100):  # 100 batches of 500 decisions, batch b at 100 * b ms
+        s.add_latencies([100.0 * batch] * 500)
+    assert len(s.latencies_ms) == 1_000 and s.latency_seen == 50_000
+    # uniform over 100 batches: the median near batch 50's, p99 near batch 99's
+    assert 4_000 <= s.percentile(s.latencies_ms, 0.5) <= 6_000
+    assert s.percentile(s.latencies_ms, 0.99) >= 9_500
+    late = sum(1 for v in s.latencies_ms if v >= 5_000)
+    assert 400 <= late <= 600
+
+
+def test_a_short_run_keeps_every_value():
+    s = JobStats()
+    s.add_latencies([3.0, 1.0, 2.0])
+    s.add_latencies([])
+    s.add_latencies([5.0])
+    assert s.latencies_ms == [3.0, 1.0, 2.0, 5.0] and s.latency_seen == 4
