@@ -330,7 +330,7 @@ P99_BAR_MS = 3_000
 
 
 def live_capacity(spark, broker, seconds: int, loads: list[int], kafka_source: str) -> list[dict]:
-    """The latency at each real-time load (groups of the ``mixed`` profile, ~7.1 events/s each),
+    """The latency at each real-time load (groups of the ``mixed`` profile, 7-8 events/s each),
     lowest first; it stops after the first load whose p99 passes :data:`P99_BAR_MS` (the ones
     above would too, and a query behind its input only falls further behind)."""
     out = []
@@ -578,10 +578,10 @@ def _parser() -> argparse.ArgumentParser:
                     help="standalone clusters to run the throughput on: one-core workers each (empty: none)")
     ap.add_argument("--sources", default="python,spark",
                     help="Kafka readers to run the job with: python (fencewatch-kafka), spark (Spark's connector)")
-    ap.add_argument("--latency-groups", default="280,700,1420",
-                    help="real-time loads for the latency runs (local[2]), in groups of the mixed profile (about "
-                         "7.1 events/s each as the simulator produces them: ~2,000, ~5,000, ~10,100 events/s); "
-                         "each reader goes up them until p99 passes 3 s")
+    ap.add_argument("--latency-groups", default="280,700,1450",
+                    help="real-time loads for the latency runs (local[2]), in groups of the mixed profile (as the "
+                         "simulator produced them on 2026-11-28: ~2,400, ~5,300, ~10,200 events/s); each reader goes "
+                         "up them until p99 passes 3 s")
     ap.add_argument("--spark-floor", default=None, metavar="PATH",
                     help="also run this skeleton script (spark_floor.py) after each local master's jobs")
     ap.add_argument("--bootstrap", default=None, help="a running broker instead of the embedded one")
