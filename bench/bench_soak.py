@@ -41,6 +41,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from bench.report import write_section  # noqa: E402
+from fencewatch.streaming.config.settings import duration_s_arg  # noqa: E402
 
 PAGE = os.sysconf("SC_PAGE_SIZE")
 EVENTS_PER_GROUP_S = 10.0  # profile mixed: 60,000 events of 50 groups span 119.4 s of simulated time
