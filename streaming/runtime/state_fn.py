@@ -239,32 +239,21 @@ def _add_status(rows: OutRows, st, cfg: RulesConfig, counts: dict, hb_before: tu
              raw=pickle.dumps(summary, _PICKLE) if summary else None)
 
 
-def make_stream_fn(cfg: RulesConfig, *, max_skew_ms: int = 2_000, emit_verdicts: bool = True,
-                   wall_clock: Callable[[], float] | None = None, sources: tuple[str, ...] = ()) -> Callable:
-    """The ``applyInPandasWithState`` function (processing-time timeouts; see :class:`Hold`).
+class _KeySteps:
+    """What the state function does for a key (:func:`make_stream_fn`): a group key's or topic
+    bucket's turn (:meth:`call`), a group bucket's groups' turns (:meth:`bucket_call`), and one
+    key's step (:meth:`step`), with the job's settings."""
 
-    ``emit_verdicts`` False (no verdicts topic) ships only alerts and per-group summaries.
-    ``sources``: the router's source names that feed group keys (``job.group_sources``).
-    The wall time the hold and a key's clock go by is the micro-batch's (Spark's processing time,
-    logged with the batch's offsets; its timeouts count from it too), not the call's: a batch run
-    again after a crash holds and releases what its first attempt did, whose outputs are in Kafka
-    already (issue 33). ``wall_clock`` (seconds) stands in for it where no Spark runs (tests).
-    """
+    def __init__(self, cfg: RulesConfig, max_skew_ms: int, emit_verdicts: bool,
+                 wall_clock: Callable[[], float] | None, sources: tuple[str, ...]) -> None:
+        self.cfg, self.max_skew_ms, self.emit_verdicts = cfg, max_skew_ms, emit_verdicts
+        self.wall_clock, self.sources = wall_clock, sources
 
-    def stream_fn(key: tuple, pdfs: Iterator[pd.DataFrame], spark_state: SparkGroupState) -> Iterator[pd.DataFrame]:
-        k = key[0]
-        if k == DLQ_KEY:
-            yield from _dead_letters(pdfs)
-            return
-        with no_cyclic_gc(settle=False):
-            frame = call(parse_key(k), pdfs, spark_state)
-        if frame is not None:
-            yield frame
-
-    def call(pkey: tuple, pdfs: Iterator[pd.DataFrame], spark_state: SparkGroupState) -> pd.DataFrame | None:
+    def call(self, pkey: tuple, pdfs: Iterator[pd.DataFrame], spark_state: SparkGroupState) -> pd.DataFrame | None:
+        wall_clock = self.wall_clock
         now = spark_state.getCurrentProcessingTimeMs() if wall_clock is None else int(wall_clock() * 1000)
         if pkey[0] == "G":
-            return bucket_call(pkey, pdfs, spark_state, now)
+            return self.bucket_call(pkey, pdfs, spark_state, now)
         reads, marks = [], []
         if not spark_state.hasTimedOut:
             for pdf in pdfs:
@@ -274,7 +263,7 @@ def make_stream_fn(cfg: RulesConfig, *, max_skew_ms: int = 2_000, emit_verdicts:
                                                                                 pdf["payload"].tolist())]
         rows = OutRows()
         # the key's rules state and hold (``STATE``), as state_codec stored them
-        stored, wait = step(pkey, spark_state.get if spark_state.exists else None, reads, marks, now, rows)
+        stored, wait = self.step(pkey, spark_state.get if spark_state.exists else None, reads, marks, now, rows)
         if stored is None:
             spark_state.remove()
         else:
@@ -283,7 +272,7 @@ def make_stream_fn(cfg: RulesConfig, *, max_skew_ms: int = 2_000, emit_verdicts:
                 spark_state.setTimeoutDuration(wait)
         return _frame(rows.cols) if len(rows) else None
 
-    def bucket_call(pkey: tuple, pdfs: Iterator[pd.DataFrame], spark_state: SparkGroupState,
+    def bucket_call(self, pkey: tuple, pdfs: Iterator[pd.DataFrame], spark_state: SparkGroupState,
                     now: int) -> pd.DataFrame | None:
         """A group bucket's turn: each group with rows, and each whose wake-up has passed (what its
         own key's timeout would have been), takes its :func:`step` with its own stored values; the
@@ -305,7 +294,7 @@ def make_stream_fn(cfg: RulesConfig, *, max_skew_ms: int = 2_000, emit_verdicts:
         rows = OutRows()
         for group_id in [*reads, *due]:
             entry = groups.get(group_id)
-            stored, wait = step(("g", pkey[1], group_id), None if entry is None else (entry[0], entry[1]),
+            stored, wait = self.step(("g", pkey[1], group_id), None if entry is None else (entry[0], entry[1]),
                                 reads.get(group_id, ()), marks.get(group_id, ()), now, rows)
             if stored is None:
                 groups.pop(group_id, None)
@@ -320,11 +309,12 @@ def make_stream_fn(cfg: RulesConfig, *, max_skew_ms: int = 2_000, emit_verdicts:
                 spark_state.setTimeoutDuration(max(1, min(wakes) - now))
         return _frame(rows.cols) if len(rows) else None
 
-    def step(pkey: tuple, stored: tuple | None, reads, marks, now: int, rows: OutRows):
+    def step(self, pkey: tuple, stored: tuple | None, reads, marks, now: int, rows: OutRows):
         """One key's turn in a micro-batch: admit its routed frames ``reads`` [(source, (items,
         counts))] to its hold, release what is due, judge it, render the outputs into ``rows``.
         ``marks``: the caught-up column of the rows read (none: a timeout). Returns the values to
         store (None: the key is forgotten) and the timeout it asks for (ms, None: none)."""
+        cfg, max_skew_ms = self.cfg, self.max_skew_ms
         is_group = pkey[0] == "g"
         st, hold = None, Hold()
         if stored is not None:
@@ -337,7 +327,7 @@ def make_stream_fn(cfg: RulesConfig, *, max_skew_ms: int = 2_000, emit_verdicts:
             hold.admit_read(source, held_items(frame, source, counts, now), now)
         # every row of this call from a micro-batch that read all sources to their ends
         caught_up = bool(marks) and all(m is True for m in marks)
-        ready = decode_released(pkey, hold.release(now, max_skew_ms, all_sources=is_group, expected=sources,
+        ready = decode_released(pkey, hold.release(now, max_skew_ms, all_sources=is_group, expected=self.sources,
                                                    caught_up=caught_up), dead)
         clock = hold.clock(now)
         out = grp.Outputs()
@@ -346,7 +336,7 @@ def make_stream_fn(cfg: RulesConfig, *, max_skew_ms: int = 2_000, emit_verdicts:
         st = _run(pkey, st, ready, cfg, out, clock if hold.last_ts else None)
         # Forgotten (contract §4.4; the rule is state/'s): the key's state goes, held events none.
         gone = bool(hold.last_ts) and not hold.pending and (is_gone(st, clock, cfg) if is_group else not st)
-        _render(out, _verdicts_row if emit_verdicts else None, rows)
+        _render(out, _verdicts_row if self.emit_verdicts else None, rows)
         _add_dead(rows, dead)
         forget_layouts()  # keyed by this call's objects: no later call can hit them (issue 15)
         if is_group:
@@ -362,6 +352,31 @@ def make_stream_fn(cfg: RulesConfig, *, max_skew_ms: int = 2_000, emit_verdicts:
         if due is not None:
             waits.append(due - clock)
         return (encode_state(pkey, st), encode_hold(hold)), (max(1, min(waits)) if waits else None)
+
+
+def make_stream_fn(cfg: RulesConfig, *, max_skew_ms: int = 2_000, emit_verdicts: bool = True,
+                   wall_clock: Callable[[], float] | None = None, sources: tuple[str, ...] = ()) -> Callable:
+    """The ``applyInPandasWithState`` function (processing-time timeouts; see :class:`Hold`).
+
+    ``emit_verdicts`` False (no verdicts topic) ships only alerts and per-group summaries.
+    ``sources``: the router's source names that feed group keys (``job.group_sources``).
+    The wall time the hold and a key's clock go by is the micro-batch's (Spark's processing time,
+    logged with the batch's offsets; its timeouts count from it too), not the call's: a batch run
+    again after a crash holds and releases what its first attempt did, whose outputs are in Kafka
+    already (issue 33). ``wall_clock`` (seconds) stands in for it where no Spark runs (tests).
+    """
+
+    steps = _KeySteps(cfg, max_skew_ms, emit_verdicts, wall_clock, sources)
+
+    def stream_fn(key: tuple, pdfs: Iterator[pd.DataFrame], spark_state: SparkGroupState) -> Iterator[pd.DataFrame]:
+        k = key[0]
+        if k == DLQ_KEY:
+            yield from _dead_letters(pdfs)
+            return
+        with no_cyclic_gc(settle=False):
+            frame = steps.call(parse_key(k), pdfs, spark_state)
+        if frame is not None:
+            yield frame
 
     return stream_fn
 
