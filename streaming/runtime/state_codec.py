@@ -71,8 +71,9 @@ def _dec_hook(kind: type, obj):
     """Types msgspec does not know: the judgement cache (stored empty) starts empty."""
     if kind is JudgementCache:
         return JudgementCache()
-    # msgspec's protocol for a hook that does not handle a type (not a stub): the decode fails loudly.
-    raise NotImplementedError(f"{kind!r} has no stored form")
+    # msgspec reports a hook's TypeError as a ValidationError at the value's path: decode() turns
+    # it into a StateFormatError naming the key.
+    raise TypeError(f"{kind!r} has no stored form")
 
 
 _encode = msgspec.msgpack.Encoder().encode

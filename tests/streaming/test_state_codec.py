@@ -187,7 +187,7 @@ def test_a_field_with_no_stored_form_fails_loudly():
 
     with pytest.raises(TypeError, match="unsupported"):
         codec._encode(WithAHandle("x"))
-    with pytest.raises(NotImplementedError, match="no stored form"):
+    with pytest.raises(TypeError, match="no stored form"):  # msgspec: a ValidationError at the value's path
         codec._dec_hook(WithAHandle, {})
 
 
@@ -394,3 +394,4 @@ def test_a_watch_stored_before_forgetting_existed_loads_with_its_defaults():
     assert set(back.committed) == {"g1"}
     part.forget_idle(back, 5_000, 1_000)
     assert back.committed == {} and part.is_unreferenced(back)
+
