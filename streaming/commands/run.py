@@ -99,7 +99,8 @@ def _cmd_run(args: argparse.Namespace) -> int:
     if maybe_print_config(args, cfg):
         return 0
     if is_local(location):  # refused at once, before Spark starts (start_query checks any checkpoint)
-        ensure_state_format(location, group_buckets=cfg.streaming.group_buckets)
+        buckets = ensure_state_format(location, group_buckets=cfg.streaming.group_buckets)
+        cfg = replace(cfg, streaming=replace(cfg.streaming, group_buckets=buckets))  # the checkpoint's
     spark = spark_session_for(cfg)
     if not is_local(location):  # read through Spark's file system
         cfg = _with_default_warmup(cfg, args, seeded=start_offsets(location, spark) is not None)

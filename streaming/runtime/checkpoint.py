@@ -297,9 +297,6 @@ def state_format(location: str, spark=None) -> int | str | None:
     return OLD_FORMAT if has_batches(location, spark) else None
 
 
-_WARNED: set = set()  # (checkpoint, setting): the kept group buckets are said once per process
-
-
 def ensure_state_format(location: str, spark=None, group_buckets: int = 0) -> int:
     """Before a query starts: refuse a checkpoint whose state this version does not read, with what
     to do; on a new checkpoint, record the format the query will write and its ``group_buckets``
@@ -334,8 +331,7 @@ def ensure_state_format(location: str, spark=None, group_buckets: int = 0) -> in
     else:  # no query has run on it yet: nothing to keep
         frozen = group_buckets
         mark.write(json.dumps({**recorded, "group_buckets": frozen}))
-    if frozen != group_buckets and (location, group_buckets) not in _WARNED:
-        _WARNED.add((location, group_buckets))
+    if frozen != group_buckets:
         log.warning("streaming.group_buckets is %d, but checkpoint %s was started with %d, which it keeps "
                     "(its state's keys depend on it; a new checkpoint takes the setting)", group_buckets,
                     location, frozen)
