@@ -296,6 +296,32 @@ def test_a_split_reads_its_ranges_with_one_consumer_as_each_range_alone(broker, 
 
 
 @pytest.mark.broker
+def test_a_split_assigns_every_range_before_reading_and_closes_each_at_its_end(broker, topic_factory, monkeypatch):
+    """The ranges' connections and first fetches overlap (a live task read four ranges one after
+    the other); each consumer closes when its range is read."""
+    from fencewatch.streaming.sources.kafka import consumer as cons
+
+    topic = topic_factory(partitions=3)
+    _produce(broker, topic, [b"v%d" % i for i in range(3000)], partitions=3)
+    spec = _spec(broker)
+    split = balance([KafkaInputPartition(topic, p, 0, 1000, spec) for p in range(3)], 1)[0]
+    events = []
+    for name in ("start", "close"):
+        real = getattr(cons._RangeRead, name)
+        monkeypatch.setattr(cons._RangeRead, name, lambda self, real=real, name=name: (
+            events.append((name, self.part.partition)) if self.consumer is not None else None, real(self))[1])
+    rows = []
+    for batch in read_split(split):
+        events.append(("batch", batch.column("partition")[0].as_py()))
+        rows += batch.to_pylist()
+    assert [e for e in events if e[0] == "start"] == [("start", 0), ("start", 1), ("start", 2)]
+    assert events.index(("start", 2)) < events.index(("batch", 0))
+    # a range's consumer is closed before the next range's records are handed on
+    assert events.index(("close", 0)) < events.index(("batch", 1)) and events.index(("close", 1)) < events.index(("batch", 2))
+    assert [(r["partition"], r["offset"]) for r in rows] == [(p, o) for p in range(3) for o in range(1000)]
+
+
+@pytest.mark.broker
 def test_read_committed_range_ending_on_a_transaction_marker_completes(broker, topic_factory):
     """Commit markers take offsets but are no records: the read must end by position."""
     topic = topic_factory(partitions=1)
