@@ -565,7 +565,10 @@ def bars(runs: list[dict], profiles: list[str]) -> list[str]:
 
 def _parser() -> argparse.ArgumentParser:
     ap = argparse.ArgumentParser(description=__doc__)
-    ap.add_argument("--events", type=int, default=480_000)
+    ap.add_argument("--events", type=int, default=1_200_000,
+                    help="the backlog per profile: long enough for run's pacing to reach its target batch "
+                         "(catch_up_batch_ms) after its ramp (480,000 was read within the ramp: batches of "
+                         "1.7-2.5 s against the 8 s target)")
     ap.add_argument("--groups", type=int, default=50)
     ap.add_argument("--masters", default="local[2],local[1]")
     ap.add_argument("--profiles", default=",".join(PROFILES))
