@@ -296,15 +296,17 @@ def test_a_split_reads_its_ranges_with_one_consumer_as_each_range_alone(broker, 
 
 
 @pytest.mark.broker
-def test_a_split_assigns_every_range_before_reading_and_closes_each_at_its_end(broker, topic_factory, monkeypatch):
+@pytest.mark.parametrize("ahead", [4, 2])
+def test_a_split_assigns_the_next_ranges_before_reading_and_closes_each_at_its_end(broker, topic_factory, monkeypatch,
+                                                                                   ahead):
     """The ranges' connections and first fetches overlap (a live task read four ranges one after
-    the other); each consumer closes when its range is read."""
+    the other), at most ``RANGES_AHEAD`` at once; each consumer closes when its range is read."""
     from fencewatch.streaming.sources.kafka import consumer as cons
 
     topic = topic_factory(partitions=3)
     _produce(broker, topic, [b"v%d" % i for i in range(3000)], partitions=3)
-    spec = _spec(broker)
-    split = balance([KafkaInputPartition(topic, p, 0, 1000, spec) for p in range(3)], 1)[0]
+    split = balance([KafkaInputPartition(topic, p, 0, 1000, _spec(broker)) for p in range(3)], 1)[0]
+    monkeypatch.setattr(cons, "RANGES_AHEAD", ahead)
     events = []
     for name in ("start", "close"):
         real = getattr(cons._RangeRead, name)
@@ -315,9 +317,14 @@ def test_a_split_assigns_every_range_before_reading_and_closes_each_at_its_end(b
         events.append(("batch", batch.column("partition")[0].as_py()))
         rows += batch.to_pylist()
     assert [e for e in events if e[0] == "start"] == [("start", 0), ("start", 1), ("start", 2)]
-    assert events.index(("start", 2)) < events.index(("batch", 0))
+    assert events.index(("start", 1)) < events.index(("batch", 0))
+    if ahead >= 3:
+        assert events.index(("start", 2)) < events.index(("batch", 0))
+    else:  # the third range waits for the first to be read and closed
+        assert events.index(("close", 0)) < events.index(("start", 2)) < events.index(("batch", 1))
     # a range's consumer is closed before the next range's records are handed on
     assert events.index(("close", 0)) < events.index(("batch", 1)) and events.index(("close", 1)) < events.index(("batch", 2))
+    assert [e for e in events if e[0] == "close"] == [("close", 0), ("close", 1), ("close", 2)]
     assert [(r["partition"], r["offset"]) for r in rows] == [(p, o) for p in range(3) for o in range(1000)]
 
 

@@ -17,6 +17,7 @@ import bisect
 import itertools
 import logging
 import time
+from collections import deque
 from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
@@ -43,6 +44,8 @@ log = logging.getLogger(__name__)
 ARROW_BATCH_ROWS = 32_768
 #: Most records asked of librdkafka per ``consume`` call.
 CONSUME_BATCH = 10_000
+#: Ranges of a task whose consumers are assigned at once (:func:`read_split`).
+RANGES_AHEAD = 4
 #: How long one ``consume`` call may block, seconds. Reads end by position,
 #: so this only costs time when a range ends in an offset gap.
 CONSUME_WAIT_S = 0.05
@@ -75,23 +78,34 @@ def read_split(split: KafkaInputPartition | KafkaInputSplit,
                flush: Callable[["BatchBuilder"], Any] | None = None) -> Iterator[Any]:
     """:func:`read_partition` over each range of ``split`` (or the one range), one after the
     other. Each range gets a consumer of its own: one consumer assigned range after range was
-    much slower (librdkafka restarts its fetch at each assignment; docs/kafka-source.md). All of
-    them are assigned first, so their connections, metadata and first fetches overlap instead of
-    queueing behind the range before (each takes 20-70 ms against a local broker: a live
-    micro-batch's task read four ranges one after the other)."""
+    much slower (librdkafka restarts its fetch at each assignment; docs/kafka-source.md). The
+    next :data:`RANGES_AHEAD` ranges' consumers are assigned before the first is read, so their
+    connections, metadata and first fetches overlap instead of queueing behind the range before
+    (each took 20-70 ms against a local broker, and a live micro-batch's task read four ranges
+    one after the other); a task over a topic of many partitions still opens only a few at once."""
     parts = split.ranges if isinstance(split, KafkaInputSplit) else (split,)
     if len(parts) == 1:
         yield from read_partition(parts[0], flush)
         return
-    readings: list[_RangeRead] = []
-    try:
-        for part in parts:
+    waiting = iter(parts)
+    readings: deque[_RangeRead] = deque()
+
+    def assign_ahead() -> None:
+        while len(readings) < RANGES_AHEAD:
+            part = next(waiting, None)
+            if part is None:
+                return
             readings.append(_RangeRead(part))
             readings[-1].start()
-        for reading in readings:
+
+    try:
+        assign_ahead()
+        while readings:
+            reading = readings[0]
             reading.resume()
             yield from _read_range(reading, flush)
-            reading.close()
+            readings.popleft().close()
+            assign_ahead()
     finally:
         for reading in readings:
             reading.close()
