@@ -76,18 +76,14 @@ def kafka_schema(include_headers: bool = False, include_caught_up: bool = False)
 
 def read_split(split: KafkaInputPartition | KafkaInputSplit,
                flush: Callable[["BatchBuilder"], Any] | None = None) -> Iterator[Any]:
-    """:func:`read_partition` over each range of ``split`` (or the one range), one after the
+    """The batches of each range of ``split`` (or the one range; see :func:`read_partition`), one after the
     other. Each range gets a consumer of its own: one consumer assigned range after range was
     much slower (librdkafka restarts its fetch at each assignment; docs/kafka-source.md). The
     next :data:`RANGES_AHEAD` ranges' consumers are assigned before the first is read, so their
     connections, metadata and first fetches overlap instead of queueing behind the range before
     (each took 20-70 ms against a local broker, and a live micro-batch's task read four ranges
     one after the other); a task over a topic of many partitions still opens only a few at once."""
-    parts = split.ranges if isinstance(split, KafkaInputSplit) else (split,)
-    if len(parts) == 1:
-        yield from read_partition(parts[0], flush)
-        return
-    waiting = iter(parts)
+    waiting = iter(split.ranges if isinstance(split, KafkaInputSplit) else (split,))
     readings: deque[_RangeRead] = deque()
 
     def assign_ahead() -> None:
@@ -122,12 +118,7 @@ def read_partition(part: KafkaInputPartition, flush: Callable[["BatchBuilder"], 
     (:meth:`BatchBuilder.flush`). A caller with a schema of its own transforms the records here,
     in the task that reads them, instead of in a stage after the source.
     """
-    reading = _RangeRead(part)
-    try:
-        reading.start()
-        yield from _read_range(reading, flush)
-    finally:
-        reading.close()
+    return read_split(part, flush)
 
 
 def _read_range(reading: _RangeRead, flush: Callable[["BatchBuilder"], Any] | None) -> Iterator[Any]:
