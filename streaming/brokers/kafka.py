@@ -122,8 +122,13 @@ def _java() -> str:
 
 
 def _cluster_id() -> str:
-    """A random cluster id in Kafka's form (a UUID, base64url without padding)."""
-    return base64.urlsafe_b64encode(uuid.uuid4().bytes).rstrip(b"=").decode()
+    """A random cluster id in Kafka's form (a UUID, base64url without padding). Like Kafka's
+    ``Uuid.randomUuid``, never one starting with "-": ``kafka-storage format -t -x...`` reads it
+    as an option and fails (one start in 64 did, 2026-11-28)."""
+    while True:
+        cid = base64.urlsafe_b64encode(uuid.uuid4().bytes).rstrip(b"=").decode()
+        if not cid.startswith("-"):
+            return cid
 
 
 def _jaas(user: str, password: str) -> str:

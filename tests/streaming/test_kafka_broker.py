@@ -238,3 +238,15 @@ def test_nothing_outlives_the_broker(how, tmp_path):
         if child.poll() is None:
             child.kill()
             child.wait()
+
+
+def test_a_cluster_id_never_starts_with_a_dash(monkeypatch):
+    """``kafka-storage format -t -x...`` reads such an id as an option and the broker does not
+    start (one start in 64): like Kafka's ``Uuid.randomUuid``, such an id is drawn again."""
+    import uuid
+
+    from fencewatch.streaming.brokers import kafka as kb
+
+    drawn = iter([uuid.UUID(bytes=b"\xf8" + bytes(15)), uuid.UUID(bytes=b"\x10" + bytes(15))])
+    monkeypatch.setattr(kb.uuid, "uuid4", lambda: next(drawn))
+    assert kb._cluster_id() == "EAAAAAAAAAAAAAAAAAAAAA"
