@@ -104,13 +104,22 @@ def _min(values: Iterable[int | None]) -> int | None:
 
 def group_deadlines(view: ExpiryView, offsets: Mapping[TopicPartition, CommittedOffset],
                     retention_ms: int) -> Deadlines:
-    shipped = {tp: shipped_deadline(view, tp, off, retention_ms) for tp, off in offsets.items()}
-    first = _min(shipped.values())
+    """Each rule's first deadline over a group's offsets. A group's status asks for this in every
+    micro-batch, so the work per partition is kept small: the KIP-211 and pre-2.1 rules read only
+    the committed value, which a commit request's partitions share (one pass over the distinct
+    values), and a subscribed topic's partitions have no shipped deadline (skipped by topic)."""
+    values = set(offsets.values())
+    topics = {tp[0] for tp in offsets}
+    subscribed = {t for t in topics if _subscribed(view, t)}
+    shipped = [] if len(subscribed) == len(topics) else [
+        d for tp, off in offsets.items() if tp[0] not in subscribed
+        if (d := shipped_deadline(view, tp, off, retention_ms)) is not None]
+    first = min(shipped, default=None)
     return Deadlines(
         shipped=first,
-        kip211=_min(kip211_deadline(view, off, retention_ms) for off in offsets.values()),
-        pre21=_min(pre21_deadline(off, retention_ms) for off in offsets.values()),
-        shipped_partitions=sum(1 for d in shipped.values() if d is not None and d == first),
+        kip211=_min(kip211_deadline(view, off, retention_ms) for off in values),
+        pre21=_min(pre21_deadline(off, retention_ms) for off in values),
+        shipped_partitions=shipped.count(first) if shipped else 0,
     )
 
 

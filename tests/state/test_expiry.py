@@ -273,3 +273,36 @@ def test_shipped_partitions_counts_those_expiring_first_only():
                ("sub", 0): exp.CommittedOffset(0)}
     d = exp.group_deadlines(view("consumer", "Stable", frozenset({"sub"})), offsets, R)
     assert (d.shipped, d.shipped_partitions) == (R, 2)
+
+
+def _deadlines_partition_by_partition(view, offsets, retention_ms):
+    """Each rule over every partition, one by one: what ``group_deadlines`` computes."""
+    shipped = [exp.shipped_deadline(view, tp, off, retention_ms) for tp, off in offsets.items()]
+    first = min((d for d in shipped if d is not None), default=None)
+    return exp.Deadlines(
+        shipped=first,
+        kip211=min((d for off in offsets.values() if (d := exp.kip211_deadline(view, off, retention_ms)) is not None),
+                   default=None),
+        pre21=min((exp.pre21_deadline(off, retention_ms) for off in offsets.values()), default=None),
+        shipped_partitions=sum(1 for d in shipped if d is not None and d == first))
+
+
+_topics = st.sampled_from(["a", "b", "c"])
+_off = st.builds(exp.CommittedOffset, st.integers(0, 5) .map(lambda i: i * MIN),
+                 st.one_of(st.none(), st.integers(0, 5).map(lambda i: i * MIN + 7)))
+
+
+@settings(max_examples=400, suppress_health_check=[HealthCheck.too_slow])
+@given(group_type=st.sampled_from(["consumer", "streams", "classic", "simple"]),
+       state=st.sampled_from(["Empty", "Stable", "PreparingRebalance", "Dead"]),
+       state_ts=st.one_of(st.none(), st.integers(0, 5).map(lambda i: i * MIN + 3)),
+       subscribed=st.one_of(st.none(), st.frozensets(_topics)),
+       offsets=st.dictionaries(st.tuples(_topics, st.integers(0, 3)), _off, max_size=10),
+       pending=st.frozensets(st.tuples(_topics, st.integers(0, 3)), max_size=3))
+def test_group_deadlines_are_each_rules_first_over_every_partition(group_type, state, state_ts, subscribed, offsets,
+                                                                   pending):
+    """The first deadline of each rule, and how many partitions expire at the shipped one: the
+    same as each rule applied to every partition (the function skips subscribed topics and
+    shares a request's committed value among its partitions)."""
+    view = exp.ExpiryView(group_type, state, state_ts, subscribed, pending)
+    assert exp.group_deadlines(view, offsets, R) == _deadlines_partition_by_partition(view, offsets, R)
