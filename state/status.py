@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from collections import Counter
 from dataclasses import fields
+from functools import cache
 from itertools import chain
 from operator import attrgetter
 from typing import Iterable
@@ -36,9 +37,16 @@ def status(g: OffsetStore, cfg, *, forgotten: bool = False) -> dict:
         "max_member_epoch": max((m.member_epoch for m in g.members.values()), default=None),
         "expiry_deadline_ms": dl.shipped, "kip211_deadline_ms": dl.kip211, "pre21_deadline_ms": dl.pre21,
         "committed_partitions": len(committed_offsets(g)),
-        **{f"{f.name}_total": getattr(counters, f.name) for f in fields(counters)},
+        **{total: getattr(counters, name) for name, total in _counter_names(type(counters))},
         **({"forgotten": True} if forgotten else {}),
     }
+
+
+@cache
+def _counter_names(counters_type: type) -> tuple[tuple[str, str], ...]:
+    """Each counter's field and metric name (the state function makes a status for every group
+    in every micro-batch)."""
+    return tuple((f.name, f"{f.name}_total") for f in fields(counters_type))
 
 
 # --------------------------------------------------------------------------- verdicts, summarised
