@@ -9,7 +9,7 @@ wall-clock timer, so the figures include the timers' own cost (~0.2 us a call). 
 first ``--warmup`` are counted. Prints per batch: router and state function milliseconds; per
 helper: us per call and calls per batch.
 
-    python bench/state_fn_batches.py [--groups 1450] [--batch-ms 1000] [--seconds 30]
+    python bench/state_fn_batches.py [--groups 1450] [--batch-ms 1000] [--seconds 30] [--per-batch]
 """
 from __future__ import annotations
 
@@ -24,8 +24,9 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-TIMED = ("decode_state", "decode_hold", "encode_state", "encode_hold", "_add_status", "_render", "decode_released",
-         "_run", "held_items", "decode_bucket", "encode_bucket", "read_bucket", "_frame")
+TIMED = ("decode_state", "decode_hold", "encode_state", "encode_hold", "_render", "decode_released",
+         "_run", "held_items", "decode_bucket", "encode_bucket", "read_bucket", "_frame", "_Statuses.add",
+         "_Statuses.flush")
 
 
 class _State:
@@ -59,7 +60,9 @@ def _timers(module, names) -> tuple[dict, Counter]:
     spent: dict = defaultdict(float)
     calls: Counter = Counter()
     for name in names:
-        fn = getattr(module, name, None)
+        owner, _, attr = name.rpartition(".")  # "Class.method": the class's method
+        owner = getattr(module, owner) if owner else module
+        fn = getattr(owner, attr, None)
         if fn is None:
             continue
 
@@ -71,7 +74,7 @@ def _timers(module, names) -> tuple[dict, Counter]:
                 spent[_name] += time.perf_counter() - t
                 calls[_name] += 1
 
-        setattr(module, name, functools.wraps(fn)(timed))
+        setattr(owner, attr, functools.wraps(fn)(timed))
     return spent, calls
 
 
@@ -82,6 +85,7 @@ def main(argv=None) -> int:
     ap.add_argument("--seconds", type=int, default=30, help="simulated event time")
     ap.add_argument("--group-buckets", type=int, default=64)
     ap.add_argument("--warmup", type=int, default=6)
+    ap.add_argument("--per-batch", action="store_true", help="also print each batch's figures")
     ap.add_argument("--write-docs", action="store_true", help="accepted for make bench's habits; writes nothing")
     args = ap.parse_args(argv)
 
@@ -128,6 +132,9 @@ def main(argv=None) -> int:
         for k in due:
             list(fn((k,), iter([]), _State(store, k, now, timed_out=True)))
         tc = time.process_time()
+        if args.per_batch:
+            print(f"batch {batch}: {n:,} events, router {(tb - ta) * 1000:.0f} ms, state function "
+                  f"{(tc - tb) * 1000:.0f} ms, {len(keys)} keys with rows, {len(due)} timed out")
         if counted:
             totals["route"] += tb - ta
             totals["state"] += tc - tb

@@ -3,7 +3,7 @@
 Three Spark columns (``schemas.OUTPUT``): the record kind, its ts, and the rest of the row in one
 msgpack frame. pyspark converts a pandas frame to Arrow column by column for every key of every
 micro-batch, so each column costs per key and batch (docs/decisions.md, "Routing", narrow rows).
-Rows are few (per key and batch: one of verdicts, one status,
+Rows are few (per key and batch: one of verdicts, one status for all its groups,
 the alerts), so unpacking them on the driver costs nothing that counts.
 
 A row, unpacked (:class:`OutRow`), by ``record``:
@@ -12,7 +12,7 @@ A row, unpacked (:class:`OutRow`), by ``record``:
   ``raw`` the lines packed (``state_fn.pack_lines``), ``stamps`` each line's commit ts (int64 LE);
 - ``verdict`` (replay): one commit request's lines in ``json``, ``seq``, ``ord``;
 - ``alert``: ``json``, ``alert_id``, ``cluster``, ``group_id``;
-- ``status``: a group's gauges in ``json``, its verdicts' summary pickled in ``raw``;
+- ``status``: a call's groups' gauges and its verdicts' summary, pickled in ``raw`` (``state_fn.read_status``);
 - ``counts``: a topic key's partition-scoped event counts in ``json``, ``cluster``;
 - ``dlq`` / ``unknown``: ``seq``, the coordinates in ``json``, the record in ``raw``, ``reason``.
 """

@@ -224,19 +224,65 @@ def _event_counts(counts: Counter) -> dict[str, int]:
     return {f"{t}/{s}": n for (t, s), n in sorted(counts.items())}
 
 
-def _add_status(rows: OutRows, st, cfg: RulesConfig, counts: dict, hb_before: tuple[int, int],
-                out: grp.Outputs, forgotten: bool = False) -> None:
-    """One status record per group key per batch: the group's gauges, this batch's counts, and
-    its verdicts pre-aggregated for the metrics (``raw``: pickled shape and request counts);
-    ``forgotten``: its last, as its state goes (state ``Dead``: the metrics drop the group)."""
-    status = grp.status(st, cfg, forgotten=forgotten)
-    status["events"] = _event_counts(counts)
-    status["heartbeat_errors"] = {
-        "FENCED_MEMBER_EPOCH": st.counters.heartbeat_fenced - hb_before[0],
-        "UNKNOWN_MEMBER_ID": st.counters.heartbeat_unknown_member - hb_before[1]}
-    summary = summarize_commit_verdicts(out.commits, cfg.broker_policy.value) if out.commits else None
-    rows.add("status", st.last_ts, cluster=st.cluster, group_id=st.group_id, json=json.dumps(status, sort_keys=True),
-             raw=pickle.dumps(summary, _PICKLE) if summary else None)
+STATUS_ROW_GROUPS = 500
+"""Group statuses per ``status`` row at most (a status is ~1 KB pickled)."""
+_SUMMARY_FOLD = 4_096
+"""Commit requests a call keeps before it folds them into its verdict summary (bounds memory)."""
+
+
+class _Statuses:
+    """A call's group statuses, shipped together in one ``status`` row (``raw``: the pickled list
+    of the groups' gauges and counts, and the summary of all their verdicts for the metrics;
+    :func:`read_status`). One row per call, not per group: a bucket holds many groups, and every
+    output row costs again in pandas, Arrow, the JVM and the driver, in every micro-batch
+    (docs/decisions.md, "One status row per call")."""
+
+    __slots__ = ("cfg", "statuses", "commits", "shapes", "requests", "ts")
+
+    def __init__(self, cfg: RulesConfig) -> None:
+        self.cfg, self.statuses, self.commits = cfg, [], []
+        self.shapes: Counter = Counter()
+        self.requests: Counter = Counter()
+        self.ts: int | None = None
+
+    def add(self, rows: OutRows, st, counts: dict, hb_before: tuple[int, int], out: grp.Outputs,
+            forgotten: bool = False) -> None:
+        """A group's status after its step; ``forgotten``: its last, as its state goes (state
+        ``Dead``: the metrics drop the group)."""
+        status = grp.status(st, self.cfg, forgotten=forgotten)
+        status["events"] = _event_counts(counts)
+        status["heartbeat_errors"] = {
+            "FENCED_MEMBER_EPOCH": st.counters.heartbeat_fenced - hb_before[0],
+            "UNKNOWN_MEMBER_ID": st.counters.heartbeat_unknown_member - hb_before[1]}
+        self.statuses.append(status)
+        if st.last_ts is not None and (self.ts is None or st.last_ts > self.ts):
+            self.ts = st.last_ts
+        if out.commits:
+            self.commits += out.commits
+            if len(self.commits) >= _SUMMARY_FOLD:
+                self._fold()
+        if len(self.statuses) >= STATUS_ROW_GROUPS:
+            self.flush(rows)
+
+    def _fold(self) -> None:
+        shapes, requests = summarize_commit_verdicts(self.commits, self.cfg.broker_policy.value)
+        self.shapes.update(shapes)
+        self.requests.update(requests)
+        self.commits = []
+
+    def flush(self, rows: OutRows) -> None:
+        if self.commits:
+            self._fold()
+        if self.statuses:
+            summary = (self.shapes, self.requests) if self.shapes or self.requests else None
+            rows.add("status", self.ts, raw=pickle.dumps((self.statuses, summary), _PICKLE))
+        self.statuses, self.ts = [], None
+        self.shapes, self.requests = Counter(), Counter()
+
+
+def read_status(raw: bytes) -> tuple[list[dict], tuple[Counter, Counter] | None]:
+    """A ``status`` row's groups' statuses and their verdicts' summary (:class:`_Statuses`)."""
+    return pickle.loads(raw)
 
 
 class _KeySteps:
@@ -261,9 +307,11 @@ class _KeySteps:
                     marks += pdf["caught_up"].tolist()
                 reads += [(source, unpack_frame(blob)) for source, blob in zip(pdf["source"].tolist(),
                                                                                 pdf["payload"].tolist())]
-        rows = OutRows()
+        rows, statuses = OutRows(), _Statuses(self.cfg)
         # the key's rules state and hold (``STATE``), as state_codec stored them
-        stored, wait = self.step(pkey, spark_state.get if spark_state.exists else None, reads, marks, now, rows)
+        stored, wait = self.step(pkey, spark_state.get if spark_state.exists else None, reads, marks, now, rows,
+                                 statuses)
+        statuses.flush(rows)
         if stored is None:
             spark_state.remove()
         else:
@@ -291,15 +339,16 @@ class _KeySteps:
                             marks.setdefault(group_id, []).append(mark)
         # Spark times a key out when its timeout is before the batch's time; the same here.
         due = [g for g, entry in groups.items() if g not in reads and entry[2] is not None and entry[2] < now]
-        rows = OutRows()
+        rows, statuses = OutRows(), _Statuses(self.cfg)
         for group_id in [*reads, *due]:
             entry = groups.get(group_id)
             stored, wait = self.step(("g", pkey[1], group_id), None if entry is None else (entry[0], entry[1]),
-                                reads.get(group_id, ()), marks.get(group_id, ()), now, rows)
+                                     reads.get(group_id, ()), marks.get(group_id, ()), now, rows, statuses)
             if stored is None:
                 groups.pop(group_id, None)
             else:
                 groups[group_id] = [stored[0], stored[1], None if wait is None else now + wait]
+        statuses.flush(rows)
         if not groups:
             spark_state.remove()
         else:
@@ -309,9 +358,11 @@ class _KeySteps:
                 spark_state.setTimeoutDuration(max(1, min(wakes) - now))
         return _frame(rows.cols) if len(rows) else None
 
-    def step(self, pkey: tuple, stored: tuple | None, reads, marks, now: int, rows: OutRows):
+    def step(self, pkey: tuple, stored: tuple | None, reads, marks, now: int, rows: OutRows,
+             statuses: _Statuses):
         """One key's turn in a micro-batch: admit its routed frames ``reads`` [(source, (items,
-        counts))] to its hold, release what is due, judge it, render the outputs into ``rows``.
+        counts))] to its hold, release what is due, judge it, render the outputs into ``rows``
+        (a group's status into ``statuses``).
         ``marks``: the caught-up column of the rows read (none: a timeout). Returns the values to
         store (None: the key is forgotten) and the timeout it asks for (ms, None: none)."""
         cfg, max_skew_ms = self.cfg, self.max_skew_ms
@@ -340,7 +391,7 @@ class _KeySteps:
         _add_dead(rows, dead)
         forget_layouts()  # keyed by this call's objects: no later call can hit them (issue 15)
         if is_group:
-            _add_status(rows, st, cfg, counts, hb_before, out, forgotten=gone)
+            statuses.add(rows, st, counts, hb_before, out, forgotten=gone)
         elif counts:  # partition-scoped events (partition_epochs): counted with group=""
             rows.add("counts", None, cluster=pkey[1], group_id="", json=json.dumps(_event_counts(counts)))
         if gone:

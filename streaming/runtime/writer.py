@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import functools
 import json
-import pickle
 import threading
 import time
 from collections import Counter
@@ -108,7 +107,7 @@ class BatchWriter:
         import numpy as np
 
         from fencewatch.streaming.runtime.outputs import read_frame
-        from fencewatch.streaming.runtime.state_fn import unpack_lines
+        from fencewatch.streaming.runtime.state_fn import read_status, unpack_lines
 
         now_ms = int(time.time() * 1000)
         # "unknown" rows (unknown types) are counted by the "counts" row that comes with them.
@@ -121,8 +120,12 @@ class BatchWriter:
         verdict_lines = [line for r in verdict_rows for line in unpack_lines(r.raw).split(b"\n")[:-1]]
         alert_dicts = [json.loads(r.json) for r in alert_rows]
         dead = [(r.raw, r.reason, r.json) for r in by_kind["dlq"]]
-        status = [json.loads(r.json) for r in status_rows]
-        acc.summaries += [pickle.loads(r.raw) for r in status_rows if r.raw is not None]
+        status = []
+        for r in status_rows:  # a state function call's groups, and their verdicts' summary
+            statuses, summary = read_status(r.raw)
+            status += statuses
+            if summary is not None:
+                acc.summaries.append(summary)
         if self.kafka is not None:
             self.kafka.write(verdict_lines=verdict_lines, alerts=alert_dicts, dead_letters=dead)
         # One sample per decision (verdict line).

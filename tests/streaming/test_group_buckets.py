@@ -26,7 +26,7 @@ from fencewatch.streaming.runtime.inputs import group_sources
 from fencewatch.streaming.runtime.outputs import read_frame
 from fencewatch.streaming.runtime.routing import parse_key, read_bucket, unpack_frame
 from fencewatch.streaming.runtime.state_codec import decode_bucket
-from fencewatch.streaming.runtime.state_fn import make_router, make_stream_fn, unpack_lines
+from fencewatch.streaming.runtime.state_fn import make_router, make_stream_fn, read_status, unpack_lines
 
 
 def _frame(lines: list[bytes], source: str = "offsets") -> pd.DataFrame:
@@ -134,14 +134,36 @@ def run_stream(lines_by_source: dict[str, list[tuple[int, bytes]]], group_bucket
             st.timeout = None  # a call clears the timeout; the function sets it again if it wants one
             for frame in fn((key,), iter([keyed[key]] if key in keyed else []), st):
                 for row in read_frame(frame):
+                    if row.record == "status":  # a call's groups: each group's part
+                        for group, part in status_parts(row):
+                            outputs[group].append(part)
+                            if part[0] == "status" and part[1].get("forgotten"):
+                                forgotten.add(group)
+                        continue
                     group = row.group_id if row.record != "verdicts" else json.loads(
                         unpack_lines(row.raw).split(b"\n")[0])["group_id"]
                     outputs[group or f"<{row.cluster}>"].append((row.record, row.ts, frame_row_bytes(row)))
-                    if row.record == "status" and json.loads(row.json).get("forgotten"):
-                        forgotten.add(row.group_id)
             if not st.exists:
                 del states[key]
     return outputs, states, forgotten
+
+
+def status_parts(row) -> list[tuple[str, tuple]]:
+    """A ``status`` row's groups, each with its part of it: its status, and its verdicts' counts in
+    the row's summary (keyed by group, so a call of many groups sums those of each)."""
+    statuses, summary = read_status(row.raw)
+    parts = [(s["group_id"], ("status", HashableDict(s))) for s in statuses]
+    for kind, counts in zip(("shapes", "requests"), summary or ()):
+        by_group = defaultdict(list)
+        for key, n in counts.items():
+            by_group[key.group_id].append(repr((key, n)))
+        parts += [(g, (kind, tuple(sorted(items)))) for g, items in by_group.items()]
+    return parts
+
+
+class HashableDict(dict):
+    def __hash__(self):
+        return hash(repr(sorted(self.items(), key=repr)))
 
 
 def frame_row_bytes(row) -> bytes:
@@ -169,13 +191,18 @@ def _trace(name: str, seed: int, **knobs) -> dict[str, list[tuple[int, bytes]]]:
                       "retention_check_interval_ms": 20_000},
      RulesConfig(offsets_retention_ms=120_000, offsets_retention_check_interval_ms=20_000, group_retention_ms=300_000)),
 ], ids=["mixed", "expiry-hazard", "ephemeral"])
-def test_buckets_give_each_group_what_its_own_key_gives(name, seed, knobs, cfg):
+def test_buckets_give_each_group_what_its_own_key_gives(name, seed, knobs, cfg, monkeypatch):
     """Three buckets for many groups: a group's turn comes with its bucket's other groups' input or
     with the bucket's timeout; either way at the batches its own key would have been called, with
-    its own state, hold and caught-up marks, so every output row is the same, group for group.
-    Forgotten groups leave their bucket, and an empty bucket leaves the state."""
+    its own state, hold and caught-up marks, so every output row is the same, group for group (a
+    call's one status row, group by group). Forgotten groups leave their bucket, and an empty
+    bucket leaves the state. Two of the traces cut a call's statuses into rows of two groups, and
+    fold its verdicts' summary every three commits."""
     trace = _trace(name, seed, **knobs)
     alone, alone_states, forgotten = run_stream(trace, 0, 700, 12, cfg)
+    if name != "mixed":
+        monkeypatch.setattr("fencewatch.streaming.runtime.state_fn.STATUS_ROW_GROUPS", 2)
+        monkeypatch.setattr("fencewatch.streaming.runtime.state_fn._SUMMARY_FOLD", 3)
     shared, shared_states, forgotten_shared = run_stream(trace, 3, 700, 12, cfg)
     assert sum(len(v) for v in alone.values()) > 100
     assert sorted(alone) == sorted(shared)
@@ -235,7 +262,8 @@ def test_a_group_is_due_once_its_wake_up_is_before_the_batch_time():
     for wake, stepped in ((5_000, False), (4_999, True)):
         state = SparkTimeouts()
         state.update((encode_bucket({g: (e[0], e[1], wake if g == "x" else None) for g, e in groups.items()}), None))
-        statuses = [r.group_id for r in _call(fn, bkey, [], state, 5_000) if r.record == "status"]
+        statuses = [s["group_id"] for r in _call(fn, bkey, [], state, 5_000) if r.record == "status"
+                    for s in read_status(r.raw)[0]]
         assert statuses == (["x"] if stepped else []), wake
 
 

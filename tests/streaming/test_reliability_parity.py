@@ -30,7 +30,7 @@ from fencewatch.streaming.runtime.inputs import group_sources
 from fencewatch.streaming.sources.kafka import rate_limit
 from fencewatch.streaming.runtime.outputs import read_frame
 from fencewatch.streaming.runtime.state_codec import decode_bucket, decode_hold, decode_state
-from fencewatch.streaming.runtime.state_fn import make_router, make_stream_fn, unpack_lines
+from fencewatch.streaming.runtime.state_fn import make_router, make_stream_fn, read_status, unpack_lines
 from reliability_harness import SparkGroupStateStub, micro_batch
 from fencewatch.streaming.runtime.routing import parse_key
 
@@ -104,7 +104,7 @@ def job_outputs(recs, cfg, plan: list[tuple[int, int]], trigger_ms: int = 500, m
                 elif row.record == "alert":
                     alerts.add(row.json)
                 elif row.record == "status" and statuses is not None:
-                    statuses.append(json.loads(row.json))
+                    statuses += read_status(row.raw)[0]
         wall[0] += trigger_ms / 1000
         if not plan and not any(held and decode_hold(held).pending for _, held in stored_by_key(states).values()):
             if idle_ms <= 0:
