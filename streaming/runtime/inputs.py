@@ -100,8 +100,10 @@ def _event_inputs(spark, cfg: cfgmod.Config, options: dict):
         F.col("value"),
         (F.col("offset") * 4 + rank).alias("seq"),
         F.concat_ws("/", topic, F.col("partition").cast("string"), F.col("offset").cast("string")).alias("event_id"),
-        F.concat(topic, F.lit("["), F.col("partition").cast("string"), F.lit("]@"),
-                 F.col("offset").cast("string")).alias("coords"),
+        # None: the router makes a record's coordinates from its event id when it needs them (not
+        # for the commits of the fast path, most records); a column of them cost the JVM a string
+        # per record, and Arrow and pandas its transfer (docs/decisions.md, issue 34).
+        F.lit(None).cast("string").alias("coords"),
         F.when(topic == s.heartbeats_topic, "heartbeats").when(topic == s.offsets_topic, "offsets")
         .otherwise("other").alias("source"),
         (F.unix_micros(F.col("timestamp")) / 1000).cast("long").alias("record_ts"),

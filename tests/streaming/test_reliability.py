@@ -98,6 +98,13 @@ def test_900kb_member_id_among_good_events_keeps_the_job_alive(broker, topic_fac
     assert json.loads(letter.value())["event_id"] == "poison"
     reason = dict(letter.headers())["fencewatch.reason"].decode()
     assert reason.startswith("FIELD_TOO_LONG") and "field=member_id" in reason, reason
+    # where it was read: its topic, partition and offset, on either reader (the connector's
+    # coordinates are made in the router from the record's event id)
+    where = dict(letter.headers())["fencewatch.source"].decode()
+    (poison_at,) = [f"{m.topic()}[{m.partition()}]@{m.offset()}"
+                    for t in (topics["hb"], topics["off"]) for m in read_topic(broker, t)
+                    if json.loads(m.value()).get("event_id") == "poison"]
+    assert where == poison_at, (where, poison_at)
     assert all(len(json.dumps(a)) < 100_000 for a in alerts)
     assert stop_s < 15, stop_s
     after_stop = run.log().split("SIGTERM: stopping")[-1]
