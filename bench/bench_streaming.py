@@ -22,7 +22,8 @@ produced to the test broker and judged these ways, back to back, so the host's n
 Then the decision latency with a 1 s trigger at real-time loads (``fencewatch simulate --rate
 realtime`` in a process of its own on this machine, as an operator tries it), on ``local[2]``, for
 each reader: at about 2,000 events/s, and up the ``--latency-groups`` loads until p99 passes 3 s
-(the live capacity).
+(the live capacity). The bars judge the sustained p99: the decisions after the load's first 10 s
+(``bench_pipeline.WARMUP_S``); the whole run's is printed beside it.
 With ``--spark-floor PATH`` (the skeleton as a script of its own, e.g. ../shared/tools/spark_floor.py)
 it runs too, in its own JVM, right after each local master's jobs. Each Spark master runs in its
 own process (one JVM per master). The bars the issue set are checked at the end (``bars``).
@@ -326,7 +327,9 @@ def worker(spec: dict) -> dict:
 
 
 P99_BAR_MS = 3_000
-"""Decision latency p99 a live load must stay under (issue 34's bar)."""
+"""Decision latency p99 a live load must stay under (issue 34's bar), once sustained: over the
+decisions after the load's first ``bench_pipeline.WARMUP_S`` seconds (docs/decisions.md, "Live
+latency is judged once the load is sustained"); the whole run's p99 is reported beside it."""
 
 
 def live_capacity(spark, broker, seconds: int, loads: list[int], kafka_source: str) -> list[dict]:
@@ -337,7 +340,7 @@ def live_capacity(spark, broker, seconds: int, loads: list[int], kafka_source: s
     for groups in sorted(loads):
         lat = latency(spark, broker, seconds, groups, kafka_source=kafka_source)
         out.append({**lat, "groups": groups})
-        if lat["p99"] is None or lat["p99"] >= P99_BAR_MS:
+        if lat["p99_steady"] is None or lat["p99_steady"] >= P99_BAR_MS:
             break
     return out
 
@@ -534,8 +537,10 @@ def _latency_lines(runs: list[dict]) -> list[str]:
         for src, lats in (run.get("latency") or {}).items():
             for lat in lats:
                 lines.append(f"latency {SOURCE_NAMES[src]} {run['master']}, trigger 1 s, {lat['rate']:,.0f} events/s "
-                             f"real time ({lat['groups']} groups): p50 {fmt(lat['p50'])}, p99 {fmt(lat['p99'])} "
-                             f"({lat['samples']:,} decisions), foreachBatch p50 {lat['batch_p50'] or float('nan'):.2f} s, "
+                             f"real time ({lat['groups']} groups): sustained (after {lat['warmup_s']:.0f} s) "
+                             f"p50 {fmt(lat['p50_steady'])}, p99 {fmt(lat['p99_steady'])}; whole run p50 "
+                             f"{fmt(lat['p50'])}, p99 {fmt(lat['p99'])} ({lat['samples']:,} decisions sampled), "
+                             f"foreachBatch p50 {lat['batch_p50'] or float('nan'):.2f} s, "
                              f"load {lat['load'][0]:.1f} -> {lat['load'][1]:.1f}")
     return lines
 
@@ -553,13 +558,15 @@ def bars(runs: list[dict], profiles: list[str]) -> list[str]:
     for src, lats in ((one or {}).get("latency") or {}).items():
         near = min(lats, key=lambda lat: abs(lat["rate"] - 2_000), default=None)
         if near is not None and src == "spark":
-            ok = near["p99"] is not None and near["p99"] < P99_BAR_MS
+            ok = near["p99_steady"] is not None and near["p99_steady"] < P99_BAR_MS
             out.append(f"  {'PASS' if ok else 'FAIL'} connector p99 at {near['rate']:,.0f} events/s live: "
-                       f"{(near['p99'] or float('nan')) / 1000:.2f} s (bar 3 s at about 2,000/s)")
-        kept = [lat["rate"] for lat in lats if lat["p99"] is not None and lat["p99"] < P99_BAR_MS]
-        best = max(kept, default=0)
-        out.append(f"  {'PASS' if best >= 10_000 else 'FAIL'} {SOURCE_NAMES[src]} live capacity (p99 < 3 s): "
-                   f"{best:,.0f} events/s of the loads tried (bar 10,000/s)")
+                       f"{(near['p99_steady'] or float('nan')) / 1000:.2f} s sustained, "
+                       f"{(near['p99'] or float('nan')) / 1000:.2f} s whole run (bar 3 s at about 2,000/s)")
+        kept = [lat for lat in lats if lat["p99_steady"] is not None and lat["p99_steady"] < P99_BAR_MS]
+        best = max(kept, key=lambda lat: lat["rate"], default=None)
+        out.append(f"  {'PASS' if best and best['rate'] >= 10_000 else 'FAIL'} {SOURCE_NAMES[src]} live capacity "
+                   f"(sustained p99 < 3 s): {best['rate'] if best else 0:,.0f} events/s of the loads tried "
+                   f"(bar 10,000/s)" + (f"; its whole run's p99 {best['p99'] / 1000:.2f} s" if best else ""))
     return out
 
 
@@ -588,7 +595,9 @@ def _parser() -> argparse.ArgumentParser:
     ap.add_argument("--spark-floor", default=None, metavar="PATH",
                     help="also run this skeleton script (spark_floor.py) after each local master's jobs")
     ap.add_argument("--bootstrap", default=None, help="a running broker instead of the embedded one")
-    ap.add_argument("--latency-seconds", type=int, default=40)
+    ap.add_argument("--latency-seconds", type=int, default=60,
+                    help="each live load's length; its first bench_pipeline.WARMUP_S seconds do not count for "
+                         "the sustained p99")
     ap.add_argument("--no-verdicts", action="store_true", help="no verdicts topic (alerts and metrics only)")
     ap.add_argument("--conf", action="append", default=[], metavar="KEY=VALUE",
                     help="extra Spark setting for the job's session (A/B runs), repeatable")
