@@ -139,7 +139,7 @@ def _read_range(reading: _RangeRead, flush: Callable[["BatchBuilder"], Any] | No
             if batch is not None:
                 yield batch
     except KafkaException as exc:
-        raise RuntimeError(f"reading {reading.where} at offset {reading.position} failed: {exc}") from exc
+        raise reading.failed(exc) from exc
 
 
 class _RangeRead:
@@ -176,8 +176,12 @@ class _RangeRead:
         try:
             self.consumer.assign([TopicPartition(self.part.topic, self.part.partition, self.position)])
         except KafkaException as exc:
-            raise RuntimeError(f"reading {self.where} at offset {self.position} failed: {exc}") from exc
+            raise self.failed(exc) from exc
         self.last_progress = time.monotonic()
+
+    def failed(self, exc: Exception) -> RuntimeError:
+        """The task's error for a client exception, naming where the range was."""
+        return RuntimeError(f"reading {self.where} at offset {self.position} failed: {exc}")
 
     def resume(self) -> None:
         """Its turn to be read (:func:`read_split`): the wait for the ranges before it is not a
