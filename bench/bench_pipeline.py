@@ -244,23 +244,13 @@ def python_stages(n_events: int, groups: int) -> dict:
     routed = pd.concat(list(make_router()([pdf])))
     router_s = time.process_time() - t
 
-    class _State:
-        exists, hasTimedOut, value = False, False, None
-
-        @property
-        def get(self):
-            return self.value
-
-        def update(self, v):
-            self.value, self.exists = v, True
-
-        def setTimeoutDuration(self, ms):
-            pass
+    from bench.state_fn_batches import _State  # Spark's GroupState over a dict
 
     fn = make_stream_fn(RulesConfig(), emit_verdicts=True, wall_clock=time.time)  # no Spark: no batch time
+    store: dict = {}
     t = time.process_time()
     for key, frame in routed.groupby("key"):
-        list(fn((key,), iter([frame]), _State()))
+        list(fn((key,), iter([frame]), _State(store, key, 0)))
     state_s = time.process_time() - t
     n = len(lines)
     return {"engine_events_per_s": n / engine_s, "router_us": router_s / n * 1e6, "state_us": state_s / n * 1e6,

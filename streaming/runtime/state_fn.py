@@ -235,7 +235,7 @@ class _Statuses:
     of the groups' gauges and counts, and the summary of all their verdicts for the metrics;
     :func:`read_status`). One row per call, not per group: a bucket holds many groups, and every
     output row costs again in pandas, Arrow, the JVM and the driver, in every micro-batch
-    (docs/decisions.md, "One status row per call")."""
+    (docs/decisions.md, "A call's group statuses in one output row")."""
 
     __slots__ = ("cfg", "statuses", "commits", "shapes", "requests", "ts")
 

@@ -76,8 +76,8 @@ def kafka_schema(include_headers: bool = False, include_caught_up: bool = False)
 
 def read_split(split: KafkaInputPartition | KafkaInputSplit,
                flush: Callable[["BatchBuilder"], Any] | None = None) -> Iterator[Any]:
-    """The batches of each range of ``split`` (or the one range; see :func:`read_partition`), one after the
-    other. Each range gets a consumer of its own: one consumer assigned range after range was
+    """The batches of each range of ``split`` (or the one range; see :func:`read_partition`), one
+    after the other. Each range gets a consumer of its own: one consumer assigned range after range was
     much slower (librdkafka restarts its fetch at each assignment; docs/kafka-source.md). The
     next :data:`RANGES_AHEAD` ranges' consumers are assigned before the first is read, so their
     connections, metadata and first fetches overlap instead of queueing behind the range before
