@@ -13,6 +13,8 @@ from collections import Counter
 from dataclasses import dataclass
 from typing import Any, Iterable, Mapping
 
+import numpy as np
+
 from fencewatch.sinks.metrics import GroupKey
 
 
@@ -63,10 +65,11 @@ class GroupStatus:
 
 
 class Histogram:
-    __slots__ = ("bounds", "counts", "total", "n")
+    __slots__ = ("bounds", "_bounds", "counts", "total", "n")
 
     def __init__(self, bounds: tuple[float, ...]) -> None:
         self.bounds = bounds
+        self._bounds = np.asarray(bounds, dtype=np.float64)
         self.counts = [0] * (len(bounds) + 1)
         self.total = 0.0
         self.n = 0
@@ -76,20 +79,20 @@ class Histogram:
         self.total += value
         self.n += 1
 
-    def observe_all(self, values: list[float]) -> None:
-        """:meth:`observe` for each value, counted per bucket from the sorted values: a batch
-        brings a latency sample per verdict line (~4 per event), too many for a call each."""
-        if not values:
+    def observe_all(self, values) -> None:
+        """:meth:`observe` for each value (a sequence or a numpy array of floats), counted per
+        bucket in numpy: a batch brings a latency sample per verdict line (~4 per event, ~10^6 in
+        a backlog's micro-batch), and sorting them in Python held the driver ~0.2 s a batch with
+        the executors idle (docs/decisions.md, issue 34)."""
+        arr = np.asarray(values, dtype=np.float64)
+        if arr.size == 0:
             return
-        ordered = sorted(values)
-        below = 0
-        for i, bound in enumerate(self.bounds):
-            upto = bisect.bisect_right(ordered, bound)  # values <= bound: this bucket and those before
-            self.counts[i] += upto - below
-            below = upto
-        self.counts[-1] += len(ordered) - below
-        self.total += sum(ordered)
-        self.n += len(ordered)
+        # side="left": a value on a bound counts in that bound's bucket (``le``), as bisect_left.
+        per_bucket = np.bincount(np.searchsorted(self._bounds, arr, side="left"), minlength=len(self.counts))
+        for i, n in enumerate(per_bucket.tolist()):
+            self.counts[i] += n
+        self.total += float(arr.sum())
+        self.n += int(arr.size)
 
     def buckets(self) -> list[tuple[str, float]]:
         out, acc = [], 0

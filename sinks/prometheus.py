@@ -24,6 +24,7 @@ import time
 from collections import Counter
 from typing import Any, Callable, Iterable, Mapping
 
+import numpy as np
 from prometheus_client import CollectorRegistry, generate_latest
 
 from fencewatch.sinks import metrics as m
@@ -209,8 +210,10 @@ class MetricsSink:
         for reason, n in (batch.dlq or {}).items():
             code = str(reason).split(":", 1)[0].split("(", 1)[0].strip()
             agg.inc_ungrouped(m.PREFIX + "dlq_records_total", (self._closed("reason", code, m.DLQ_REASONS),), n)
-        try:
-            agg.latencies = list(map(float, batch.decision_latencies_s))
+        try:  # the writer's numpy array, or any sequence of numbers
+            agg.latencies = np.asarray(batch.decision_latencies_s, dtype=np.float64).ravel()
+            if np.isnan(agg.latencies).any():
+                raise ValueError("NaN")  # numpy reads None as NaN: float() tells them apart
         except (TypeError, ValueError):  # one at a time, to reject only what is not a number
             agg.latencies = []
             for x in batch.decision_latencies_s:

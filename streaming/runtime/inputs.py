@@ -1,7 +1,7 @@
 """The query's inputs: every configured source read and routed into rows of ``columns.ROUTED``
 (``--source events``, ``consumer-offsets``, ``request-log``, or a list), with the per-batch record
 limit and the tasks each micro-batch is read in. Which source routes inside its reader and which
-through the ``mapInPandas`` router is decided once, by :func:`router_sources`; which Kafka reader
+through the ``mapInArrow`` router is decided once, by :func:`router_sources`; which Kafka reader
 (Spark's connector or ``fencewatch-kafka``) once, by :func:`kafka_source`."""
 from __future__ import annotations
 
@@ -16,7 +16,7 @@ log = logging.getLogger(__name__)
 def build_inputs(spark, cfg: cfgmod.Config):
     """The router's output rows (``schemas.ROUTED``) of every configured source, unioned
     (``--source request-log,consumer-offsets``): sources read by ``fencewatch-kafka`` route inside
-    the source (``routed_source``), the others through the ``mapInPandas`` router."""
+    the source (``routed_source``), the others through the ``mapInArrow`` router."""
     from fencewatch.streaming.runtime.columns import ROUTED
     from fencewatch.streaming.runtime.state_fn import make_router
 
@@ -27,11 +27,12 @@ def build_inputs(spark, cfg: cfgmod.Config):
     start = _seeded_start(spark, cfg)
     routed, raw = [], []
     sources, through_router = cfgmod.source_list(s.source), router_sources(spark, cfg)
+    alone = len([n for n in sources if n in through_router]) == 1  # the router's only input
     for name in sources:
         if name not in through_router:
             routed.append(_routed_event_inputs(spark, cfg, start(options, s.heartbeats_topic, s.offsets_topic)))
         elif name == "events":
-            raw.append(_event_inputs(spark, cfg, start(options, s.heartbeats_topic, s.offsets_topic)))
+            raw.append(_event_inputs(spark, cfg, start(options, s.heartbeats_topic, s.offsets_topic), alone))
         elif name == "consumer-offsets":
             raw.append(_consumer_offsets_inputs(spark, cfg, options))
         elif name == "request-log":
@@ -44,10 +45,13 @@ def build_inputs(spark, cfg: cfgmod.Config):
         else:
             raise cfgmod.ConfigError(f"unknown streaming.source {name!r}")
     if raw:
-        # ``caught_up`` (see hold.Hold): only the events source knows it; the others say "unknown".
-        raw = [f if "caught_up" in f.columns else f.withColumn("caught_up", _null_bool()) for f in raw]
-        routed.append(_union(raw).mapInPandas(make_router(s.input_format, registry=_registry(cfg, "decoder"),
-                                                          group_buckets=s.group_buckets), ROUTED))
+        # ``caught_up`` (see hold.Hold): only the events source knows it; the others say "unknown"
+        # (the router reads a missing column as one).
+        if len(raw) > 1:
+            raw = [f if "caught_up" in f.columns else f.withColumn("caught_up", _null_bool()) for f in raw]
+        routed.append(_union(raw).mapInArrow(make_router(s.input_format, registry=_registry(cfg, "decoder"),
+                                                         group_buckets=s.group_buckets, kafka_topics=_ranks(cfg)),
+                                             ROUTED))
     return _union(routed)
 
 
@@ -80,8 +84,16 @@ def _null_bool():
     return F.lit(None).cast("boolean")
 
 
-def _event_inputs(spark, cfg: cfgmod.Config, options: dict):
-    """``--source events``: the heartbeats and offsets topics of contract §1 events."""
+def _ranks(cfg: cfgmod.Config) -> tuple[tuple[str, str, int], ...]:
+    """The events topics as (topic, source name, rank in seq = offset * 4 + rank)."""
+    s = cfg.streaming
+    return (s.heartbeats_topic, "heartbeats", 0), (s.offsets_topic, "offsets", 1)
+
+
+def _event_inputs(spark, cfg: cfgmod.Config, options: dict, alone: bool = False):
+    """``--source events``: the heartbeats and offsets topics of contract §1 events. ``alone``:
+    no other source goes through the router with it, which then takes Spark's connector's own
+    columns (``state_fn.make_router``)."""
     from pyspark.sql import functions as F
 
     from fencewatch.streaming.sources import read_kafka_stream
@@ -95,6 +107,14 @@ def _event_inputs(spark, cfg: cfgmod.Config, options: dict):
                                                    options={**options, "includeCaughtUp": "true"},
                                                    implementation=kafka_source(spark, cfg).source))
     topic = F.col("topic")
+    record_ts = (F.unix_micros(F.col("timestamp")) / 1000).cast("long").alias("record_ts")
+    if alone and kafka_source(spark, cfg).connector:
+        # No string per record in the JVM: seq, event id and source are made by the router, from
+        # the offset, partition and topic's rank (a subscription to the two topics reads no other).
+        # Each string column cost the JVM its making and Arrow its transfer, and pandas a Python
+        # object per record (docs/decisions.md, issue 34).
+        return src.select(F.col("value"), F.col("offset"), F.col("partition"),
+                          F.when(topic == s.heartbeats_topic, 0).otherwise(1).alias("rank"), record_ts)
     rank = F.when(topic == s.heartbeats_topic, 0).when(topic == s.offsets_topic, 1).otherwise(2)
     return src.select(
         F.col("value"),
@@ -106,14 +126,14 @@ def _event_inputs(spark, cfg: cfgmod.Config, options: dict):
         F.lit(None).cast("string").alias("coords"),
         F.when(topic == s.heartbeats_topic, "heartbeats").when(topic == s.offsets_topic, "offsets")
         .otherwise("other").alias("source"),
-        (F.unix_micros(F.col("timestamp")) / 1000).cast("long").alias("record_ts"),
+        record_ts,
         F.lit(None).cast("string").alias("bad_reason"),
         F.col("caught_up") if "caught_up" in src.columns else _null_bool().alias("caught_up"),
     )
 
 
 def router_sources(spark, cfg: cfgmod.Config) -> tuple[str, ...]:
-    """The configured sources whose records go through the ``mapInPandas`` router: all but the
+    """The configured sources whose records go through the ``mapInArrow`` router: all but the
     events source when that source routes inside ``read``, which it does when it is ours (not
     Spark's connector) and no Schema Registry decoder is needed (the registry client lives in the
     router). The one place this is decided: :func:`build_inputs` and :func:`_collect_batching`

@@ -52,7 +52,7 @@ def _collect_batching(spark, cfg: cfgmod.Config):
     40 rows a partition's outputs are several batches and only the last waits, so the driver writes
     each finished task's outputs while the others run; the last task's still come after it ends
     (docs/decisions.md, "Outputs and exactly-once" and "State partitions"). The same
-    setting sizes ``mapInPandas`` input batches, where 40 rows would cost a pandas frame per 40
+    setting sizes the router's ``mapInArrow`` input batches, where 40 rows would cost a Python call per 40
     records: only a query without one gets it (the events source routing inside ``read``), and a
     ``streaming.spark_conf`` value wins."""
     s = cfg.streaming

@@ -50,20 +50,14 @@ class _Router:
     """The builder's records -> one Arrow batch of ROUTED rows (or None when nothing routed)."""
 
     def __init__(self, spec: RouterSpec) -> None:
-        from pyspark.sql.pandas.types import to_arrow_schema
-
-        from fencewatch.streaming.runtime.columns import ROUTED
         from fencewatch.streaming.runtime.routing import make_checker
 
         self.names = {t: (source, rank) for t, source, rank in spec.topics}
         self.check = make_checker(spec.input_format, spec.schema_ids)
-        self.schema = to_arrow_schema(ROUTED)
         self.group_buckets = spec.group_buckets
 
     def __call__(self, builder) -> Any:
-        import pyarrow as pa
-
-        from fencewatch.streaming.runtime.routing import route_records
+        from fencewatch.streaming.runtime.routing import arrow_batch, route_records
 
         topic, part = builder.topic, builder.partition
         source, rank = self.names.get(topic, ("other", 2))
@@ -76,8 +70,7 @@ class _Router:
         builder.clear()
         if not cols["key"]:
             return None
-        return pa.RecordBatch.from_arrays([pa.array(cols[f.name], type=f.type) for f in self.schema],
-                                          schema=self.schema)
+        return arrow_batch(cols)
 
 
 class _RoutesInRead:

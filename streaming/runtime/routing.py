@@ -1,6 +1,6 @@
 """What crosses Spark's shuffle between the router and the state function: records, not events.
 
-The router (in the Kafka source's ``read``, or a ``mapInPandas``) reads each record only as far
+The router (in the Kafka source's ``read``, or a ``mapInArrow``) reads each record only as far
 as it must to know the keys it goes to and that it is valid, and ships the record's own bytes to
 those keys; the state function decodes them where they are judged. A routed row holds one key's
 records of one source for one input batch, as one msgpack frame, LZ4-compressed
@@ -77,6 +77,21 @@ def pack_frame(obj) -> bytes:
 def unpack_frame(payload: bytes):
     """What :func:`pack_frame` packed."""
     return _decode(unpack_bytes(payload))
+
+
+@functools.cache
+def _routed_arrow_schema():
+    from pyspark.sql.pandas.types import to_arrow_schema
+
+    return to_arrow_schema(ROUTED)
+
+
+def arrow_batch(cols: dict[str, list]):
+    """:func:`route_records`' columns as one Arrow batch of ROUTED rows."""
+    import pyarrow as pa
+
+    schema = _routed_arrow_schema()
+    return pa.RecordBatch.from_arrays([pa.array(cols[f.name], type=f.type) for f in schema], schema=schema)
 
 
 class Rows:
@@ -187,7 +202,7 @@ def route_records(records: Iterable[tuple], check: Callable, caught_up: bool | N
     msgpack frame, one row per dead letter or unknown type (``DLQ_KEY``). ``check``: a
     :func:`make_checker`. ``coords`` None: made from a Kafka event id (``topic/partition/offset``)
     when a record needs them. ``group_buckets`` > 0: a group's records go to its bucket's row
-    (:func:`group_bucket`), still one frame per group inside it. Used by the ``mapInPandas``
+    (:func:`group_bucket`), still one frame per group inside it. Used by the ``mapInArrow``
     router and inside the Kafka source."""
     with no_cyclic_gc(settle=False):
         return _route(records, check, caught_up, group_buckets)

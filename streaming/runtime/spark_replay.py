@@ -42,7 +42,7 @@ def replay_file_spark(path: str, cfg: RulesConfig, *, master: str | None = None,
         F.concat(F.lit("line "), (F.col("seq") + 1).cast("string")).alias("coords"),
         F.lit("file").alias("source"), F.lit(0).cast("long").alias("record_ts"),
         F.lit(None).cast("string").alias("bad_reason"))
-    routed = inputs.mapInPandas(make_router("json"), ROUTED).cache()
+    routed = inputs.mapInArrow(make_router("json"), ROUTED).cache()
     try:
         stats = routed.where(F.col("key") != DLQ_KEY).agg(
             F.max("ts").alias("clock"), F.sum("events").alias("n")

@@ -38,17 +38,17 @@ class JobStats:
         the whole run. (It kept the first 200,000 before: at 10,000 events/s, the first ~10 s.)
         Call with ``lock`` held."""
         kept, cap = self.latencies_ms, self.MAX_LATENCY_SAMPLES
-        values = list(values_ms)
+        values = np.asarray(values_ms, dtype=np.float64).ravel()
         room = max(0, cap - len(kept))
-        kept += values[:room]
+        kept += values[:room].tolist()
         self.latency_seen += min(room, len(values))
         rest = values[room:]
-        if not rest:
+        if not len(rest):
             return
         seen = self.latency_seen + np.arange(1, len(rest) + 1)  # each value's rank among all offered
         slots = (_RNG.random(len(rest)) * seen).astype(np.int64)  # uniform in [0, rank)
-        for i in np.flatnonzero(slots < cap):  # in order: a later value may replace an earlier one
-            kept[slots[i]] = rest[i]
+        for i in np.flatnonzero(slots < cap).tolist():  # in order: a later value may replace an earlier one
+            kept[slots[i]] = float(rest[i])
         self.latency_seen += len(rest)
 
     def percentile(self, values: list, q: float) -> float | None:

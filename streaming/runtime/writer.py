@@ -66,11 +66,12 @@ class BatchWriter:
         if self.kafka is not None:
             self.kafka.commit(batch_id)
         elapsed = time.monotonic() - t0
+        latencies = acc.latencies_s()
         if self.metrics is not None:
             self.metrics.add_batch(
                 batch_id=batch_id, verdict_summaries=acc.summaries, alerts=acc.alerts, group_status=acc.status,
                 events=dict(acc.events), heartbeat_errors=dict(acc.hb_errors), dlq=dict(acc.dlq_counts),
-                batch_duration_s=elapsed, decision_latencies_s=acc.latencies,
+                batch_duration_s=elapsed, decision_latencies_s=latencies,
                 last_event_ts_ms=acc.last_ts, **(self.progress() if self.progress else {}))
         s = self.stats
         with s.lock:
@@ -83,7 +84,7 @@ class BatchWriter:
             s.alerts_by_kind.update(a["kind"] for a in acc.alerts)
             s.dead_letters += acc.dead
             s.batch_seconds.append(elapsed)
-            s.add_latencies([x * 1000 for x in acc.latencies])
+            s.add_latencies(latencies * 1000)
         self._finished(batch_id)
 
     def _finished(self, batch_id: int) -> None:
@@ -128,11 +129,12 @@ class BatchWriter:
                 acc.summaries.append(summary)
         if self.kafka is not None:
             self.kafka.write(verdict_lines=verdict_lines, alerts=alert_dicts, dead_letters=dead)
-        # One sample per decision (verdict line).
+        # One sample per decision (verdict line), kept in numpy: ~10^6 a backlog's batch.
         if verdict_rows:
             stamps = np.frombuffer(b"".join(r.stamps for r in verdict_rows), dtype="<i8")
-            acc.latencies += ((now_ms - stamps) / 1000.0).tolist()
-        acc.latencies += [(now_ms - r.ts) / 1000.0 for r in alert_rows]
+            acc.latencies.append((now_ms - stamps) / 1000.0)
+        if alert_rows:
+            acc.latencies.append(np.array([(now_ms - r.ts) / 1000.0 for r in alert_rows], dtype=np.float64))
         for st in status:
             _count_events(acc.events, st["cluster"], st["group_id"], st.pop("events", {}))
             for err, n in st.pop("heartbeat_errors", {}).items():
@@ -173,9 +175,14 @@ class _BatchTotals:
     events: Counter = field(default_factory=Counter)
     hb_errors: Counter = field(default_factory=Counter)
     dlq_counts: Counter = field(default_factory=Counter)
-    latencies: list = field(default_factory=list)
+    latencies: list = field(default_factory=list)  # numpy arrays of seconds, one per chunk
     last_ts: int | None = None
     dead: int = 0
+
+    def latencies_s(self):
+        import numpy as np
+
+        return np.concatenate(self.latencies) if self.latencies else np.empty(0, dtype=np.float64)
 
 
 def _chunks(df, rows: int):

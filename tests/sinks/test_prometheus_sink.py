@@ -473,13 +473,27 @@ def test_a_batch_of_latencies_lands_in_the_buckets_one_observation_each_would(va
     assert batch.total == pytest.approx(each.total)
 
 
-def test_a_malformed_latency_is_rejected_alone():
+@pytest.mark.parametrize("bad", ["soon", None])
+def test_a_malformed_latency_is_rejected_alone(bad):
+    """None too, which numpy would read as NaN (the batch's latencies are counted in numpy)."""
     sink = MetricsSink(MetricsConfig(port=0))
-    sink.add_batch(decision_latencies_s=[0.2, "soon", 3.0])
+    sink.add_batch(decision_latencies_s=[0.2, bad, 3.0])
     data = scrape(sink)
     assert value(data, "fencewatch_decision_latency_seconds_count") == 2
     assert value(data, "fencewatch_decision_latency_seconds_sum") == 3.2
     assert value(data, "fencewatch_exporter_rejected_records_total", record="count") == 1
+
+
+def test_the_writers_numpy_latencies_land_in_their_buckets():
+    import numpy as np
+
+    sink = MetricsSink(MetricsConfig(port=0))
+    sink.add_batch(decision_latencies_s=np.array([0.2, 1.0, 1.0, 7.5]))
+    data = scrape(sink)
+    assert value(data, "fencewatch_decision_latency_seconds_count") == 4
+    assert value(data, "fencewatch_decision_latency_seconds_sum") == pytest.approx(9.7)
+    assert value(data, "fencewatch_decision_latency_seconds_bucket", le="1.0") == 3  # on the bound: counted
+    assert value(data, "fencewatch_exporter_rejected_records_total", record="count") in (0, None)
 
 
 def test_a_simple_group_is_exported_under_its_own_protocol_without_a_warning(caplog):

@@ -1,8 +1,10 @@
-"""The router (``mapInPandas`` function) and the default batch size, without Spark."""
+"""The router (``mapInArrow`` function) and the default batch size, without Spark."""
 import json
 
 import msgspec
 import pandas as pd
+import pyarrow as pa
+import pytest
 
 from fencewatch.streaming.runtime.inputs import default_max_offsets
 from fencewatch.streaming.runtime.columns import DLQ_KEY, ROUTED
@@ -78,3 +80,61 @@ def test_held_records_are_decoded_when_released():
     assert dead == []
     assert [ev for _, _, ev, _ in released] == [
         decode_json_line(line, seq=i, default_event_id=f"e{i}", coords="") for i, line in enumerate(lines)]
+
+
+def _rows(out) -> list[tuple]:
+    """Routed rows, their frames unpacked, in a comparable order."""
+    table = out.to_pandas() if isinstance(out, pa.RecordBatch) else out
+    return sorted((r.key, r.ts, r.source, r.events, r.caught_up,
+                   repr(msgspec.msgpack.decode(r.payload) if r.key == DLQ_KEY else unpack_frame(r.payload)))
+                  for r in table.itertuples())
+
+
+def _mixed_lines() -> list[bytes]:
+    return [commit(100, "g1", [0, 1]), json.dumps({"type": "heartbeat", "ts": 101, "group_id": "g1", "member_id": "m",
+                                                   "request_epoch": 3, "response_epoch": 3}).encode(),
+            b"{broken", commit(102, "g2", [2], topic="pay"), json.dumps({"type": "nope", "ts": 1}).encode(),
+            commit(103, "g1", [1])]
+
+
+def test_an_arrow_batch_routes_as_its_pandas_frame():
+    """Spark hands the job's router Arrow batches (``mapInArrow``); tests and benches hand it pandas
+    frames. Both give the same rows, each in the form it came in, nulls and all."""
+    df = frame(_mixed_lines())
+    df.loc[2, "record_ts"] = None  # a bad record without a timestamp: NaN in pandas, null in Arrow
+    (arrow_out,) = list(make_router(group_buckets=3)([pa.RecordBatch.from_pandas(df, preserve_index=False)]))
+    (pandas_out,) = list(make_router(group_buckets=3)([df]))
+    assert isinstance(arrow_out, pa.RecordBatch) and isinstance(pandas_out, pd.DataFrame)
+    assert arrow_out.schema.names == ROUTED.fieldNames()
+    assert _rows(arrow_out) == _rows(pandas_out)
+    assert any(r[0] == DLQ_KEY for r in _rows(arrow_out))
+
+
+@pytest.mark.parametrize("caught_up", [True, False])
+def test_spark_connectors_own_columns_route_as_the_records_they_name(caught_up, monkeypatch):
+    """The connector's projection when the events source is the router's only input (``inputs.
+    _event_inputs``): value, offset, partition and the topic's rank, no string per record. The
+    router makes seq, event id, source and coordinates as the full projection gives them, so the
+    routed rows are the same; the caught-up mark is the driver's (``routing.task_caught_up``)."""
+    from fencewatch.streaming.runtime import state_fn
+
+    monkeypatch.setattr(state_fn, "task_caught_up", lambda: caught_up)
+    lines = _mixed_lines()
+    topics = (("hb.t", "heartbeats", 0), ("off.t", "offsets", 1))
+    ranks = [0 if b'"heartbeat"' in line else 1 for line in lines]
+    offsets, partitions = [7 + i for i in range(len(lines))], [i % 3 for i in range(len(lines))]
+    slim = pa.RecordBatch.from_pydict({"value": lines, "offset": offsets, "partition": partitions,
+                                       "rank": ranks, "record_ts": [5_000 + i for i in range(len(lines))]})
+    names = {rank: (topic, source) for topic, source, rank in topics}
+    full = pd.DataFrame({
+        "value": lines, "seq": [o * 4 + r for o, r in zip(offsets, ranks)],
+        "event_id": [f"{names[r][0]}/{p}/{o}" for o, p, r in zip(offsets, partitions, ranks)],
+        "coords": [f"{names[r][0]}[{p}]@{o}" for o, p, r in zip(offsets, partitions, ranks)],
+        "source": [names[r][1] for r in ranks], "record_ts": [5_000 + i for i in range(len(lines))],
+        "bad_reason": [None] * len(lines), "caught_up": [caught_up] * len(lines)})
+    (out,) = list(make_router(group_buckets=4, kafka_topics=topics)([slim]))
+    (expected,) = list(make_router(group_buckets=4)([full]))
+    assert _rows(out) == _rows(expected)
+    dead = [msgspec.msgpack.decode(r.payload) for r in out.to_pandas().itertuples() if r.key == DLQ_KEY]
+    assert sorted((d[0], d[4]) for d in dead) == [("dlq", "off.t[2]@9"), ("unknown", "off.t[1]@11")]
+    assert {r.caught_up for r in out.to_pandas().itertuples()} == {caught_up}

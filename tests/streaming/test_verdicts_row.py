@@ -81,7 +81,7 @@ def test_one_verdicts_row_per_call_carries_every_line_and_its_commit_ts(monkeypa
         writer._chunk(f, acc)
     want = sorted((NOW_MS - json.loads(line)["ts"]) / 1000.0 for line in lines)
     alerts = [a["ts"] for a in acc.alerts]
-    assert sorted(acc.latencies) == sorted(want + [(NOW_MS - t) / 1000.0 for t in alerts])
+    assert sorted(acc.latencies_s().tolist()) == sorted(want + [(NOW_MS - t) / 1000.0 for t in alerts])
     assert acc.last_ts == max(int(r.ts) for f in frames for r in read_frame(f)
                               if r.record in ("verdicts", "alert", "status") and r.ts is not None)
     assert acc.last_ts >= max(json.loads(line)["ts"] for line in lines)
