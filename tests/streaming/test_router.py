@@ -138,3 +138,18 @@ def test_spark_connectors_own_columns_route_as_the_records_they_name(caught_up, 
     dead = [msgspec.msgpack.decode(r.payload) for r in out.to_pandas().itertuples() if r.key == DLQ_KEY]
     assert sorted((d[0], d[4]) for d in dead) == [("dlq", "off.t[2]@9"), ("unknown", "off.t[1]@11")]
     assert {r.caught_up for r in out.to_pandas().itertuples()} == {caught_up}
+
+
+@pytest.mark.parametrize("marks, driver, want", [
+    ([True, True], False, True),  # the source read every partition to its end: caught up
+    ([True, False], True, False),  # any record's "not yet" holds the whole batch back
+    ([True, None], True, True),  # unknown for some: the driver's mark decides (Spark's connector)
+    ([True, None], False, False),
+])
+def test_the_caught_up_mark_of_a_batch(marks, driver, want, monkeypatch):
+    from fencewatch.streaming.runtime import state_fn
+
+    monkeypatch.setattr(state_fn, "task_caught_up", lambda: driver)
+    df = frame([commit(100, "g1", [0]), commit(101, "g2", [1])]).assign(caught_up=marks)
+    (out,) = list(make_router()([pa.RecordBatch.from_pandas(df, preserve_index=False)]))
+    assert set(out.column("caught_up").to_pylist()) == {want}
