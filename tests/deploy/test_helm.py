@@ -333,3 +333,35 @@ def test_the_charts_files_are_links_to_the_sources_not_copies():
         assert (files / link).is_symlink() and (files / link).resolve() == target.resolve()
     for p in (files / "log4j2").iterdir():
         assert p.is_symlink() and p.resolve() == (ROOT / "streaming" / "runtime" / p.name).resolve()
+
+
+def test_the_packaged_chart_holds_the_linked_files_and_renders_the_same(tmp_path):
+    """`helm package` stores the links' contents: a chart installed from its .tgz alone (no
+    checkout) renders the same objects."""
+    done = run_helm("package", str(CHART), "-d", str(tmp_path))
+    assert done.returncode == 0, done.stderr
+    (tgz,) = tmp_path.glob("fencewatch-*.tgz")
+    done = run_helm("template", RELEASE, str(tgz), "--namespace", NAMESPACE)
+    assert done.returncode == 0, done.stderr
+    assert [d for d in yaml.safe_load_all(done.stdout) if d] == render()
+
+
+@pytest.mark.parametrize("case", ["local", "spark-operator"])
+def test_the_job_containers_own_command_accepts_its_config(case, tmp_path):
+    """The container's arguments and environment as rendered, run through fencewatch's CLI with
+    --print-config (the config is loaded and validated; nothing starts)."""
+    import subprocess as sp
+    import sys
+
+    docs = render(CASES[case])
+    _, container = _job_config(docs, tmp_path)
+    args = container.get("args") or one("SparkApplication", docs=docs)["spec"]["arguments"]
+    path = tmp_path / "fencewatch.yaml"   # written by _job_config: the mounted file
+    argv = [a if a != "/etc/fencewatch/fencewatch.yaml" else str(path) for a in args]
+    env = {"PATH": os.environ["PATH"], "HOME": str(tmp_path), **container_env(container, docs)}
+    done = sp.run([sys.executable, "-m", "fencewatch.streaming.cli", *argv, "--print-config"],
+                  capture_output=True, text=True, timeout=120, env=env, cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    printed = yaml.safe_load(done.stdout)
+    assert printed["streaming"]["spark_master"] == ("local[2]" if case == "local" else "")
+    assert "job-s3cret" not in done.stdout, "--print-config redacts the Secret's password"
