@@ -110,11 +110,22 @@ def test_the_pods_the_operator_makes_are_valid(role):
                                  strict=True)
 
 
-def test_a_bad_value_is_refused_with_a_one_line_reason():
-    done = run_helm("template", RELEASE, str(CHART), "--set", "mode=cluster")
+@pytest.mark.parametrize("setting, reason", [
+    ("mode=cluster", "at '/mode'"),
+    ("scrape.mode=both", "at '/scrape/mode'"),
+    ("scrape.mod=none", "additional properties 'mod' not allowed"),
+    ("local.cores=two", "at '/local/cores': got string, want integer"),
+    ("kafka.extraEnv.SECURITY_PROTOCOL=SSL", "'SECURITY_PROTOCOL' does not match pattern"),
+])
+def test_a_bad_value_is_refused_naming_it(setting, reason):
+    """values.schema.json: a misspelt key or a wrong value stops `helm install` before anything."""
+    done = run_helm("template", RELEASE, str(CHART), "--set", setting)
+    assert done.returncode != 0 and reason in done.stderr, done.stderr
+
+
+def test_the_templates_refuse_a_bad_mode_without_the_schema_too():
+    done = run_helm("template", RELEASE, str(CHART), "--skip-schema-validation", "--set", "mode=cluster")
     assert done.returncode != 0 and 'mode "cluster" is not one of: local, sparkOperator' in done.stderr
-    done = run_helm("template", RELEASE, str(CHART), "--set", "scrape.mode=both")
-    assert done.returncode != 0 and "scrape.mode" in done.stderr
 
 
 def test_the_validators_would_catch_a_misspelt_field():
