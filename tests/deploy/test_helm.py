@@ -32,12 +32,14 @@ RELEASE, NAMESPACE = "fw", "monitoring"
 # Value combinations rendered and validated: (id, --set pairs).
 CASES = {
     "local": {},
-    "local-annotations-no-bridge": {"scrape.mode": "annotations", "bridge.enabled": "false"},
+    "local-annotations-no-bridge": {"scrape.mode": "annotations", "bridge.enabled": "false",
+                                    "imagePullSecrets[0].name": "registry"},
     "local-plaintext-no-scrape": {"scrape.mode": "none", "kafka.saslMechanism": "", "kafka.securityProtocol": "PLAINTEXT",
                                   "prometheusRule.enabled": "false", "dashboards.enabled": "false"},
     "spark-operator": {"mode": "sparkOperator"},
     "spark-operator-annotations": {"mode": "sparkOperator", "scrape.mode": "annotations",
-                                   "sparkOperator.checkpoint.existingClaim": "my-rwx"},
+                                   "sparkOperator.checkpoint.existingClaim": "my-rwx",
+                                   "imagePullSecrets[0].name": "registry"},
 }
 
 
