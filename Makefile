@@ -5,12 +5,14 @@ PY     := $(VENV)/bin/python
 PIP    := $(VENV)/bin/pip
 STAMP  := $(VENV)/.installed
 
-.PHONY: install jars connector-jars maven test test-fast faults demo bench screenshot report-screenshot clean system-deps kustomize
+.PHONY: install jars connector-jars maven test test-fast faults demo bench screenshot report-screenshot clean system-deps kustomize helm
 
 # Tools built from source into a cache outside the repository (tests/deploy finds them there).
 TOOLS ?= $(HOME)/.cache/fencewatch-tools
 KUSTOMIZE_VERSION ?= v5.7.1
 KUSTOMIZE := $(TOOLS)/kustomize-$(KUSTOMIZE_VERSION)/kustomize
+HELM_VERSION ?= v3.22.0
+HELM := $(TOOLS)/helm-$(HELM_VERSION)/helm
 
 # Apache Kafka brokers the tests, the demo and the benchmarks start (streaming/brokers/kafka.py),
 # fetched by Maven (pom.xml, profile kafka-broker) into a cache outside git, one folder per
@@ -92,14 +94,21 @@ $(KUSTOMIZE):
 	@command -v go >/dev/null 2>&1 || { echo "error: go not found; kustomize is built with it" >&2; exit 1; }
 	GOBIN=$(dir $(KUSTOMIZE)) GOFLAGS=-mod=mod go install sigs.k8s.io/kustomize/kustomize/v5@$(KUSTOMIZE_VERSION)
 
-test: $(STAMP) system-deps jars connector-jars kustomize
+# helm lints and renders deploy/helm/fencewatch in tests/deploy (test_helm.py), built with Go from
+# its module like kustomize. v3.22.0 builds with the machines' Go (1.26).
+helm: $(HELM)
+$(HELM):
+	@command -v go >/dev/null 2>&1 || { echo "error: go not found; helm is built with it" >&2; exit 1; }
+	GOBIN=$(dir $(HELM)) GOFLAGS=-mod=mod go install helm.sh/helm/v3/cmd/helm@$(HELM_VERSION)
+
+test: $(STAMP) system-deps jars connector-jars kustomize helm
 	$(PY) -m pytest -q --durations=25 -m "not full_fault_table"
 
 # The long fault trials on Spark's connector too (their Python-reader runs are in `make test`).
 faults: $(STAMP) system-deps jars connector-jars
 	$(PY) -m pytest -q --durations=25 -m full_fault_table
 
-test-fast: $(STAMP) kustomize connector-jars
+test-fast: $(STAMP) kustomize helm connector-jars
 	$(PY) -m pytest -q -m "not slow"
 
 demo: $(STAMP) system-deps jars connector-jars
