@@ -79,3 +79,17 @@ def test_a_contract_events_own_cluster_is_kept_and_absent_means_default():
     result = judge_events([{**base, "cluster": "us-2", "event_id": "a"}, {**base, "event_id": "b"}])
     assert not result.errors
     assert {(g.cluster, g.group_id) for g in result.groups} == {("us-2", "g"), ("default", "g")}
+
+
+@pytest.mark.parametrize("source, cluster, said", [
+    ("consumer-offsets", "eu-1", " as cluster 'eu-1'"),
+    ("events,request-log", "default", " as cluster 'default'"),
+    ("events", "default", ""),
+    ("events", "eu-1", "unused"),
+])
+def test_the_startup_line_says_which_cluster_the_job_names(source, cluster, said):
+    from fencewatch.streaming.config.settings import StreamingConfig
+    from fencewatch.streaming.runtime.query import cluster_note
+
+    note = cluster_note(StreamingConfig(source=source, cluster=cluster))
+    assert (said in note) if said else note == ""
