@@ -105,6 +105,10 @@ def register(subparsers: Any) -> argparse.ArgumentParser:
 
 
 def main(args: argparse.Namespace) -> int:
+    if args.cluster is not None and not args.cluster.strip():
+        print("fencewatch bridge: --cluster must not be empty (it is a label value); leave it out for \"default\"",
+              file=sys.stderr)
+        return 2
     try:
         topic_names = TopicNames(load_topic_ids(args.topic_ids) if args.topic_ids else None)
     except (OSError, ValueError) as exc:
