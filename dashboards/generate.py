@@ -505,6 +505,12 @@ def metrics_doc() -> str:
         "Per-group counters that alert rules read (zombies, unsafe accepts, aborts, truncations, fencing errors, model\n"
         "comparisons, rebalances) are exported at 0 as soon as a group has series, so `rate()` and `increase()` see 0\n"
         "rather than nothing.\n\n"
+        "**Several clusters.** `cluster` is the event's (contract §1): the bridge's `--cluster`, or the job's own\n"
+        "`streaming.cluster` (`--cluster`, `FENCEWATCH_STREAMING__CLUSTER`) for what it decodes itself\n"
+        "(`--source consumer-offsets`, `request-log`). Give every cluster's job and bridge its own name, and one\n"
+        "Prometheus holds them all: every shipped rule and panel aggregates `by (cluster, group)` and the dashboards\n"
+        "have a `cluster` variable (tests/dashboards/test_several_clusters.py). The job's own health series\n"
+        "(`fencewatch_up`, batches, lag, state) describe the job, not a cluster: `job` and `instance` tell jobs apart.\n\n"
         + metrics.markdown_table()
         + "\n## Probes\n\n"
         "The same port serves `/healthz` (liveness: the query runs, its main loop reports) and `/readyz` (readiness:\n"
@@ -513,7 +519,8 @@ def metrics_doc() -> str:
         "\n## The bridge's metrics\n\n"
         "Served by `fencewatch bridge` in its live modes on its own port (`--metrics-port`, default\n"
         "`http://127.0.0.1:9465/metrics`), with the same `/healthz` and `/readyz` (its loop is the work, one poll of its\n"
-        "source topic the unit of progress), and `fencewatch_build_info`.\n\n"
+        "source topic the unit of progress), and `fencewatch_build_info`. Every series of the bridge's own has the\n"
+        "`cluster` label of its `--cluster` (default `default`), so several bridges in one Prometheus stay apart.\n\n"
         + metrics.markdown_table("bridge")
         + "\n## Deprecated names\n\n"
         "Renamed to follow Prometheus' naming conventions (a gauge holding a Unix time ends in `_timestamp_seconds`).\n"

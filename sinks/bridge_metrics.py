@@ -22,6 +22,7 @@ from fencewatch.sinks import metrics as m
 from fencewatch.sinks.build_info import running_versions
 from fencewatch.sinks.exposition import adder, empty_families, serve
 from fencewatch.sinks.health import Health, HealthConfig
+from fencewatch.state.records import DEFAULT_CLUSTER
 
 log = logging.getLogger(__name__)
 
@@ -34,7 +35,7 @@ class BridgeMetrics:
 
     ::
 
-        metrics = BridgeMetrics("request_log", port=9465)
+        metrics = BridgeMetrics("request_log", port=9465, cluster="eu-1")
         metrics.start()
         metrics.running(True)                                   # each turn of the loop
         metrics.add(records=1000, events={"heartbeat": 990}, undecodable={"BAD_JSON": 1},
@@ -45,10 +46,13 @@ class BridgeMetrics:
 
     def __init__(self, source: str, *, host: str = "127.0.0.1", port: int = DEFAULT_PORT,
                  health: HealthConfig | None = None, clock: Callable[[], float] = time.time,
-                 build_labels: Mapping[str, str] | None = None) -> None:
+                 build_labels: Mapping[str, str] | None = None, cluster: str | None = None) -> None:
         if source not in m.BRIDGE_INPUTS:
             raise ValueError(f"unknown bridge input {source!r}; valid: {', '.join(m.BRIDGE_INPUTS)}")
         self.source, self.host, self.port = source, host, port
+        # the cluster the bridge reads (its --cluster), on every series but build_info: several
+        # bridges in one Prometheus stay apart as the job's group series do (docs/metrics.md)
+        self.cluster = cluster or DEFAULT_CLUSTER
         self._clock = clock
         self.health = Health(health or HealthConfig(trigger_s=0.5), clock=clock, what="bridge",
                              unit="poll of its source topic")
@@ -126,20 +130,21 @@ class BridgeMetrics:
         families = empty_families(m.BRIDGE_METRICS)
         add = adder(families)
         p = m.PREFIX
+        c = self.cluster
         with self._lock:
-            add(p + "bridge_records_total", (self.source,), self._records)
+            add(p + "bridge_records_total", (c, self.source), self._records)
             for kind, n in self._events.items():
-                add(p + "bridge_events_total", (kind,), n)
+                add(p + "bridge_events_total", (c, kind), n)
             for reason, n in self._undecodable.items():
-                add(p + "bridge_undecodable_records_total", (reason,), n)
+                add(p + "bridge_undecodable_records_total", (c, reason), n)
             for (api, error), n in self._routing.items():
-                add(p + "bridge_coordinator_routing_answers_total", (api, error), n)
-            add(p + "bridge_delivery_failures_total", (), self._delivery_failures)
+                add(p + "bridge_coordinator_routing_answers_total", (c, api, error), n)
+            add(p + "bridge_delivery_failures_total", (c,), self._delivery_failures)
             if self._lag is not None:
-                add(p + "bridge_source_lag_records", (), self._lag)
+                add(p + "bridge_source_lag_records", (c,), self._lag)
             if self._last_produce_s is not None:
-                add(p + "bridge_last_produce_timestamp_seconds", (), self._last_produce_s)
-        add(p + "bridge_up", (), 1.0 if self.health.liveness().ok else 0.0)
+                add(p + "bridge_last_produce_timestamp_seconds", (c,), self._last_produce_s)
+        add(p + "bridge_up", (c,), 1.0 if self.health.liveness().ok else 0.0)
         b = self._build
         add(p + "build_info", (b["version"], b["python_version"], b["pyspark_version"]), 1.0)
         return families.values()

@@ -89,7 +89,8 @@ def register(subparsers: Any) -> argparse.ArgumentParser:
     m.add_argument("--topic-ids", metavar="FILE", help="JSON object topic id -> name (offline resolution)")
     m.add_argument("--log-timezone", metavar="TZ",
                    help="request log: zone of time stamps without an offset (default UTC), e.g. Europe/Paris")
-    m.add_argument("--cluster", help="value of the events' cluster field (default: omitted = \"default\")")
+    m.add_argument("--cluster", help="value of the events' cluster field and of its series' cluster label "
+                                     "(default: omitted = \"default\")")
     m.add_argument("--absent-assignment-epochs", choices=ABSENT_EPOCH_MODES, default="derive",
                    help="records without KIP-1251 epochs: let the monitor derive them (default), or write "
                         "max(member epoch, 0) as a 4.3 broker loading them would")
@@ -104,6 +105,10 @@ def register(subparsers: Any) -> argparse.ArgumentParser:
 
 
 def main(args: argparse.Namespace) -> int:
+    if args.cluster is not None and not args.cluster.strip():
+        print("fencewatch bridge: --cluster must not be empty (it is a label value); leave it out for \"default\"",
+              file=sys.stderr)
+        return 2
     try:
         topic_names = TopicNames(load_topic_ids(args.topic_ids) if args.topic_ids else None)
     except (OSError, ValueError) as exc:
@@ -191,7 +196,7 @@ def _bridge_metrics(cfg: Any, args: argparse.Namespace) -> Any:
     from fencewatch.streaming.runtime.probes import health_config
 
     return BridgeMetrics("request_log" if args.request_log_topic else "consumer_offsets", host=cfg.sinks.metrics_host,
-                         port=metrics_port(args, cfg), health=health_config(cfg, POLL_TIMEOUT_S))
+                         port=metrics_port(args, cfg), health=health_config(cfg, POLL_TIMEOUT_S), cluster=args.cluster)
 
 
 # ---------------------------------------------------------------------------

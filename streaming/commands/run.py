@@ -26,6 +26,8 @@ DEFAULT_WARMUP_MS = 45_000  # one session timeout: members seen before we starte
 def _streaming_flags(p: argparse.ArgumentParser) -> None:
     g = p.add_argument_group("streaming")
     g.add_argument("--bootstrap-servers")
+    g.add_argument("--cluster", help="cluster label of what the job decodes itself (consumer-offsets, request-log; "
+                                     "events keep their own field); default: default")
     g.add_argument("--heartbeats-topic")
     g.add_argument("--offsets-topic")
     g.add_argument("--input-format", choices=("json", "avro"))
@@ -64,7 +66,7 @@ def _streaming_overrides(args: argparse.Namespace) -> dict:
         if not sep:
             raise cfgmod.ConfigError(f"-X {item!r}: expected KEY=VALUE")
         kafka[k.strip()] = v.strip()
-    streaming = {"bootstrap_servers": args.bootstrap_servers, "heartbeats_topic": args.heartbeats_topic,
+    streaming = {"bootstrap_servers": args.bootstrap_servers, "cluster": args.cluster, "heartbeats_topic": args.heartbeats_topic,
                  "offsets_topic": args.offsets_topic, "input_format": args.input_format, "source": args.source,
                  "consumer_offsets_topic": args.consumer_offsets_topic,
                  "request_log_topic": args.request_log_topic, "topic_ids_file": args.topic_ids,

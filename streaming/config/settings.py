@@ -26,6 +26,7 @@ from typing import Any, Mapping
 from fencewatch.state.config import RulesConfig
 from fencewatch.state.config import parse_duration_ms as _parse_duration_ms
 from fencewatch.state.model import Policy
+from fencewatch.state.records import DEFAULT_CLUSTER
 
 from fencewatch.streaming.config import redaction as _redaction
 from fencewatch.streaming.config.kafka import KafkaConfigError, to_librdkafka
@@ -39,6 +40,9 @@ REDACTED = _redaction.REDACTED
 @dataclass(frozen=True, slots=True)
 class StreamingConfig:
     bootstrap_servers: str = "127.0.0.1:9092"
+    # the `cluster` of what the job decodes itself (consumer-offsets, request-log sources): on its
+    # series, verdicts, alerts and reports. Contract events keep their own field (job_cluster)
+    cluster: str = DEFAULT_CLUSTER
     heartbeats_topic: str = "fencewatch.heartbeats"
     offsets_topic: str = "fencewatch.offsets"
     source: str = "events"  # events | consumer-offsets | request-log, or a comma list of them
@@ -118,6 +122,8 @@ class Config:
                 ZoneInfo(s.log_timezone)
             except (ValueError, KeyError, OSError):  # ZoneInfoNotFoundError is a KeyError
                 problems.append(f"unknown streaming.log_timezone {s.log_timezone!r}; valid: an IANA zone, e.g. UTC")
+        if not s.cluster.strip():
+            problems.append("streaming.cluster must not be empty (it is a label value); default: default")
         _one_of(problems, "streaming.input_format", s.input_format, ("json", "avro"))
         _one_of(problems, "streaming.kafka_source", s.kafka_source, ("auto", "spark", "python"))
         _one_of(problems, "streaming.state_store", s.state_store, ("rocksdb", "hdfs"))
@@ -175,6 +181,16 @@ def alerts_format(cfg: "Config") -> str:
     if fmt == "auto":
         return "avro" if cfg.streaming.schema_registry.get("url") else "json"
     return fmt
+
+
+def job_cluster(s: StreamingConfig) -> str | None:
+    """The cluster the job names the events it decodes itself with (the bridges' ``cluster``
+    argument): None for ``default``, the field then omitted as a contract event without one.
+    Precedence (docs/contract.md §1): an event's own ``cluster`` field (a bridge's or simulator's
+    ``--cluster``) > ``streaming.cluster`` for the consumer-offsets and request-log sources >
+    ``default``; the job's setting never relabels a contract event, since one events topic may
+    carry several clusters' events."""
+    return None if s.cluster == DEFAULT_CLUSTER else s.cluster
 
 
 def source_list(text: str) -> tuple[str, ...]:

@@ -274,7 +274,7 @@ def _consumer_offsets_inputs(spark, cfg: cfgmod.Config, options: dict):
                          (F.unix_micros(F.col("timestamp")) / 1000).cast("long").alias("record_ts"))
     schema = ("value binary, seq long, event_id string, coords string, source string, record_ts long, "
               "bad_reason string")
-    return records.mapInPandas(make_bridge_mapper(_topic_ids(cfg)), schema)
+    return records.mapInPandas(make_bridge_mapper(_topic_ids(cfg), cluster=cfgmod.job_cluster(s)), schema)
 
 
 def group_sources(source: str) -> tuple[str, ...]:

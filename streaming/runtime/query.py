@@ -222,6 +222,17 @@ def make_sinks(cfg: cfgmod.Config, spark, *, metrics_port: int | None = None):
     return kafka, metrics
 
 
+def cluster_note(s: cfgmod.StreamingConfig) -> str:
+    """The startup line's word on ``streaming.cluster``: the name the job gives what it decodes
+    itself, or that it names nothing (an events-only job: events carry their own field)."""
+    if any(name != "events" for name in cfgmod.source_list(s.source)):
+        return f" as cluster {s.cluster!r}"
+    if cfgmod.job_cluster(s) is not None:
+        return (f" (streaming.cluster {s.cluster!r} unused: contract events keep their own cluster field, "
+                "set by the bridge's --cluster)")
+    return ""
+
+
 def startup_line(cfg: cfgmod.Config, spark) -> str:
     from fencewatch.sinks.build_info import installed
 
@@ -230,7 +241,7 @@ def startup_line(cfg: cfgmod.Config, spark) -> str:
               "request-log": s.request_log_topic, "consumer-offsets": s.consumer_offsets_topic}
     read = " + ".join(topics.get(name, name) for name in cfgmod.source_list(s.source))
     return (f"fencewatch {installed()} (config {cfgmod.digest(cfg)}), Spark {spark.version} {s.spark_master}: "
-            f"{read} @ {s.bootstrap_servers} (from "
+            f"{read} @ {s.bootstrap_servers}{cluster_note(s)} (from "
             f"{s.starting_offsets}), skew {s.max_skew_ms} ms, warm-up {cfg.state.warmup_ms} ms, trigger "
             f"{s.trigger_interval}, checkpoint {s.checkpoint_location}; alerts -> {cfg.sinks.alerts_topic} "
             f"({cfgmod.alerts_format(cfg)}), verdicts -> {cfg.sinks.verdicts_topic or 'off'}, "

@@ -99,7 +99,7 @@ def request_log_inputs(spark, cfg, options: dict, topic_ids: Mapping[str, str], 
     ``implementation`` (the job's choice: ``inputs.kafka_source``)."""
     from pyspark.sql import functions as F
 
-    from fencewatch.streaming.config.settings import parse_timezone
+    from fencewatch.streaming.config.settings import job_cluster, parse_timezone
     from fencewatch.streaming.sources import read_kafka_stream
 
     s = cfg.streaming
@@ -108,5 +108,6 @@ def request_log_inputs(spark, cfg, options: dict, topic_ids: Mapping[str, str], 
     src = src.coalesce(max(1, spark.sparkContext.defaultParallelism))  # as inputs._few_partitions, and why
     records = src.select("value", "topic", "partition", "offset",
                          (F.unix_micros(F.col("timestamp")) / 1000).cast("long").alias("record_ts"))
-    mapper = make_request_log_mapper(topic_ids, tz=parse_timezone(s.log_timezone), membership=membership)
+    mapper = make_request_log_mapper(topic_ids, cluster=job_cluster(s), tz=parse_timezone(s.log_timezone),
+                                     membership=membership)
     return records.mapInPandas(mapper, SCHEMA)

@@ -104,6 +104,10 @@ def test_bad_topic_ids_file_and_missing_source_are_clear_errors(tmp_path, capsys
     args = parse(["bridge"])
     assert args.func(args) == 2
     assert "--bootstrap-servers" in capsys.readouterr().err
+    args = parse(["bridge", "--cluster", " ", "--bootstrap-servers", "127.0.0.1:1"])
+    assert args.func(args) == 2
+    assert capsys.readouterr().err.splitlines() == [
+        'fencewatch bridge: --cluster must not be empty (it is a label value); leave it out for "default"']
 
 
 def test_run_from_file_is_callable_on_streams():

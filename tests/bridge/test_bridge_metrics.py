@@ -38,8 +38,14 @@ def get(url: str) -> tuple[int, str]:
         return err.code, err.read().decode()
 
 
+CLUSTER = {"cluster": "default"}  # the bridge's --cluster, on every series of its own
+
+
 def sample(text: str, name: str, **labels: str) -> float | None:
-    """The value of one series in exposition text (labels in any order), None when absent."""
+    """The value of one series in exposition text (labels in any order), None when absent; a
+    ``fencewatch_bridge_*`` series has the ``cluster`` label of :data:`CLUSTER` unless given."""
+    if name.startswith("fencewatch_bridge_"):
+        labels = {**CLUSTER, **labels}
     for line in text.splitlines():
         m = re.fullmatch(rf"{name}(?:\{{(.*)\}})? (\S+)", line)
         if m and dict(re.findall(r'(\w+)="([^"]*)"', m.group(1) or "")) == labels:
@@ -159,19 +165,20 @@ def test_consumer_offsets_bridge_metrics(broker, topic_factory):
     p.produce(source, key=key, value=value, timestamp=ts, partition=0)  # Tansu: a last lone batch
     assert p.flush(30) == 0
 
-    metrics = BridgeMetrics("consumer_offsets", port=0, health=HEALTH)
+    metrics = BridgeMetrics("consumer_offsets", port=0, health=HEALTH, cluster="eu-1")
     host, port = metrics.start()
     base = f"http://{host}:{port}"
     try:
         run = Running(run_bridge, {"bootstrap.servers": broker}, source_topic=source, heartbeats_topic=heartbeats,
                       offsets_topic=offsets, partition_poll_interval=0, metrics=metrics)
-        text = wait_metric(base, "fencewatch_bridge_records_total", 4, input="consumer_offsets")
-        text = wait_metric(base, "fencewatch_bridge_source_lag_records", 0)
-        assert sample(text, "fencewatch_bridge_records_total", input="consumer_offsets") == 4
-        assert sample(text, "fencewatch_bridge_undecodable_records_total", reason="MALFORMED_KEY") == 1
-        assert sample(text, "fencewatch_bridge_events_total", type="offset_committed") == 1
-        assert sample(text, "fencewatch_bridge_events_total", type="offset_deleted") == 1
-        assert sample(text, "fencewatch_bridge_source_lag_records") == 0
+        text = wait_metric(base, "fencewatch_bridge_records_total", 4, input="consumer_offsets", cluster="eu-1")
+        text = wait_metric(base, "fencewatch_bridge_source_lag_records", 0, cluster="eu-1")
+        assert sample(text, "fencewatch_bridge_records_total", input="consumer_offsets") is None  # not "default"
+        assert sample(text, "fencewatch_bridge_records_total", input="consumer_offsets", cluster="eu-1") == 4
+        assert sample(text, "fencewatch_bridge_undecodable_records_total", reason="MALFORMED_KEY", cluster="eu-1") == 1
+        assert sample(text, "fencewatch_bridge_events_total", type="offset_committed", cluster="eu-1") == 1
+        assert sample(text, "fencewatch_bridge_events_total", type="offset_deleted", cluster="eu-1") == 1
+        assert sample(text, "fencewatch_bridge_source_lag_records", cluster="eu-1") == 0
         assert get(base + "/readyz")[0] == 200
         assert run.end() == 0
     finally:
@@ -193,6 +200,8 @@ def test_the_command_serves_on_metrics_port_else_the_environments_else_9465(monk
         cfg = cfgmod.load_config(overrides={"streaming": {"bootstrap_servers": "127.0.0.1:1"}})
         m = _bridge_metrics(cfg, args)
         return m.host, m.port, m.source, m.health.config.trigger_s
+
+    assert _bridge_metrics(cfgmod.load_config(), parser.parse_args(["bridge", "--cluster", "eu-1"])).cluster == "eu-1"
 
     assert port([]) == ("127.0.0.1", 9465, "consumer_offsets", 0.5)
     assert port(["--metrics-port", "0", "--request-log-topic", "t"])[1:3] == (0, "request_log")

@@ -316,6 +316,7 @@ def test_bridge_runs_a_command_the_cli_accepts_on_the_jobs_kafka_with_its_own_cr
     assert not any("$(" in a for a in vars(args).values() if isinstance(a, str)), "every $(VAR) is defined"
     assert args.bootstrap_servers == cfg.streaming.bootstrap_servers, "one cluster"
     assert (args.heartbeats_topic, args.offsets_topic) == (cfg.streaming.heartbeats_topic, cfg.streaming.offsets_topic)
+    assert args.cluster == cfg.streaming.cluster != "default", "the bridge's events and series name the job's cluster"
     # The bridge's clients take the environment's streaming.kafka (streaming/commands/bridge.py).
     bridge_cfg = load_config(environ=env)
     assert bridge_cfg.streaming.kafka["sasl.username"] == "fencewatch-bridge"

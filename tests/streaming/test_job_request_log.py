@@ -106,11 +106,14 @@ def test_request_log_with_consumer_offsets_takes_membership_from_the_coordinator
     for line in scenario():
         p.produce(lines_t, value=line.encode(), partition=0)
         p.flush(10)
+    # streaming.cluster names the events of both sources: one group, its membership and commits together
     verdicts = _judge_lines(spark, broker, tmp_path, {"source": "request-log,consumer-offsets",
-                                                      "consumer_offsets_topic": coord_t},
+                                                      "consumer_offsets_topic": coord_t, "cluster": "eu-1"},
                             (lines_t, alerts_t, dlq_t, verdicts_t))
     assert len(verdicts) == 10 and all(v["model_agrees"] for v in verdicts)
+    assert {v["cluster"] for v in verdicts} == {"eu-1"}
     (fenced,) = [v for v in verdicts if v["broker_error"] == "STALE_MEMBER_EPOCH"]
     assert (fenced["class"], fenced["assignment_epoch"], fenced["revocation_epoch"]) == ("avoidable", 1, 1)
-    assert [json.loads(m.value())["kind"] for m in read_all(broker, alerts_t)] == ["AVOIDABLE_FENCING"]
+    alerts = [json.loads(m.value()) for m in read_all(broker, alerts_t)]
+    assert [(a["kind"], a["cluster"]) for a in alerts] == [("AVOIDABLE_FENCING", "eu-1")]
     assert read_all(broker, dlq_t) == []
