@@ -378,3 +378,18 @@ def test_the_job_containers_own_command_accepts_its_config(case, tmp_path):
     printed = yaml.safe_load(done.stdout)
     assert printed["streaming"]["spark_master"] == ("local[2]" if case == "local" else "")
     assert "job-s3cret" not in done.stdout, "--print-config redacts the Secret's password"
+
+
+# --------------------------------------------------------------------------- the cluster's name
+
+
+def test_the_cluster_name_reaches_the_job_and_the_bridge_alike():
+    """Two releases on two clusters stay apart only if both pods name the same cluster (contract 1)."""
+    docs = render({"kafka.cluster": "eu-1"})
+    kafka = one("ConfigMap", f"{RELEASE}-fencewatch-kafka", docs=docs)
+    assert kafka["data"]["FENCEWATCH_STREAMING__CLUSTER"] == "eu-1"
+    bridge = next(p for p in _pods(docs) if p["spec"]["containers"][0]["name"] == "bridge")
+    args = bridge["spec"]["containers"][0]["args"]
+    assert "--cluster=$(FENCEWATCH_STREAMING__CLUSTER)" in args
+    assert any(ref.get("configMapRef", {}).get("name") == kafka["metadata"]["name"]
+               for ref in bridge["spec"]["containers"][0]["envFrom"])
