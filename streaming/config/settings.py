@@ -218,6 +218,32 @@ def duration_s_arg(text: str) -> float:
         raise argparse.ArgumentTypeError(str(exc)) from None
 
 
+def port_arg(text: str) -> int:
+    """An argparse ``type`` for a port flag: 0 (any free port) or 1-65535, refused at parse time."""
+    import argparse
+
+    try:
+        port = int(text)
+    except ValueError:
+        port = None
+    if port is None or _values.port_problem("port", port, zero="any free port"):
+        raise argparse.ArgumentTypeError(f"expected a port, 0 (any free port) or 1-65535; got {text!r}")
+    return port
+
+
+def positive_int_arg(text: str) -> int:
+    """An argparse ``type`` for a count that must be > 0."""
+    import argparse
+
+    try:
+        number = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a whole number > 0, got {text!r}") from None
+    if number <= 0:
+        raise argparse.ArgumentTypeError(f"must be > 0, got {number}")
+    return number
+
+
 def _coerce(section: str, f: dataclasses.Field, value: Any) -> Any:
     name = f"{section}.{f.name}"
     target = f.type if isinstance(f.type, str) else getattr(f.type, "__name__", str(f.type))
