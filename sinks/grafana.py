@@ -43,15 +43,25 @@ def redact(url: str) -> str:
     """`url` without user-info, for logs and messages."""
     parts = urlsplit(url)
     host = parts.hostname or ""
-    if parts.port:
+    if _port(parts) is False:  # shown as given, so the message names what is wrong
+        host = parts.netloc.rpartition("@")[2]
+    elif _port(parts):
         host = f"{host}:{parts.port}"
     return urlunsplit((parts.scheme, host, parts.path, parts.query, parts.fragment))
+
+
+def _port(parts) -> int | None | bool:
+    """The URL's port; False when it is not one (``:99999``, ``:x``), where urllib raises."""
+    try:
+        return parts.port
+    except ValueError:
+        return False
 
 
 def connect(url: str, token: str | None = None, timeout: float = 10.0) -> GrafanaApi:
     """A client for `url` (`http(s)://[user:password@]host[:port][/prefix]`), checked with one request."""
     parts = urlsplit(url)
-    if parts.scheme not in ("http", "https") or not parts.hostname:
+    if parts.scheme not in ("http", "https") or not parts.hostname or _port(parts) is False:
         raise GrafanaPushError(f"invalid Grafana URL {redact(url)!r}: expected http(s)://host[:port][/path]")
     if parts.path and not parts.path.endswith("/"):
         # grafana-client appends "api" to the path as is: /grafana -> /grafanaapi
@@ -162,7 +172,20 @@ def _call(fn, what: str):
             raise GrafanaPushError(f"could not {what}: the token lacks permission (403)") from None
         raise GrafanaPushError(f"could not {what}: {exc.message}") from None
     except OSError as exc:  # connection refused, DNS, TLS
-        raise GrafanaPushError(f"could not {what}: {exc}") from None
+        raise GrafanaPushError(f"could not {what}: {os_reason(exc)}") from None
+
+
+def os_reason(exc: BaseException) -> str:
+    """The cause of a failed request in a few words (``[Errno 111] Connection refused``), not
+    urllib3's nest of wrappers with object addresses in it."""
+    text = str(exc)
+    found = re.findall(r"\[Errno -?\d+\] [^'\")(]+", text)
+    if found:
+        return found[-1].strip().rstrip(".,")
+    for words in ("timed out", "certificate verify failed", "Name or service not known"):
+        if words in text:
+            return words
+    return type(exc).__name__
 
 
 def _slug(title: str) -> str:

@@ -31,7 +31,9 @@ def build_parser(argv: Sequence[str] | None = None) -> argparse.ArgumentParser:
     """Every command's parser; with ``argv``, only the named command's module is imported (the
     bridge's alone took longer to import than replaying a small file), all of them for help."""
     named = next((a for a in argv or () if a in _COMMAND_MODULES), None)
-    parser = argparse.ArgumentParser(prog="fencewatch", description=__doc__)
+    parser = _Parser(prog="fencewatch", description=DESCRIPTION,
+                     epilog="`fencewatch COMMAND --help` for a command's options; docs/reference-config.yaml "
+                            "for every setting (file, FENCEWATCH_* environment, flags)")
     parser.add_argument("--version", action=_Version, help="show the versions of fencewatch and its runtime, and exit")
     _add_logging_flags(parser, default=None)
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
@@ -49,6 +51,18 @@ def build_parser(argv: Sequence[str] | None = None) -> argparse.ArgumentParser:
         module.register(sub)
     _logging_flags_everywhere(parser)
     return parser
+
+
+DESCRIPTION = ("Watch Kafka's group coordinator: judge every offset commit against the group's members, "
+               "epochs and assignments (KIP-848), and alert on the ones a fenced or zombie member made.")
+
+
+class _Parser(argparse.ArgumentParser):
+    """A usage error is one line on stderr, exit 2 (argparse's code): the command, the error and
+    where the options are listed, not the whole usage block."""
+
+    def error(self, message: str):
+        self.exit(2, f"{self.prog}: error: {message} (see `{self.prog} --help`)\n")
 
 
 def _add_logging_flags(parser: argparse.ArgumentParser, default=None) -> None:

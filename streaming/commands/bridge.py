@@ -35,7 +35,7 @@ import sys
 from itertools import islice
 from typing import IO, Any, Iterable, Mapping
 
-from fencewatch.streaming.config.settings import duration_s_arg, parse_timezone
+from fencewatch.streaming.config.settings import duration_s_arg, parse_timezone, port_arg
 from fencewatch.streaming.ingest.consumer_offsets.mapping import ABSENT_EPOCH_MODES, Bridge, TopicNames
 from fencewatch.streaming.ingest.consumer_offsets.records import RecordDecodeError, decode, kafka_json
 from fencewatch.streaming.ingest.consumer_offsets.topic_names import load_topic_ids
@@ -75,7 +75,7 @@ def register(subparsers: Any) -> argparse.ArgumentParser:
     src.add_argument("--command-config", metavar="FILE", help="properties file of client settings")
     src.add_argument("--stop-at-end", action="store_true",
                      help="live: exit once the source's end offsets as of start-up are reached")
-    src.add_argument("--metrics-port", type=int, metavar="PORT",
+    src.add_argument("--metrics-port", type=port_arg, metavar="PORT",
                      help="live: serve /metrics, /healthz and /readyz here (default: sinks.metrics_port when set "
                           f"in the environment, else {DEFAULT_METRICS_PORT}; 0 = any free port) on sinks.metrics_host "
                           "(default 127.0.0.1)")

@@ -9,6 +9,7 @@ import json
 import sys
 from pathlib import Path
 
+from fencewatch.streaming.config.settings import positive_int_arg
 from fencewatch.streaming.runtime import checkpoint as cp
 
 
@@ -89,7 +90,8 @@ def register(subparsers) -> None:
                         "reset-state: a new checkpoint (--to) that resumes at this one's committed offsets with "
                         "empty state (a checkpoint whose state this version cannot read)")
     p.add_argument("--checkpoint", required=True, help="the job's checkpoint directory (local)")
-    p.add_argument("--max-offsets-per-partition", type=int, default=50_000)
+    p.add_argument("--max-offsets-per-partition", type=positive_int_arg, default=50_000,
+                   help="bound: records per partition the rewritten batch reads at most (default %(default)s)")
     p.add_argument("--to", help="reset-state: the new checkpoint directory (absent or empty)")
     p.add_argument("--state", action="store_true",
                    help="show: also the keyed state at the last committed batch (rows, stored bytes; starts a local "

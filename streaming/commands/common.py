@@ -11,15 +11,18 @@ from fencewatch.streaming.config import settings as cfgmod
 
 
 def add_rules_flags(p: argparse.ArgumentParser) -> None:
+    c = p.add_argument_group("configuration")
+    c.add_argument("--config", help="configuration file (YAML, or JSON when named *.json); flags win over it and "
+                   "over FENCEWATCH_* variables (docs/reference-config.yaml lists every setting)")
+    c.add_argument("--print-config", action="store_true",
+                   help="print the effective (redacted) config, checked as at a start, and exit")
     g = p.add_argument_group("rules")
-    g.add_argument("--config", help="configuration file (YAML or JSON); see docs/reference-config.yaml")
     g.add_argument("--warmup", help="warm-up after a group is first seen (e.g. 45s); default 0 for replay")
     g.add_argument("--retention", help="offsets.retention.minutes as a duration (default 7d)")
     g.add_argument("--retention-check-interval", help="offsets.retention.check.interval.ms (default 10m)")
     g.add_argument("--expiry-warning", help="OFFSETS_EXPIRING lead time (default 1h)")
     g.add_argument("--broker-policy", help="policy of the broker that answered error_code (default strict)")
     g.add_argument("--alert-cooldown", help="fold repeated per-commit alerts of a group within this window (default 60s)")
-    g.add_argument("--print-config", action="store_true", help="print the effective (redacted) config and exit")
 
 
 def add_spark_flags(p: argparse.ArgumentParser) -> None:

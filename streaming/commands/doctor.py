@@ -235,7 +235,7 @@ def register(subparsers) -> None:
     g = p.add_argument_group("doctor")
     g.add_argument("--timeout", type=cfgmod.duration_s_arg, default=10.0,
                    help="how long each Kafka or registry request may take (default 10s)")
-    g.add_argument("--lines", type=int, default=1_000, help="request-log lines to decode, the newest (default 1000)")
+    g.add_argument("--lines", type=cfgmod.positive_int_arg, default=1_000, help="request-log lines to decode, the newest (default 1000)")
     g.add_argument("--max-age", type=cfgmod.duration_s_arg, default=300.0,
                    help="a request-log partition with nothing newer is stale (default 5m)")
     p.set_defaults(func=_cmd_doctor)

@@ -107,7 +107,9 @@ def run_push(args: argparse.Namespace) -> int:
     try:
         result = push(url, token, args.folder, dashboards, alerts, args.timeout)
     except GrafanaPushError as exc:
-        print(f"error: {exc}", file=sys.stderr)
+        hint = (f" (no URL given: --url, sinks.grafana_url or FENCEWATCH_SINKS__GRAFANA_URL; {DEFAULT_URL} is "
+                "only the default)" if url == DEFAULT_URL and "could not reach" in str(exc) else "")
+        print(f"error: {exc}{hint}", file=sys.stderr)
         return 1
     print(
         f"grafana {redact(url)}: {len(result.dashboards)} dashboards in folder {result.folder_uid or '-'}"

@@ -24,39 +24,57 @@ DEFAULT_WARMUP_MS = 45_000  # one session timeout: members seen before we starte
 
 
 def _streaming_flags(p: argparse.ArgumentParser) -> None:
+    """``run``'s (and ``doctor``'s) settings; a flag not given leaves the file's, the environment's
+    or the default value, which its help names (the defaults are the Config's own)."""
+    d, k = cfgmod.StreamingConfig(), cfgmod.SinksConfig()
     g = p.add_argument_group("streaming")
-    g.add_argument("--bootstrap-servers")
-    g.add_argument("--cluster", help="cluster label of what the job decodes itself (consumer-offsets, request-log; "
-                                     "events keep their own field); default: default")
-    g.add_argument("--heartbeats-topic")
-    g.add_argument("--offsets-topic")
-    g.add_argument("--input-format", choices=("json", "avro"))
+    g.add_argument("--bootstrap-servers", metavar="HOST:PORT[,...]",
+                   help=f"the cluster to read (streaming.bootstrap_servers; default {d.bootstrap_servers})")
+    g.add_argument("--cluster", metavar="NAME",
+                   help="cluster label of what the job decodes itself (consumer-offsets, request-log; "
+                        f"events keep their own field; streaming.cluster; default {d.cluster})")
+    g.add_argument("--heartbeats-topic", metavar="TOPIC",
+                   help=f"membership events topic, --source events (default {d.heartbeats_topic})")
+    g.add_argument("--offsets-topic", metavar="TOPIC",
+                   help=f"commit and partition events topic, --source events (default {d.offsets_topic})")
+    g.add_argument("--input-format", choices=("json", "avro"),
+                   help=f"encoding of the events topics' records (default {d.input_format})")
     g.add_argument("--source", help="events (the heartbeats/offsets topics), consumer-offsets (decode "
                    "__consumer_offsets), request-log (broker request-log lines), or a comma list, e.g. "
-                   "request-log,consumer-offsets")
-    g.add_argument("--consumer-offsets-topic", help="default __consumer_offsets")
-    g.add_argument("--request-log-topic", help="topic of broker request-log lines (default fencewatch.request-log)")
-    g.add_argument("--topic-ids", help="JSON file {topic id: name}, on top of cluster metadata")
+                   f"request-log,consumer-offsets (default {d.source})")
+    g.add_argument("--consumer-offsets-topic", help=f"the topic --source consumer-offsets decodes "
+                   f"(default {d.consumer_offsets_topic})")
+    g.add_argument("--request-log-topic", help=f"topic of broker request-log lines (default {d.request_log_topic})")
+    g.add_argument("--topic-ids", help="JSON file {topic id: name}, on top of cluster metadata (default: none)")
     g.add_argument("--log-timezone", help="zone of request-log time stamps without an offset (default UTC)")
-    g.add_argument("--starting-offsets", help="earliest | latest | JSON (Spark's Kafka syntax)")
+    g.add_argument("--starting-offsets", help="where a new checkpoint starts: earliest, latest, or JSON per topic "
+                   'and partition, {"orders":{"0":23,"1":-2}} (-2 earliest, -1 latest; Spark\'s Kafka syntax; '
+                   f"default {d.starting_offsets})")
     g.add_argument("--kafka-source", choices=("auto", "spark", "python"),
                    help="what reads Kafka: spark (Spark's own connector), python (fencewatch-kafka), or auto "
                         "(default: the connector when its jars load; a checkpoint keeps the reader it was written with)")
-    g.add_argument("--max-offsets-per-trigger", type=int)
-    g.add_argument("--max-skew", help="cross-topic skew tolerated, e.g. 2s (also the watermark delay)")
-    g.add_argument("--trigger", help="micro-batch interval, e.g. 1s")
-    g.add_argument("--checkpoint", help="checkpoint directory (offsets + state)")
-    g.add_argument("--spark-master", help="local[2] or a cluster URL (spark://host:port)")
+    g.add_argument("--max-offsets-per-trigger", type=cfgmod.positive_int_arg, metavar="N",
+                   help="records per micro-batch at most (default: adaptive, micro-batches of about "
+                        f"{d.catch_up_batch_ms // 1000}s while catching up, at most {d.max_batch_records:,} records)")
+    g.add_argument("--max-skew", help=f"cross-topic skew tolerated, e.g. 2s (also the watermark delay; "
+                   f"default {d.max_skew_ms / 1000:g}s)")
+    g.add_argument("--trigger", help=f"micro-batch interval, e.g. 1s (default {d.trigger_interval})")
+    g.add_argument("--checkpoint", help=f"checkpoint directory (offsets + state; default {d.checkpoint_location})")
+    g.add_argument("--spark-master", help=f"local[N] or a cluster URL, spark://host:port (default {d.spark_master})")
     g.add_argument("-X", dest="kafka", action="append", default=[], metavar="KEY=VALUE",
                    help="Kafka client setting (security.protocol, sasl.*, ssl.*; Java names translated), "
                         "repeatable; adds to streaming.kafka from the file and environment")
     s = p.add_argument_group("sinks")
-    s.add_argument("--verdicts-topic")
-    s.add_argument("--alerts-topic")
+    s.add_argument("--verdicts-topic", metavar="TOPIC",
+                   help="topic of one verdict per judged commit (default: none, verdicts are not written)")
+    s.add_argument("--alerts-topic", metavar="TOPIC", help=f"topic of the alerts (default {k.alerts_topic})")
     s.add_argument("--alerts-format", choices=cfgmod.ALERTS_FORMATS,
                    help="auto (default): Avro through the Schema Registry when one is configured, else JSON")
-    s.add_argument("--dlq-topic")
-    s.add_argument("--metrics-port", type=int)
+    s.add_argument("--dlq-topic", metavar="TOPIC",
+                   help=f"dead-letter topic of the records that do not decode (default {k.dlq_topic})")
+    s.add_argument("--metrics-port", type=cfgmod.port_arg, metavar="PORT",
+                   help=f"/metrics, /healthz and /readyz on sinks.metrics_host ({k.metrics_host}); 0: any free port "
+                        f"(default {k.metrics_port})")
 
 
 def _streaming_overrides(args: argparse.Namespace) -> dict:

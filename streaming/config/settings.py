@@ -29,6 +29,7 @@ from fencewatch.state.model import Policy
 from fencewatch.state.records import DEFAULT_CLUSTER
 
 from fencewatch.streaming.config import redaction as _redaction
+from fencewatch.streaming.config import values as _values
 from fencewatch.streaming.config.kafka import KafkaConfigError, to_librdkafka
 
 log = logging.getLogger(__name__)
@@ -151,6 +152,14 @@ class Config:
             problems.append(f"streaming.group_buckets must be >= 0 (0: one key per group), got {s.group_buckets}")
         if s.shuffle_partitions is not None and s.shuffle_partitions <= 0:
             problems.append(f"streaming.shuffle_partitions must be > 0, got {s.shuffle_partitions}")
+        if s.max_offsets_per_trigger is not None and s.max_offsets_per_trigger <= 0:
+            problems.append(f"streaming.max_offsets_per_trigger must be > 0 (or null: adaptive), "
+                            f"got {s.max_offsets_per_trigger}")
+        problems += [p for p in (
+            _values.bootstrap_problem("streaming.bootstrap_servers", s.bootstrap_servers),
+            _values.offsets_problem("streaming.starting_offsets", s.starting_offsets),
+            _values.port_problem("sinks.metrics_port", self.sinks.metrics_port, zero="any free port"),
+        ) if p]
         return problems + _health_problems(self.sinks)
 
 
@@ -225,6 +234,32 @@ def duration_s_arg(text: str) -> float:
         raise argparse.ArgumentTypeError(str(exc)) from None
 
 
+def port_arg(text: str) -> int:
+    """An argparse ``type`` for a port flag: 0 (any free port) or 1-65535, refused at parse time."""
+    import argparse
+
+    try:
+        port = int(text)
+    except ValueError:
+        port = None
+    if port is None or _values.port_problem("port", port, zero="any free port"):
+        raise argparse.ArgumentTypeError(f"expected a port, 0 (any free port) or 1-65535; got {text!r}")
+    return port
+
+
+def positive_int_arg(text: str) -> int:
+    """An argparse ``type`` for a count that must be > 0."""
+    import argparse
+
+    try:
+        number = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a whole number > 0, got {text!r}") from None
+    if number <= 0:
+        raise argparse.ArgumentTypeError(f"must be > 0, got {number}")
+    return number
+
+
 def _coerce(section: str, f: dataclasses.Field, value: Any) -> Any:
     name = f"{section}.{f.name}"
     target = f.type if isinstance(f.type, str) else getattr(f.type, "__name__", str(f.type))
@@ -265,6 +300,8 @@ def _coerce(section: str, f: dataclasses.Field, value: Any) -> Any:
             if "None" in target:
                 return None
             raise ConfigError(f"{name}: a value is required")
+        if isinstance(value, bool) or (isinstance(value, float) and not value.is_integer()):
+            raise ConfigError(f"{name}: expected an integer, got {value!r}")
         try:
             return int(value)
         except (TypeError, ValueError):
@@ -273,6 +310,8 @@ def _coerce(section: str, f: dataclasses.Field, value: Any) -> Any:
         if "None" in target:
             return None
         raise ConfigError(f"{name}: a value is required")
+    if isinstance(value, (Mapping, list, tuple)):
+        raise ConfigError(f"{name}: expected a string, got a {type(value).__name__}")
     return str(value)
 
 
@@ -312,27 +351,56 @@ def apply_mapping(cfg: Config, data: Mapping[str, Any], *, strict: bool) -> Conf
 
 
 def load_file(path: str | Path) -> Mapping[str, Any]:
-    text = Path(path).read_text()
+    """The file's sections; a :class:`ConfigError` naming the file, line and column if it does not parse."""
+    try:
+        text = Path(path).read_text()
+    except UnicodeDecodeError as exc:
+        raise ConfigError(f"{path}: not a text file (byte {exc.start} is not UTF-8)") from None
     if str(path).endswith(".json"):
-        return json.loads(text)
-    import yaml  # pyyaml: the config file and provisioning files are YAML
-
-    data = yaml.safe_load(text) or {}
+        try:
+            data = json.loads(text)
+        except json.JSONDecodeError as exc:
+            raise ConfigError(f"{path}:{exc.lineno}:{exc.colno}: not valid JSON: {exc.msg}") from None
+    else:
+        data = _load_yaml(path, text)
     if not isinstance(data, Mapping):
-        raise ConfigError(f"{path}: the top level must be a mapping of sections")
+        raise ConfigError(f"{path}: the top level must be a mapping of sections, got {type(data).__name__}")
     return data
 
 
+def _load_yaml(path: str | Path, text: str) -> Any:
+    import yaml  # pyyaml: the config file and provisioning files are YAML
+
+    try:
+        return yaml.safe_load(text) or {}
+    except yaml.YAMLError as exc:
+        mark, opened = getattr(exc, "problem_mark", None), getattr(exc, "context_mark", None)
+        where = f"{path}:{mark.line + 1}:{mark.column + 1}" if mark is not None else str(path)
+        what = str(getattr(exc, "problem", None) or type(exc).__name__)
+        context = getattr(exc, "context", None)
+        if context and opened is not None:
+            what += f" ({context} begun at line {opened.line + 1}, column {opened.column + 1})"
+        raise ConfigError(f"{where}: not valid YAML: {what}") from None
+
+
 def env_mapping(environ: Mapping[str, str]) -> dict[str, dict[str, str]]:
-    """``FENCEWATCH_SINKS__KAFKA__X`` style names -> {section: {key: value}}."""
+    """``FENCEWATCH_SINKS__KAFKA__X`` style names -> {section: {key: value}}.
+
+    A mapping's sub-key written in upper case is lowered (``..._KAFKA__SASL_PASSWORD`` ->
+    ``sasl.password``); one with a lower-case letter keeps its case, since Spark's keys are
+    case-sensitive (``..._SPARK_CONF__spark_sql_adaptive_coalescePartitions_enabled``). Either
+    way ``_`` becomes ``.``; a key with ``_`` or capitals of its own can always be set as JSON,
+    ``FENCEWATCH_STREAMING__SPARK_CONF='{"spark.executorEnv.MY_VAR": "1"}'``."""
     out: dict[str, dict[str, Any]] = {}
     for name, value in environ.items():
         if not name.startswith(ENV_PREFIX) or "__" not in name:
             continue
-        parts = name[len(ENV_PREFIX):].lower().split("__")
+        raw = name[len(ENV_PREFIX):].split("__")
+        parts = [p.lower() for p in raw]
         section, key = parts[0], parts[1]
         if len(parts) > 2:  # a mapping setting, e.g. FENCEWATCH_STREAMING__KAFKA__SASL_PASSWORD
-            sub = ".".join(parts[2:]).replace("_", ".")
+            suffix = ".".join(raw[2:])
+            sub = (suffix if suffix != suffix.upper() else suffix.lower()).replace("_", ".")
             out.setdefault(section, {}).setdefault(key, {})[sub] = value
         else:
             out.setdefault(section, {})[key] = value
@@ -353,7 +421,8 @@ def load_config(*, file: str | Path | None = None, environ: Mapping[str, str] | 
     register_secrets(cfg)  # before validation: an error message must not show them either
     problems = cfg.validate()
     if problems:
-        raise ConfigError("invalid configuration:\n  " + "\n  ".join(problems))
+        raise ConfigError("invalid configuration: " + problems[0] if len(problems) == 1
+                          else "invalid configuration:\n  " + "\n  ".join(problems))
     return cfg
 
 
@@ -424,11 +493,14 @@ def _translated_kafka(s: StreamingConfig) -> dict[str, str]:
 
 
 def _kafka_problems(s: StreamingConfig) -> list[str]:
+    """What the translation refuses, then what librdkafka would refuse when the first client is built."""
     try:
-        _translated_kafka(s)
+        client = _translated_kafka(s)
     except ConfigError as exc:
         return [str(exc)]
-    return []
+    problem = _values.librdkafka_problem(client) if client else None
+    return [f"streaming.kafka (file, FENCEWATCH_STREAMING__KAFKA__*, -X): librdkafka refuses it: {problem}"] \
+        if problem else []
 
 
 def kafka_client_config(cfg: Config, role: str) -> dict[str, Any]:
