@@ -72,6 +72,9 @@ def _streaming_flags(p: argparse.ArgumentParser) -> None:
                    help="auto (default): Avro through the Schema Registry when one is configured, else JSON")
     s.add_argument("--dlq-topic", metavar="TOPIC",
                    help=f"dead-letter topic of the records that do not decode (default {k.dlq_topic})")
+    s.add_argument("--create-topics", action="store_true", default=None,
+                   help="create missing output topics at start (sinks.create_topics; partitions and replicas from "
+                        "sinks.topic_partitions and sinks.topic_replication_factor, else the brokers' defaults)")
     s.add_argument("--metrics-port", type=cfgmod.port_arg, metavar="PORT",
                    help=f"/metrics, /healthz and /readyz on sinks.metrics_host ({k.metrics_host}); 0: any free port "
                         f"(default {k.metrics_port})")
@@ -95,7 +98,8 @@ def _streaming_overrides(args: argparse.Namespace) -> dict:
                  "checkpoint_location": args.checkpoint, "spark_master": args.spark_master,
                  "kafka": kafka or None}
     sinks = {"verdicts_topic": args.verdicts_topic, "alerts_topic": args.alerts_topic,
-             "alerts_format": args.alerts_format, "dlq_topic": args.dlq_topic, "metrics_port": args.metrics_port}
+             "alerts_format": args.alerts_format, "dlq_topic": args.dlq_topic, "metrics_port": args.metrics_port,
+             "create_topics": getattr(args, "create_topics", None)}
     return {"streaming": streaming, "sinks": sinks}
 
 
@@ -121,6 +125,7 @@ def _cmd_run(args: argparse.Namespace) -> int:
     if is_local(location):  # refused at once, before Spark starts (start_query checks any checkpoint)
         buckets = ensure_state_format(location, group_buckets=cfg.streaming.group_buckets)
         cfg = replace(cfg, streaming=replace(cfg.streaming, group_buckets=buckets))  # the checkpoint's
+    _check_output_topics(cfg)  # before Spark starts: a missing topic is said in one line (issue 46)
     spark = spark_session_for(cfg)
     if not is_local(location):  # read through Spark's file system
         cfg = _with_default_warmup(cfg, args, seeded=start_offsets(location, spark) is not None)
@@ -179,6 +184,18 @@ def _cmd_run(args: argparse.Namespace) -> int:
         metrics.close()
         log.info("stopped. %s", progress_line(writer.stats))
     return 1 if failed else 0
+
+
+def _check_output_topics(cfg: cfgmod.Config) -> None:
+    """Every output topic exists and may be written, or is created (``sinks.create_topics``); else
+    the one line that names the topic and the fix, as a configuration error (exit 2)."""
+    from fencewatch.sinks.kafka_topics import OutputTopicError
+    from fencewatch.streaming.runtime.output_topics import ensure_output_topics
+
+    try:
+        ensure_output_topics(cfg)
+    except OutputTopicError as exc:
+        raise cfgmod.ConfigError(str(exc)) from None
 
 
 MAX_RESTARTS = 5  # query failures tolerated within RESTART_WINDOW_S before the command exits 1

@@ -96,6 +96,12 @@ class SinksConfig:
     health_startup_grace_ms: int = 300_000
     grafana_url: str | None = None
     grafana_token: str | None = None
+    # --- output topics (sinks.kafka_topics; checked before the first micro-batch, issue 46)
+    create_topics: bool = False  # create missing output topics at start (--create-topics)
+    topic_partitions: int | None = None  # their partitions; null: the brokers' num.partitions
+    topic_replication_factor: int | None = None  # their replicas; null: the brokers' default.replication.factor
+    topic_config: Mapping[str, str] = field(default_factory=dict)  # their settings (retention.ms, ...)
+    # --- end output topics
 
 
 @dataclass(frozen=True, slots=True)
@@ -160,7 +166,7 @@ class Config:
             _values.offsets_problem("streaming.starting_offsets", s.starting_offsets),
             _values.port_problem("sinks.metrics_port", self.sinks.metrics_port, zero="any free port"),
         ) if p]
-        return problems + _health_problems(self.sinks)
+        return problems + _health_problems(self.sinks) + _output_topic_problems(self.sinks)
 
 
 def _health_problems(k: SinksConfig) -> list[str]:
@@ -171,6 +177,15 @@ def _health_problems(k: SinksConfig) -> list[str]:
         problems.append(f"sinks.health_max_lag_records must be >= 0 or null, got {k.health_max_lag_records}")
     if k.health_startup_grace_ms <= 0:
         problems.append(f"sinks.health_startup_grace_ms must be > 0, got {k.health_startup_grace_ms}")
+    return problems
+
+
+def _output_topic_problems(k: SinksConfig) -> list[str]:
+    problems = []
+    for name in ("topic_partitions", "topic_replication_factor"):
+        value = getattr(k, name)
+        if value is not None and value < 1:
+            problems.append(f"sinks.{name} must be >= 1 or null (the brokers' default), got {value}")
     return problems
 
 
