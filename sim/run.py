@@ -68,7 +68,7 @@ def run_simulation(
         writer, stream = _file_writer(fmt, out, pace)
     emitter = _emitter(config, fmt, writer, encoder)
     sim = Simulator(config, emitter)
-    pacer = _pacer(pace, config.start_ts)
+    pacer = _pacer(pace, config.start_ts, getattr(writer, "release", None))
     started = time.perf_counter()
     try:
         sim.run(pacer)
@@ -159,13 +159,13 @@ def _emitter(config, fmt: str, writer, encoder):
     return emitter
 
 
-def _pacer(pace: tuple[str, float | None], start_ts: int):
+def _pacer(pace: tuple[str, float | None], start_ts: int, on_wait=None):
     from fencewatch.sim.writers import Pacer
 
     if pace[0] == "events":
-        return Pacer(rate=pace[1])
+        return Pacer(rate=pace[1], on_wait=on_wait)
     if pace[0] == "realtime":
-        return Pacer(realtime_speed=pace[1], start_ts=start_ts)
+        return Pacer(realtime_speed=pace[1], start_ts=start_ts, on_wait=on_wait)
     return None
 
 

@@ -17,7 +17,12 @@ topic whichever client produced them, and so the writer knows each
 partition's last record. On close it holds that last record back and sends it
 alone, one flush per partition: brokers that report the high watermark as the
 base offset of the last batch + 1 (Tansu, see NOTES.md) then show every record
-to readers that trust the watermark.
+to readers that trust the watermark. Paced, it sends what it holds whenever the
+:class:`Pacer` waits (:meth:`KafkaWriter.release`): a held record otherwise
+reached the broker only with its partition's next record, seconds after its
+``ts`` on a quiet partition, while the other topic's later events of the same
+group were already read (the job applied them first: MODEL_DIVERGENCE alerts
+on the demo's own traffic).
 
 May import: confluent_kafka and fencewatch.state (the Avro codec of the declared events).
 """
@@ -283,6 +288,18 @@ class KafkaWriter:
             if not self.count & 1023:
                 self._producer.poll(0)
 
+    def release(self) -> None:
+        """Send every held record now: the writer is paced and the simulation waits for the wall
+        clock, so every record written so far is due (held, it would wait for its partition's
+        next record, however long that takes). close() then holds back only what came after."""
+        held = self._held
+        if not held:
+            return
+        for route, value in held.values():
+            self._produce(route[0], route[1], route[2], value)
+        held.clear()
+        self._producer.poll(0)
+
     def close(self) -> None:
         """Flush everything, then send each partition's last record alone (watermark quirk)."""
         producer = self._producer
@@ -304,7 +321,10 @@ class Pacer:
     """Throttle a run: ``rate`` events/s of wall time, or simulated time at ``speed`` x real time."""
 
     def __init__(self, *, rate: float | None = None, realtime_speed: float | None = None, start_ts: int = 0,
-                 sleep: Callable[[float], None] = time.sleep, clock: Callable[[], float] = time.monotonic) -> None:
+                 sleep: Callable[[float], None] = time.sleep, clock: Callable[[], float] = time.monotonic,
+                 on_wait: Callable[[], None] | None = None) -> None:
+        """``on_wait``: called before each sleep (the writer's :meth:`KafkaWriter.release`: what
+        was written is due now)."""
         if (rate is None) == (realtime_speed is None):
             raise ValueError("give exactly one of rate and realtime_speed")
         if rate is not None and rate <= 0:
@@ -316,6 +336,7 @@ class Pacer:
         self._start_ts = start_ts
         self._sleep = sleep
         self._clock = clock
+        self._on_wait = on_wait
         self._t0 = clock()
 
     def __call__(self, events: int, sim_ts: int) -> None:
@@ -325,4 +346,9 @@ class Pacer:
             due = self._t0 + (sim_ts - self._start_ts) / 1000.0 / self._speed
         delay = due - self._clock()
         if delay > 0.001:
+            if self._on_wait is not None:
+                self._on_wait()
+                delay = due - self._clock()
+                if delay <= 0.001:
+                    return
             self._sleep(delay)

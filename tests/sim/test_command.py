@@ -131,3 +131,13 @@ def test_unreachable_broker_exits_1(capsys):
     assert main(["simulate", "--events", "10", "--bootstrap-servers", "127.0.0.1:1",
                  "--producer-config", "socket.timeout.ms=1000"]) == 1
     assert "cannot use topics" in capsys.readouterr().err
+
+
+def test_pacer_calls_on_wait_before_it_sleeps_only():
+    now, calls = [0.0], []
+    pacer = Pacer(rate=1000, sleep=lambda s: now.__setitem__(0, now[0] + s), clock=lambda: now[0],
+                  on_wait=lambda: calls.append(now[0]))
+    pacer(500, 0)  # ahead of the wall clock: the held records are due
+    assert calls == [0.0]
+    pacer(400, 0)  # behind: no wait, nothing sent early
+    assert calls == [0.0]

@@ -116,3 +116,24 @@ def test_topics_are_created_when_missing(broker, capsys):
         assert high_watermarks(broker, names[0], 2) + high_watermarks(broker, names[1], 2) == 200
     finally:
         delete_topics({"bootstrap.servers": broker}, names)
+
+
+def test_a_paced_writer_sends_what_it_holds_when_the_simulation_waits(broker, topic_factory):
+    """A held record reached the broker only with its partition's next record: paced in real time,
+    seconds late on a quiet partition, while the same group's later events on the other topic were
+    read already (the job applied them first: MODEL_DIVERGENCE on the demo's own traffic). The
+    pacer's wait sends it (``release``), before the writer closes."""
+    from fencewatch.sim.emit import HEARTBEATS
+    from fencewatch.sim.writers import KafkaWriter, Pacer
+
+    heartbeats, offsets = topic_factory(partitions=2, prefix="hb"), topic_factory(partitions=2, prefix="off")
+    writer = KafkaWriter(broker, heartbeats_topic=heartbeats, offsets_topic=offsets, create_partitions=2)
+    try:
+        writer.write(HEARTBEATS, "group-1", '{"type":"heartbeat","n":1}')
+        seen_while_waiting: list[int] = []
+        pacer = Pacer(realtime_speed=1.0, start_ts=0, on_wait=writer.release,
+                      sleep=lambda _s: seen_while_waiting.append(len(consume_all(broker, heartbeats, 2, 1))))
+        pacer(1, 500)  # the next step is due in 0.5 s: the simulation waits
+        assert seen_while_waiting == [1]  # the record is on the broker while nothing else was written
+    finally:
+        writer.close()
