@@ -261,6 +261,20 @@ def prometheus(metrics_target: MetricsTarget, broker_jmx_target: str,
         "      - {source_labels: [broker], target_label: instance}\n"
         "      - {regex: broker, action: labeldrop}\n"
     )
+    proc, server = launch_prometheus(binary, config, workdir)
+    try:
+        yield server
+    finally:
+        proc.terminate()
+        try:
+            proc.wait(10)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+
+
+def launch_prometheus(binary: str, config: Path, workdir: Path) -> tuple[subprocess.Popen, PrometheusServer]:
+    """Start Debian's Prometheus on a free loopback port with this config; return once it is ready."""
     port = free_port()
     log = workdir / "prometheus.log"
     with log.open("w") as out:
@@ -270,23 +284,17 @@ def prometheus(metrics_target: MetricsTarget, broker_jmx_target: str,
             stdout=out, stderr=subprocess.STDOUT,
         )
     server = PrometheusServer(f"http://127.0.0.1:{port}", log)
-    try:
-        deadline = time.monotonic() + 30
-        while True:
-            assert proc.poll() is None, f"prometheus exited ({proc.returncode}):\n{log.read_text()}"
-            try:
-                with urllib.request.urlopen(f"{server.url}/-/ready", timeout=2) as response:
-                    if response.status == 200:
-                        break
-            except OSError:
-                pass
-            assert time.monotonic() < deadline, f"prometheus not ready after 30 s:\n{log.read_text()}"
-            time.sleep(0.2)
-        yield server
-    finally:
-        proc.terminate()
+    deadline = time.monotonic() + 30
+    while True:
+        if proc.poll() is not None:
+            raise AssertionError(f"prometheus exited ({proc.returncode}):\n{log.read_text()}")
         try:
-            proc.wait(10)
-        except subprocess.TimeoutExpired:
+            with urllib.request.urlopen(f"{server.url}/-/ready", timeout=2) as response:
+                if response.status == 200:
+                    return proc, server
+        except OSError:
+            pass
+        if time.monotonic() >= deadline:
             proc.kill()
-            proc.wait()
+            raise AssertionError(f"prometheus not ready after 30 s:\n{log.read_text()}")
+        time.sleep(0.2)

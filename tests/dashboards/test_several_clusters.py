@@ -30,7 +30,7 @@ from fencewatch.streaming.config.settings import job_cluster, load_config
 from fencewatch.streaming.runtime.replay import judge_events
 from fencewatch.streaming.runtime.request_log_input import make_request_log_mapper
 
-from .conftest import PrometheusServer, free_port
+from .conftest import PrometheusServer, launch_prometheus
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "bridge"))
 from test_request_log_judged import ORDERS, scenario  # noqa: E402
@@ -61,24 +61,7 @@ def start_prometheus(workdir: Path, jobs: dict[str, list[str]]):
     config.write_text("global:\n  scrape_interval: 1s\nscrape_configs:\n" + "".join(
         f"  - job_name: {name}\n    static_configs:\n      - targets: {json.dumps(targets)}\n"
         for name, targets in jobs.items()))
-    port = free_port()
-    log = workdir / "prometheus.log"
-    with log.open("w") as out:
-        proc = subprocess.Popen([binary, f"--config.file={config}", f"--web.listen-address=127.0.0.1:{port}",
-                                 f"--storage.tsdb.path={workdir / 'data'}", "--log.level=warn"],
-                                stdout=out, stderr=subprocess.STDOUT)
-    server = PrometheusServer(f"http://127.0.0.1:{port}", log)
-    deadline = time.monotonic() + 30
-    while True:
-        assert proc.poll() is None, f"prometheus exited ({proc.returncode}):\n{log.read_text()}"
-        try:
-            with urllib.request.urlopen(f"{server.url}/-/ready", timeout=2) as response:
-                if response.status == 200:
-                    return proc, server
-        except OSError:
-            pass
-        assert time.monotonic() < deadline, f"prometheus not ready after 30 s:\n{log.read_text()}"
-        time.sleep(0.2)
+    return launch_prometheus(binary, config, workdir)
 
 
 def by_labels(result: list[dict], *names: str) -> dict[tuple, float]:
