@@ -30,7 +30,7 @@ import tempfile
 import threading
 import time
 import uuid
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
 
 from confluent_kafka import KafkaException
@@ -269,8 +269,10 @@ class KafkaBroker(ChildBroker):
 
     ``version`` is ``"4.2"``, ``"4.3"``, ``"4.4"`` (the newest fetched patch) or exact
     (``"4.3.1"``); ``port`` fixes the client listener's port (default: a free one); ``jvm_args``
-    go to the broker's JVM (a ``-javaagent:``, say). ``properties`` are server settings over the defaults of
-    :func:`server_properties`. ``sasl=True`` makes the client listener SASL_PLAINTEXT with
+    go to the broker's JVM (a ``-javaagent:``, say), ``env`` to its environment. ``properties`` are server
+    settings over the defaults of :func:`server_properties`. ``log4j2`` replaces the logging
+    configuration: ``log4j2(folder, bootstrap)`` returns a log4j2 properties file (a test of a shipped
+    one; ``folder`` is the broker's, ``bootstrap`` its client address). ``sasl=True`` makes the client listener SASL_PLAINTEXT with
     SCRAM-SHA-512 and ACLs on; SCRAM credentials for :data:`SUPER_USER` (a random password) and
     for each of ``users`` (name -> password) are written at format time.
     """
@@ -289,6 +291,8 @@ class KafkaBroker(ChildBroker):
         port: int | None = None,
         heap: str = "1g",
         jvm_args: Iterable[str] = (),
+        env: Mapping[str, str] | None = None,
+        log4j2: Callable[[Path, str], str] | None = None,
         startup_timeout_s: float = DEFAULT_STARTUP_TIMEOUT_S,
         jars_dir: str | os.PathLike[str] | None = None,
     ) -> None:
@@ -306,9 +310,13 @@ class KafkaBroker(ChildBroker):
         self._requested_port = port
         self._heap = heap
         self._jvm_args = list(jvm_args)
+        self._env = dict(env or {})
+        self._log4j2 = log4j2
         self._startup_timeout_s = startup_timeout_s
         self._jars_root = Path(jars_dir) if jars_dir is not None else None
         self.version: str | None = None  # exact, once resolved
+        #: Seconds from the broker's launch (after formatting) until it answered, at the last start.
+        self.ready_in_s: float | None = None
         self._dir: Path | None = None
 
     # -- what callers read ---------------------------------------------------------
@@ -374,8 +382,10 @@ class KafkaBroker(ChildBroker):
                 try:
                     self._prepare()
                     self._format(java, jar_dir)
+                    launched = time.monotonic()
                     self._launch(java, jar_dir)
                     self._wait_ready()
+                    self.ready_in_s = time.monotonic() - launched
                 except BrokerStartError as exc:
                     taken = "address already in use" in str(exc).lower() and self._requested_port is None
                     self._terminate()
@@ -407,12 +417,17 @@ class KafkaBroker(ChildBroker):
                                   data_dir=str(self._dir / "data"),
                                   sasl_password=self._passwords.get(SUPER_USER) if self._sasl else None)
         _write_properties(self._dir / "server.properties", props | self._properties)
+        # The storage tool always logs by the default file: a shipped file under test (an appender
+        # to Kafka, say) is for the broker alone.
         (self._dir / "log4j2.yaml").write_text(_log4j2_yaml(self._dir, self.request_log_path), encoding="utf-8")
+        if self._log4j2 is not None:
+            text = self._log4j2(self._dir, f"{self._host}:{self._port}")
+            (self._dir / "log4j2.properties").write_text(text, encoding="utf-8")
 
-    def _jvm(self, java: str, jar_dir: Path, *extra: str) -> list[str]:
+    def _jvm(self, java: str, jar_dir: Path, *extra: str, log4j2: str = "log4j2.yaml") -> list[str]:
         assert self._dir is not None
         return [java, *extra, "-Djava.awt.headless=true", f"-Djava.io.tmpdir={self._dir}",
-                f"-Dlog4j2.configurationFile={self._dir / 'log4j2.yaml'}", "-cp", f"{jar_dir}/*"]
+                f"-Dlog4j2.configurationFile={self._dir / log4j2}", "-cp", f"{jar_dir}/*"]
 
     def _format(self, java: str, jar_dir: Path) -> None:
         """``kafka-storage.sh format``, with SCRAM credentials when SASL is on."""
@@ -431,19 +446,38 @@ class KafkaBroker(ChildBroker):
             raise BrokerStartError(f"formatting Kafka {self.version} storage failed (exit {done.returncode}):\n"
                                    f"{self.log_tail()}")
 
-    def _launch(self, java: str, jar_dir: Path) -> None:
+    def _launch(self, java: str, jar_dir: Path, mode: str = "wb") -> None:
         assert self._dir is not None
         argv = self._jvm(java, jar_dir, f"-Xmx{self._heap}", "-Xms256m", "-XX:+UseG1GC",
-                         "-XX:MaxGCPauseMillis=20", "-XX:+ExitOnOutOfMemoryError", *self._jvm_args)
+                         "-XX:MaxGCPauseMillis=20", "-XX:+ExitOnOutOfMemoryError", *self._jvm_args,
+                         log4j2="log4j2.yaml" if self._log4j2 is None else "log4j2.properties")
         argv += ["kafka.Kafka", str(self._dir / "server.properties")]
         main_thread = threading.current_thread() is threading.main_thread()
-        with (self._dir / "stdout.log").open("wb") as out:
+        with (self._dir / "stdout.log").open(mode) as out:
             self._process = subprocess.Popen(
                 argv, stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT, cwd=self._dir,
+                env={**os.environ, **self._env} if self._env else None,
                 start_new_session=True,  # its own process group: stop() signals the group
                 preexec_fn=_parent_death_preexec if main_thread and _PRCTL is not None else None,
             )
         (self._dir / _OWNERS_FILE).write_text(f"{os.getpid()} {self._process.pid}\n")
+
+    def restart(self) -> float:
+        """Stop the broker's process (SIGTERM, a controlled shutdown) and start it again on the
+        same folder, ports and data, as a pod restart does; returns the seconds the stop took
+        (``ready_in_s`` is then the new start's)."""
+        with self._lock:
+            if self._dir is None or self.version is None:
+                raise RuntimeError("Kafka broker is not started")
+            began = time.monotonic()
+            self._terminate()
+            stopped_in_s = time.monotonic() - began
+            _, jar_dir = resolve_version(self.version, self._jars_root)
+            launched = time.monotonic()
+            self._launch(_java(), jar_dir, mode="ab")
+            self._wait_ready()
+            self.ready_in_s = time.monotonic() - launched
+            return stopped_in_s
 
     def _wait_ready(self) -> None:
         """Poll TCP, then a metadata request naming a broker; fail fast when the JVM exits."""

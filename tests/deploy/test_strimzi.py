@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import copy
 import json
+import re
 import subprocess
 from pathlib import Path
 
@@ -23,6 +24,7 @@ from deploy_files import KUBERNETES, build, rendered
 from test_log4j2_filter import HERE, message, spark_jars
 
 STRIMZI = KUBERNETES / "strimzi"
+SHIPPER = "fencewatch-request-log"  # the KafkaUser of the brokers' KafkaAppender
 IMPLIES = {"Describe": {"Read", "Write", "Delete", "Alter", "Describe", "All"},
            "DescribeConfigs": {"AlterConfigs", "DescribeConfigs", "All"}}
 
@@ -134,7 +136,8 @@ def test_the_bridges_acls_cover_what_it_reads_and_writes():
 def test_the_usernames_the_secret_documents_are_the_strimzi_users():
     from k8s_objects import SECRET_VALUES
 
-    assert {SECRET_VALUES["job-sasl-username"], SECRET_VALUES["bridge-sasl-username"]} == set(_of("KafkaUser"))
+    users = set(_of("KafkaUser")) - {SHIPPER}  # the brokers' own, not fencewatch's
+    assert {SECRET_VALUES["job-sasl-username"], SECRET_VALUES["bridge-sasl-username"]} == users
     settings = k8s.one("ConfigMap", "fencewatch-kafka")["data"]
     assert settings["FENCEWATCH_STREAMING__KAFKA__SASL_MECHANISM"] == "SCRAM-SHA-512"
     assert {u["spec"]["authentication"]["type"] for u in _of("KafkaUser").values()} == {"scram-sha-512"}
@@ -207,3 +210,122 @@ def test_inline_logging_alone_would_give_lines_fencewatch_cannot_read(tmp_path):
     stdout, _ = _log4j2(tmp_path, "\n".join(lines) + "\n", [OFFSET_COMMIT, DROPPED[1]])
     assert len(stdout) == 2, "no filter: every API"
     assert _decoded(stdout) == [], "the thread name in brackets is read where the time stamp should be"
+
+
+# --------------------------------------------------------------------------- no node agent
+
+
+def _appender_logging() -> str:
+    return _of("ConfigMap")["fencewatch-kafka-logging"]["data"]["log4j2-kafka-appender.properties"]
+
+
+def test_the_appender_patch_gives_a_valid_kafka_resource_with_every_variable_the_file_reads():
+    import yaml
+
+    patch = yaml.safe_load((STRIMZI / "kafka-patch-appender.yaml").read_text())
+    kafka = _merge(_minimal_kafka(), patch)
+    assert crd_schemas.problems(kafka) == []
+    ref = kafka["spec"]["kafka"]["logging"]["valueFrom"]["configMapKeyRef"]
+    assert ref["key"] == "log4j2-kafka-appender.properties" and ref["key"] in _of("ConfigMap")[ref["name"]]["data"]
+    env = {e["name"]: e for e in kafka["spec"]["kafka"]["template"]["kafkaContainer"]["env"]}
+    read = set(re.findall(r"\$\{env:(\w+)", _appender_logging()))
+    # Strimzi's start script exports the node id; FENCEWATCH_REQUEST_LOG_TOPIC and _PROTOCOL have defaults.
+    assert read - set(env) == {"STRIMZI_BROKER_ID", "FENCEWATCH_REQUEST_LOG_TOPIC", "FENCEWATCH_REQUEST_LOG_PROTOCOL"}
+    assert set(env) <= read
+    assert env["FENCEWATCH_REQUEST_LOG_PASSWORD"]["valueFrom"]["secretKeyRef"]["name"] == SHIPPER
+    assert env["FENCEWATCH_REQUEST_LOG_USER"]["value"] == SHIPPER
+
+
+def test_the_shippers_acls_allow_writing_the_lines_topic_only():
+    user = _of("KafkaUser")[SHIPPER]
+    topic = k8s.job_config().streaming.request_log_topic
+    assert allowed(user, "topic", topic, "Write") and allowed(user, "topic", topic, "Describe")
+    assert not allowed(user, "topic", topic, "Read")
+    assert not allowed(user, "topic", k8s.job_config().sinks.alerts_topic, "Write")
+
+
+def _commit_offsets(bootstrap: str, topic: str, group: str, offsets: list[int]) -> float:
+    """A KIP-848 consumer of ``group`` commits ``offsets`` of ``topic``[0] one by one; the seconds the commits took."""
+    import time
+
+    from confluent_kafka import Consumer, TopicPartition
+
+    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": group, "group.protocol": "consumer",
+                         "enable.auto.commit": False, "auto.offset.reset": "earliest"})
+    try:
+        consumer.subscribe([topic])
+        deadline = time.monotonic() + 60
+        while not consumer.assignment() and time.monotonic() < deadline:
+            consumer.poll(0.2)
+        assert consumer.assignment(), "no assignment within 60 s"
+        began = time.monotonic()
+        for offset in offsets:
+            consumer.commit(offsets=[TopicPartition(topic, 0, offset)], asynchronous=False)
+        return time.monotonic() - began
+    finally:
+        consumer.close()
+
+
+def _records_until(bootstrap: str, topic: str, done, timeout_s: float = 60.0) -> list:
+    import time
+    import uuid
+
+    from confluent_kafka import Consumer, TopicPartition
+
+    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": f"read-{uuid.uuid4().hex}",
+                         "enable.auto.commit": False})
+    consumer.assign([TopicPartition(topic, 0, 0)])
+    records: list = []
+    deadline = time.monotonic() + timeout_s
+    try:
+        while time.monotonic() < deadline and not done(records):
+            msg = consumer.poll(0.5)
+            if msg is not None and not msg.error():
+                records.append(msg)
+        return records
+    finally:
+        consumer.close()
+
+
+@pytest.mark.slow
+@pytest.mark.broker
+def test_the_broker_writes_its_own_request_log_to_the_lines_topic_across_a_restart():
+    """The ConfigMap's file in Apache Kafka 4.2 itself: the broker's KafkaAppender writes the
+    commits it answered to the lines topic, keyed by node id, in the decoder's format, none lost
+    at start-up or after a restart, and it never holds the broker's requests up. One network
+    thread, the worst case: the appender's producer shares it with every client (measured: with
+    the KafkaAppender straight on the logger, no AsyncAppender, each start froze that thread for
+    max.block.ms and lost the first lines; docs/real-cluster.md)."""
+    from fencewatch.streaming.brokers.common import free_port
+    from fencewatch.streaming.brokers.kafka import KafkaBroker
+
+    port = free_port()
+    env = {"STRIMZI_BROKER_ID": "1", "FENCEWATCH_REQUEST_LOG_BOOTSTRAP": f"127.0.0.1:{port}",
+           "FENCEWATCH_REQUEST_LOG_PROTOCOL": "PLAINTEXT"}
+    text = _appender_logging()
+    with KafkaBroker(port=port, env=env, log4j2=lambda folder, bootstrap: text,
+                     properties={"num.network.threads": "1"}) as broker:
+        lines_topic = "fencewatch.request-log"
+        broker.create_topics([lines_topic, "orders"])
+        first = _commit_offsets(broker.bootstrap, "orders", "before-restart", [1, 2, 3])
+        broker.restart()
+        second = _commit_offsets(broker.bootstrap, "orders", "after-restart", [4, 5])
+
+        def commits(records) -> dict[str, list[int]]:
+            found: dict[str, list[int]] = {}
+            for e in _decoded([r.value().decode("utf-8") for r in records]):
+                if type(e).__name__ == "OffsetCommit":
+                    found.setdefault(e.group_id, []).extend(o.offset for o in e.offsets)
+            return found
+
+        want = {"before-restart": [1, 2, 3], "after-restart": [4, 5]}
+        records = _records_until(broker.bootstrap, lines_topic, lambda rs: commits(rs) == want)
+        server_log = (broker.directory / "stdout.log").read_text(errors="replace")
+    assert commits(records) == want, "every commit, once, in order, before and after the restart"
+    assert {r.key() for r in records} == {b"1"}, "keyed by the node id"
+    apis = {re.search(rb'"requestApiKey":(\d+),', r.value()).group(1) for r in records}
+    assert apis <= {b"8", b"28", b"68"} and b"68" in apis, "no Produce line of the appender's own producer"
+    assert "Unable to write to Kafka" not in server_log
+    assert "Recursive logging" not in server_log
+    # A frozen network thread holds a commit for max.block.ms (60 s); unhindered, they take well under 1 s.
+    assert first < 20 and second < 20, (first, second)
