@@ -14,6 +14,7 @@ from __future__ import annotations
 import json
 import sys
 import time
+from collections.abc import Callable
 from typing import Any
 
 __all__ = ["run_simulation"]
@@ -36,13 +37,15 @@ def run_simulation(
     topic_ids_out: str | None = None,
     broker_versions: str = "3.7,4.0,4.2",
     client_versions: str = "newest",
+    stop: Callable[[], bool] | None = None,
 ) -> dict[str, Any]:
     """Run one simulation into a file/stdout or Kafka; return a summary (events, seconds, stats).
 
     ``fmt="request-log"`` writes broker request-log lines instead of
     contract §1 events (:mod:`fencewatch.sim.request_log`): to the file, or with
     ``bootstrap_servers`` to ``request_log_topic``; the summary then also has
-    ``lines``, ``skipped`` and ``versions``.
+    ``lines``, ``skipped`` and ``versions``. ``stop()`` true ends a paced run before its next
+    step (the demo's shutdown), the writer still flushed and closed while the broker is up.
     """
     from fencewatch.sim.emit import HEARTBEATS
     from fencewatch.sim.world import Simulator
@@ -69,6 +72,8 @@ def run_simulation(
     emitter = _emitter(config, fmt, writer, encoder)
     sim = Simulator(config, emitter)
     pacer = _pacer(pace, config.start_ts, getattr(writer, "release", None))
+    if stop is not None:
+        pacer = _stoppable(pacer, stop)
     started = time.perf_counter()
     try:
         sim.run(pacer)
@@ -157,6 +162,19 @@ def _emitter(config, fmt: str, writer, encoder):
         assignment_epochs=config.assignment_epochs,
     )
     return emitter
+
+
+def _stoppable(pacer, stop: Callable[[], bool]):
+    """The pacer, ending the run (:class:`Done`) once ``stop()`` is true."""
+    from fencewatch.sim.world import Done
+
+    def paced(events: int, sim_ts: int) -> None:
+        if stop():
+            raise Done
+        if pacer is not None:
+            pacer(events, sim_ts)
+
+    return paced
 
 
 def _pacer(pace: tuple[str, float | None], start_ts: int, on_wait=None):

@@ -61,12 +61,12 @@ def _cmd_demo(args: argparse.Namespace) -> int:
         sim_cfg = _sim_config(args, cfg, request_log)
         query = start_query(spark, cfg, writer)
         sim_error: list = []
-        _start_simulator(sim_cfg, cfg, broker.bootstrap, request_log, sim_error)
         stop = threading.Event()
+        producers = [_start_simulator(sim_cfg, cfg, broker.bootstrap, request_log, sim_error, stop)]
         if args.bad_record_every and cfgmod.parse_duration_ms(args.bad_record_every, "--bad-record-every") > 0:
-            _start_bad_records(cfg, cfgmod.parse_duration_ms(args.bad_record_every, "--bad-record-every") / 1000,
-                               request_log, stop)
-        failure = _run_until(query, writer, stop, duration, spark, kafka, metrics)
+            producers.append(_start_bad_records(
+                cfg, cfgmod.parse_duration_ms(args.bad_record_every, "--bad-record-every") / 1000, request_log, stop))
+        failure = _run_until(query, writer, stop, duration, spark, kafka, metrics, producers)
         print(summary_table(writer.stats, {"profile": args.profile, "source": "request-log lines" if request_log
                                            else "contract events", "metrics endpoint": f"http://{host}:{port}/metrics",
                                            "simulator": "error: " + str(sim_error[0]) if sim_error else "ok"}))
@@ -98,8 +98,10 @@ def _sim_config(args: argparse.Namespace, cfg: cfgmod.Config, request_log: bool)
     return sim_cfg
 
 
-def _start_simulator(sim_cfg, cfg: cfgmod.Config, bootstrap: str, request_log: bool, errors: list) -> None:
-    """The simulator in real time on a thread; an error is reported in the summary, the demo runs on."""
+def _start_simulator(sim_cfg, cfg: cfgmod.Config, bootstrap: str, request_log: bool, errors: list,
+                     stop: threading.Event) -> threading.Thread:
+    """The simulator in real time on a thread, until ``stop``; an error is reported in the summary,
+    the demo runs on."""
     from fencewatch.sim.run import run_simulation
 
     client = {k: v for k, v in cfgmod.kafka_client_config(cfg, "producer").items() if k != "bootstrap.servers"}
@@ -112,15 +114,18 @@ def _start_simulator(sim_cfg, cfg: cfgmod.Config, bootstrap: str, request_log: b
                            fmt="request-log" if request_log else "json",
                            heartbeats_topic=cfg.streaming.heartbeats_topic, offsets_topic=cfg.streaming.offsets_topic,
                            **({"request_log_topic": cfg.streaming.request_log_topic} if request_log else {}),
-                           pace=("realtime", 1.0), producer_config=client)
+                           pace=("realtime", 1.0), producer_config=client, stop=stop.is_set)
         except Exception as exc:
             errors.append(exc)
             log.exception("simulator stopped")
 
-    threading.Thread(target=simulate, name="simulator", daemon=True).start()
+    thread = threading.Thread(target=simulate, name="simulator", daemon=True)
+    thread.start()
+    return thread
 
 
-def _start_bad_records(cfg: cfgmod.Config, every_s: float, request_log: bool, stop: threading.Event) -> None:
+def _start_bad_records(cfg: cfgmod.Config, every_s: float, request_log: bool,
+                       stop: threading.Event) -> threading.Thread:
     """Show the dead-letter path: a malformed record now and then (the job keeps going)."""
     def inject():
         from confluent_kafka import Producer
@@ -137,13 +142,21 @@ def _start_bad_records(cfg: cfgmod.Config, every_s: float, request_log: bool, st
                     {"type": EventType.OFFSET_COMMIT.value, "ts": "not-a-time", "n": n}).encode())
             producer.flush(5)
             n += 1
+        producer.flush(5)
 
-    threading.Thread(target=inject, name="bad-records", daemon=True).start()
+    thread = threading.Thread(target=inject, name="bad-records", daemon=True)
+    thread.start()
+    return thread
 
 
-def _run_until(query, writer: BatchWriter, stop: threading.Event, duration: float | None, spark, kafka, metrics):
-    """A progress line every 5 s until the duration, Ctrl-C or SIGTERM; then a stop between
-    micro-batches. Returns the query's failure, if it failed."""
+PRODUCERS_STOP_S = 30.0
+
+
+def _run_until(query, writer: BatchWriter, stop: threading.Event, duration: float | None, spark, kafka, metrics,
+               producers: list[threading.Thread] = ()):
+    """A progress line every 5 s until the duration, Ctrl-C or SIGTERM; then the producers stop
+    (flushed, while the broker is up: stopped after it, they logged "Connection refused" errors
+    after the summary), then the query between micro-batches. Returns the query's failure, if any."""
     signal.signal(signal.SIGINT, lambda *_: stop.set())
     signal.signal(signal.SIGTERM, lambda *_: stop.set())
     deadline = None if duration is None else time.monotonic() + duration
@@ -156,6 +169,11 @@ def _run_until(query, writer: BatchWriter, stop: threading.Event, duration: floa
             stop.wait(min(5.0, remaining) if remaining is not None else 5.0)
             print(progress_line(writer.stats), flush=True)
     finally:
+        stop.set()
+        for thread in producers:
+            thread.join(PRODUCERS_STOP_S)
+            if thread.is_alive():
+                log.warning("the %s thread did not stop within %.0f s", thread.name, PRODUCERS_STOP_S)
         failure = query.exception()
         spark.sparkContext.setLogLevel("OFF")  # as `run`: a batch cut short at the stop is not news
         logging.getLogger("py4j.clientserver").setLevel(logging.CRITICAL)  # nor its refusal's traceback

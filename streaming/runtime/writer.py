@@ -84,7 +84,7 @@ class BatchWriter:
             s.alerts_by_kind.update(a["kind"] for a in acc.alerts)
             s.dead_letters += acc.dead
             s.batch_seconds.append(elapsed)
-            s.add_latencies(latencies * 1000)
+            s.add_decisions(latencies * 1000, acc.stamps_ms(), int(time.time() * 1000))
         self._finished(batch_id)
 
     def _finished(self, batch_id: int) -> None:
@@ -133,8 +133,11 @@ class BatchWriter:
         if verdict_rows:
             stamps = np.frombuffer(b"".join(r.stamps for r in verdict_rows), dtype="<i8")
             acc.latencies.append((now_ms - stamps) / 1000.0)
+            acc.stamps.append(stamps)
         if alert_rows:
-            acc.latencies.append(np.array([(now_ms - r.ts) / 1000.0 for r in alert_rows], dtype=np.float64))
+            alert_ts = np.array([r.ts for r in alert_rows], dtype=np.int64)
+            acc.latencies.append((now_ms - alert_ts) / 1000.0)
+            acc.stamps.append(alert_ts)
         for st in status:
             _count_events(acc.events, st["cluster"], st["group_id"], st.pop("events", {}))
             for err, n in st.pop("heartbeat_errors", {}).items():
@@ -176,6 +179,7 @@ class _BatchTotals:
     hb_errors: Counter = field(default_factory=Counter)
     dlq_counts: Counter = field(default_factory=Counter)
     latencies: list = field(default_factory=list)  # numpy arrays of seconds, one per chunk
+    stamps: list = field(default_factory=list)  # their events' ts (ms), array for array
     last_ts: int | None = None
     dead: int = 0
 
@@ -183,6 +187,11 @@ class _BatchTotals:
         import numpy as np
 
         return np.concatenate(self.latencies) if self.latencies else np.empty(0, dtype=np.float64)
+
+    def stamps_ms(self):
+        import numpy as np
+
+        return np.concatenate(self.stamps) if self.stamps else np.empty(0, dtype=np.int64)
 
 
 def _chunks(df, rows: int):

@@ -23,3 +23,21 @@ def test_a_short_run_keeps_every_value():
     s.add_latencies([])
     s.add_latencies([5.0])
     assert s.latencies_ms == [3.0, 1.0, 2.0, 5.0] and s.latency_seen == 4
+
+
+def test_decisions_on_events_from_before_the_first_batch_are_start_up():
+    """The first batch's decisions, and later ones on events produced before it ended, waited for
+    the query to start: their own line; the steady p50/p99 are the rest's (issue 46: a p99 of
+    17.6 s that was the start-up's)."""
+    from fencewatch.streaming.runtime.stats import latency_rows
+
+    s = JobStats()
+    s.add_decisions([9_000.0, 8_000.0], [1_000, 2_000], batch_end_ms=11_000)  # the first batch
+    s.add_decisions([3_000.0, 500.0, 400.0], [10_000, 12_600, 12_700], batch_end_ms=13_000)
+    s.add_decisions([], [], batch_end_ms=14_000)
+    assert sorted(s.startup_ms) == [3_000.0, 8_000.0, 9_000.0] and s.startup_seen == 3
+    assert sorted(s.steady_ms) == [400.0, 500.0] and s.steady_seen == 2
+    assert s.latency_seen == 5  # the whole run's sample still has every decision
+    rows = dict(latency_rows(s))
+    assert rows["decision latency p99, steady"] == "0.50 s"
+    assert rows["decision latency, start-up"].startswith("p50 8.00 s, p99 9.00 s (3 decisions")
