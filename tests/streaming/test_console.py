@@ -56,7 +56,7 @@ def test_plain_settings_stay_visible(key):
 
 def test_print_config_hides_every_secret_from_file_env_and_flags(tmp_path, capsys, monkeypatch):
     f = tmp_path / "c.yaml"
-    f.write_text(f"streaming:\n  kafka: {{basic.auth.user.info: 'svc:{SECRET}-f'}}\n"
+    f.write_text(f"streaming:\n  kafka: {{ssl.key.password: 'svc:{SECRET}-f'}}\n"
                  f"  spark_conf: {{spark.hadoop.fs.s3a.secret.key: {SECRET}-s}}\n")
     monkeypatch.setenv("FENCEWATCH_STREAMING__KAFKA__SASL_PASSWORD", SECRET + "-e")
     monkeypatch.setenv("FENCEWATCH_SINKS__GRAFANA_TOKEN", SECRET + "-g")
@@ -64,7 +64,7 @@ def test_print_config_hides_every_secret_from_file_env_and_flags(tmp_path, capsy
     out = capsys.readouterr().out
     shown = json.loads(out)
     assert SECRET not in out
-    assert shown["streaming"]["kafka"] == {"basic.auth.user.info": REDACTED, "sasl.password": REDACTED,
+    assert shown["streaming"]["kafka"] == {"ssl.key.password": REDACTED, "sasl.password": REDACTED,
                                            "sasl.username": "svc"}
     assert shown["sinks"]["grafana_token"] == REDACTED
 
