@@ -81,7 +81,9 @@ def test_odd_inputs_are_clear_errors(tmp_path, capsys):
     (cp / "offsets").mkdir(parents=True)
     (cp / "offsets" / "0").write_text("v1\n{}\n{not json")
     assert main(["checkpoint", "bound", "--checkpoint", str(cp)]) == 1
-    assert main(["checkpoint", "bound", "--checkpoint", str(cp), "--max-offsets-per-partition", "0"]) == 1
+    with pytest.raises(SystemExit) as usage:  # refused when the flags are parsed: a usage error
+        main(["checkpoint", "bound", "--checkpoint", str(cp), "--max-offsets-per-partition", "0"])
+    assert usage.value.code == 2
     err = capsys.readouterr().err
     assert "not a streaming checkpoint" in err and "must be > 0" in err
 
