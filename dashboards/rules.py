@@ -9,7 +9,7 @@ its `promtool test rules` tests are written against those defaults.
 
     python -m fencewatch.dashboards.rules --print-defaults > alerting.yaml   # edit it
     python -m fencewatch.dashboards.rules --config alerting.yaml --out /etc/prometheus/rules/fencewatch.rules.yml
-    python -m fencewatch.dashboards.rules --set runbook_base_url=https://wiki.example.com/fencewatch/alerts.md
+    python -m fencewatch.dashboards.rules --runbook-base-url https://git.example.com/kafka/fencewatch/-/blob/main/docs/alerts.md
 
 Two families of rules: over fencewatch's own metrics (`docs/metrics.md`), and
 "no tap" rules over the brokers' own `kafka.network:type=RequestMetrics,name=ErrorsPerSec`
@@ -38,6 +38,11 @@ PACKAGE_DIR = Path(__file__).resolve().parent
 #: request and error; the example kafka-kraft config's generic `...PerSec` rule, or ours in deploy/).
 KAFKA_ERRORS = "kafka_network_requestmetrics_errors_total"
 _DURATION = re.compile(r"^(\d+(ms|s|m|h|d|w|y))+$")
+#: Where the rules' runbook_url points by default: docs/alerts.md, one section (anchor) per alert.
+#: A repository path, not a made-up host: generate with --runbook-base-url for a clickable link.
+DEFAULT_RUNBOOK_BASE_URL = "docs/alerts.md"
+#: An absolute http(s) address, or a relative path (no scheme); never a fragment or whitespace.
+_RUNBOOK_BASE = re.compile(r"(https?://[^/\s#]+[^\s#]*|(?![a-zA-Z][\w+.-]*:)[^\s#]+)")
 
 
 def _setting(default: Any, help_text: str) -> Any:
@@ -49,8 +54,10 @@ class AlertRulesConfig:
     """Every setting of the generated alert rules (docs/alerts.md explains each alert)."""
 
     runbook_base_url: str = _setting(
-        "https://fencewatch.example/docs/alerts.md",
-        "absolute address of docs/alerts.md as your operators read it; each rule links <this>#<alert name lower-cased>")
+        DEFAULT_RUNBOOK_BASE_URL,
+        "address of docs/alerts.md (the runbooks) as your operators read it, e.g. your Git host's view of it; "
+        "each rule links <this>#<alert name lower-cased>. The default is the file's path in the repository: "
+        "not a link Alertmanager can open, so set it (--runbook-base-url)")
     fencing_spike_floor_per_min: float = _setting(
         20, "FencewatchFencingSpike: STALE_MEMBER_EPOCH + ILLEGAL_GENERATION answers per minute a group must exceed")
     fencing_spike_multiple: float = _setting(
@@ -66,6 +73,10 @@ class AlertRulesConfig:
         "fencewatch", "FencewatchMonitorAbsent: the job label Prometheus gives the fencewatch job's target (the "
                       "compose stack's job_name; deploy/kubernetes' PodMonitor: the driver pod's "
                       "app.kubernetes.io/name)")
+    bridge_job: str = _setting(
+        "fencewatch-bridge", "FencewatchBridgeAbsent: the job label of `fencewatch bridge`'s target (compose's "
+                             "job_name; deploy/kubernetes' PodMonitor: the bridge pod's app.kubernetes.io/name); "
+                             "empty: no such rule (no bridge deployed, e.g. a request-log feed)")
     input_lag_records: float = _setting(1_000_000, "FencewatchInputLagging: records in the input topics not yet read")
     input_lag_for: str = _setting("10m", "FencewatchInputLagging: how long the lag must stay above the threshold")
     input_stale_after_s: float = _setting(
@@ -83,8 +94,9 @@ class AlertRulesConfig:
 
     def validate(self) -> list[str]:
         problems = []
-        if not re.match(r"^https?://[^/\s]+", self.runbook_base_url) or "#" in self.runbook_base_url:
-            problems.append(f"runbook_base_url must be an absolute http(s) address without '#', got {self.runbook_base_url!r}")
+        if not _RUNBOOK_BASE.fullmatch(self.runbook_base_url):
+            problems.append("runbook_base_url must be an absolute http(s) address or a relative path, without "
+                            f"'#' or spaces, got {self.runbook_base_url!r}")
         for f in fields(self):
             value = getattr(self, f.name)
             if f.type == "str" and f.name.endswith(("_window", "_baseline", "_for")) and not _DURATION.match(value):
@@ -93,6 +105,8 @@ class AlertRulesConfig:
                 problems.append(f"{f.name} must be a number >= 0, got {value!r}")
         if not re.fullmatch(r'[^"\\\n]+', self.monitor_job):
             problems.append(f"monitor_job must be a label value without quotes or backslashes, got {self.monitor_job!r}")
+        if not re.fullmatch(r'[^"\\\n]*', self.bridge_job):
+            problems.append(f"bridge_job must be a label value without quotes or backslashes, got {self.bridge_job!r}")
         if self.kafka_selector and not re.fullmatch(r'\s*\w+\s*(=|!=|=~|!~)\s*"[^"]*"(\s*,\s*\w+\s*(=|!=|=~|!~)\s*"[^"]*")*\s*',
                                                     self.kafka_selector):
             problems.append(f"kafka_selector must be label matchers like job=\"kafka\", got {self.kafka_selector!r}")
@@ -112,7 +126,7 @@ def load(file: str | Path | None = None, overrides: Mapping[str, str] | None = N
             raise AlertRulesConfigError(f"{file}: expected a mapping of settings, got {type(doc).__name__}")
         values.update(doc)
     for key, raw in (overrides or {}).items():
-        values[key] = raw if key in ("runbook_base_url", "kafka_selector", "monitor_job") else yaml.safe_load(raw)
+        values[key] = raw if key in ("runbook_base_url", "kafka_selector", "monitor_job", "bridge_job") else yaml.safe_load(raw)
     by_name = {f.name: f for f in fields(AlertRulesConfig)}
     unknown = sorted(set(values) - set(by_name))
     if unknown:
@@ -240,9 +254,15 @@ def monitor_rules(c: AlertRulesConfig) -> list[dict]:
               f"{_m('up')} == 0 or (time() - {_m('last_batch_timestamp_seconds')}) > {stalled}",
               "critical", "fencewatch on {{ $labels.instance }} is not completing micro-batches",
               f"No micro-batch completed for more than {stalled} s, or the job reports itself unhealthy.", for_="2m"),
-        _rule(c, "FencewatchMonitorAbsent", f'absent({_m("build_info")}) or up{{job="{c.monitor_job}"}} == 0',
-              "critical", "fencewatch metrics are missing",
-              "Prometheus has no fencewatch series (the job is down or not scraped).", for_="5m"),
+        # fencewatch_up, not build_info: the bridge serves build_info too, so while it runs, a
+        # gone job would leave build_info present; fencewatch_up is served by the job alone, on
+        # every scrape from the first (sinks/metrics.py: exporter="job"). A gone driver pod also
+        # leaves no up == 0 (its PodMonitor target disappears): absent() is what sees it.
+        _rule(c, "FencewatchMonitorAbsent",
+              f'absent({_m("up")}) or up{{job="{c.monitor_job}"}} == 0',
+              "critical", "The fencewatch job is down or not scraped",
+              f"Prometheus has no {_m('up')} series (served by the streaming job alone), or the job's "
+              f"target (job=\"{c.monitor_job}\") is down: no verdict and no alert is being produced.", for_="5m"),
         _rule(c, "FencewatchDeadLetters", f"sum(increase({_m('dlq_records_total')}[10m])) > 0",
               "info", "fencewatch dead-lettered input records",
               "{{ $value | humanize }} records in 10m could not be decoded and went to fencewatch.dlq."),
@@ -251,6 +271,13 @@ def monitor_rules(c: AlertRulesConfig) -> list[dict]:
               f"{{{{ $value | humanize }}}} input records not yet read (above {_num(c.input_lag_records)} for "
               f"{c.input_lag_for}): verdicts and alerts arrive late.", for_=c.input_lag_for),
     ]
+    if c.bridge_job:
+        rules.append(_rule(
+            c, "FencewatchBridgeAbsent",
+            f'absent({_m("bridge_up")}) or up{{job="{c.bridge_job}"}} == 0',
+            "critical", "fencewatch bridge is down or not scraped",
+            f"Prometheus has no {_m('bridge_up')} series (served by `fencewatch bridge` alone), or the bridge's "
+            f"target (job=\"{c.bridge_job}\") is down: the job's input topics get no new events.", for_="5m"))
     if c.input_stale_after_s > 0:
         # Healthy batches, but nothing new comes in: the bridge, the log shipper or the source stopped.
         rules.append(_rule(
@@ -386,6 +413,9 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m fencewatch.dashboards.rules", description=__doc__.split("\n")[0])
     parser.add_argument("--config", help="YAML file of settings (see --print-defaults)")
     parser.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help="override one setting")
+    parser.add_argument("--runbook-base-url", metavar="URL",
+                        help="where operators read docs/alerts.md; each runbook_url is URL#<alert name lower-cased> "
+                             f"(the same as --set runbook_base_url=URL; default: {DEFAULT_RUNBOOK_BASE_URL})")
     parser.add_argument("--out", help="write the rules here (default: stdout)")
     parser.add_argument("--print-defaults", action="store_true", help="print every setting with its default")
     parser.add_argument("--format", choices=("rules", "prometheusrule"), default="rules",
@@ -404,6 +434,8 @@ def main(argv: list[str] | None = None) -> int:
             log.error("--set expects KEY=VALUE, got %r", item)
             return 2
         overrides[key.strip()] = value
+    if args.runbook_base_url is not None:
+        overrides["runbook_base_url"] = args.runbook_base_url
     try:
         config = load(args.config, overrides)
     except (AlertRulesConfigError, OSError, yaml.YAMLError, TypeError) as exc:

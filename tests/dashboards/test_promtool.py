@@ -27,7 +27,7 @@ def run(*args: str, cwd: Path | None = None) -> subprocess.CompletedProcess:
 def test_check_rules(promtool):
     result = run(promtool, "check", "rules", str(RULES))
     assert result.returncode == 0, result.stdout + result.stderr
-    assert "SUCCESS: 15 rules found" in result.stdout
+    assert "SUCCESS: 16 rules found" in result.stdout
 
 
 def test_check_example_config(promtool):
@@ -61,9 +61,14 @@ def test_every_alert_has_a_firing_and_a_silent_case():
         ("unless\n                sum without (error)", "and\n                sum without (error)"),  # a lazily created meter
         ("fencewatch_input_lag_records > 1000000", "fencewatch_input_lag_records > 1000000000"),
         ("and on (instance) fencewatch_up == 1", "and on (instance) fencewatch_up >= 0"),
+        # the bridge serves build_info too: the job gone, the bridge alive must still fire
+        ("absent(fencewatch_up) or", "absent(fencewatch_build_info) or"),
+        ('absent(fencewatch_bridge_up) or up{job="fencewatch-bridge"} == 0',
+         'absent(fencewatch_bridge_up) or up{job="fencewatch-bridge"} < 0'),
     ],
     ids=["zombie-threshold", "spike-floor", "spike-hysteresis", "expiry-window", "broker-floor",
-         "broker-errors", "broker-lazy-meter", "input-lag", "input-stalled-needs-up"],
+         "broker-errors", "broker-lazy-meter", "input-lag", "input-stalled-needs-up",
+         "absent-on-a-shared-series", "bridge-target-down"],
 )
 def test_unit_tests_catch_a_broken_rule(promtool, tmp_path, original, broken):
     """The rule tests bite: weakening a rule makes `promtool test rules` fail."""

@@ -58,7 +58,8 @@ def test_the_reference_settings_file_loads_back_to_the_defaults(tmp_path):
     "overrides, message",
     [
         ({"fencing_spike_flor_per_min": "3"}, "unknown setting(s) fencing_spike_flor_per_min"),
-        ({"runbook_base_url": "docs/alerts.md"}, "runbook_base_url must be an absolute"),
+        ({"runbook_base_url": "ftp://wiki/alerts.md"}, "runbook_base_url must be an absolute"),
+        ({"runbook_base_url": "docs/alerts.md#x"}, "runbook_base_url must be an absolute"),
         ({"fencing_spike_window": "5 minutes"}, "fencing_spike_window must be a Prometheus duration"),
         ({"input_lag_records": "-1"}, "input_lag_records must be a number >= 0"),
         ({"input_lag_records": "many"}, "input_lag_records must be a number >= 0"),
@@ -71,3 +72,18 @@ def test_bad_settings_are_refused_with_their_name(overrides, message, caplog):
     args = [a for k, v in overrides.items() for a in ("--set", f"{k}={v}")]
     assert rules.main(args) == 2
     assert message.split(" must")[0] in caplog.text
+
+
+def test_the_runbook_base_url_flag_changes_every_runbook_url(tmp_path):
+    out = tmp_path / "rules.yml"
+    assert rules.main(["--runbook-base-url", "https://git.example.com/fw/docs/alerts.md", "--out", str(out)]) == 0
+    by_name = alerts(out.read_text())
+    assert {r["annotations"]["runbook_url"] for r in by_name.values()} == {
+        f"https://git.example.com/fw/docs/alerts.md#{name.lower()}" for name in by_name}
+    assert {r["annotations"]["runbook_url"] for r in alerts(rules.render()).values()} == {
+        f"docs/alerts.md#{name.lower()}" for name in by_name}, "the default: the repository path"
+
+
+def test_the_bridge_rule_can_be_switched_off():
+    assert "FencewatchBridgeAbsent" in alerts(rules.render())
+    assert "FencewatchBridgeAbsent" not in alerts(rules.render(rules.load(overrides={"bridge_job": ""})))
