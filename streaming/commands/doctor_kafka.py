@@ -29,17 +29,6 @@ _BROKER_PREFIX = re.compile(r"^\S+/(bootstrap|\d+): ")
 _ACL_WORDS = {"READ": "Read", "WRITE": "Write", "DESCRIBE": "Describe", "DESCRIBE_CONFIGS": "DescribeConfigs"}
 
 
-def principal(cfg: cfgmod.Config) -> str:
-    """``User:<name>`` as the brokers will see the job (SASL user name), or a placeholder."""
-    client = cfgmod.kafka_client_config(cfg, "admin")
-    user = client.get("sasl.username")
-    if user:
-        return f"User:{user}"
-    if "ssl" in str(client.get("security.protocol", "")).lower():
-        return "User:<the certificate's principal>"
-    return "User:ANONYMOUS"
-
-
 def acl_command(cfg: cfgmod.Config, need: Need, operations: list[str]) -> str:
     """The kafka-acls.sh line that grants ``operations`` on ``need``'s resource."""
     ops = " ".join(f"--operation {_ACL_WORDS.get(op, op)}" for op in operations)
@@ -48,7 +37,7 @@ def acl_command(cfg: cfgmod.Config, need: Need, operations: list[str]) -> str:
     if need.prefixed:
         where += " --resource-pattern-type prefixed"
     return (f"kafka-acls.sh --bootstrap-server {cfg.streaming.bootstrap_servers} --command-config admin.properties "
-            f"--add --allow-principal {principal(cfg)} {ops} {where}")
+            f"--add --allow-principal {cfgmod.principal(cfg)} {ops} {where}")
 
 
 # --------------------------------------------------------------------------- connection
@@ -58,7 +47,7 @@ def check_connection(report: Report, cfg: cfgmod.Config, probe: ClusterProbe) ->
     how = str(client.get("security.protocol", "plaintext")).upper()
     if "SASL" in how:
         how += f", {client.get('sasl.mechanisms', client.get('sasl.mechanism', 'GSSAPI'))}"
-    who = f"{cfg.streaming.bootstrap_servers} as {principal(cfg)} ({how})"
+    who = f"{cfg.streaming.bootstrap_servers} as {cfgmod.principal(cfg)} ({how})"
     began = time.monotonic()
     view = probe.connect()
     if view is not None:
@@ -133,7 +122,7 @@ def _topic_line(report: Report, cfg: cfgmod.Config, need: Need, found) -> bool:
         return False
     if isinstance(found, str):
         if found == "TOPIC_AUTHORIZATION_FAILED":
-            report.add("FAIL", check, f"{principal(cfg)} may not even Describe it ({need.why})",
+            report.add("FAIL", check, f"{cfgmod.principal(cfg)} may not even Describe it ({need.why})",
                        acl_command(cfg, need, list(need.operations)))
         else:
             report.add("FAIL", check, f"describing it failed: {found}", "see the brokers' logs")
@@ -141,7 +130,7 @@ def _topic_line(report: Report, cfg: cfgmod.Config, need: Need, found) -> bool:
     missing = [op for op in need.operations if op not in found]
     words = "+".join(_ACL_WORDS.get(op, op) for op in need.operations)
     if missing:
-        report.add("FAIL", check, f"{principal(cfg)} may not {'/'.join(_ACL_WORDS[m] for m in missing)} it "
+        report.add("FAIL", check, f"{cfgmod.principal(cfg)} may not {'/'.join(_ACL_WORDS[m] for m in missing)} it "
                    f"({need.why}); allowed: {', '.join(sorted(found)) or 'nothing'}",
                    acl_command(cfg, need, missing))
         return False
@@ -152,7 +141,7 @@ def _topic_line(report: Report, cfg: cfgmod.Config, need: Need, found) -> bool:
 def _cluster_line(report: Report, cfg: cfgmod.Config, need: Need, ops) -> None:
     missing = list(need.operations) if ops is None else [op for op in need.operations if op not in ops]
     if missing:
-        report.add("WARN", "acl cluster", f"{principal(cfg)} may not {'/'.join(_ACL_WORDS[m] for m in missing)} the "
+        report.add("WARN", "acl cluster", f"{cfgmod.principal(cfg)} may not {'/'.join(_ACL_WORDS[m] for m in missing)} the "
                    f"cluster: the job runs without it, but the doctor cannot read "
                    "group.coordinator.rebalance.protocols (is KIP-848 on?)", acl_command(cfg, need, missing))
     else:
@@ -169,7 +158,7 @@ def _group_need_line(report: Report, cfg: cfgmod.Config, need: Need, probe: Clus
     if probe.may_describe_group(group_probe_name(need)):
         report.add("OK", check, f"Describe ({need.why})")
     else:
-        report.add("FAIL", check, f"{principal(cfg)} may not Describe it ({need.why}): librdkafka looks the "
+        report.add("FAIL", check, f"{cfgmod.principal(cfg)} may not Describe it ({need.why}): librdkafka looks the "
                    "group's coordinator up and fails the read with GROUP_AUTHORIZATION_FAILED",
                    acl_command(cfg, need, ["DESCRIBE"]))
 
@@ -178,7 +167,7 @@ def _group_line(report: Report, cfg: cfgmod.Config, need: Need, probe: ClusterPr
     if probe.may_describe_group():
         report.add("OK", "acl groups", f"Describe ({need.why})")
     else:
-        report.add("WARN", "acl groups", f"{principal(cfg)} may not Describe groups: the job runs without it, but "
+        report.add("WARN", "acl groups", f"{cfgmod.principal(cfg)} may not Describe groups: the job runs without it, but "
                    "how many groups use KIP-848 cannot be counted", acl_command(cfg, need, ["DESCRIBE"]))
 
 
@@ -341,15 +330,15 @@ def check_topic_ids(report: Report, cfg: cfgmod.Config, view: ClusterView, sampl
     visible = len(view.topics)
     if sample is not None and sample.unresolved_topic_ids:
         report.add("FAIL", "topic ids", f"{sample.unresolved_topic_ids} topic id(s) in the newest request-log lines "
-                   f"have no name: {principal(cfg)} may not Describe those topics ({visible} visible); their verdicts "
+                   f"have no name: {cfgmod.principal(cfg)} may not Describe those topics ({visible} visible); their verdicts "
                    "would name topics by id", acl_command(cfg, need, ["DESCRIBE"]) + " (or streaming.topic_ids_file)")
     elif sample is not None:
         report.add("OK", "topic ids", f"every topic id in the newest lines resolves ({visible} topics visible)")
     elif view.topics <= own_topics(cfg) | {"__consumer_offsets", "__transaction_state"}:
-        report.add("WARN", "topic ids", f"{principal(cfg)} sees only fencewatch's own topics: the topics of the "
+        report.add("WARN", "topic ids", f"{cfgmod.principal(cfg)} sees only fencewatch's own topics: the topics of the "
                    "groups in __consumer_offsets would be named by id", acl_command(cfg, need, ["DESCRIBE"]))
     else:
-        report.add("OK", "topic ids", f"{visible} topics visible to {principal(cfg)} (names for the ids in "
+        report.add("OK", "topic ids", f"{visible} topics visible to {cfgmod.principal(cfg)} (names for the ids in "
                    "__consumer_offsets records)")
 
 

@@ -544,6 +544,17 @@ _SPARK_OWNED = {
 }
 
 
+def principal(cfg: Config) -> str:
+    """``User:<name>`` as the brokers will see the job (SASL user name), or a placeholder."""
+    client = kafka_client_config(cfg, "admin")
+    user = client.get("sasl.username")
+    if user:
+        return f"User:{user}"
+    if "ssl" in str(client.get("security.protocol", "")).lower():
+        return "User:<the certificate's principal>"
+    return "User:ANONYMOUS"
+
+
 def _spark_conf_problems(conf: Mapping[str, str]) -> list[str]:
     problems = []
     for key in conf:

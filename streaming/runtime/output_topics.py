@@ -31,32 +31,18 @@ def output_topics(cfg: cfgmod.Config) -> list[OutputTopic]:
     return list(out.values())
 
 
-def principal_of(cfg: cfgmod.Config) -> str:
-    """``User:<name>`` as the brokers see the job (SASL), or what it depends on."""
-    client = cfgmod.kafka_client_config(cfg, "admin")
-    if client.get("sasl.username"):
-        return f"User:{client['sasl.username']}"
-    if "ssl" in str(client.get("security.protocol", "")).lower():
-        return "User:<the certificate's principal>"
-    return "User:ANONYMOUS"
-
-
 def unanswered(states: dict[str, TopicState]) -> str | None:
     """The client-side error (``_TRANSPORT``, ``_TIMED_OUT``...) when no broker answered, else None."""
     errors = {s.error for s in states.values() if s.error and s.error.startswith("_")} - MISSING_TOPIC_ERRORS
     return next(iter(sorted(errors)), None)
 
 
-def topic_problems(cfg: cfgmod.Config, states: dict[str, TopicState], *,
-                   will_create: bool = False) -> list[tuple[OutputTopic, str]]:
-    """(topic, one line) for each output topic the job could not write; a missing one is no
-    problem when ``will_create``."""
-    k, bootstrap, who = cfg.sinks, cfg.streaming.bootstrap_servers, principal_of(cfg)
+def topic_problems(cfg: cfgmod.Config, states: dict[str, TopicState]) -> list[tuple[OutputTopic, str]]:
+    """(topic, one line) for each output topic the job could not write."""
+    k, bootstrap, who = cfg.sinks, cfg.streaming.bootstrap_servers, cfgmod.principal(cfg)
     out = []
     for topic in output_topics(cfg):
         state = states.get(topic.name, TopicState(error="UNKNOWN_TOPIC_OR_PART"))
-        if will_create and state.error in MISSING_TOPIC_ERRORS:
-            continue
         problem = topic_problem(topic, state, bootstrap, principal=who, partitions=k.topic_partitions,
                                 replication_factor=k.topic_replication_factor)
         if problem is not None:
