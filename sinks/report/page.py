@@ -24,8 +24,8 @@ h1{font-size:22px;margin:0 0 4px}h2{font-size:17px;margin:28px 0 6px;border-bott
 h3{font-size:14px;margin:16px 0 4px}.meta{color:#555}.range{color:#555;font-weight:normal;font-size:13px}
 .cards{display:flex;flex-wrap:wrap;gap:10px;margin:14px 0}.card{border:1px solid #ddd;border-radius:6px;
  padding:8px 12px;min-width:150px}.card .v{font-size:22px;font-weight:600}.card .l{font-size:12px;color:#555}
-table{border-collapse:collapse;font-size:12px;margin:6px 0}th,td{border-bottom:1px solid #eee;padding:3px 6px;
- text-align:left;vertical-align:top}td.n,th.n{text-align:right;font-variant-numeric:tabular-nums}
+table{border-collapse:collapse;font-size:11px;margin:6px 0}th,td{border-bottom:1px solid #eee;padding:3px 4px;
+ text-align:left;vertical-align:top}td:not(.n){overflow-wrap:anywhere}td.n,th.n{text-align:right;font-variant-numeric:tabular-nums}
 th{background:#f6f6f6;position:sticky;top:0}table.sortable th{cursor:pointer}table.sortable th:after{content:" \\2195";
  color:#aaa}.limits li{margin:3px 0}.limits code{font-size:11px;color:#555}.wrap{overflow-x:auto}
 .note{color:#555;font-size:12px}svg{max-width:100%;height:auto;display:block;margin:8px 0}

@@ -97,9 +97,9 @@ def register(subparsers: Any) -> argparse.ArgumentParser:
     pf = p.add_argument_group("partition facts")
     pf.add_argument("--partition-poll-interval", type=duration_s_arg, default=60.0, metavar="DURATION",
                     help="live: poll log start/end offsets of committed partitions this often (60 = 60s, 5m; "
-                         "0 = off)")
+                         "0 = off; default: 60s)")
     pf.add_argument("--probe-budget", type=int, default=64, metavar="N",
-                    help="record reads per partition and poll to locate leader epochs (0 = no probing)")
+                    help="record reads per partition and poll to locate leader epochs (0 = no probing; default: %(default)s)")
     p.set_defaults(func=main)
     return p
 

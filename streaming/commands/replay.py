@@ -11,7 +11,8 @@ def register(subparsers) -> None:
     p.add_argument("events", help="JSON-lines file of events (docs/contract.md §1) ('-' for stdin)")
     p.add_argument("--out", help="verdicts file (default stdout)")
     p.add_argument("--alerts", help="alerts file (JSON lines)")
-    p.add_argument("--engine", choices=("local", "spark"), default="local")
+    p.add_argument("--engine", choices=("local", "spark"), default="local",
+                   help="local: the rules in this process; spark: the same rules through Spark (default: %(default)s)")
     p.add_argument("--spark-master", default=None, help="Spark master for --engine spark (default local[2])")
     p.add_argument("--quiet", action="store_true", help="no summary on stderr")
     add_rules_flags(p)

@@ -152,8 +152,8 @@ def _add_output_flags(p: argparse.ArgumentParser):
     )
     out.add_argument("--out", help="output file, '-' for stdout (default stdout unless --bootstrap-servers)")
     out.add_argument("--bootstrap-servers", help="write to Kafka topics instead of a file")
-    out.add_argument("--heartbeats-topic", default="fencewatch.heartbeats", help="membership events topic")
-    out.add_argument("--offsets-topic", default="fencewatch.offsets", help="commit and partition events topic")
+    out.add_argument("--heartbeats-topic", default="fencewatch.heartbeats", help="membership events topic (default: %(default)s)")
+    out.add_argument("--offsets-topic", default="fencewatch.offsets", help="commit and partition events topic (default: %(default)s)")
     return out
 
 
@@ -177,7 +177,7 @@ def _add_request_log_flags(p: argparse.ArgumentParser) -> None:
         "--client-versions",
         choices=("newest", "all"),
         default="newest",
-        help="newest: clients speak their broker's newest versions; all: groups spread over every version the broker accepts",
+        help="newest: clients speak their broker's newest versions; all: groups spread over every version the broker accepts (default: %(default)s)",
     )
 
 
@@ -187,7 +187,7 @@ def _add_kafka_flags(out) -> None:
         "--avro-wire",
         choices=("confluent", "plain"),
         default="confluent",
-        help="Avro on Kafka: Confluent wire format (magic byte + schema id) or plain body",
+        help="Avro on Kafka: Confluent wire format (magic byte + schema id) or plain body (default: %(default)s)",
     )
     out.add_argument("--schema-id", type=int, default=1, help="schema id in the Confluent wire format (default 1)")
     out.add_argument(

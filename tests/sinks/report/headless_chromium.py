@@ -104,9 +104,10 @@ class _Pipe:
         return [json.loads(m) for m in messages if m]
 
 
-def open_page(url: str, expression: str, settle_s: float = 1.0) -> dict:
+def open_page(url: str, expression: str, settle_s: float = 1.0, width: int | None = None) -> dict:
     """Load ``url``; returns ``problems`` (console errors and warnings, exceptions, error log
-    entries), ``requests`` (URLs other than ``url`` itself) and ``value`` (``expression``'s)."""
+    entries), ``requests`` (URLs other than ``url`` itself) and ``value`` (``expression``'s).
+    ``width``: the viewport's CSS pixels (Emulation.setDeviceMetricsOverride), else Chromium's."""
     to_r, to_w = os.pipe()  # we write, chromium reads (its fd 3)
     from_r, from_w = os.pipe()  # chromium writes (its fd 4), we read
 
@@ -126,6 +127,9 @@ def open_page(url: str, expression: str, settle_s: float = 1.0) -> dict:
             session = cdp.send("Target.attachToTarget", {"targetId": target, "flatten": True})["sessionId"]
             for domain in ("Page", "Runtime", "Log", "Network"):
                 cdp.send(f"{domain}.enable", session=session)
+            if width:
+                cdp.send("Emulation.setDeviceMetricsOverride", {"width": width, "height": 900,
+                         "deviceScaleFactor": 1, "mobile": False}, session=session)
             cdp.send("Page.navigate", {"url": url}, session=session)
             cdp.wait_event("Page.loadEventFired")
             cdp.drain(settle_s)

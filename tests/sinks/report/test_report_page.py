@@ -148,3 +148,20 @@ def test_screenshot(mixed_run, tmp_path):
 
 def test_the_page_is_small_enough_to_mail(mixed_run):
     assert mixed_run["html"].stat().st_size < 500_000
+
+
+TABLE_FIT = """JSON.stringify(Array.from(document.querySelectorAll("table")).map(t => {
+  const box = t.parentElement, r = t.getBoundingClientRect();
+  return {id: t.id || (t.closest("section,div[id]") || {}).id || t.previousElementSibling?.textContent || "",
+          right: Math.round(r.right), box: box.clientWidth, scroll: box.scrollWidth,
+          page: document.documentElement.clientWidth};
+}))"""
+
+
+def test_tables_fit_a_1280px_page(mixed_run):
+    """Issue 46: at 1280 px the cluster and group tables' right-hand columns were cut. Every table
+    fits its box (nothing to scroll to) and the box fits the viewport."""
+    tables = json.loads(open_page(mixed_run["html"].as_uri(), TABLE_FIT, width=1280)["value"])
+    assert tables, "no table on the page"
+    over = [t for t in tables if t["scroll"] > t["box"] or t["right"] > t["page"]]
+    assert not over, over
