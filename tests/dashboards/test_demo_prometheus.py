@@ -34,6 +34,9 @@ DEMO_ARGS = ["--profile", "mixed", "--groups", "8", "--trigger", "1s", "--retent
              "--bad-record-every", "3s", "--duration", "15m"]
 
 
+_DEMO: dict = {}  # the running demo's process and log, for the last test
+
+
 def _judged_groups(text: str) -> Counter:
     """(cluster, group) -> verdicts judged, from the exposition text."""
     out: Counter = Counter()
@@ -71,13 +74,15 @@ def metrics_target(tmp_path_factory) -> MetricsTarget:
         assert judged, f"the demo judged nothing:\n{log.read_text()[-3000:]}"
         # The drill-down focus: the busiest group (it has verdicts of several classes).
         (cluster, group), _ = judged.most_common(1)[0]
+        _DEMO.update(proc=proc, log=log)
         yield MetricsTarget(f"127.0.0.1:{port}", focus_cluster=cluster, focus_group=group)
     finally:
-        os.killpg(proc.pid, signal.SIGINT)
-        try:
-            proc.wait(90)
-        except subprocess.TimeoutExpired:
-            os.killpg(proc.pid, signal.SIGKILL)
+        if proc.poll() is None:  # the last test stops it itself
+            os.killpg(proc.pid, signal.SIGINT)
+            try:
+                proc.wait(90)
+            except subprocess.TimeoutExpired:
+                os.killpg(proc.pid, signal.SIGKILL)
 
 
 def test_every_dashboard_panel_query_returns_data_for_all_groups(prometheus, metrics_target):
@@ -89,3 +94,19 @@ def test_every_dashboard_panel_query_returns_data_for_all_groups(prometheus, met
         return [(dash, title, ref, expr) for dash, title, ref, expr in queries if not prometheus.query(expr)]
 
     wait_for(check, "panel queries with no data", prometheus)
+
+
+def test_the_demo_stops_quietly_with_an_honest_summary(metrics_target):
+    """Last in the module: Ctrl-C ends the demo with its summary, start-up latency apart from the
+    steady figures, the simulator healthy, no alert the simulator's traffic does not script, and
+    no ERROR line or traceback anywhere in its output (the broker stops after the producers)."""
+    proc, log = _DEMO["proc"], _DEMO["log"]
+    os.killpg(proc.pid, signal.SIGINT)
+    assert proc.wait(90) == 0, log.read_text()[-3000:]
+    text = log.read_text()
+    assert not [line for line in text.splitlines() if " ERROR " in line or line.startswith("Traceback")], text[-3000:]
+    summary = text[text.rindex("events judged"):]
+    assert re.search(r"decision latency, start-up +p50 [\d.]+ s, p99 [\d.]+ s", summary), summary
+    assert re.search(r"decision latency p50, steady +[\d.]+ s", summary), summary
+    assert re.search(r"simulator +ok", summary), summary
+    assert "MODEL_DIVERGENCE" not in summary, summary
