@@ -4,16 +4,16 @@ Owns: :func:`group_view` (a group's members, member epochs, assigned and pending
 partitions with their assignment epochs, as one JSON-able dict), :func:`view_key` and
 :func:`view_changed` (whether a step changed what the view shows: a snapshot is written only
 then, so its cost follows membership events, not the number of groups), and
-:func:`count_verdicts` (a step's verdicts by class and by policy rejection, as
-``status.VerdictShape`` counts them). Pure: no I/O; time is the group's event time.
+:func:`count_verdicts` (a step's verdicts by class and by policy rejection, from the
+``status.VerdictShape`` counts the group's metrics already take). Pure: no I/O; time is the group's event time.
 """
 from __future__ import annotations
 
 from collections import Counter
-from typing import Iterable, Mapping
+from typing import Mapping
 
 from fencewatch.state.membership import derived_state
-from fencewatch.state.model import POLICY_ANSWER_FIELD, CommitVerdicts
+from fencewatch.state.model import POLICY_ANSWER_FIELD
 
 VIEW_FORMAT = 1
 """The snapshot's format, carried in every view (``format``): readers refuse a newer one."""
@@ -39,8 +39,8 @@ def group_view(g, verdicts: Mapping[str, Mapping[str, int]] | None = None) -> di
             "group_type": g.group_type or "simple", "state": derived_state(g), "group_epoch": g.group_epoch,
             "changed_ts": g.last_ts,
             "members": [_member(m) for _, m in sorted(g.members.items())],
-            "verdicts": {"by_class": dict(sorted((verdicts or {}).get("by_class", {}).items())),
-                         "rejected_by": dict(sorted((verdicts or {}).get("rejected_by", {}).items()))}}
+            "verdicts": {part: dict(sorted((verdicts or {}).get(part, {}).items()))
+                         for part in ("by_class", "rejected_by")}}
 
 
 def view_key(g) -> tuple | None:
@@ -61,15 +61,16 @@ def view_changed(before: tuple | None, g) -> bool:
     return before != view_key(g)
 
 
-def count_verdicts(commits: Iterable[CommitVerdicts]) -> dict[str, dict[str, int]]:
+def count_verdicts(shapes: Mapping) -> dict[str, dict[str, int]]:
     """Verdicts (one per commit and partition) by class, and by each policy that rejected them
-    (``{"by_class": {"accepted": 3}, "rejected_by": {"strict": 1}}``)."""
+    (``{"by_class": {"accepted": 3}, "rejected_by": {"strict": 1}}``), from the
+    ``status.summarize_commit_verdicts`` shapes the state function already counts for the
+    group's metrics: a distinct shape once, no second pass over the judgements."""
     by_class: Counter = Counter()
     rejected: Counter = Counter()
-    for cv in commits:
-        for j in cv.parts:
-            by_class[j.cls] += 1
-            for policy, name in POLICY_ANSWER_FIELD.items():
-                if getattr(j, name) != "NONE":
-                    rejected[policy.value] += 1
+    for shape, n in shapes.items():
+        by_class[shape.cls] += n
+        for policy, name in POLICY_ANSWER_FIELD.items():
+            if getattr(shape, name) != "NONE":
+                rejected[policy.value] += n
     return {"by_class": dict(by_class), "rejected_by": dict(rejected)}

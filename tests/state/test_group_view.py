@@ -5,6 +5,7 @@ from fencewatch.state import group as grp
 from fencewatch.state.config import RulesConfig
 from fencewatch.state.group_view import VIEW_FORMAT, count_verdicts, group_view, view_changed, view_key
 from fencewatch.state.model import MemberState
+from fencewatch.state.status import summarize_commit_verdicts
 
 from .helpers import assignment, commit, left, tp
 
@@ -93,7 +94,7 @@ def test_new_group_changed_only_when_it_exists():
 def test_verdict_counts_by_class_and_rejecting_policy():
     g = two_members()
     g, out = run(g, commit("a", 5, tp("orders", 0, 1), ts=1300), commit("a", 4, tp("orders", 0), ts=1310))
-    counts = count_verdicts(out.commits)
+    counts = count_verdicts(summarize_commit_verdicts(out.commits)[0])
     assert sum(counts["by_class"].values()) == 3
     assert counts["by_class"]["accepted"] == 2
     assert counts["rejected_by"].get("strict") == 1  # a stale member epoch: strict rejects it
@@ -102,4 +103,4 @@ def test_verdict_counts_by_class_and_rejecting_policy():
 
 
 def test_no_commits_no_counts():
-    assert count_verdicts([]) == {"by_class": {}, "rejected_by": {}}
+    assert count_verdicts(summarize_commit_verdicts([])[0]) == {"by_class": {}, "rejected_by": {}}
