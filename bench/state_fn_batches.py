@@ -86,6 +86,7 @@ def main(argv=None) -> int:
     ap.add_argument("--group-buckets", type=int, default=64)
     ap.add_argument("--warmup", type=int, default=6)
     ap.add_argument("--per-batch", action="store_true", help="also print each batch's figures")
+    ap.add_argument("--groups-topic", action="store_true", help="write group snapshots (sinks.groups_topic on)")
     ap.add_argument("--write-docs", action="store_true", help="accepted for make bench's habits; writes nothing")
     args = ap.parse_args(argv)
 
@@ -101,7 +102,7 @@ def main(argv=None) -> int:
     lines = [(e["ts"], json.dumps(e).encode()) for e in events]
     spent, calls = _timers(sf, TIMED)
     router = sf.make_router(group_buckets=args.group_buckets)
-    fn = sf.make_stream_fn(RulesConfig(), sources=("heartbeats", "offsets"))
+    fn = sf.make_stream_fn(RulesConfig(), sources=("heartbeats", "offsets"), emit_groups=args.groups_topic)
     store: dict = {}
     t0, i, seq, batch = lines[0][0], 0, 0, 0
     totals = {"route": 0.0, "state": 0.0, "batches": 0, "events": 0}

@@ -203,7 +203,8 @@ def bargauge(title: str, description: str, query, unit: str = "short", link: dic
     }
 
 
-def table(title: str, description: str, query) -> dict:
+def table(title: str, description: str, query, *, keep_value: bool = False) -> dict:
+    hidden = {"Time": True, "__name__": True, **({} if keep_value else {"Value": True})}
     return {
         "type": "table",
         "title": title,
@@ -212,7 +213,7 @@ def table(title: str, description: str, query) -> dict:
         "targets": _targets(query, instant=True, fmt="table"),
         "fieldConfig": {"defaults": {}, "overrides": []},
         "options": {"showHeader": True, "cellHeight": "sm"},
-        "transformations": [{"id": "organize", "options": {"excludeByName": {"Time": True, "Value": True, "__name__": True}}}],
+        "transformations": [{"id": "organize", "options": {"excludeByName": hidden}}],
     }
 
 
@@ -399,6 +400,10 @@ def group_drilldown() -> dict:
                        (f"sum({_m('group_partitions_held')}{_sel()})", "partitions held")), 8, 8)
     lay.add(timeseries("Rebalances", "Rebalances per interval.",
                        (_rate("group_rebalances_total", fn="increase"), "rebalances")), 8, 8)
+    lay.add(table("Members by protocol",
+                  "Members the model holds now, by protocol. Each member with its member epoch and its partitions "
+                  "at their assignment epochs: the job's /groups page, or `fencewatch groups --group` (docs/groups.md).",
+                  f"sum by (cluster, group, protocol) ({_m('group_members')}{_sel()})", keep_value=True), 24, 5)
     lay.row("Verdicts")
     lay.add(timeseries("Verdicts by class (strict)", "Every (commit, partition) verdict once, by class.",
                        (_rate("commits_judged_total", 'policy="strict"', by="class"), "{{class}}"), unit="reqps", stack=True), 8, 8)

@@ -24,6 +24,8 @@ from fencewatch.sinks import metrics as m
 from fencewatch.sinks.health import Answer
 
 Probe = Callable[[], Answer]
+Page = Callable[[Mapping[str, str]], tuple[str, bytes]]
+"""A page: its query parameters -> (content type, body); served 200 (``/groups``)."""
 
 _FAMILY = {m.COUNTER: CounterMetricFamily, m.GAUGE: GaugeMetricFamily, m.HISTOGRAM: HistogramMetricFamily}
 
@@ -49,12 +51,22 @@ class _QuietHandler(WSGIRequestHandler):
         pass
 
 
-def app(registry: CollectorRegistry, probes: Mapping[str, Probe]):
-    """The WSGI application: a probe's answer on its path, the metrics on any other."""
+def app(registry: CollectorRegistry, probes: Mapping[str, Probe], pages: Mapping[str, Page] | None = None):
+    """The WSGI application: a probe's answer or a page on its path, the metrics on any other."""
+    from urllib.parse import parse_qsl
+
     metrics = make_wsgi_app(registry)
+    pages = dict(pages or {})
 
     def application(environ, start_response):
-        probe = probes.get(environ.get("PATH_INFO", ""))
+        path = environ.get("PATH_INFO", "")
+        page = pages.get(path.rstrip("/") or path)
+        if page is not None:
+            ctype, body = page(dict(parse_qsl(environ.get("QUERY_STRING", ""))))
+            start_response("200 OK", [("Content-Type", ctype), ("Content-Length", str(len(body))),
+                                      ("Cache-Control", "no-store")])
+            return [body]
+        probe = probes.get(path)
         if probe is None:
             return metrics(environ, start_response)
         answer = probe()
@@ -67,7 +79,8 @@ def app(registry: CollectorRegistry, probes: Mapping[str, Probe]):
     return application
 
 
-def serve(registry: CollectorRegistry, probes: Mapping[str, Probe], host: str, port: int):
+def serve(registry: CollectorRegistry, probes: Mapping[str, Probe], host: str, port: int,
+          pages: Mapping[str, Page] | None = None):
     """Serve on host:port (0: a free port) from a daemon thread; returns the server (its
     ``server_port`` is the bound port; ``shutdown()`` and ``server_close()`` stop it)."""
 
@@ -75,7 +88,7 @@ def serve(registry: CollectorRegistry, probes: Mapping[str, Probe], host: str, p
         daemon_threads = True
         address_family = _family(host, port)
 
-    server = make_server(host, port, app(registry, probes), Server, handler_class=_QuietHandler)
+    server = make_server(host, port, app(registry, probes, pages), Server, handler_class=_QuietHandler)
     threading.Thread(target=server.serve_forever, name=f"exporter-{server.server_port}", daemon=True).start()
     return server
 

@@ -192,7 +192,8 @@ class KafkaOutputs:
     """Writes one micro-batch's records; ``write_batch`` returns False for a batch already written."""
 
     def __init__(self, client_config: Mapping[str, str], *, verdicts_topic: str | None, alerts_topic: str | None,
-                 dlq_topic: str | None, alerts_format: str = "auto", marker: SinkLog | None = None,
+                 dlq_topic: str | None, groups_topic: str | None = None, alerts_format: str = "auto",
+                 marker: SinkLog | None = None,
                  max_record_bytes: int = DEFAULT_MAX_RECORD_BYTES,
                  alert_serializer: Callable[[Mapping, str], bytes] | None = None):
         """``alerts_format``: ``json``; ``avro``, through ``alert_serializer(alert, topic)`` (a Schema
@@ -218,6 +219,7 @@ class KafkaOutputs:
         self.verdicts_topic = verdicts_topic
         self.alerts_topic = alerts_topic
         self.dlq_topic = dlq_topic
+        self.groups_topic = groups_topic  # compacted: (cluster/group key, snapshot JSON or None) records
         if alerts_format not in ("auto", "avro", "json"):
             raise ValueError(f"unknown alerts_format {alerts_format!r}; valid: auto, avro, json")
         self.alerts_format = (("avro" if alert_serializer is not None else "json") if alerts_format == "auto"
@@ -334,9 +336,19 @@ class KafkaOutputs:
         return True
 
     def write(self, *, verdict_lines: Iterable[str | bytes] = (), alerts: Iterable[Mapping] = (),
-              dead_letters: Iterable[tuple[bytes | None, str, str]] = ()) -> None:
-        """Produce some of the current batch's records (call as often as needed)."""
+              dead_letters: Iterable[tuple[bytes | None, str, str]] = (),
+              group_views: Iterable[tuple[str, str, str | None]] = ()) -> None:
+        """Produce some of the current batch's records (call as often as needed). ``group_views``:
+        (cluster, group id, snapshot JSON or None for a forgotten group), keyed ``cluster/group``
+        on the compacted groups topic (:func:`group_view_key`)."""
         self._write(self._batch, verdict_lines, alerts, dead_letters)
+        if self.groups_topic:
+            for cluster, group_id, view in group_views:
+                value = None if view is None else view.encode()
+                if value is not None and not self._fits(value):
+                    self._rejected.append((self.groups_topic, value, "OUTPUT_TOO_LARGE", None))
+                    continue
+                self._produce(self.groups_topic, value, key=group_view_key(cluster, group_id))
 
     def commit(self, batch_id: int) -> None:
         """Wait for every delivery of the batch, then log it done."""
@@ -412,7 +424,7 @@ class KafkaOutputs:
         return self._consumer
 
     def _topics(self) -> list[str]:
-        return sorted({t for t in (self.verdicts_topic, self.alerts_topic, self.dlq_topic) if t})
+        return sorted({t for t in (self.verdicts_topic, self.alerts_topic, self.dlq_topic, self.groups_topic) if t})
 
     def _ends(self) -> dict:
         """End offsets of every partition of the output topics (where this batch's records start)."""
@@ -463,6 +475,12 @@ class KafkaOutputs:
         self._producer.flush(30)
         if self._consumer is not None:
             self._consumer.close()
+
+
+def group_view_key(cluster: str, group_id: str) -> bytes:
+    """A group's key on the groups topic: ``cluster/group`` as a JSON array, so that neither part's
+    characters can run into the other's (group ids may hold ``/``)."""
+    return json.dumps([cluster, group_id], separators=(",", ":")).encode()
 
 
 def _digest(key: bytes | None, value: bytes | None) -> bytes:

@@ -18,6 +18,7 @@ a batch id at or below the last one added is skipped.
 
 from __future__ import annotations
 
+import json
 import logging
 import threading
 import time
@@ -29,6 +30,7 @@ from prometheus_client import CollectorRegistry, generate_latest
 
 from fencewatch.sinks import metrics as m
 from fencewatch.sinks.exposition import adder, empty_families, serve
+from fencewatch.sinks.group_views import GroupViews, render_html
 from fencewatch.sinks.health import Health
 from fencewatch.sinks.build_info import running_versions  # noqa: F401  (callers import it from here)
 from fencewatch.sinks.metrics import OTHER, GroupKey, GroupLimiter, MetricsConfig
@@ -129,6 +131,7 @@ class MetricsSink:
         self.registry.register(_Collector(self))
         self.health = Health(self.config.health, clock=clock)
         self._server = None
+        self.group_views = GroupViews()  # the /groups page (sinks.groups_topic's snapshots, as written)
 
     # ------------------------------------------------------------------ serving
 
@@ -137,9 +140,10 @@ class MetricsSink:
         host = self.config.host if host is None else host
         port = self.config.port if port is None else port
         self._server = serve(self.registry, {"/healthz": self.health.liveness, "/readyz": self.health.readiness},
-                             host, port)
+                             host, port, pages={"/groups": self._groups_page, "/groups.json": self._groups_json})
         bound = self._server.server_port
-        log.info("serving Prometheus metrics at http://%s:%d/metrics (probes /healthz, /readyz)", host, bound)
+        log.info("serving Prometheus metrics at http://%s:%d/metrics (probes /healthz, /readyz; groups at /groups)",
+                 host, bound)
         return host, bound
 
     def close(self) -> None:
@@ -165,6 +169,18 @@ class MetricsSink:
         """The main loop's report on the query, every turn: running, or ended (its failure if it
         failed). Drives /healthz; /readyz also needs the batches :meth:`add` counts."""
         self.health.running(active, failure)
+
+    def note_group_views(self, records) -> None:
+        """Group snapshots the job wrote (cluster, group id, JSON or None): the /groups page's."""
+        self.group_views.apply(records)
+
+    def _groups_page(self, query: Mapping[str, str]) -> tuple[str, bytes]:
+        views = self.group_views.snapshot(query.get("cluster") or None, query.get("group") or None)
+        return "text/html; charset=utf-8", render_html(views, generated_ms=int(self._clock() * 1000))
+
+    def _groups_json(self, query: Mapping[str, str]) -> tuple[str, bytes]:
+        views = self.group_views.snapshot(query.get("cluster") or None, query.get("group") or None)
+        return "application/json", json.dumps(views).encode()
 
     # ------------------------------------------------------------------ input
 

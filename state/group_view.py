@@ -2,8 +2,9 @@
 
 Owns: :func:`group_view` (a group's members, member epochs, assigned and pending-revocation
 partitions with their assignment epochs, as one JSON-able dict), :func:`view_key` and
-:func:`view_changed` (whether a step changed what the view shows: a snapshot is written only
-then, so its cost follows membership events, not the number of groups), and
+:func:`view_changed` (whether a step changed what the view shows) and :func:`snapshot_due`
+(that, or a fence judged: a snapshot is written only then, so its cost follows membership
+events and fences, not the number of groups), and
 :func:`count_verdicts` (a step's verdicts by class and by policy rejection, from the
 ``status.VerdictShape`` counts the group's metrics already take). Pure: no I/O; time is the group's event time.
 """
@@ -13,7 +14,7 @@ from collections import Counter
 from typing import Mapping
 
 from fencewatch.state.membership import derived_state
-from fencewatch.state.model import POLICY_ANSWER_FIELD
+from fencewatch.state.model import POLICY_ANSWER_FIELD, CommitClass
 
 VIEW_FORMAT = 1
 """The snapshot's format, carried in every view (``format``): readers refuse a newer one."""
@@ -59,6 +60,16 @@ def view_changed(before: tuple | None, g) -> bool:
     if before is None:
         return bool(g.exists or g.members)
     return before != view_key(g)
+
+
+def snapshot_due(before: tuple | None, g, shapes: Mapping | None) -> bool:
+    """Whether a step writes the group's snapshot: its view changed (:func:`view_changed`), or
+    it judged a commit that was not plainly accepted (another class, or accepted unsafely), so
+    that a fence is seen beside the members it fenced. A step of plain accepted commits and
+    heartbeats writes nothing: the cost follows membership events and fences, not commits."""
+    if shapes and any(shape.cls != CommitClass.ACCEPTED.value or shape.unsafe for shape in shapes):
+        return True
+    return view_changed(before, g)
 
 
 def count_verdicts(shapes: Mapping) -> dict[str, dict[str, int]]:

@@ -24,6 +24,7 @@ _COMMAND_MODULES = {
     "checkpoint": "fencewatch.streaming.commands.checkpoint",
     "report": "fencewatch.streaming.commands.report",
     "doctor": "fencewatch.streaming.commands.doctor",
+    "groups": "fencewatch.streaming.commands.groups",
 }
 
 

@@ -44,9 +44,10 @@ def _cmd_demo(args: argparse.Namespace) -> int:
     with embedded_broker(args.broker) as broker:
         streaming["bootstrap_servers"] = broker.bootstrap
         cfg = build_config(args, {"streaming": streaming,
-                                  "sinks": {"metrics_port": args.metrics_port, "verdicts_topic": "fencewatch.verdicts"}})
+                                  "sinks": {"metrics_port": args.metrics_port, "verdicts_topic": "fencewatch.verdicts",
+                                            "groups_topic": "fencewatch.groups"}})
         topics = [cfg.streaming.heartbeats_topic, cfg.streaming.offsets_topic, cfg.sinks.alerts_topic,
-                  cfg.sinks.dlq_topic, cfg.sinks.verdicts_topic]
+                  cfg.sinks.dlq_topic, cfg.sinks.verdicts_topic, cfg.sinks.groups_topic]
         broker.create_topics(topics + ([cfg.streaming.request_log_topic] if request_log else []), partitions=4)
         spark = spark_session_for(cfg)
         kafka, metrics = make_sinks(cfg, spark)
@@ -54,6 +55,7 @@ def _cmd_demo(args: argparse.Namespace) -> int:
         writer = BatchWriter(cfg, kafka=kafka, metrics=metrics)
         writer.progress = lambda: query_facts(writer.query)
         print(f"fencewatch demo: broker {broker.bootstrap}, metrics http://{host}:{port}/metrics, "
+              f"groups http://{host}:{port}/groups, "
               f"profile {args.profile}, {'until Ctrl-C' if duration is None else f'{duration:.0f}s'}"
               + (f", a malformed record every {args.bad_record_every} (to the DLQ)" if args.bad_record_every else ""),
               flush=True)

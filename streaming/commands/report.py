@@ -133,14 +133,16 @@ def read_file(agg: ReportAggregator, path: str, kind: str,
     progress.done()
 
 
-def read_topic(client: dict, topic: str, handle: Callable[[bytes], None], *, timeout_s: float = 30.0) -> int:
+def read_topic(client: dict, topic: str, handle: Callable[..., None], *, timeout_s: float = 30.0,
+               keyed: bool = False, command: str = "report") -> int:
     """Every record of ``topic`` from the beginning of each partition to the end offset seen at
-    start; ``handle(value)`` for each. Records written after the start are left for the next run."""
+    start; ``handle(value)`` for each (``keyed``: ``handle(key, value)``, a tombstone's value None).
+    Records written after the start are left for the next run."""
     from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, TopicPartition
 
     from fencewatch.streaming.config import ConfigError
 
-    consumer = Consumer({**client, "group.id": f"fencewatch-report-{uuid.uuid4().hex[:12]}",
+    consumer = Consumer({**client, "group.id": f"fencewatch-{command}-{uuid.uuid4().hex[:12]}",
                          "enable.auto.commit": False, "enable.partition.eof": True,
                          "auto.offset.reset": "earliest"})
     try:
@@ -154,7 +156,7 @@ def read_topic(client: dict, topic: str, handle: Callable[[bytes], None], *, tim
                 ends[p] = high
                 total += high - low
                 starts.append(TopicPartition(topic, p, OFFSET_BEGINNING))
-        log.info("report: reading %s: %d partition(s), %s records up to the end offsets seen now",
+        log.info("%s: reading %s: %d partition(s), %s records up to the end offsets seen now", command,
                  topic, len(meta.partitions), f"{total:,}")
         progress = Progress(f"topic {topic}", total)
         if starts:
@@ -166,8 +168,8 @@ def read_topic(client: dict, topic: str, handle: Callable[[bytes], None], *, tim
             if msgs:
                 idle_since = time.monotonic()
             elif time.monotonic() - idle_since > timeout_s:
-                log.warning("report: %s: nothing arrived for %.0fs; partitions %s stop short of the end offsets "
-                            "seen at start", topic, timeout_s, sorted(open_parts))
+                log.warning("%s: %s: nothing arrived for %.0fs; partitions %s stop short of the end offsets "
+                            "seen at start", command, topic, timeout_s, sorted(open_parts))
                 break
             n = 0
             for m in msgs:
@@ -180,7 +182,10 @@ def read_topic(client: dict, topic: str, handle: Callable[[bytes], None], *, tim
                 if p not in open_parts or m.offset() >= ends[p]:
                     open_parts.discard(p)
                     continue
-                handle(m.value() or b"")
+                if keyed:
+                    handle(m.key(), m.value())
+                else:
+                    handle(m.value() or b"")
                 n += 1
                 if m.offset() + 1 >= ends[p]:
                     open_parts.discard(p)

@@ -68,6 +68,9 @@ def _streaming_flags(p: argparse.ArgumentParser) -> None:
     s.add_argument("--verdicts-topic", metavar="TOPIC",
                    help="topic of one verdict per judged commit (default: none, verdicts are not written)")
     s.add_argument("--alerts-topic", metavar="TOPIC", help=f"topic of the alerts (default {k.alerts_topic})")
+    s.add_argument("--groups-topic", metavar="TOPIC",
+                   help="compacted topic of each group's per-member snapshot, read by `fencewatch groups` "
+                        "(default: none, snapshots are not written)")
     s.add_argument("--alerts-format", choices=cfgmod.ALERTS_FORMATS,
                    help="auto (default): Avro through the Schema Registry when one is configured, else JSON")
     s.add_argument("--dlq-topic", metavar="TOPIC",
@@ -98,6 +101,7 @@ def _streaming_overrides(args: argparse.Namespace) -> dict:
                  "checkpoint_location": args.checkpoint, "spark_master": args.spark_master,
                  "kafka": kafka or None}
     sinks = {"verdicts_topic": args.verdicts_topic, "alerts_topic": args.alerts_topic,
+             "groups_topic": getattr(args, "groups_topic", None),
              "alerts_format": args.alerts_format, "dlq_topic": args.dlq_topic, "metrics_port": args.metrics_port,
              "create_topics": getattr(args, "create_topics", None)}
     return {"streaming": streaming, "sinks": sinks}

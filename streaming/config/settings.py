@@ -85,6 +85,9 @@ class SinksConfig:
     # auto: Avro through streaming.schema_registry when one is set, JSON otherwise | avro | json
     alerts_format: str = "auto"
     dlq_topic: str = "fencewatch.dlq"
+    # compacted topic of each group's per-member snapshot, written when it changes (fencewatch groups);
+    # null: not written
+    groups_topic: str | None = None
     metrics_host: str = "127.0.0.1"
     metrics_port: int = 9464
     metrics_top_groups: int = 50

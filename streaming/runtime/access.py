@@ -68,7 +68,7 @@ def job_needs(cfg: cfgmod.Config) -> list[Need]:
     if ({"consumer-offsets", "request-log"} & set(sources)) and not s.topic_ids_file:
         needs.append(Need("topic", ALL, ("DESCRIBE",),
                           "topic ids -> names of the monitored topics, unless streaming.topic_ids_file gives them"))
-    for topic in (k.alerts_topic, k.dlq_topic, k.verdicts_topic):
+    for topic in (k.alerts_topic, k.dlq_topic, k.verdicts_topic, k.groups_topic):
         if topic:
             needs.append(Need("topic", topic, ("WRITE", "READ"),
                               "an output, read back after a crash so that no record is written twice"))
@@ -76,7 +76,7 @@ def job_needs(cfg: cfgmod.Config) -> list[Need]:
     needs.append(Need("group", group or SOURCE_GROUP_PREFIX, ("DESCRIBE",),
                       "the group id fencewatch's Kafka source consumers carry, assign only; Spark's connector needs none",
                       prefixed=not group))
-    if any(t for t in (k.alerts_topic, k.dlq_topic, k.verdicts_topic)):
+    if any(t for t in (k.alerts_topic, k.dlq_topic, k.verdicts_topic, k.groups_topic)):
         needs.append(Need("group", READBACK_GROUP, ("DESCRIBE",), "the group id of the outputs' read-back consumer, assign only"))
     needs += [Need("cluster", CLUSTER, ("DESCRIBE", "DESCRIBE_CONFIGS"),
                    "for fencewatch doctor only: group.coordinator.rebalance.protocols, is KIP-848 on", required=False),

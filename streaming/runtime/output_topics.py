@@ -23,11 +23,14 @@ CHECK_TIMEOUT_S = 10.0  # DescribeTopics' own timeout: a cluster slower than thi
 def output_topics(cfg: cfgmod.Config) -> list[OutputTopic]:
     """Every topic the job writes (``sinks.kafka.KafkaOutputs``), in the order they are named."""
     k = cfg.sinks
-    roles = (("verdicts", k.verdicts_topic), ("alerts", k.alerts_topic), ("dlq", k.dlq_topic))
+    roles = (("verdicts", k.verdicts_topic), ("alerts", k.alerts_topic), ("dlq", k.dlq_topic),
+             ("groups", k.groups_topic))
     out: dict[str, OutputTopic] = {}
     for role, name in roles:
         if name and name not in out:
-            out[name] = OutputTopic(role, name)
+            # the groups topic keeps each group's last snapshot: compacted, tombstones end a group
+            out[name] = (OutputTopic(role, name, {"cleanup.policy": "compact"}) if role == "groups"
+                         else OutputTopic(role, name))
     return list(out.values())
 
 

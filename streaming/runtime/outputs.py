@@ -13,6 +13,8 @@ A row, unpacked (:class:`OutRow`), by ``record``:
 - ``verdict`` (replay): one commit request's lines in ``json``, ``seq``, ``ord``;
 - ``alert``: ``json``, ``alert_id``, ``cluster``, ``group_id``;
 - ``status``: a call's groups' gauges and its verdicts' summary, pickled in ``raw`` (``state_fn.read_status``);
+- ``group``: a group's snapshot (``state.group_view``) in ``json``, ``cluster``, ``group_id``;
+  ``json`` None: the group was forgotten (a tombstone on the compacted groups topic);
 - ``counts``: a topic key's partition-scoped event counts in ``json``, ``cluster``;
 - ``dlq`` / ``unknown``: ``seq``, the coordinates in ``json``, the record in ``raw``, ``reason``.
 """

@@ -28,7 +28,7 @@ def build_outputs(inputs, cfg: cfgmod.Config, *, emit_verdicts: bool | None = No
     # watermark would drop the other's events as late. Ordering is per key (hold.Hold).
     return inputs.select(*KEYED).groupBy("key").applyInPandasWithState(
         make_stream_fn(cfg.state, max_skew_ms=cfg.streaming.max_skew_ms, emit_verdicts=emit_verdicts,
-                       sources=group_sources(cfg.streaming.source)),
+                       sources=group_sources(cfg.streaming.source), emit_groups=bool(cfg.sinks.groups_topic)),
         OUTPUT, STATE, "append", "ProcessingTimeTimeout")
 
 
@@ -213,7 +213,7 @@ def make_sinks(cfg: cfgmod.Config, spark, *, metrics_port: int | None = None):
              k.alerts_format, "a Schema Registry is configured" if cfg.streaming.schema_registry.get("url")
              else "no Schema Registry is configured")
     kafka = KafkaOutputs(client, verdicts_topic=k.verdicts_topic, alerts_topic=k.alerts_topic,
-                         dlq_topic=k.dlq_topic, alerts_format=fmt, marker=marker,
+                         dlq_topic=k.dlq_topic, groups_topic=k.groups_topic, alerts_format=fmt, marker=marker,
                          alert_serializer=_registry(cfg, "encoder") if fmt == "avro" else None)
     metrics = MetricsSink(MetricsConfig(host=k.metrics_host, port=k.metrics_port if metrics_port is None else metrics_port,
                                         max_groups=k.metrics_top_groups,
@@ -245,4 +245,4 @@ def startup_line(cfg: cfgmod.Config, spark) -> str:
             f"{s.starting_offsets}), skew {s.max_skew_ms} ms, warm-up {cfg.state.warmup_ms} ms, trigger "
             f"{s.trigger_interval}, checkpoint {s.checkpoint_location}; alerts -> {cfg.sinks.alerts_topic} "
             f"({cfgmod.alerts_format(cfg)}), verdicts -> {cfg.sinks.verdicts_topic or 'off'}, "
-            f"DLQ -> {cfg.sinks.dlq_topic}; Kafka read by {kafka_source(spark, cfg).describe()}")
+            f"DLQ -> {cfg.sinks.dlq_topic}{f', groups -> {cfg.sinks.groups_topic}' if cfg.sinks.groups_topic else ''}; Kafka read by {kafka_source(spark, cfg).describe()}")

@@ -32,6 +32,7 @@ import pandas as pd
 from fencewatch.sinks.jsonl import alert_json, commit_verdicts_block, commit_verdicts_pieces, forget_layouts
 from fencewatch.state.status import DEFAULT_CLUSTER, summarize_commit_verdicts
 from fencewatch.state import group as grp
+from fencewatch.state.group_view import count_verdicts, group_view, snapshot_due, view_key
 from fencewatch.state.config import RulesConfig
 from fencewatch.state import partition as part
 from fencewatch.state.engine import apply, is_gone, run_key, wakeup
@@ -278,9 +279,10 @@ class _Statuses:
         self.ts: int | None = None
 
     def add(self, rows: OutRows, st, counts: dict, hb_before: tuple[int, int], out: grp.Outputs,
-            forgotten: bool = False) -> None:
+            forgotten: bool = False, summary: tuple[Counter, Counter] | None = None) -> None:
         """A group's status after its step; ``forgotten``: its last, as its state goes (state
-        ``Dead``: the metrics drop the group)."""
+        ``Dead``: the metrics drop the group). ``summary``: its commits' verdict summary, when the
+        step made it already (the group's snapshot counts them): added as it is, not made again."""
         status = grp.status(st, self.cfg, forgotten=forgotten)
         status["events"] = _event_counts(counts)
         status["heartbeat_errors"] = {
@@ -289,7 +291,10 @@ class _Statuses:
         self.statuses.append(status)
         if st.last_ts is not None and (self.ts is None or st.last_ts > self.ts):
             self.ts = st.last_ts
-        if out.commits:
+        if summary is not None:
+            self.shapes.update(summary[0])
+            self.requests.update(summary[1])
+        elif out.commits:
             self.commits += out.commits
             if len(self.commits) >= _SUMMARY_FOLD:
                 self._fold()
@@ -323,9 +328,9 @@ class _KeySteps:
     key's step (:meth:`step`), with the job's settings."""
 
     def __init__(self, cfg: RulesConfig, max_skew_ms: int, emit_verdicts: bool,
-                 wall_clock: Callable[[], float] | None, sources: tuple[str, ...]) -> None:
+                 wall_clock: Callable[[], float] | None, sources: tuple[str, ...], emit_groups: bool = False) -> None:
         self.cfg, self.max_skew_ms, self.emit_verdicts = cfg, max_skew_ms, emit_verdicts
-        self.wall_clock, self.sources = wall_clock, sources
+        self.wall_clock, self.sources, self.emit_groups = wall_clock, sources, emit_groups
 
     def call(self, pkey: tuple, pdfs: Iterator[pd.DataFrame], spark_state: SparkGroupState) -> pd.DataFrame | None:
         wall_clock = self.wall_clock
@@ -416,14 +421,18 @@ class _KeySteps:
         out = grp.Outputs()
         hb_before = (st.counters.heartbeat_fenced, st.counters.heartbeat_unknown_member) if (
             is_group and st is not None) else (0, 0)
+        before = view_key(st) if is_group and self.emit_groups else None
         st = _run(pkey, st, ready, cfg, out, clock if hold.last_ts else None)
         # Forgotten (contract §4.4; the rule is state/'s): the key's state goes, held events none.
         gone = bool(hold.last_ts) and not hold.pending and (is_gone(st, clock, cfg) if is_group else not st)
         _render(out, _verdicts_row if self.emit_verdicts else None, rows)
+        summary = None
+        if is_group and self.emit_groups and st is not None:
+            summary = _group_row(rows, st, before, out, gone, cfg)
         _add_dead(rows, dead)
         forget_layouts()  # keyed by this call's objects: no later call can hit them (issue 15)
         if is_group:
-            statuses.add(rows, st, counts, hb_before, out, forgotten=gone)
+            statuses.add(rows, st, counts, hb_before, out, forgotten=gone, summary=summary)
         elif counts:  # partition-scoped events (partition_epochs): counted with group=""
             rows.add("counts", None, cluster=pkey[1], group_id="", json=json.dumps(_event_counts(counts)))
         if gone:
@@ -437,19 +446,40 @@ class _KeySteps:
         return (encode_state(pkey, st), encode_hold(hold)), (max(1, min(waits)) if waits else None)
 
 
+def _group_row(rows: OutRows, g, before: tuple | None, out: grp.Outputs, gone: bool,
+               cfg: RulesConfig) -> tuple[Counter, Counter] | None:
+    """The group's snapshot for the groups topic (``sinks.groups_topic``, compacted, keyed by
+    cluster and group) when ``group_view.snapshot_due``; a tombstone (``json`` None) when the
+    group is forgotten. Its verdict counts are the step's (docs/decisions.md, "The per-member
+    group view"). Returns the step's verdict summary (``summarize_commit_verdicts``; None: no
+    commit), which the group's status then takes as it is."""
+    summary = summarize_commit_verdicts(out.commits, cfg.broker_policy.value) if out.commits else None
+    if gone:
+        rows.add("group", g.last_ts, cluster=g.cluster, group_id=g.group_id)
+        return summary
+    shapes = summary[0] if summary is not None else None
+    if snapshot_due(before, g, shapes):
+        view = group_view(g, count_verdicts(shapes) if shapes else None)
+        rows.add("group", g.last_ts, cluster=g.cluster, group_id=g.group_id,
+                 json=json.dumps(view, separators=(",", ":")))
+    return summary
+
+
 def make_stream_fn(cfg: RulesConfig, *, max_skew_ms: int = 2_000, emit_verdicts: bool = True,
-                   wall_clock: Callable[[], float] | None = None, sources: tuple[str, ...] = ()) -> Callable:
+                   wall_clock: Callable[[], float] | None = None, sources: tuple[str, ...] = (),
+                   emit_groups: bool = False) -> Callable:
     """The ``applyInPandasWithState`` function (processing-time timeouts; see :class:`Hold`).
 
     ``emit_verdicts`` False (no verdicts topic) ships only alerts and per-group summaries.
     ``sources``: the router's source names that feed group keys (``job.group_sources``).
+    ``emit_groups``: write each group's snapshot when it changes (``sinks.groups_topic``).
     The wall time the hold and a key's clock go by is the micro-batch's (Spark's processing time,
     logged with the batch's offsets; its timeouts count from it too), not the call's: a batch run
     again after a crash holds and releases what its first attempt did, whose outputs are in Kafka
     already (issue 33). ``wall_clock`` (seconds) stands in for it where no Spark runs (tests).
     """
 
-    steps = _KeySteps(cfg, max_skew_ms, emit_verdicts, wall_clock, sources)
+    steps = _KeySteps(cfg, max_skew_ms, emit_verdicts, wall_clock, sources, emit_groups)
 
     def stream_fn(key: tuple, pdfs: Iterator[pd.DataFrame], spark_state: SparkGroupState) -> Iterator[pd.DataFrame]:
         k = key[0]

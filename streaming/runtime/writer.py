@@ -112,7 +112,7 @@ class BatchWriter:
 
         now_ms = int(time.time() * 1000)
         # "unknown" rows (unknown types) are counted by the "counts" row that comes with them.
-        by_kind: dict[str, list] = {"verdicts": [], "alert": [], "status": [], "counts": [], "dlq": []}
+        by_kind: dict[str, list] = {"verdicts": [], "alert": [], "status": [], "counts": [], "dlq": [], "group": []}
         for row in read_frame(pdf):
             by_kind.setdefault(row.record, []).append(row)
         verdict_rows, alert_rows, status_rows = by_kind["verdicts"], by_kind["alert"], by_kind["status"]
@@ -127,8 +127,11 @@ class BatchWriter:
             status += statuses
             if summary is not None:
                 acc.summaries.append(summary)
+        views = [(r.cluster, r.group_id, r.json) for r in by_kind["group"]]
         if self.kafka is not None:
-            self.kafka.write(verdict_lines=verdict_lines, alerts=alert_dicts, dead_letters=dead)
+            self.kafka.write(verdict_lines=verdict_lines, alerts=alert_dicts, dead_letters=dead, group_views=views)
+        if views and self.metrics is not None:
+            self.metrics.note_group_views(views)  # the /groups page on the metrics port
         # One sample per decision (verdict line), kept in numpy: ~10^6 a backlog's batch.
         if verdict_rows:
             stamps = np.frombuffer(b"".join(r.stamps for r in verdict_rows), dtype="<i8")

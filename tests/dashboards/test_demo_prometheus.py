@@ -96,6 +96,56 @@ def test_every_dashboard_panel_query_returns_data_for_all_groups(prometheus, met
     wait_for(check, "panel queries with no data", prometheus)
 
 
+GROUPS_PAGE_FACTS = """JSON.stringify((() => {
+  const tables = [...document.querySelectorAll("table")];
+  const head = t => [...t.querySelectorAll("th")].map(th => th.textContent);
+  return {title: document.title, tables: tables.length,
+          groups: [...tables[0].querySelectorAll("tbody tr")].map(tr => tr.children[1].textContent),
+          member_heads: tables.length > 1 ? head(tables[1]) : [],
+          member_rows: tables.slice(1).reduce((n, t) => n + t.querySelectorAll("tbody tr").length, 0),
+          scroll_width: document.documentElement.scrollWidth};
+})())"""
+
+
+def test_the_groups_page_and_command_show_the_judged_groups_members(metrics_target):
+    """``fencewatch groups`` on the demo's broker (its groups topic, written by the job as groups
+    change) and the job's /groups page in real Chromium show the groups Prometheus sees judged,
+    each with members whose partitions carry assignment epochs."""
+    import json as _json
+
+    sys.path.insert(0, str(Path(__file__).parents[1] / "sinks" / "report"))
+    from headless_chromium import open_page
+
+    port = metrics_target.address.rsplit(":", 1)[1]
+    with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5) as r:
+        judged = {g for _, g in _judged_groups(r.read().decode())}
+    seen = open_page(f"http://127.0.0.1:{port}/groups", GROUPS_PAGE_FACTS, width=1280)
+    assert seen["problems"] == [] and seen["requests"] == []
+    facts = _json.loads(seen["value"])
+    assert judged <= set(facts["groups"]), (judged, facts)
+    assert "assigned (partition@assignment epoch)" in facts["member_heads"] and facts["member_rows"] >= len(judged)
+    assert facts["scroll_width"] <= 1280, facts  # fits the page
+
+    bootstrap = re.search(r"fencewatch demo: broker (\S+),", _DEMO["log"].read_text()).group(1)
+    exe = Path(sys.executable).with_name("fencewatch")
+    out = subprocess.run([str(exe), "groups", "--bootstrap-servers", bootstrap, "--groups-topic", "fencewatch.groups",
+                          "--format", "json"], capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr
+    views = _json.loads(out.stdout)
+    assert judged <= {v["group_id"] for v in views}, (judged, [v["group_id"] for v in views])
+    for v in views:
+        if v["group_id"] in judged and v["members"]:
+            parts = [p for m in v["members"] for p in m["assigned_partitions"]]
+            assert all(isinstance(p["assignment_epoch"], int) and p["assignment_epoch"] >= 0 for p in parts)
+    table = subprocess.run([str(exe), "groups", "--bootstrap-servers", bootstrap, "--groups-topic",
+                            "fencewatch.groups"], capture_output=True, text=True, timeout=120)
+    assert table.returncode == 0 and table.stdout.startswith("CLUSTER") and "Traceback" not in table.stderr
+    missing = subprocess.run([str(exe), "groups", "--bootstrap-servers", bootstrap, "--groups-topic", "no.such.topic"],
+                             capture_output=True, text=True, timeout=120)
+    assert missing.returncode != 0 and "Traceback" not in missing.stderr
+    assert "no.such.topic" in missing.stderr.strip().splitlines()[-1], missing.stderr
+
+
 def test_the_demo_stops_quietly_with_an_honest_summary(metrics_target):
     """Last in the module: Ctrl-C ends the demo with its summary, start-up latency apart from the
     steady figures, the simulator healthy, no alert the simulator's traffic does not script, and
