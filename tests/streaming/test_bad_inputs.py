@@ -99,6 +99,10 @@ ROWS = [
     ("report-topics-without-brokers", ["report", "--verdicts-topic", "v"], {}, 2, "--bootstrap-servers"),
     ("report-security-protocol", ["report", "--bootstrap-servers", CLOSED, "--verdicts-topic", "v", "-X",
                                   "security.protocol=SASL_SSLX"], {}, 2, "SASL_SSLX"),
+    ("groups-no-topic", ["groups", "--bootstrap-servers", CLOSED], {}, 2, "--groups-topic"),
+    ("groups-security-protocol", ["groups", "--bootstrap-servers", CLOSED, "--groups-topic", "g", "-X",
+                                  "security.protocol=SASL_SSLX"], {}, 2, "SASL_SSLX"),
+    ("groups-format", ["groups", "--groups-topic", "g", "--format", "csv"], {}, 2, "--format"),
     ("replay-missing-file", ["replay", "{tmp}/nope.jsonl"], {}, 2, "nope.jsonl"),
     ("replay-engine", ["replay", "x.jsonl", "--engine", "flink"], {}, 2, "--engine"),
     ("simulate-rate", ["simulate", "--rate", "fast"], {}, 2, "--rate"),
@@ -113,7 +117,7 @@ ROWS = [
 
 #: run in a subprocess through the installed script: the issue's four, and one per other command
 SUBPROCESS = {"yaml-unclosed", "json-broken", "doctor-security-protocol", "doctor-port-flag", "bridge-port",
-              "report-nothing", "grafana-bad-port", "checkpoint-bound"}
+              "report-nothing", "grafana-bad-port", "checkpoint-bound", "groups-no-topic"}
 
 
 def _argv(argv: list[str], tmp_path: Path) -> list[str]:
@@ -157,7 +161,7 @@ def _error_lines(command: str, rc: int, out: str, err: str) -> list[str]:
 def test_the_table_has_the_issues_rows_and_more_than_twenty_five():
     assert len(ROWS) >= 25 and len({r[0] for r in ROWS}) == len(ROWS)
     commands = {r[1][0] for r in ROWS}
-    assert {"run", "doctor", "bridge", "report", "replay", "simulate", "checkpoint", "grafana"} <= commands
+    assert {"run", "doctor", "bridge", "report", "replay", "simulate", "checkpoint", "grafana", "groups"} <= commands
 
 
 @pytest.mark.parametrize("case, argv, env, rc, needle", [r for r in ROWS if r[0] not in SUBPROCESS],
