@@ -104,8 +104,8 @@ def fold_alert_value(agg: ReportAggregator, value: bytes, source: int) -> None:
 class Progress:
     """A progress line on stderr (logging) every few seconds while reading."""
 
-    def __init__(self, what: str, total: int | None = None) -> None:
-        self.what, self.total, self.n = what, total, 0
+    def __init__(self, what: str, total: int | None = None, command: str = "report") -> None:
+        self.what, self.total, self.n, self.command = what, total, 0, command
         self.t0 = self.last = time.monotonic()
 
     def step(self, n: int = 1) -> None:
@@ -114,11 +114,12 @@ class Progress:
         if now - self.last >= PROGRESS_EVERY_S:
             self.last = now
             share = f" of {self.total:,} ({100 * self.n / self.total:.0f}%)" if self.total else ""
-            log.info("report: read %s records%s from %s (%.0f/s)", f"{self.n:,}", share, self.what,
+            log.info("%s: read %s records%s from %s (%.0f/s)", self.command, f"{self.n:,}", share, self.what,
                      self.n / max(now - self.t0, 1e-9))
 
     def done(self) -> None:
-        log.info("report: read %s records from %s in %.1fs", f"{self.n:,}", self.what, time.monotonic() - self.t0)
+        log.info("%s: read %s records from %s in %.1fs", self.command, f"{self.n:,}", self.what,
+                 time.monotonic() - self.t0)
 
 
 def read_file(agg: ReportAggregator, path: str, kind: str,
@@ -158,7 +159,7 @@ def read_topic(client: dict, topic: str, handle: Callable[..., None], *, timeout
                 starts.append(TopicPartition(topic, p, OFFSET_BEGINNING))
         log.info("%s: reading %s: %d partition(s), %s records up to the end offsets seen now", command,
                  topic, len(meta.partitions), f"{total:,}")
-        progress = Progress(f"topic {topic}", total)
+        progress = Progress(f"topic {topic}", total, command)
         if starts:
             consumer.assign(starts)
         open_parts = set(ends)
