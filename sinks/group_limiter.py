@@ -21,7 +21,9 @@ class GroupLimiter:
     Scores are an exponentially decayed count of activity per batch. A labelled
     group keeps its label while idle until a clearly busier (swap_margin) or
     urgent group needs the slot, or it is deleted; that stickiness keeps
-    counters continuous. Counters must therefore be routed through `label()`
+    counters continuous. A pinned group (a critical finding lasts; the sink decides
+    for how long) outranks urgent and busy ones and is never displaced by them.
+    Counters must therefore be routed through `label()`
     at increment time: a folded group's increments go to `other`, and a group
     that is demoted simply stops having series (the caller drops them), so no
     series ever goes backwards.
@@ -44,6 +46,12 @@ class GroupLimiter:
             return ""  # partition-scoped events carry no group
         return key[1] if key in self._labelled else OTHER
 
+    def folded(self, key: GroupKey) -> bool:
+        """True if `key` was seen before and is counted in `other` now: promoting it moves it *out
+        of* `other`, so its own series must be exposed at 0 before they count (see
+        ``MetricsSink``'s held increments)."""
+        return key in self._scores and key not in self._labelled
+
     def forget(self, key: GroupKey) -> bool:
         """Drop a deleted group; True if it had its own label (its series must go)."""
         self._scores.pop(key, None)
@@ -53,14 +61,22 @@ class GroupLimiter:
         return False
 
     def observe(
-        self, activity: Mapping[GroupKey, float], urgent: Iterable[GroupKey] = ()
+        self,
+        activity: Mapping[GroupKey, float],
+        urgent: Iterable[GroupKey] = (),
+        pinned: Iterable[GroupKey] = (),
     ) -> tuple[set[GroupKey], set[GroupKey]]:
         """Account one batch's activity; returns (promoted, demoted) groups.
 
         A group present in `activity` with 0 (seen, e.g. a status, but idle) takes a
-        free slot but never displaces anybody.
+        free slot but never displaces anybody. Three tiers, each outranking the next
+        whatever the scores: `pinned` (a critical finding lasts: an unsafe accept, a log
+        truncation... must be read under the group's own name, never `other`), `urgent`
+        (offsets expiring, a spike firing), then everybody by score. Within a tier the
+        swap margin applies. More pinned groups than slots: the busiest pinned ones win.
         """
-        urgent = {k for k in urgent if k[1]}
+        pinned = {k for k in pinned if k[1]}
+        urgent = {k for k in urgent if k[1]} | pinned
         scores = self._scores
         for key in list(scores):
             value = scores[key] * self.decay
@@ -74,8 +90,11 @@ class GroupLimiter:
         for key in urgent:
             scores.setdefault(key, 0.0)
 
-        def rank(key: GroupKey) -> tuple[bool, float]:
-            return (key in urgent, scores.get(key, 0.0))
+        def tier(key: GroupKey) -> int:
+            return 2 if key in pinned else 1 if key in urgent else 0
+
+        def rank(key: GroupKey) -> tuple[int, float]:
+            return (tier(key), scores.get(key, 0.0))
 
         promoted: set[GroupKey] = set()
         demoted: set[GroupKey] = set()
@@ -95,10 +114,10 @@ class GroupLimiter:
                 if not weakest:
                     break
                 victim = weakest[0]
-                v_urgent, v_score = rank(victim)
-                c_urgent, c_score = rank(key)
-                wins = (c_urgent and not v_urgent) or (
-                    c_urgent == v_urgent and c_score > self.swap_margin * v_score and c_score > v_score
+                v_tier, v_score = rank(victim)
+                c_tier, c_score = rank(key)
+                wins = c_tier > v_tier or (
+                    c_tier == v_tier and c_score > self.swap_margin * v_score and c_score > v_score
                 )
                 if not wins:
                     break  # candidates are sorted: nobody after this one wins either

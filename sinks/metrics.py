@@ -86,6 +86,13 @@ ALERT_KINDS = tuple(k.value for k in AlertKind) + (OTHER,)
 SEVERITIES = tuple(s.value for s in Severity) + (OTHER,)
 LIFECYCLE_KINDS = ("FENCING_SPIKE", "TXN_ABORT_STORM")
 """Alert kinds with a firing/resolved lifecycle (`details["status"]`)."""
+PINNING_SEVERITY = Severity.CRITICAL.value
+"""Alerts of this severity pin their group's own label for `MetricsConfig.critical_hold_s`: the
+state decides what is critical (state/alerts.py, state/partition.py: UNSAFE_ACCEPT,
+DUPLICATE_ASSIGNMENT, LOG_TRUNCATION, OFFSETS_EXPIRED of a group without members)."""
+PINNING_KINDS = ("ZOMBIE_COMMIT",)
+"""Kinds that pin whatever their severity: a zombie commit is a warning to page on, but the
+group it names must not read "other" (issue 46, item 7)."""
 
 TRUNCATION_REASONS = ("LOG_TRUNCATION", "OFFSET_OUT_OF_RANGE")
 PROTOCOLS = ("consumer", "streams", "classic", "simple", OTHER)
@@ -535,6 +542,10 @@ class MetricsConfig:
     # groups whose offsets expire within this many seconds of the newest event,
     # or with a lifecycle alert firing, outrank busier groups for a label
     expiry_warning_s: float = 3600.0
+    # a group with a critical alert (PINNING_SEVERITY) keeps its own label until the newest
+    # event is this many seconds past its last critical alert, outranking every other group:
+    # longer than the shipped rules' increase() windows (5-15 min), so they fire on its name
+    critical_hold_s: float = 3600.0
     # fencewatch_up drops to 0 when no batch completed for this long
     stale_after_s: float = 300.0
     # policy the brokers run: decides "aborted" when a commit carries no broker answer
@@ -553,6 +564,8 @@ class MetricsConfig:
             problems.append(f"activity_decay={self.activity_decay}; valid: [0, 1)")
         if self.swap_margin < 1.0:
             problems.append(f"swap_margin={self.swap_margin}; valid: >= 1")
+        if self.critical_hold_s < 0:
+            problems.append(f"critical_hold_s={self.critical_hold_s}; valid: >= 0")
         if self.stale_after_s <= 0:
             problems.append(f"stale_after_s={self.stale_after_s}; valid: > 0")
         if self.broker_policy not in POLICIES:

@@ -115,8 +115,16 @@ class Aggregate:
         self.ungrouped: dict[str, Counter] = {}  # metric -> Counter[labels]
         self.activity: Counter = Counter()  # (cluster, group_id) -> events + verdicts
         self.firing: list[tuple[GroupKey, str, bool]] = []
+        # group -> event time (ms) of its newest critical alert in the batch (None: the alert had
+        # no usable ts; the batch's newest event time stands in): pins the group's own label
+        self.critical: dict[GroupKey, int | None] = {}
         self.statuses: list[tuple[GroupKey, GroupStatus]] = []
         self.latencies: list[float] = []
+
+    def critical_finding(self, key: GroupKey, ts_ms: int | None) -> None:
+        """A critical alert of `key` at `ts_ms`; the newest one per group counts."""
+        before = self.critical.get(key, ts_ms)
+        self.critical[key] = None if before is None or ts_ms is None else max(before, ts_ms)
 
     def inc(self, metric: str, key: tuple, n: float = 1) -> None:
         counter = self.grouped.get(metric)

@@ -10,7 +10,13 @@ Every metric's name, help, labels and enum values come from
 :mod:`fencewatch.sinks.metrics`; unknown enum values are exported as the
 enum's overflow value and logged once. Groups beyond `max_groups` are folded
 into `group="other"` at increment time (see :class:`GroupLimiter`), so every
-counter stays monotone; series of demoted and deleted groups are dropped.
+counter stays monotone; series of demoted and deleted groups are dropped. A group
+with a critical alert keeps its own label for `critical_hold_s` (event time).
+
+A group promoted *out of* `other` gets its series at 0 and its increments are held
+until a scrape has exposed those zeros: a counter's first sample is no increase, so
+without the hold `increase()` would miss the very increment that promoted the group
+(an unsafe accept, a truncation) and its alert would not fire on the group's name.
 
 Batches are idempotent on `batch_id` (Spark's `foreachBatch` is at-least-once):
 a batch id at or below the last one added is skipped.
@@ -115,6 +121,13 @@ class MetricsSink:
         }
         self._status: dict[GroupKey, GroupStatus] = {}
         self._firing: dict[GroupKey, dict[str, bool]] = {}
+        # group -> event time (ms) until which its critical finding pins its own label
+        self._pinned_until: dict[GroupKey, float] = {}
+        self._event_ms: float | None = None  # newest event time seen: batches' and critical alerts'
+        # groups promoted out of "other" whose series no scrape has exposed yet, and their
+        # increments held until one has (the series show 0 first)
+        self._unexposed: set[GroupKey] = set()
+        self._held: dict[GroupKey, dict[str, dict[tuple, float]]] = {}
         self._histograms = {
             name: Histogram(m.spec(name).buckets)
             for name in (m.PREFIX + "batch_duration_seconds", m.PREFIX + "decision_latency_seconds")
@@ -333,6 +346,8 @@ class MetricsSink:
                 agg.firing.append((key, kind, status == "firing"))
             if status == "resolved":
                 continue
+            if (severity == m.PINNING_SEVERITY or kind in m.PINNING_KINDS) and group:
+                agg.critical_finding(key, _ts_or_none(get("ts")))
             agg.inc(m.PREFIX + "alerts_total", (cluster, group, kind, severity))
             if kind in m.TRUNCATION_REASONS:
                 agg.inc(m.PREFIX + "truncations_total", (cluster, group, kind))
@@ -410,21 +425,25 @@ class MetricsSink:
             self._firing.setdefault(key, {})[kind] = firing
         if batch.last_event_ts_ms is not None:
             self._last_event_s = max(self._last_event_s or 0.0, batch.last_event_ts_ms / 1000.0)
+        pinned = self._pin(batch, agg)
 
-        promoted, demoted = self._limiter.observe(agg.activity, self._urgent())
+        urgent = self._urgent()
+        from_other = {k for k in (*agg.activity, *urgent, *pinned) if self._limiter.folded(k)}
+        promoted, demoted = self._limiter.observe(agg.activity, urgent, pinned)
         for key in demoted:
             self._grouped.pop(key, None)
+            self._unexposed.discard(key)
+            self._held.pop(key, None)
         for key in promoted:
             self._store(key)
+            if key in from_other:
+                self._unexposed.add(key)
 
         for metric, counter in agg.grouped.items():
             for (cluster, group, *tail), n in counter.items():
-                series = self._store((cluster, self._limiter.label((cluster, group)))).setdefault(metric, {})
-                labels = tuple(tail)
-                series[labels] = series.get(labels, 0.0) + n
+                self._count((cluster, self._limiter.label((cluster, group))), metric, tuple(tail), n)
         for key, n in rebalances.items():
-            series = self._store((key[0], self._limiter.label(key))).setdefault(m.PREFIX + "group_rebalances_total", {})
-            series[()] = series.get((), 0.0) + n
+            self._count((key[0], self._limiter.label(key)), m.PREFIX + "group_rebalances_total", (), n)
         for metric, counter in agg.ungrouped.items():
             series = self._ungrouped.setdefault(metric, {})
             for labels, n in counter.items():
@@ -444,6 +463,38 @@ class MetricsSink:
         self._last_batch_s = now
         if batch.batch_id is not None:
             self._last_batch_id = batch.batch_id
+
+    def _pin(self, batch: MetricsBatch, agg: Aggregate) -> list[GroupKey]:
+        """Record this batch's critical findings and drop the pins that lapsed; the groups pinned now.
+
+        A finding lasts until the newest event time (the batches' `last_event_ts_ms` and the
+        critical alerts' own `ts`) is `critical_hold_s` past the group's last critical alert:
+        event time, as the offsets-expiry horizon, so a replay or a stalled input pins as live.
+        """
+        times = [t for t in agg.critical.values() if t is not None]
+        if batch.last_event_ts_ms is not None:
+            times.append(batch.last_event_ts_ms)
+        if times:
+            self._event_ms = max(self._event_ms or 0.0, *times)
+        hold_ms = self.config.critical_hold_s * 1000
+        for key, ts in agg.critical.items():
+            at = ts if ts is not None else self._event_ms if self._event_ms is not None else self._clock() * 1000
+            self._pinned_until[key] = max(self._pinned_until.get(key, at + hold_ms), at + hold_ms)
+        if self._event_ms is not None:
+            for key in [k for k, until in self._pinned_until.items() if until < self._event_ms]:
+                del self._pinned_until[key]
+                log.info("metrics: [cluster=%s group=%s] critical finding over; label no longer pinned", *key)
+        return list(self._pinned_until)
+
+    def _count(self, gkey: GroupKey, metric: str, labels: tuple, n: float) -> None:
+        """Add `n` to a series of (cluster, group label) `gkey`; held while its series are unexposed."""
+        series = self._store(gkey).setdefault(metric, {})
+        if gkey in self._unexposed:
+            series.setdefault(labels, 0.0)  # the series appears at 0 first
+            held = self._held.setdefault(gkey, {}).setdefault(metric, {})
+            held[labels] = held.get(labels, 0.0) + n
+        else:
+            series[labels] = series.get(labels, 0.0) + n
 
     def _urgent(self) -> list[GroupKey]:
         """Groups whose offsets expire soon or with a lifecycle alert firing."""
@@ -471,13 +522,29 @@ class MetricsSink:
             self._grouped.pop(key, None)
         self._status.pop(key, None)
         self._firing.pop(key, None)
+        self._pinned_until.pop(key, None)
+        self._unexposed.discard(key)
+        self._held.pop(key, None)
         log.info("metrics: [cluster=%s group=%s] deleted; its series are removed", *key)
 
     # ---------------------------------------------------------------- scrape
 
     def _collect(self):
         with self._lock:
-            return list(self._families())
+            families = list(self._families())
+            self._release_held()
+            return families
+
+    def _release_held(self) -> None:
+        """After a scrape exposed the zeros of groups promoted out of "other": their held
+        increments count from the next scrape on, an increase() sees them."""
+        for gkey in self._unexposed:
+            store = self._grouped.get(gkey, {})
+            for metric, held in self._held.pop(gkey, {}).items():
+                series = store.setdefault(metric, {})
+                for labels, n in held.items():
+                    series[labels] = series.get(labels, 0.0) + n
+        self._unexposed.clear()
 
     def _families(self):
         families = empty_families(m.JOB_METRICS)
@@ -575,6 +642,15 @@ class MetricsSink:
 
 
 # ------------------------------------------------------------------ helpers
+
+
+def _ts_or_none(value: Any) -> int | None:
+    """An alert's `ts` (epoch ms), None when absent or not a number (the pin then uses the
+    batch's event time: a bad ts must not drop a critical finding)."""
+    try:
+        return None if value is None or isinstance(value, bool) else int(value)
+    except (TypeError, ValueError, OverflowError):
+        return None
 
 
 def _int_or_none(value: Any) -> int | None:

@@ -91,6 +91,8 @@ class SinksConfig:
     metrics_host: str = "127.0.0.1"
     metrics_port: int = 9464
     metrics_top_groups: int = 50
+    # a group with a critical finding keeps its own label until the newest event is this far past it
+    metrics_critical_hold_ms: int = 3_600_000
     # /readyz on the metrics port: a micro-batch completed within this many trigger intervals ...
     health_ready_triggers: int = 60
     # ... and at most this many input records not read yet (null: not checked)

@@ -217,6 +217,7 @@ def make_sinks(cfg: cfgmod.Config, spark, *, metrics_port: int | None = None):
                          alert_serializer=_registry(cfg, "encoder") if fmt == "avro" else None)
     metrics = MetricsSink(MetricsConfig(host=k.metrics_host, port=k.metrics_port if metrics_port is None else metrics_port,
                                         max_groups=k.metrics_top_groups,
+                                        critical_hold_s=k.metrics_critical_hold_ms / 1000,
                                         expiry_warning_s=cfg.state.expiry_warning_ms / 1000,
                                         broker_policy=cfg.state.broker_policy.value, health=health_config(cfg)))
     return kafka, metrics
