@@ -5,7 +5,7 @@ What lives here: :func:`empty_families` (one prometheus_client family per
 ``sinks/metrics.py`` only), :func:`adder` (one value written under a family and its
 deprecated aliases), and :func:`serve`: ``/metrics`` (prometheus_client's own exposition:
 text, OpenMetrics, gzip, ``name[]`` filters) plus the probes ``/healthz`` and ``/readyz``
-(a :class:`~fencewatch.sinks.health.Answer` as JSON, 200 or 503). Used by the job's exporter
+(a :class:`~fencewatch.sinks.health.Answer` as JSON, 200 or 503) and pages (the job's ``/groups``). Used by the job's exporter
 (``sinks/prometheus.py``) and the bridge's (``sinks/bridge_metrics.py``).
 """
 

@@ -12,7 +12,7 @@ import html
 import json
 import threading
 import time
-from typing import Iterable, Mapping
+from typing import Callable, Iterable, Mapping
 
 from fencewatch.state.group_view import VIEW_FORMAT
 
@@ -167,3 +167,13 @@ def render_html(views: list[dict], *, title: str = "fencewatch groups", generate
             parts.append(_html_table([member_row(m) for m in v.get("members", [])]))
     parts.append("</body></html>")
     return "".join(parts).encode()
+
+
+def group_pages(views: GroupViews, clock: Callable[[], float]) -> dict[str, Callable]:
+    """The metrics port's pages (``sinks.exposition.Page``): ``/groups`` (HTML) and ``/groups.json``,
+    each filtered by ``?cluster=`` and ``?group=``."""
+    def chosen(query: Mapping[str, str]) -> list[dict]:
+        return views.snapshot(query.get("cluster") or None, query.get("group") or None)
+
+    return {"/groups": lambda q: ("text/html; charset=utf-8", render_html(chosen(q), generated_ms=int(clock() * 1000))),
+            "/groups.json": lambda q: ("application/json", json.dumps(chosen(q)).encode())}

@@ -24,7 +24,6 @@ a batch id at or below the last one added is skipped.
 
 from __future__ import annotations
 
-import json
 import logging
 import threading
 import time
@@ -36,7 +35,8 @@ from prometheus_client import CollectorRegistry, generate_latest
 
 from fencewatch.sinks import metrics as m
 from fencewatch.sinks.exposition import adder, empty_families, serve
-from fencewatch.sinks.group_views import GroupViews, render_html
+from fencewatch.sinks.group_series import firing_series, group_model_series
+from fencewatch.sinks.group_views import GroupViews, group_pages
 from fencewatch.sinks.health import Health
 from fencewatch.sinks.build_info import running_versions  # noqa: F401  (callers import it from here)
 from fencewatch.sinks.metrics import OTHER, GroupKey, GroupLimiter, MetricsConfig
@@ -153,10 +153,9 @@ class MetricsSink:
         host = self.config.host if host is None else host
         port = self.config.port if port is None else port
         self._server = serve(self.registry, {"/healthz": self.health.liveness, "/readyz": self.health.readiness},
-                             host, port, pages={"/groups": self._groups_page, "/groups.json": self._groups_json})
+                             host, port, pages=group_pages(self.group_views, self._clock))
         bound = self._server.server_port
-        log.info("serving Prometheus metrics at http://%s:%d/metrics (probes /healthz, /readyz; groups at /groups)",
-                 host, bound)
+        log.info("serving Prometheus metrics at http://%s:%d/metrics (probes /healthz, /readyz; /groups)", host, bound)
         return host, bound
 
     def close(self) -> None:
@@ -186,14 +185,6 @@ class MetricsSink:
     def note_group_views(self, records) -> None:
         """Group snapshots the job wrote (cluster, group id, JSON or None): the /groups page's."""
         self.group_views.apply(records)
-
-    def _groups_page(self, query: Mapping[str, str]) -> tuple[str, bytes]:
-        views = self.group_views.snapshot(query.get("cluster") or None, query.get("group") or None)
-        return "text/html; charset=utf-8", render_html(views, generated_ms=int(self._clock() * 1000))
-
-    def _groups_json(self, query: Mapping[str, str]) -> tuple[str, bytes]:
-        views = self.group_views.snapshot(query.get("cluster") or None, query.get("group") or None)
-        return "application/json", json.dumps(views).encode()
 
     # ------------------------------------------------------------------ input
 
@@ -556,63 +547,13 @@ class MetricsSink:
         for metric, series in self._ungrouped.items():
             for labels, value in series.items():
                 add(metric, labels, value)
-        self._group_model_series(add)
-        self._firing_series(add)
+        group_model_series(self._status, self._limiter.label, add)
+        firing_series(self._grouped, self._firing, self._limiter.label, add)
         self._exporter_series(add)
         for name, hist in self._histograms.items():
             families[name].add_metric([], hist.buckets(), hist.total)
         self._monitor_series(add)
         return families.values()
-
-    def _group_model_series(self, add: Callable[[str, tuple, float], None]) -> None:
-        """Group model gauges: own series for labelled groups, folded into "other"."""
-        folded_members: Counter = Counter()
-        folded_partitions: Counter = Counter()
-        folded_deadline: dict[str, int] = {}
-        by_state: Counter = Counter()
-        for (cluster, group), s in self._status.items():
-            by_state[(cluster, s.state)] += 1
-            if self._limiter.label((cluster, group)) == OTHER:
-                if s.members is not None:
-                    folded_members[(cluster, s.protocol)] += s.members
-                if s.partitions_held is not None:
-                    folded_partitions[cluster] += s.partitions_held
-                if s.expiry_deadline_ms is not None:
-                    folded_deadline[cluster] = min(folded_deadline.get(cluster, s.expiry_deadline_ms), s.expiry_deadline_ms)
-                continue
-            if s.members is not None:
-                add(m.PREFIX + "group_members", (cluster, group, s.protocol), s.members)
-            if s.partitions_held is not None:
-                add(m.PREFIX + "group_partitions_held", (cluster, group), s.partitions_held)
-            if s.group_epoch is not None:
-                add(m.PREFIX + "group_epoch", (cluster, group), s.group_epoch)
-            if s.max_member_epoch is not None:
-                add(m.PREFIX + "group_max_member_epoch", (cluster, group), s.max_member_epoch)
-            add(m.PREFIX + "group_state", (cluster, group, s.state), 1)
-            if s.expiry_deadline_ms is not None:
-                add(m.PREFIX + "group_offsets_expiry_deadline_timestamp_seconds", (cluster, group), s.expiry_deadline_ms / 1000)
-        for (cluster, protocol), n in folded_members.items():
-            add(m.PREFIX + "group_members", (cluster, OTHER, protocol), n)
-        for cluster, n in folded_partitions.items():
-            add(m.PREFIX + "group_partitions_held", (cluster, OTHER), n)
-        for cluster, deadline in folded_deadline.items():
-            add(m.PREFIX + "group_offsets_expiry_deadline_timestamp_seconds", (cluster, OTHER), deadline / 1000)
-        for (cluster, state), n in by_state.items():
-            add(m.PREFIX + "groups", (cluster, state), n)
-
-    def _firing_series(self, add: Callable[[str, tuple, float], None]) -> None:
-        """Lifecycle alerts: 0/1 per labelled group, number of groups firing for "other"."""
-        firing: Counter = Counter()
-        for (cluster, label) in self._grouped:
-            if label:
-                for kind in m.LIFECYCLE_KINDS:
-                    firing[(cluster, label, kind)] += 0
-        for (cluster, group), kinds in self._firing.items():
-            label = self._limiter.label((cluster, group))
-            for kind, on in kinds.items():
-                firing[(cluster, label, kind)] += 1 if on else 0
-        for labels, n in firing.items():
-            add(m.PREFIX + "alerts_firing", labels, n)
 
     def _exporter_series(self, add: Callable[[str, tuple, float], None]) -> None:
         labelled = Counter(cluster for cluster, _ in self._limiter.labelled)

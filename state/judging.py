@@ -84,6 +84,10 @@ Outcome = verdict_part(
 _OUTCOMES: Memo = Memo(1 << 16)
 _ALL_ACCEPT = Outcome("NONE", "NONE", "NONE", "NONE", CommitClass.ACCEPTED.value, False)
 _CLASS_NAMES = {c: c.value for c in CommitClass}
+_AVOIDABLE, _ZOMBIE, _STALE = CommitClass.AVOIDABLE.value, CommitClass.ZOMBIE.value, CommitClass.STALE.value
+_CLASSED_BY_REQUEST = (_ZOMBIE, _STALE)
+"""Classes a partition KIP-1251 accepts has only from its request (:func:`_request_fails_under_kip1251`):
+on its own, a partition KIP-1251 accepts and strict rejects is ``avoidable`` (``classify``)."""
 
 # The error a rejecting policy answers (``fencing.rejection_error``) by (transactional, classic
 # member, TxnOffsetCommit v6+), by name.
@@ -171,6 +175,8 @@ def judge_request(own: Ownership, member: Member, c: int, tps: tuple[TopicPartit
         pj = known.get(tp)
         if pj is None:
             pj = judge_partition(own, member, c, tp, rej, classic)
+        elif pj.kip1251 == "NONE" and pj.cls in _CLASSED_BY_REQUEST:
+            pj = pj._replace(cls=_AVOIDABLE)  # its own class again: another request made it (below)
         parts.append(pj)
     return _summarise(tuple(parts), tps)
 
@@ -194,7 +200,27 @@ def _summarise(parts: tuple[PartitionJudgement, ...], tps) -> RequestJudgement:
             if r != "NONE" and first_error[i] is None:
                 first_error[i] = KafkaError(r)
     answers = PolicyAnswers(*(e if e is not None else KafkaError.NONE for e in first_error))
+    if avoidable_tps and answers.kip1251 is not KafkaError.NONE:
+        parts, zombies = _request_fails_under_kip1251(parts, tps, zombies)
+        avoidable_tps = []
     return RequestJudgement(parts, answers, tuple(zombies), tuple(avoidable_tps), tuple(unsafe_tps))
+
+
+def _request_fails_under_kip1251(parts: tuple[PartitionJudgement, ...], tps, zombies: list[TopicPartition]):
+    """The class follows the request (contract §3.3): Kafka fails a commit request on its first bad
+    partition, so where KIP-1251 rejects another partition of it, a partition KIP-1251 alone would
+    accept is not saved by it and is not ``avoidable``. It is classed as ``classify`` classes a
+    partition no policy saves: ``zombie`` when another member holds it, else ``stale``."""
+    out = []
+    zombies = list(zombies)
+    for tp, pj in zip(tps, parts):
+        if pj.cls == _AVOIDABLE:
+            cls = _ZOMBIE if pj.owner_member_id is not None else _STALE
+            pj = pj._replace(cls=cls)
+            if cls == _ZOMBIE:
+                zombies.append(tp)
+        out.append(pj)
+    return tuple(out), zombies
 
 
 def judge_before_policies(own: Ownership, member_id: str, tps: tuple[TopicPartition, ...], pre: PreCheck,

@@ -112,9 +112,6 @@ def _group_counts(agg) -> dict[tuple, dict]:
                     c["unsafe"][p]["added"] += n
         if not accepts >> bi & 1:
             c["rejected"]["verdicts"] += n
-            for i, p in relaxed:
-                if accepts >> i & 1:
-                    c["avoidable"][p]["verdicts"] += n
         if cls in ("zombie", "stale"):
             c[cls]["verdicts"] += n
             if not accepts:
@@ -147,6 +144,9 @@ def _group_counts(agg) -> dict[tuple, dict]:
                 c["broker"]["rejected_requests"] += n
                 errors = c["broker"]["errors"]
                 errors[broker_error] = errors.get(broker_error, 0) + n
+    for (cluster, group, p), n in agg.avoidable_lines.items():  # lines of requests p accepts whole
+        c = out.get((cluster, group)) or out.setdefault((cluster, group), empty_counts(b))
+        c["avoidable"][p]["verdicts"] += n
     return out
 
 

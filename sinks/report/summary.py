@@ -120,6 +120,8 @@ class ReportAggregator:
         self.vshapes: Counter = Counter()
         # (cluster, group, kind, rejects, broker error, aborted) -> requests
         self.rshapes: Counter = Counter()
+        # (cluster, group, policy) -> verdict lines the brokers' policy rejects in requests the policy accepts whole
+        self.avoidable_lines: Counter = Counter()
         self.fenced = self.timeline.counter(1)  # (cluster, bucket, kind, rejects, aborted) -> requests
         self.avoid_series = self.timeline.counter(2)  # (cluster, group, bucket, rejects, aborted) -> requests
         self.unsafe_series = self.timeline.counter(2)  # (cluster, group, bucket, accepts) -> unsafe verdicts
@@ -213,18 +215,24 @@ class ReportAggregator:
         else:
             r = self._open.get(key)
             if r is None:
-                r = self._open[key] = [cluster, group, kind, ts, member, broker_error, 0]
+                r = self._open[key] = [cluster, group, kind, ts, member, broker_error, 0, 0]
                 if len(self._open) > self.open_requests:
                     self._close(self._open.popitem(last=False)[1])
             else:
                 self._open.move_to_end(key)
             self._last_key, self._last = key, r
         r[6] |= ~accepts & _EVERY
+        if not accepts >> self._b & 1:
+            r[7] += 1  # a line the brokers' policy rejects
         if r[5] is None:
             r[5] = broker_error
 
     def _close(self, r: list) -> None:
-        cluster, group, kind, ts, member, broker_error, rejects = r
+        cluster, group, kind, ts, member, broker_error, rejects, b_lines = r
+        if b_lines:  # the class follows the request: a policy saves a line only if it accepts the whole request
+            for i, p in self._relaxed:
+                if not rejects >> i & 1:
+                    self.avoidable_lines[cluster, group, p] += b_lines
         aborted = kind == "txn_commit" and not commit_stored(broker_error, "REJECTED" if rejects >> self._b & 1
                                                              else _NONE)
         self.rshapes[cluster, group, kind, rejects, broker_error, aborted] += 1

@@ -182,7 +182,9 @@ def test_request_outcome_rejects_whole_request_and_model_agrees():
     events = revoke_p1_to_b() + [commit("A", 1, tp("t", 0, 1), error_code=113)]
     g, out = run(events)
     v0, v1 = out.verdicts[-2:]
-    assert (v0.cls, v1.cls) == ("avoidable", "zombie")
+    # t-0 alone KIP-1251 would accept, but t-1 fails the request under it too: the class follows
+    # the request (contract §3.3, issue 44), so t-0 is stale, not avoidable; its own answer stays.
+    assert (v0.cls, v1.cls) == ("stale", "zombie") and v0.kip1251 == "NONE" and v1.kip1251 != "NONE"
     assert v0.model_agrees is True and v1.model_agrees is True
     kinds = [a.kind for a in out.alerts]
     assert "ZOMBIE_COMMIT" in kinds

@@ -59,10 +59,11 @@ def test_totals_by_hand():
                                        "member_revocation": {"requests": 3, "verdicts": 3},
                                        "assignment_epoch": {"requests": 4, "verdicts": 4},
                                        "kip1251": {"requests": 4, "verdicts": 4}}
-    # kip1251 accepts e1 whole (1 request), e2 only on p0 (the request stays rejected)
+    # kip1251 accepts e1 whole (1 request), e2 only on p0: the request stays rejected, so the
+    # class follows it and e2's p0 is saved by nothing (contract §3.3, issue 44): e1's 2 lines
     assert t["avoidable"] == {"member_revocation": {"requests": 2, "verdicts": 4},
-                              "assignment_epoch": {"requests": 1, "verdicts": 3},
-                              "kip1251": {"requests": 1, "verdicts": 3}}
+                              "assignment_epoch": {"requests": 1, "verdicts": 2},
+                              "kip1251": {"requests": 1, "verdicts": 2}}
     # e2 aborted (no broker answer: strict's prediction), e5 aborted (the broker said so)
     assert t["aborted_transactions"] == {"policy": "strict", "requests": 2,
                                          "saved": {"member_revocation": 2, "assignment_epoch": 1, "kip1251": 1}}
