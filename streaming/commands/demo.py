@@ -198,8 +198,9 @@ def register(subparsers) -> None:
                    help="override a simulator knob (see `fencewatch simulate --list-profiles`), repeatable")
     d.add_argument("--seed", type=int, default=1, help="the simulator's random seed (default: %(default)s)")
     d.add_argument("--source", choices=("events", "request-log"), default="events",
-                   help="events: the simulator writes fencewatch events (docs/contract.md §1); request-log: it "
-                        "writes broker request-log lines to a topic and the job decodes them (the real-cluster path) (default: %(default)s)")
+                   help="what the simulator writes: `events` writes fencewatch events as docs/contract.md §1 defines "
+                        "them, `request-log` writes broker request-log lines to a topic for the job to decode, as on a "
+                        "real cluster (default: %(default)s)")
     d.add_argument("--trigger", default="1s", help="micro-batch interval (default 1s)")
     d.add_argument("--max-skew", default=None, help="cross-topic skew tolerated (default 2s)")
     d.add_argument("--metrics-port", type=int, default=None, help="metrics port (default 9464; 0 = any free port)")

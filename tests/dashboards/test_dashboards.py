@@ -107,6 +107,60 @@ def test_docs_alerts_has_a_runbook_for_every_rule():
             assert "Runbook:" in section and f"`{rule['labels']['severity']}`" in section, name
 
 
+# A Confirm query names one of these: fencewatch's own series, a scrape target's `up`, or the
+# brokers' JMX meter the no-tap rules read. Other backticked text on the line (a command, a
+# topic, a placeholder) is not PromQL.
+_PROMQL_RE = re.compile(r"\bfencewatch_[a-z0-9_]+|\bkafka_network_requestmetrics_errors_total\b|^up\{")
+
+
+def confirm_lines(doc: str | None = None) -> dict[str, str]:
+    """Each alert's "Confirm:" item of docs/alerts.md (joined onto one line), by alert name; an
+    alert without one is missing from the result."""
+    doc = (ROOT / "docs" / "alerts.md").read_text() if doc is None else doc
+    found = {}
+    for section in doc.split("\n### ")[1:]:
+        name, _, body = section.partition("\n")
+        item = re.search(r"^- Confirm: (.*?)(?=^- |\Z)", body, re.M | re.S)
+        if item:
+            found[name.strip()] = " ".join(item.group(1).split())
+    return found
+
+
+_NAMED_RE = re.compile(r"\b(?:fencewatch|kafka)_[a-z0-9_]+\b|\bup(?=\{)")
+
+
+def confirm_queries(line: str) -> list[str]:
+    """The PromQL queries of a Confirm line: its backticked spans that name a metric."""
+    return [span for span in re.findall(r"`([^`]+)`", line) if _PROMQL_RE.search(span)]
+
+
+def test_every_alert_runbook_says_how_to_confirm_it_with_the_rules_own_metrics():
+    """The on-call's first step: a query (or command) that shows the alert is real. Each alert's
+    Confirm line queries at least one metric its rule reads, and only metrics that exist."""
+    lines = confirm_lines()
+    exprs = rule_exprs()
+    assert sorted(set(exprs) - set(lines)) == [], "alerts without a Confirm: line in docs/alerts.md"
+    defined = set(metrics.series_names()) | {"up", "kafka_network_requestmetrics_errors_total"}
+    for name, expr in exprs.items():
+        queries = confirm_queries(lines[name])
+        assert queries, f"{name}: no PromQL query on its Confirm line"
+        named = {m for q in queries for m in _NAMED_RE.findall(q)}
+        assert named <= defined, f"{name}: {sorted(named - defined)} are no metrics"
+        read_by_rule = set(METRIC_RE.findall(expr)) | set(re.findall(r"\bkafka_network_requestmetrics_errors_total\b|\bup\b", expr))
+        assert named & read_by_rule, f"{name}: its Confirm queries read none of {sorted(read_by_rule)}"
+
+
+def test_the_confirm_check_would_catch_a_missing_line_or_a_misspelt_metric():
+    """Negative controls: drop one alert's Confirm line and the parsing no longer finds it; a
+    misspelt metric is seen as a name that is not defined."""
+    doc = (ROOT / "docs" / "alerts.md").read_text()
+    start = doc.index("### FencewatchZombieCommit\n")
+    cut = doc[:start] + re.sub(r"^- Confirm:.*?(?=^- )", "", doc[start:], count=1, flags=re.M | re.S)
+    assert "FencewatchZombieCommit" not in confirm_lines(cut) and "FencewatchUnsafeAccept" in confirm_lines(cut)
+    line = confirm_lines()["FencewatchZombieCommit"].replace("fencewatch_zombie_commits_total", "fencewatch_zombie_commit_total")
+    assert set(_NAMED_RE.findall(" ".join(confirm_queries(line)))) - set(metrics.series_names()) == {"fencewatch_zombie_commit_total"}
+
+
 def test_provisioning_files():
     ds = yaml.safe_load((DASH / "grafana" / "provisioning" / "datasources" / "fencewatch.yml").read_text())
     assert ds["apiVersion"] == 1 and ds["datasources"][0]["type"] == "prometheus"

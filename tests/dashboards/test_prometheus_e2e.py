@@ -10,8 +10,11 @@ from __future__ import annotations
 
 import re
 import time
+import urllib.error
 
 from fencewatch.dashboards import generate
+
+from .test_dashboards import confirm_lines, confirm_queries
 
 RATE_WINDOW = "1m"  # $__rate_interval / $__range with a 1 s scrape interval
 PATIENCE_S = 45  # upper bound for Prometheus to collect enough samples; not a speed check
@@ -122,3 +125,23 @@ def test_alert_rules_load_and_evaluate(prometheus, metrics_target):
         return problems
 
     wait_for(check, "alert rules not loaded or failing", prometheus)
+
+
+def test_every_runbook_confirm_query_runs_in_prometheus(prometheus, metrics_target):
+    """docs/alerts.md's Confirm queries are what the on-call pastes into Prometheus: each one
+    parses and evaluates there (Prometheus answers a bad one with HTTP 400), and the ones on
+    the job's own series (scraped here; no bridge runs) return data."""
+    queries = {q: name for name, line in confirm_lines().items() for q in confirm_queries(line)}
+    assert len(queries) >= 16
+    for query, name in queries.items():
+        try:
+            prometheus.query(query)
+        except urllib.error.HTTPError as e:
+            raise AssertionError(f"{name}: {query}: {e.read().decode()}") from None
+
+    def check():
+        return sorted(q for q in ("fencewatch_up", "fencewatch_input_lag_records",
+                                  "time() - fencewatch_last_batch_timestamp_seconds")
+                      if q in queries and not prometheus.query(q))
+
+    wait_for(check, "Confirm queries on the job's own gauges with no data", prometheus)
