@@ -119,3 +119,71 @@ def test_run_refuses_a_missing_verdicts_topic_in_one_line_before_spark_starts(ka
     assert len(errors) == 1 and "does not exist" in errors[0] and "--create-topics" in errors[0], done.stderr
     assert "Traceback" not in done.stderr
     assert "SparkSession" not in done.stderr and not (tmp_path / "cp" / "offsets").exists()
+
+
+# --------------------------------------------------------------------------- deleted while the job runs
+
+
+def _wait_leaders(bootstrap: str, names: list[str], timeout_s: float = 20.0) -> None:
+    """Until every partition of ``names`` has a leader (a producer made next writes at once)."""
+    import time
+
+    from confluent_kafka.admin import AdminClient
+
+    admin, deadline = AdminClient({"bootstrap.servers": bootstrap}), time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        md = admin.list_topics(timeout=5).topics
+        if all(n in md and md[n].partitions and all(p.leader >= 0 for p in md[n].partitions.values()) for n in names):
+            return
+        time.sleep(0.2)
+
+
+@pytest.mark.broker
+def test_a_topic_deleted_under_the_writer_stops_it_with_one_line_and_the_batch_pending(
+        kafka_broker, topic_factory, tmp_path, caplog):
+    """KafkaOutputs on Apache Kafka: the verdicts topic deleted between two batches. The second
+    batch raises the start check's line (not "dead letters refused repeatedly"), nothing is
+    rerouted to the DLQ, the sink log keeps the batch pending, and one warning at most is logged."""
+    import logging
+    import time
+
+    from fencewatch.sinks.kafka import BatchMarker, KafkaOutputs, parse_log
+    from fencewatch.streaming.brokers.common import delete_topics
+
+    b = kafka_broker.bootstrap
+    names = {role: topic_factory(1, role) for role in ("verdicts", "alerts", "dlq")}
+    _wait_leaders(b, list(names.values()))
+    marker = BatchMarker(tmp_path / "sink.json")
+    out = KafkaOutputs({"bootstrap.servers": b}, verdicts_topic=names["verdicts"], alerts_topic=names["alerts"],
+                       dlq_topic=names["dlq"], marker=marker)
+    try:
+        assert out.write_batch(0, verdict_lines=[f'{{"n":{i}}}' for i in range(200)])
+        delete_topics({"bootstrap.servers": b}, [names["verdicts"]])
+        caplog.clear()
+        t0 = time.monotonic()
+        with caplog.at_level(logging.WARNING), pytest.raises(OutputTopicError) as stopped:
+            out.write_batch(1, verdict_lines=[f'{{"n":{i}}}' for i in range(200)],
+                            dead_letters=[(b"junk", "NOT_JSON", "in[0]@1")])
+        took = time.monotonic() - t0
+    finally:
+        out.close()
+    line = str(stopped.value)
+    assert stopped.value.topic == names["verdicts"] and "\n" not in line
+    assert "was deleted while the job ran" in line and "--create-topics" in line and "micro-batch 1" in line
+    assert took < 30, took  # librdkafka's 30 s grace for new topics is cut to TOPIC_GONE_AFTER_MS
+    assert out.stats["rerouted"] == 0
+    assert parse_log(marker.read())["status"] == "pending" and parse_log(marker.read())["batch"] == 1
+    ours = [r for r in caplog.records if r.name.startswith("fencewatch.sinks")]
+    assert len(ours) <= 1, [r.getMessage() for r in ours]
+
+
+@pytest.mark.broker
+def test_the_job_line_says_a_start_recreates_the_topic_with_create_topics(kafka_broker):
+    from fencewatch.streaming.runtime.output_topics import topics_gone
+
+    names = _names()
+    gone = topics_gone(_config(kafka_broker.bootstrap, names, create_topics=True, topic_partitions=3))(
+        [names["verdicts"]])
+    assert list(gone) == [names["verdicts"]]
+    assert "start the job again, --create-topics (sinks.create_topics) recreates it" in gone[names["verdicts"]]
+    assert "--partitions 3" in gone[names["verdicts"]]
