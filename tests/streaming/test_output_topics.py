@@ -176,6 +176,25 @@ def test_a_topic_deleted_under_the_writer_stops_it_with_one_line_and_the_batch_p
     ours = [r for r in caplog.records if r.name.startswith("fencewatch.sinks")]
     assert len(ours) <= 1, [r.getMessage() for r in ours]
 
+    # The topic created again, the next start writes batch 1 once: its verdicts in the new topic,
+    # its dead letter (delivered by the failed attempt) not a second time.
+    from fencewatch.streaming.brokers.common import create_topics
+    from reliability_harness import read_topic
+
+    create_topics({"bootstrap.servers": b}, [names["verdicts"]], 1)
+    _wait_leaders(b, [names["verdicts"]])
+    again = KafkaOutputs({"bootstrap.servers": b}, verdicts_topic=names["verdicts"], alerts_topic=names["alerts"],
+                         dlq_topic=names["dlq"], marker=marker)
+    try:
+        assert again.write_batch(1, verdict_lines=[f'{{"n":{i}}}' for i in range(200)],
+                                 dead_letters=[(b"junk", "NOT_JSON", "in[0]@1")])
+    finally:
+        again.close()
+    assert sorted(m.value() for m in read_topic(b, names["verdicts"])) == sorted(
+        f'{{"n":{i}}}'.encode() for i in range(200))
+    assert [m.value() for m in read_topic(b, names["dlq"])] == [b"junk"]
+    assert parse_log(marker.read()) == {"batch": 1, "status": "done", "start": {}}
+
 
 @pytest.mark.broker
 def test_the_job_line_says_a_start_recreates_the_topic_with_create_topics(kafka_broker):
@@ -187,3 +206,52 @@ def test_the_job_line_says_a_start_recreates_the_topic_with_create_topics(kafka_
     assert list(gone) == [names["verdicts"]]
     assert "start the job again, --create-topics (sinks.create_topics) recreates it" in gone[names["verdicts"]]
     assert "--partitions 3" in gone[names["verdicts"]]
+
+
+@pytest.mark.spark
+@pytest.mark.broker
+def test_run_stops_in_one_line_when_its_verdicts_topic_is_deleted(kafka_broker, topic_factory, tmp_path):
+    """``fencewatch run`` judges a first trace, its verdicts topic is deleted, a second trace comes:
+    the job ends by itself, exit 2 (the start check's), with one line naming the topic and the
+    fix; no stack trace, no restart, no warning per record; the failed batch is not committed."""
+    import re
+    import time
+
+    from reliability_harness import RunProcess, produce_clock, produce_events, run_args, verdict_keys, wait_for
+
+    from fencewatch.sim.profiles import profile
+    from fencewatch.sim.world import SimConfig, simulate
+    from fencewatch.streaming.brokers.common import delete_topics
+
+    b = kafka_broker.bootstrap
+    topics = {"hb": topic_factory(1, "hb"), "off": topic_factory(1, "off"), "verdicts": topic_factory(1, "verdicts"),
+              "alerts": topic_factory(1, "alerts"), "dlq": topic_factory(1, "dlq")}
+    events = simulate(SimConfig(knobs=replace(profile("zombie-storm"), groups=2), seed=5, duration_ms=None,
+                                max_events=600, event_id_prefix="e-", labels=False))
+    first, second = events[:300], events[300:]
+    produce_events(b, topics["hb"], topics["off"], first)
+    produce_clock(b, [topics["hb"], topics["off"]], first[-1]["ts"] + 5_000)
+    run = RunProcess(run_args(b, topics, tmp_path / "cp"), tmp_path / "run.log")
+    try:
+        assert wait_for(lambda: sum(verdict_keys(b, topics["verdicts"]).values()), timeout=120, every=1, proc=run), \
+            run.log()[-3000:]
+        delete_topics({"bootstrap.servers": b}, [topics["verdicts"]])
+        t0 = time.monotonic()
+        produce_events(b, topics["hb"], topics["off"], second)
+        produce_clock(b, [topics["hb"], topics["off"]], second[-1]["ts"] + 5_000)
+        code = run.wait(45)
+        took = time.monotonic() - t0
+    finally:
+        run.kill()
+    log = run.log()
+    assert code == 2, log[-3000:]
+    named = [line for line in log.splitlines() if topics["verdicts"] in line and "deleted" in line]
+    assert len(named) == 1, named
+    assert named[0].startswith("fencewatch: output topic ") and "--create-topics" in named[0], named[0]
+    assert "Traceback" not in log and "\tat " not in log and "Exception" not in log, log[-3000:]
+    assert "restarting the query" not in log and "dead letters refused" not in log, log[-3000:]
+    warnings = [line for line in log.splitlines() if re.search(r"\bWARN(ING)?\b", line)]
+    assert len(warnings) < 5, warnings
+    batch = int(re.search(r"micro-batch (\d+) is not committed", named[0]).group(1))
+    assert not (tmp_path / "cp" / "commits" / str(batch)).exists()  # Spark runs it again at the next start
+    assert took < 45, took
