@@ -497,7 +497,7 @@ class KafkaOutputs:
         from confluent_kafka import KafkaError, TopicPartition
 
         c = self._reader()
-        tps = [TopicPartition(t, int(p), int(off)) for t, parts in start.items() for p, off in parts.items()]
+        tps = [tp for t, parts in start.items() for tp in self._since(c, t, parts)]
         found: Counter = Counter()
         if not tps:
             return found
@@ -521,6 +521,26 @@ class KafkaOutputs:
                 found[(msg.topic(), _digest(msg.key(), msg.value()))] += 1
         c.unassign()
         return found
+
+    @staticmethod
+    def _since(c, topic: str, parts: Mapping) -> list:
+        """Where the records of a pending batch start in ``topic``'s partitions. A topic deleted
+        and created again since the offsets were logged (a job stopped by its deletion, issue 46)
+        starts again at 0: a logged offset past a partition's end means that, and the partition is
+        read from its beginning; a partition the new topic lacks holds nothing of the batch. No
+        partitions logged: the topic was not there when the batch began, so all of it is the batch's."""
+        from confluent_kafka import TopicPartition
+
+        meta = c.list_topics(topic, timeout=10).topics.get(topic)
+        exists = meta.partitions if meta is not None and meta.error is None else {}
+        logged = {int(p): int(off) for p, off in parts.items()} or {p: -1 for p in exists}
+        out = []
+        for p, off in sorted(logged.items()):
+            if p not in exists:
+                continue
+            low, high = c.get_watermark_offsets(TopicPartition(topic, p), timeout=10, cached=False)
+            out.append(TopicPartition(topic, p, off if 0 <= off <= high else low))
+        return out
 
     def close(self) -> None:
         self._producer.flush(30)
