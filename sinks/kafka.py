@@ -255,7 +255,7 @@ class KafkaOutputs:
     def _on_delivery(self, err, msg) -> None:
         if err is None:
             return
-        if err.name() in TOPIC_GONE_ERRORS:
+        if err.name() in TOPIC_GONE_ERRORS and not err.fatal():
             self._missing[msg.topic()] += 1
         elif err.name() in PERMANENT_ERRORS and not err.fatal():
             self._rejected.append((msg.topic(), msg.value() or b"", err.name(), msg.headers()))
@@ -409,22 +409,26 @@ class KafkaOutputs:
             rejected, self._rejected = self._rejected, []
             if not rejected:
                 return
-            refused = Counter((topic, error) for topic, _, error, _ in rejected)
-            for (topic, error), n in sorted(refused.items()):  # one line per topic and error, not per record
-                log.warning("batch %d: %d record(s) for %s refused (%s): sent to the dead-letter topic%s", batch_id,
-                            n, topic, error, "" if topic != self.dlq_topic else " as their headers alone")
+            rerouted, dropped = Counter(), Counter()  # by (topic, error): one line each, not one per record
             for topic, value, error, headers in rejected:
                 self.stats["rerouted"] += 1
                 if self.dlq_topic is None or (topic == self.dlq_topic and not value):
-                    log.error("batch %d: a dead letter for %s was refused (%s); dropped", batch_id, topic, error)
+                    dropped[(topic, error)] += 1
                     self.stats["dropped"] += 1
                     continue
+                rerouted[(topic, error)] += 1
                 if topic == self.dlq_topic:  # a refused dead letter: sent again as its headers alone
                     kept = [(k, v) for k, v in headers or () if k not in (BATCH_HEADER, TRUNCATED)]
                     self._produce(self.dlq_topic, b"", headers=kept + [(TRUNCATED, str(len(value)).encode())])
                     continue
                 self._dead_letter(value, f"OUTPUT_REJECTED(topic={topic}, error={error}, bytes={len(value)})",
                                   f"output {topic}")
+            for (topic, error), n in sorted(rerouted.items()):
+                log.warning("batch %d: %d record(s) for %s refused (%s): sent to the dead-letter topic%s", batch_id,
+                            n, topic, error, " as their headers alone" if topic == self.dlq_topic else "")
+            for (topic, error), n in sorted(dropped.items()):
+                log.error("batch %d: %d record(s) for %s refused (%s) and no dead-letter topic takes them; dropped",
+                          batch_id, n, topic, error)
         raise RuntimeError(f"batch {batch_id}: dead letters refused repeatedly")
 
     def _topics_missing(self, batch_id: int) -> None:

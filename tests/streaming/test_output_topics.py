@@ -1,7 +1,8 @@
 """The output topics are checked before Spark starts (issue 46): a missing or unwritable verdicts,
 alerts or DLQ topic stops ``run`` with one line naming it and the fix; ``--create-topics`` creates
 them. The rule (``sinks.kafka_topics.topic_problem``) pure, then the check and ``run`` itself on
-Apache Kafka, whose test broker does not auto-create topics (``streaming.brokers.kafka``)."""
+Apache Kafka, whose test broker does not auto-create topics (``streaming.brokers.kafka``). Last, a
+topic deleted while the job runs: the sink's decision (``KafkaOutputs``) and ``run`` ending on it."""
 from __future__ import annotations
 
 import os
