@@ -36,6 +36,7 @@ from typing import Callable, Iterable, Mapping, Protocol
 
 import fastavro
 
+from fencewatch.sinks.kafka_topics import MISSING_TOPIC_ERRORS, OutputTopicError, describe_topics, missing_message
 from fencewatch.state.records import alert_avro_schema
 
 log = logging.getLogger(__name__)
@@ -55,11 +56,21 @@ BATCH_HEADER = "fencewatch.batch"
 #: librdkafka still looks its coordinator up, which needs Describe on the group).
 READBACK_GROUP = "fencewatch-sink-readback"
 TRUNCATED = "fencewatch.truncated"
-# Delivery errors that will not pass on a retry: the record goes to the DLQ instead.
+# Delivery errors that will not pass on a retry: the record goes to the DLQ instead. A topic that
+# may not be there (:data:`TOPIC_GONE_ERRORS`) is not among them: gone, it stops the job
+# (``KafkaOutputs._topics_missing``), since its records and the DLQ's would be lost for good otherwise.
 PERMANENT_ERRORS = frozenset({"MSG_SIZE_TOO_LARGE", "_MSG_SIZE_TOO_LARGE", "INVALID_RECORD", "CORRUPT_MESSAGE",
                               "RECORD_LIST_TOO_LARGE", "POLICY_VIOLATION", "INVALID_REQUIRED_ACKS",
-                              "_INVALID_ARG", "TOPIC_AUTHORIZATION_FAILED", "UNKNOWN_TOPIC_OR_PART",
-                              "_UNKNOWN_TOPIC", "_UNKNOWN_PARTITION"})
+                              "_INVALID_ARG", "TOPIC_AUTHORIZATION_FAILED"})
+#: Delivery errors after which the topic is asked about: the start check's missing-topic errors,
+#: and ``_UNKNOWN_PARTITION``, what librdkafka says once a deleted topic's metadata shows no
+#: partitions (seen on Apache Kafka 4.2: "partition count changed from 1 to 0").
+TOPIC_GONE_ERRORS = MISSING_TOPIC_ERRORS | {"_UNKNOWN_PARTITION"}
+#: librdkafka waits this long (its default: 30 s) before it fails the records of a topic its
+#: metadata no longer shows: a grace for topics just created, which the output topics are not
+#: (checked, or created and waited for, before the first batch). A deleted topic stops the job
+#: within seconds instead of half a minute per batch; ``streaming.kafka`` may set it.
+TOPIC_GONE_AFTER_MS = 5_000
 
 
 def encode_alert_avro(alert: Mapping, schema_id: int = ALERT_SCHEMA_ID) -> bytes:
@@ -195,10 +206,14 @@ class KafkaOutputs:
                  dlq_topic: str | None, groups_topic: str | None = None, alerts_format: str = "auto",
                  marker: SinkLog | None = None,
                  max_record_bytes: int = DEFAULT_MAX_RECORD_BYTES,
-                 alert_serializer: Callable[[Mapping, str], bytes] | None = None):
+                 alert_serializer: Callable[[Mapping, str], bytes] | None = None,
+                 topics_gone: Callable[[list[str]], Mapping[str, str]] | None = None):
         """``alerts_format``: ``json``; ``avro``, through ``alert_serializer(alert, topic)`` (a Schema
         Registry's) or else with the fixed schema id 2 (offline files and tests: no registry knows
-        that id); ``auto``: ``avro`` with a serializer, ``json`` without (the job's default)."""
+        that id); ``auto``: ``avro`` with a serializer, ``json`` without (the job's default).
+        ``topics_gone(names)``: of the topics the producer found missing, those the brokers confirm
+        are gone, each with the one line to show (the job's: ``output_topics.topics_gone``, the
+        start check's wording); default: DescribeTopics with this client."""
         from confluent_kafka import Producer
 
         self._client = dict(client_config)
@@ -208,7 +223,8 @@ class KafkaOutputs:
                "enable.idempotence": "true", "message.max.bytes": str(max_record_bytes + HEADROOM),
                "delivery.report.only.error": True,
                # librdkafka's own lines through logging, never raw to stderr (unless the caller gave one)
-               "logger": logging.getLogger("fencewatch.kafka.producer"), **self._client,
+               "logger": logging.getLogger("fencewatch.kafka.producer"),
+               "topic.metadata.propagation.max.ms": str(TOPIC_GONE_AFTER_MS), **self._client,
                # One callback for the producer, not an object per record.
                "on_delivery": self._on_delivery}
         flag = cfg["delivery.report.only.error"]  # a Python-client setting: a bool, not a string
@@ -229,6 +245,8 @@ class KafkaOutputs:
         self._alert_serializer = alert_serializer
         self._retry: list[str] = []  # delivery failures that may pass: the batch fails, Spark retries it
         self._rejected: list[tuple] = []  # (topic, value, error, headers): to the DLQ
+        self._missing: Counter = Counter()  # records refused because their topic is not there, by topic
+        self._topics_gone = topics_gone or self._described_gone
         self._already: Counter = Counter()  # records of a pending batch found in the topics
         self._headers: list = []
         self._batch = -1
@@ -239,7 +257,9 @@ class KafkaOutputs:
     def _on_delivery(self, err, msg) -> None:
         if err is None:
             return
-        if err.name() in PERMANENT_ERRORS and not err.fatal():
+        if err.name() in TOPIC_GONE_ERRORS and not err.fatal():
+            self._missing[msg.topic()] += 1
+        elif err.name() in PERMANENT_ERRORS and not err.fatal():
             self._rejected.append((msg.topic(), msg.value() or b"", err.name(), msg.headers()))
         else:
             self._retry.append(f"{msg.topic()}: {err}")
@@ -259,7 +279,10 @@ class KafkaOutputs:
                 self._producer.poll(0.05)  # local queue full: let deliveries drain
             except Exception as exc:  # KafkaException: refused before sending (e.g. _MSG_SIZE_TOO_LARGE)
                 name = getattr(exc.args[0], "name", lambda: type(exc).__name__)() if exc.args else type(exc).__name__
-                self._rejected.append((topic, value, str(name), headers))
+                if name in TOPIC_GONE_ERRORS:  # the producer's metadata already says it is gone
+                    self._missing[topic] += 1
+                else:
+                    self._rejected.append((topic, value, str(name), headers))
                 return
 
     def _produce_lines(self, topic: str, lines: Iterable[str]) -> None:
@@ -326,6 +349,7 @@ class KafkaOutputs:
         self._already = Counter()
         self._retry.clear()
         self._rejected.clear()
+        self._missing.clear()
         if state is not None:
             if batch_id == state["batch"]:  # pending: the last attempt died between producing and logging
                 self._already = self._written(batch_id, state["start"])
@@ -383,9 +407,12 @@ class KafkaOutputs:
 
     def _flush(self, batch_id: int) -> None:
         """Wait for every delivery; refused records become dead letters (twice at most: a dead
-        letter refused in turn is written as its reason alone)."""
+        letter refused in turn is written as its reason alone). Records whose topic is not there
+        stop the job (:meth:`_topics_missing`) before anything is rerouted."""
         for attempt in range(3):
             remaining = self._producer.flush(60)
+            if self._missing:
+                self._topics_missing(batch_id)
             if remaining or self._retry:
                 problems = self._retry[:5]
                 self._retry.clear()
@@ -394,21 +421,61 @@ class KafkaOutputs:
             rejected, self._rejected = self._rejected, []
             if not rejected:
                 return
+            rerouted, dropped = Counter(), Counter()  # by (topic, error): one line each, not one per record
             for topic, value, error, headers in rejected:
                 self.stats["rerouted"] += 1
-                log.warning("batch %d: a %d-byte record for %s was refused (%s): sent to the dead-letter topic",
-                            batch_id, len(value), topic, error)
                 if self.dlq_topic is None or (topic == self.dlq_topic and not value):
-                    log.error("batch %d: a dead letter for %s was refused (%s); dropped", batch_id, topic, error)
+                    dropped[(topic, error)] += 1
                     self.stats["dropped"] += 1
                     continue
+                rerouted[(topic, error)] += 1
                 if topic == self.dlq_topic:  # a refused dead letter: sent again as its headers alone
                     kept = [(k, v) for k, v in headers or () if k not in (BATCH_HEADER, TRUNCATED)]
                     self._produce(self.dlq_topic, b"", headers=kept + [(TRUNCATED, str(len(value)).encode())])
                     continue
                 self._dead_letter(value, f"OUTPUT_REJECTED(topic={topic}, error={error}, bytes={len(value)})",
                                   f"output {topic}")
+            for (topic, error), n in sorted(rerouted.items()):
+                log.warning("batch %d: %d record(s) for %s refused (%s): sent to the dead-letter topic%s", batch_id,
+                            n, topic, error, " as their headers alone" if topic == self.dlq_topic else "")
+            for (topic, error), n in sorted(dropped.items()):
+                log.error("batch %d: %d record(s) for %s refused (%s) and no dead-letter topic takes them; dropped",
+                          batch_id, n, topic, error)
         raise RuntimeError(f"batch {batch_id}: dead letters refused repeatedly")
+
+    def _topics_missing(self, batch_id: int) -> None:
+        """Records refused because their topic is not there (deleted while the job runs): asked
+        again the way the start check asks (DescribeTopics), a topic gone for good is an
+        :class:`OutputTopicError` whose message is the one line to show; the batch is not logged
+        done, so a start after the topic is back writes it (the sink log completes it exactly
+        once). Nothing is rerouted: the DLQ is no place for a whole topic's records, and it is
+        often gone too. A topic the brokers still describe (metadata not yet propagated) is a
+        failure that may pass: the batch fails and Spark runs it again."""
+        missing, self._missing = self._missing, Counter()
+        self._rejected.clear()
+        self._retry.clear()
+        names = sorted(missing)
+        try:
+            gone = dict(self._topics_gone(names))
+        except Exception as exc:  # the cluster did not answer: not known to be gone
+            log.debug("describing %s failed", names, exc_info=exc)
+            gone = {}
+        confirmed = [n for n in names if n in gone]
+        if confirmed:
+            others = confirmed[1:]
+            raise OutputTopicError(confirmed[0], gone[confirmed[0]] + (
+                f" (the same for {', '.join(others)})" if others else "") +
+                f"; micro-batch {batch_id} is not committed: the next start writes it")
+        counts = ", ".join(f"{missing[n]} for {n}" for n in names)
+        raise RuntimeError(f"Kafka outputs of batch {batch_id} not delivered: {counts} refused as an unknown topic, "
+                           "which the brokers still describe")
+
+    def _described_gone(self, names: list[str]) -> dict[str, str]:
+        """:data:`topics_gone`'s default: DescribeTopics with this client, the start check's line."""
+        states = describe_topics(self._client, names)
+        bootstrap = str(self._client.get("bootstrap.servers"))
+        return {n: missing_message(n, bootstrap, since="was deleted while the job ran") for n, st in states.items()
+                if st.error in MISSING_TOPIC_ERRORS}
 
     # -- what is already there
 
@@ -446,7 +513,7 @@ class KafkaOutputs:
         from confluent_kafka import KafkaError, TopicPartition
 
         c = self._reader()
-        tps = [TopicPartition(t, int(p), int(off)) for t, parts in start.items() for p, off in parts.items()]
+        tps = [tp for t, parts in start.items() for tp in self._since(c, t, parts)]
         found: Counter = Counter()
         if not tps:
             return found
@@ -470,6 +537,26 @@ class KafkaOutputs:
                 found[(msg.topic(), _digest(msg.key(), msg.value()))] += 1
         c.unassign()
         return found
+
+    @staticmethod
+    def _since(c, topic: str, parts: Mapping) -> list:
+        """Where the records of a pending batch start in ``topic``'s partitions. A topic deleted
+        and created again since the offsets were logged (a job stopped by its deletion, issue 46)
+        starts again at 0: a logged offset past a partition's end means that, and the partition is
+        read from its beginning; a partition the new topic lacks holds nothing of the batch. No
+        partitions logged: the topic was not there when the batch began, so all of it is the batch's."""
+        from confluent_kafka import TopicPartition
+
+        meta = c.list_topics(topic, timeout=10).topics.get(topic)
+        exists = meta.partitions if meta is not None and meta.error is None else {}
+        logged = {int(p): int(off) for p, off in parts.items()} or {p: -1 for p in exists}
+        out = []
+        for p, off in sorted(logged.items()):
+            if p not in exists:
+                continue
+            low, high = c.get_watermark_offsets(TopicPartition(topic, p), timeout=10, cached=False)
+            out.append(TopicPartition(topic, p, off if 0 <= off <= high else low))
+        return out
 
     def close(self) -> None:
         self._producer.flush(30)

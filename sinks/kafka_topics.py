@@ -57,13 +57,18 @@ class OutputTopicError(RuntimeError):
 
 
 def missing_message(topic: str, bootstrap: str, *, partitions: int | None = None,
-                    replication_factor: int | None = None, since: str = "does not exist") -> str:
-    """The one line for a topic that is not there: its name, where, and both ways out."""
+                    replication_factor: int | None = None, since: str = "does not exist",
+                    creates_at_start: bool = False) -> str:
+    """The one line for a topic that is not there: its name, where, and both ways out
+    (``creates_at_start``: the job runs with ``sinks.create_topics``, so a start recreates it)."""
     p = partitions if partitions else "N"
     r = replication_factor if replication_factor else "R"
-    return (f"output topic {topic} {since} on {bootstrap}: create it (kafka-topics.sh --bootstrap-server "
-            f"{bootstrap} --create --topic {topic} --partitions {p} --replication-factor {r}) or run with "
-            "--create-topics (sinks.create_topics)")
+    create = (f"kafka-topics.sh --bootstrap-server {bootstrap} --create --topic {topic} --partitions {p} "
+              f"--replication-factor {r}")
+    if creates_at_start:
+        return (f"output topic {topic} {since} on {bootstrap}: start the job again, --create-topics "
+                f"(sinks.create_topics) recreates it, or create it ({create})")
+    return f"output topic {topic} {since} on {bootstrap}: create it ({create}) or run with --create-topics (sinks.create_topics)"
 
 
 def topic_problem(topic: OutputTopic, state: TopicState, bootstrap: str, *, principal: str = "this principal",

@@ -75,7 +75,8 @@ def _cmd_demo(args: argparse.Namespace) -> int:
         if failure is not None:
             from fencewatch.streaming.config.logsetup import redact
 
-            print(f"query failed: {redact(str(failure))}")
+            # an output topic deleted under the demo: the sink's one line, not Spark's wrapping of it
+            print(f"query failed: {redact(str(writer.fatal or failure))}")
             return 1
     return 0
 

@@ -156,8 +156,8 @@ def _cmd_run(args: argparse.Namespace) -> int:
     try:
         while True:
             _watch(query, stop, writer)
-            if stop.is_set() or query.exception() is None:
-                break
+            if stop.is_set() or query.exception() is None or writer.fatal is not None:
+                break  # an output topic deleted: no restart would write it (said below)
             # The checkpoint and the sink log make a restart exact: a failure that may pass (a
             # Python worker too slow to connect back on a loaded host, a broker gone for long)
             # costs a restart, not the job. One that repeats ends it.
@@ -187,6 +187,8 @@ def _cmd_run(args: argparse.Namespace) -> int:
         kafka.close()
         metrics.close()
         log.info("stopped. %s", progress_line(writer.stats))
+    if writer.fatal is not None:  # the start check's line and exit code (2): the same problem, the same fix
+        raise cfgmod.ConfigError(str(writer.fatal))
     return 1 if failed else 0
 
 

@@ -203,6 +203,7 @@ def make_sinks(cfg: cfgmod.Config, spark, *, metrics_port: int | None = None):
     from fencewatch.sinks.prometheus import MetricsSink
 
     from fencewatch.streaming.runtime.checkpoint import sink_log
+    from fencewatch.streaming.runtime.output_topics import topics_gone
     from fencewatch.streaming.runtime.probes import health_config
 
     k = cfg.sinks
@@ -214,7 +215,8 @@ def make_sinks(cfg: cfgmod.Config, spark, *, metrics_port: int | None = None):
              else "no Schema Registry is configured")
     kafka = KafkaOutputs(client, verdicts_topic=k.verdicts_topic, alerts_topic=k.alerts_topic,
                          dlq_topic=k.dlq_topic, groups_topic=k.groups_topic, alerts_format=fmt, marker=marker,
-                         alert_serializer=_registry(cfg, "encoder") if fmt == "avro" else None)
+                         alert_serializer=_registry(cfg, "encoder") if fmt == "avro" else None,
+                         topics_gone=topics_gone(cfg))
     metrics = MetricsSink(MetricsConfig(host=k.metrics_host, port=k.metrics_port if metrics_port is None else metrics_port,
                                         max_groups=k.metrics_top_groups,
                                         critical_hold_s=k.metrics_critical_hold_ms / 1000,

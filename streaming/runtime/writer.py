@@ -5,11 +5,13 @@ from __future__ import annotations
 
 import functools
 import json
+import logging
 import threading
 import time
 from collections import Counter
 from dataclasses import dataclass, field
 
+from fencewatch.sinks.kafka_topics import OutputTopicError
 from fencewatch.streaming.config import settings as cfgmod
 from fencewatch.streaming.runtime.stats import JobStats
 
@@ -32,6 +34,9 @@ class BatchWriter:
         self.query = None
         self.last_batch: int | None = None  # the last batch whose outputs were written (or skipped)
         self.closed = False  # a stop was asked: batches are refused (see :meth:`close`)
+        #: an output topic deleted while the job ran (``KafkaOutputs._topics_missing``): the job ends
+        #: with its one line instead of restarting the query (``commands.run``)
+        self.fatal: OutputTopicError | None = None
         self._gate = threading.Lock()  # held while a batch writes; taken by close
         self._cond = threading.Condition()
 
@@ -41,7 +46,15 @@ class BatchWriter:
         with self._gate:
             if self.closed:
                 raise StopRequested(f"stopping: micro-batch {batch_id} not written; the next start runs it")
-            self._write_batch(df, batch_id)
+            try:
+                self._write_batch(df, batch_id)
+            except OutputTopicError as exc:
+                self.fatal = exc
+                # The batch fails (nothing of it committed) and the query with it; Spark and py4j
+                # would log that with their stack traces, which the job's one line replaces.
+                logging.getLogger("py4j.clientserver").setLevel(logging.CRITICAL)
+                df.sparkSession.sparkContext.setLogLevel("OFF")
+                raise
 
     def close(self, timeout_s: float) -> bool:
         """Refuse every batch from now on, once the one writing (if any) has finished: a stop then
