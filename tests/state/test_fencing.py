@@ -426,3 +426,23 @@ def test_judgements_of_v5_and_v6_txn_commits_are_not_mixed_up():
     _, out = run(base + [commit("A", 3, tp("t", 0), ts=30, txn=True, api_version=5),
                          commit("A", 3, tp("t", 0), ts=31, txn=True, api_version=6)])
     assert [v.strict for v in out.verdicts[-2:]] == ["ILLEGAL_GENERATION", "STALE_MEMBER_EPOCH"]
+
+
+def test_a_request_kip1251_rejects_classes_its_saved_partitions_by_their_holder():
+    """The class follows the request (contract §3.3): where KIP-1251 rejects one partition, one it
+    alone would accept is a zombie when another member holds it, else stale, and only that
+    zombie is named in the request's zombies."""
+    from fencewatch.state.judging import _summarise
+    from fencewatch.state.model import PartitionJudgement
+
+    S, N = "STALE_MEMBER_EPOCH", "NONE"
+    held_by_b = PartitionJudgement("t", 0, 3, 3, S, S, N, N, "avoidable", True, "B")
+    mine = PartitionJudgement("t", 1, 3, 3, S, S, N, N, "avoidable", False, None)
+    lost = PartitionJudgement("t", 2, None, 3, S, S, S, S, "stale", False, None)
+    tps = (("t", 0), ("t", 1), ("t", 2))
+    judged = _summarise((held_by_b, mine, lost), tps)
+    assert [p.cls for p in judged.parts] == ["zombie", "stale", "stale"]
+    assert judged.zombies == (("t", 0),) and judged.avoidable == () and judged.unsafe == (("t", 0),)
+    assert judged.answers.kip1251.value == S
+    alone = _summarise((held_by_b, mine), tps[:2])  # KIP-1251 accepts the whole request: both saved
+    assert [p.cls for p in alone.parts] == ["avoidable", "avoidable"] and alone.avoidable == tps[:2]
