@@ -224,12 +224,15 @@ def test_commit_truth_tells_avoidable_zombie_and_stale_apart():
     g.heartbeat("A", 1, kept, now=40)  # A: epoch 2, kept at ae 1; moved partitions released
     # Before B picks them up, nobody holds the moved partitions: a delayed commit is stale.
     scenario, current_owner, owners, expect = g.commit_truth("A", 1, kept + moved)
-    assert expect == ["avoidable"] * len(kept) + ["stale"] * len(moved)
+    # the class follows the request (contract §3.3): the moved partitions fail it under KIP-1251
+    # too, so the kept ones are not saved by it: stale (A holds them), not avoidable
+    assert expect == ["stale"] * len(kept) + ["stale"] * len(moved)
+    assert g.commit_truth("A", 1, kept)[3] == ["avoidable"] * len(kept)
     assert owners == ["A"] * len(kept) + [None] * len(moved) and not current_owner
     g.heartbeat("B", 2, (), now=50)
     scenario, current_owner, owners, expect = g.commit_truth("A", 1, kept + moved)
     assert scenario == "zombie"
-    assert expect == ["avoidable"] * len(kept) + ["zombie"] * len(moved)
+    assert expect == ["stale"] * len(kept) + ["zombie"] * len(moved)
     assert owners == ["A"] * len(kept) + ["B"] * len(moved)
     assert g.commit_truth("A", 1, kept)[:2] == ("heartbeat_race", True)
     assert g.commit_truth("A", 2, kept) == ("owner", True, ["A"] * len(kept), ["accepted"] * len(kept))
