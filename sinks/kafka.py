@@ -63,9 +63,12 @@ PERMANENT_ERRORS = frozenset({"MSG_SIZE_TOO_LARGE", "_MSG_SIZE_TOO_LARGE", "INVA
                               "RECORD_LIST_TOO_LARGE", "POLICY_VIOLATION", "INVALID_REQUIRED_ACKS",
                               "_INVALID_ARG", "TOPIC_AUTHORIZATION_FAILED"})
 #: Delivery errors after which the topic is asked about: the start check's missing-topic errors,
-#: and ``_UNKNOWN_PARTITION``, what librdkafka says once a deleted topic's metadata shows no
-#: partitions (seen on Apache Kafka 4.2: "partition count changed from 1 to 0").
-TOPIC_GONE_ERRORS = MISSING_TOPIC_ERRORS | {"_UNKNOWN_PARTITION"}
+#: ``_UNKNOWN_PARTITION``, what librdkafka says once a deleted topic's metadata shows no
+#: partitions (seen on Apache Kafka 4.2: "partition count changed from 1 to 0"), and ``_DESTROY``,
+#: what the records still queued on those partitions get when librdkafka drops them (seen in a
+#: loaded clean-clone run: "Broker handle destroyed for termination"). The topic is asked about
+#: before the job stops: one the brokers still describe fails the batch as any other error does.
+TOPIC_GONE_ERRORS = MISSING_TOPIC_ERRORS | {"_UNKNOWN_PARTITION", "_DESTROY"}
 #: librdkafka waits this long (its default: 30 s) before it fails the records of a topic its
 #: metadata no longer shows: a grace for topics just created, which the output topics are not
 #: (checked, or created and waited for, before the first batch). A deleted topic stops the job
