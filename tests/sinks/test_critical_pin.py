@@ -10,14 +10,13 @@ from pathlib import Path
 
 import pytest
 import yaml
-from prometheus_client.parser import text_string_to_metric_families
 
 from fencewatch.sinks.metrics import OTHER, GroupLimiter, MetricsConfig
 from fencewatch.sinks.prometheus import MetricsSink
+from test_prometheus_sink import BUILD, scrape
 
 ROOT = Path(__file__).resolve().parents[2]
 RULES = ROOT / "dashboards" / "prometheus" / "rules" / "fencewatch.rules.yml"
-BUILD = {"version": "0.0.test", "python_version": "3.11", "pyspark_version": "4.3.0"}
 T0 = 1_800_000_000_000  # event time of the first batch, ms
 
 
@@ -27,14 +26,6 @@ def k(group: str) -> tuple[str, str]:
 
 def make_sink(**config) -> MetricsSink:
     return MetricsSink(MetricsConfig(**config), clock=lambda: T0 / 1000, build_labels=BUILD)
-
-
-def scrape(sink: MetricsSink) -> dict[tuple[str, frozenset], float]:
-    out = {}
-    for family in text_string_to_metric_families(sink.render()):
-        for s in family.samples:
-            out[(s.name, frozenset(s.labels.items()))] = s.value
-    return out
 
 
 def groups_of(data, name: str) -> dict[str, float]:

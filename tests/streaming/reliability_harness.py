@@ -314,3 +314,32 @@ def micro_batch(router, fn, states: dict, rows: list[tuple], *, batch_ms: int = 
             yield key, out
         if not st.exists:  # removed (or never stored): Spark calls the key again only with input
             del states[key]
+
+
+def stream_events(events: list[dict], *, batch: int, emit_groups: bool = False,
+                  now_ms: int = 4_000_000_000_000) -> list:
+    """Contract events through the job's router and state function without Spark, ``batch`` events
+    a micro-batch one second apart (heartbeats and offsets as their two sources), then five empty
+    batches that release what the hold keeps: every output frame, in order."""
+    from fencewatch.state.config import RulesConfig
+    from fencewatch.streaming.ingest.events import MEMBERSHIP_TYPES
+    from fencewatch.streaming.runtime.inputs import group_sources
+    from fencewatch.streaming.runtime.state_fn import make_router, make_stream_fn
+
+    router = make_router()
+    wall = [now_ms / 1000 - 10_000.0]
+    fn = make_stream_fn(RulesConfig(), max_skew_ms=1_000, wall_clock=lambda: wall[0],
+                        sources=group_sources("events"), emit_groups=emit_groups)
+    states: dict[str, SparkGroupStateStub] = {}
+    out = []
+    for start in range(0, len(events), batch):
+        rows = []
+        for off, e in enumerate(events[start:start + batch], start):
+            src = "heartbeats" if e["type"] in MEMBERSHIP_TYPES else "offsets"
+            rows.append((json.dumps(e).encode(), off * 4 + (src == "offsets"), f"{src}/0/{off}", "", src, e["ts"]))
+        out += [frame for _, frame in micro_batch(router, fn, states, rows)]
+        wall[0] += 1.0
+    for _ in range(5):
+        out += [frame for _, frame in micro_batch(router, fn, states, [])]
+        wall[0] += 1.0
+    return out

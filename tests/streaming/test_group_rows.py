@@ -12,36 +12,14 @@ from dataclasses import replace
 from fencewatch.sim.profiles import profile
 from fencewatch.sim.world import SimConfig, simulate
 from fencewatch.sinks.group_views import GroupViews, render_html, render_text
-from fencewatch.state.config import RulesConfig
 from fencewatch.state.group_view import group_view
-from fencewatch.streaming.ingest.events import MEMBERSHIP_TYPES
-from fencewatch.streaming.runtime.inputs import group_sources
 from fencewatch.streaming.runtime.outputs import read_frame
 from fencewatch.streaming.runtime.replay import judge_events
-from fencewatch.streaming.runtime.state_fn import make_router, make_stream_fn
-from reliability_harness import SparkGroupStateStub, micro_batch
-
-NOW_MS = 4_000_000_000_000
+from reliability_harness import stream_events
 
 
 def _rows(events, *, emit_groups: bool, batch: int = 400):
-    router = make_router()
-    wall = [NOW_MS / 1000 - 10_000.0]
-    fn = make_stream_fn(RulesConfig(), max_skew_ms=1_000, wall_clock=lambda: wall[0],
-                        sources=group_sources("events"), emit_groups=emit_groups)
-    states: dict[str, SparkGroupStateStub] = {}
-    out = []
-    for start in range(0, len(events), batch):
-        rows = []
-        for off, e in enumerate(events[start:start + batch], start):
-            src = "heartbeats" if e["type"] in MEMBERSHIP_TYPES else "offsets"
-            rows.append((json.dumps(e).encode(), off * 4 + (src == "offsets"), f"{src}/0/{off}", "", src, e["ts"]))
-        out += [r for _, frame in micro_batch(router, fn, states, rows) for r in read_frame(frame)]
-        wall[0] += 1.0
-    for _ in range(5):  # held events released by time
-        out += [r for _, frame in micro_batch(router, fn, states, []) for r in read_frame(frame)]
-        wall[0] += 1.0
-    return out
+    return [r for frame in stream_events(events, batch=batch, emit_groups=emit_groups) for r in read_frame(frame)]
 
 
 def _events():

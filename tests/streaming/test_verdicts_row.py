@@ -15,39 +15,20 @@ import pytest
 
 from fencewatch.sim.world import SimConfig, simulate
 from fencewatch.sim.profiles import profile
-from fencewatch.state.config import RulesConfig
 from fencewatch.streaming.config import settings as cfgmod
-from fencewatch.streaming.ingest.events import MEMBERSHIP_TYPES
 from fencewatch.streaming.runtime.writer import BatchWriter, _BatchTotals
 from fencewatch.streaming.runtime.stats import JobStats
-from fencewatch.streaming.runtime.inputs import group_sources
 from fencewatch.streaming.runtime.replay import judge_events
 from fencewatch.sinks.jsonl import alert_json, commit_verdicts_block
 from fencewatch.streaming.runtime.outputs import read_frame
-from fencewatch.streaming.runtime.state_fn import make_router, make_stream_fn, unpack_lines
-from reliability_harness import SparkGroupStateStub, micro_batch
+from fencewatch.streaming.runtime.state_fn import unpack_lines
+from reliability_harness import stream_events
 
 NOW_MS = 4_000_000_000_000
 
 
 def _frames(events, batch: int = 700):
-    router = make_router()
-    wall = [NOW_MS / 1000 - 10_000.0]
-    fn = make_stream_fn(RulesConfig(), max_skew_ms=1_000, wall_clock=lambda: wall[0],
-                        sources=group_sources("events"))
-    states: dict[str, SparkGroupStateStub] = {}
-    out = []
-    for start in range(0, len(events), batch):
-        rows = []
-        for off, e in enumerate(events[start:start + batch], start):
-            src = "heartbeats" if e["type"] in MEMBERSHIP_TYPES else "offsets"
-            rows.append((json.dumps(e).encode(), off * 4 + (src == "offsets"), f"{src}/0/{off}", "", src, e["ts"]))
-        out += [frame for _, frame in micro_batch(router, fn, states, rows)]
-        wall[0] += 1.0
-    for _ in range(5):  # held events released by time
-        out += [frame for _, frame in micro_batch(router, fn, states, [])]
-        wall[0] += 1.0
-    return out
+    return stream_events(events, batch=batch, now_ms=NOW_MS)
 
 
 def test_one_verdicts_row_per_call_carries_every_line_and_its_commit_ts(monkeypatch):
