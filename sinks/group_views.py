@@ -19,6 +19,21 @@ from fencewatch.state.group_view import VIEW_FORMAT
 GroupKey = tuple[str, str]  # (cluster, group id)
 
 
+def group_view_key(cluster: str, group_id: str) -> bytes:
+    """A group's key on the groups topic: ``[cluster, group]`` as a JSON array, so that neither
+    part's characters can run into the other's (group ids may hold ``/``)."""
+    return json.dumps([cluster, group_id], separators=(",", ":")).encode()
+
+
+def parse_group_view_key(key: bytes | None) -> GroupKey | None:
+    """:func:`group_view_key`'s (cluster, group id), or None for a key it did not write."""
+    try:
+        cluster, group_id = json.loads(key)
+    except (TypeError, ValueError):
+        return None
+    return (cluster, group_id) if isinstance(cluster, str) and isinstance(group_id, str) else None
+
+
 class ViewFormatError(ValueError):
     """A snapshot this version cannot read (a newer ``format``, or not a snapshot at all)."""
 

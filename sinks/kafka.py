@@ -36,6 +36,7 @@ from typing import Callable, Iterable, Mapping, Protocol
 
 import fastavro
 
+from fencewatch.sinks.group_views import group_view_key
 from fencewatch.sinks.kafka_topics import MISSING_TOPIC_ERRORS, OutputTopicError, describe_topics, missing_message
 from fencewatch.state.records import alert_avro_schema
 
@@ -565,12 +566,6 @@ class KafkaOutputs:
         self._producer.flush(30)
         if self._consumer is not None:
             self._consumer.close()
-
-
-def group_view_key(cluster: str, group_id: str) -> bytes:
-    """A group's key on the groups topic: ``cluster/group`` as a JSON array, so that neither part's
-    characters can run into the other's (group ids may hold ``/``)."""
-    return json.dumps([cluster, group_id], separators=(",", ":")).encode()
 
 
 def _digest(key: bytes | None, value: bytes | None) -> bytes:

@@ -32,6 +32,13 @@ def add_spark_flags(p: argparse.ArgumentParser) -> None:
                         "adds to streaming.spark_conf from the file and environment")
 
 
+def add_kafka_client_flags(g, bootstrap_help: str) -> None:
+    """``--bootstrap-servers`` and ``-X`` for a command that reads the job's topics (``report``, ``groups``)."""
+    g.add_argument("--bootstrap-servers", help=bootstrap_help)
+    g.add_argument("-X", dest="kafka", action="append", default=[], metavar="KEY=VALUE",
+                   help="Kafka client setting (security.protocol, sasl.*, ssl.*), repeatable")
+
+
 def pairs(items: Sequence[str], flag: str) -> dict[str, str]:
     out = {}
     for item in items or ():

@@ -16,6 +16,8 @@ log = logging.getLogger(__name__)
 
 
 def register(subparsers) -> None:
+    from fencewatch.streaming.commands.common import add_kafka_client_flags
+
     p = subparsers.add_parser(
         "groups", help="each group's members, member epochs and partitions, as the job last saw them",
         description="Read the job's groups topic (sinks.groups_topic, written by `fencewatch run --groups-topic`) "
@@ -23,11 +25,8 @@ def register(subparsers) -> None:
                     "revocation with their assignment epochs, and the verdicts of its last snapshot. The running "
                     "job serves the same view at /groups on its metrics port. See docs/groups.md.")
     p.add_argument("--config", help="a YAML or JSON settings file (default: none)")
-    p.add_argument("--bootstrap-servers", help="the cluster holding the groups topic (default: "
-                                               "streaming.bootstrap_servers)")
+    add_kafka_client_flags(p, "the cluster holding the groups topic (default: streaming.bootstrap_servers)")
     p.add_argument("--groups-topic", metavar="TOPIC", help="the groups topic (default: sinks.groups_topic)")
-    p.add_argument("-X", dest="kafka", action="append", default=[], metavar="KEY=VALUE",
-                   help="Kafka client setting (security.protocol, sasl.*, ssl.*), repeatable")
     p.add_argument("--cluster", dest="only_cluster", metavar="NAME", help="this cluster's groups only (default: all)")
     p.add_argument("--group", metavar="GROUP", help="this group only, with its members (default: all groups)")
     p.add_argument("--members", action="store_true", help="each group's members below its line (default: off)")
@@ -38,9 +37,9 @@ def register(subparsers) -> None:
 
 
 def _cmd_groups(args: argparse.Namespace) -> int:
-    from fencewatch.sinks.group_views import GroupViews, render_html, render_text
+    from fencewatch.sinks.group_views import GroupViews, parse_group_view_key, render_html, render_text
     from fencewatch.streaming.commands.common import build_config, pairs
-    from fencewatch.streaming.commands.report import read_topic
+    from fencewatch.streaming.commands.topic_reader import read_topic
     from fencewatch.streaming.config import ConfigError
     from fencewatch.streaming.config.settings import kafka_client_config
 
@@ -52,20 +51,20 @@ def _cmd_groups(args: argparse.Namespace) -> int:
         raise ConfigError("no groups topic: give --groups-topic (the topic `fencewatch run --groups-topic` writes) "
                           "or set sinks.groups_topic")
     views = GroupViews()
-    bad = [0]
+    unkeyed = 0
 
     def handle(key, value) -> None:
-        try:
-            cluster, group_id = json.loads(key)
-        except (TypeError, ValueError):
-            bad[0] += 1
-            return
-        views.apply([(cluster, group_id, value)])
+        nonlocal unkeyed
+        group = parse_group_view_key(key)
+        if group is None:
+            unkeyed += 1
+        else:
+            views.apply([(*group, value)])
 
     read_topic(kafka_client_config(cfg, "consumer"), topic, handle, keyed=True, command="groups")
-    if bad[0] or views.refused:
+    if unkeyed or views.refused:
         log.warning("groups: %d record(s) of %s were not group snapshots this version reads; skipped",
-                    bad[0] + views.refused, topic)
+                    unkeyed + views.refused, topic)
     shown = views.snapshot(args.only_cluster, args.group)
     if args.format == "json":
         text = json.dumps(shown, indent=2)

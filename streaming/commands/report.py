@@ -15,7 +15,6 @@ import logging
 import os
 import sys
 import time
-import uuid
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Callable
@@ -23,12 +22,12 @@ from typing import Callable
 import msgspec
 
 from fencewatch.sinks.report.assemble import summarize
+from fencewatch.streaming.commands.topic_reader import Progress, read_topic
 from fencewatch.sinks.report.summary import ReportAggregator, rank_policy
 from fencewatch.state.model import OUTPUT_NAMES, Verdict
 
 log = logging.getLogger(__name__)
 
-PROGRESS_EVERY_S = 2.0
 
 
 def _verdict_types() -> dict[str, object]:
@@ -101,27 +100,6 @@ def fold_alert_value(agg: ReportAggregator, value: bytes, source: int) -> None:
     agg.add_alert(alert, source)
 
 
-class Progress:
-    """A progress line on stderr (logging) every few seconds while reading."""
-
-    def __init__(self, what: str, total: int | None = None, command: str = "report") -> None:
-        self.what, self.total, self.n, self.command = what, total, 0, command
-        self.t0 = self.last = time.monotonic()
-
-    def step(self, n: int = 1) -> None:
-        self.n += n
-        now = time.monotonic()
-        if now - self.last >= PROGRESS_EVERY_S:
-            self.last = now
-            share = f" of {self.total:,} ({100 * self.n / self.total:.0f}%)" if self.total else ""
-            log.info("%s: read %s records%s from %s (%.0f/s)", self.command, f"{self.n:,}", share, self.what,
-                     self.n / max(now - self.t0, 1e-9))
-
-    def done(self) -> None:
-        log.info("%s: read %s records from %s in %.1fs", self.command, f"{self.n:,}", self.what,
-                 time.monotonic() - self.t0)
-
-
 def read_file(agg: ReportAggregator, path: str, kind: str,
               fold: Callable[[ReportAggregator, bytes, int], None]) -> None:
     source = agg.input(kind, path)
@@ -132,69 +110,6 @@ def read_file(agg: ReportAggregator, path: str, kind: str,
                 fold(agg, line, source)
                 progress.step()
     progress.done()
-
-
-def read_topic(client: dict, topic: str, handle: Callable[..., None], *, timeout_s: float = 30.0,
-               keyed: bool = False, command: str = "report") -> int:
-    """Every record of ``topic`` from the beginning of each partition to the end offset seen at
-    start; ``handle(value)`` for each (``keyed``: ``handle(key, value)``, a tombstone's value None).
-    Records written after the start are left for the next run."""
-    from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, TopicPartition
-
-    from fencewatch.streaming.config import ConfigError
-
-    consumer = Consumer({**client, "group.id": f"fencewatch-{command}-{uuid.uuid4().hex[:12]}",
-                         "enable.auto.commit": False, "enable.partition.eof": True,
-                         "auto.offset.reset": "earliest"})
-    try:
-        meta = consumer.list_topics(topic, timeout=timeout_s).topics.get(topic)
-        if meta is None or meta.error is not None or not meta.partitions:
-            raise ConfigError(f"topic {topic!r}: {meta.error if meta is not None and meta.error else 'not found'}")
-        ends, starts, total = {}, [], 0
-        for p in sorted(meta.partitions):
-            low, high = consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=timeout_s)
-            if high > low:
-                ends[p] = high
-                total += high - low
-                starts.append(TopicPartition(topic, p, OFFSET_BEGINNING))
-        log.info("%s: reading %s: %d partition(s), %s records up to the end offsets seen now", command,
-                 topic, len(meta.partitions), f"{total:,}")
-        progress = Progress(f"topic {topic}", total, command)
-        if starts:
-            consumer.assign(starts)
-        open_parts = set(ends)
-        idle_since = time.monotonic()
-        while open_parts:
-            msgs = consumer.consume(1000, timeout=1.0)
-            if msgs:
-                idle_since = time.monotonic()
-            elif time.monotonic() - idle_since > timeout_s:
-                log.warning("%s: %s: nothing arrived for %.0fs; partitions %s stop short of the end offsets "
-                            "seen at start", command, topic, timeout_s, sorted(open_parts))
-                break
-            n = 0
-            for m in msgs:
-                p = m.partition()
-                if m.error() is not None:
-                    if m.error().code() == KafkaError._PARTITION_EOF:
-                        open_parts.discard(p)
-                        continue
-                    raise RuntimeError(f"reading {topic}[{p}]: {m.error()}")
-                if p not in open_parts or m.offset() >= ends[p]:
-                    open_parts.discard(p)
-                    continue
-                if keyed:
-                    handle(m.key(), m.value())
-                else:
-                    handle(m.value() or b"")
-                n += 1
-                if m.offset() + 1 >= ends[p]:
-                    open_parts.discard(p)
-            progress.step(n)
-        progress.done()
-        return progress.n
-    finally:
-        consumer.close()
 
 
 def read_events(agg: ReportAggregator, path: str, cfg) -> dict | None:
@@ -245,7 +160,7 @@ def _trace_facts(path: str) -> dict:
 # --------------------------------------------------------------------------- the command
 
 def register(subparsers) -> None:
-    from fencewatch.streaming.commands.common import add_rules_flags
+    from fencewatch.streaming.commands.common import add_kafka_client_flags, add_rules_flags
 
     p = subparsers.add_parser(
         "report", help="what moving the brokers to KIP-1251 would change: one HTML page and a JSON summary",
@@ -259,11 +174,9 @@ def register(subparsers) -> None:
     p.add_argument("--events", metavar="TRACE.jsonl", help="a trace of fencewatch events (docs/contract.md §1): "
                    "judge it with replay's local engine first (the rules flags below apply)")
     k = p.add_argument_group("topics (the job's outputs)")
-    k.add_argument("--bootstrap-servers", help="read --verdicts-topic and --alerts-topic from this cluster")
+    add_kafka_client_flags(k, "read --verdicts-topic and --alerts-topic from this cluster")
     k.add_argument("--verdicts-topic", help="the job's verdicts topic (e.g. fencewatch.verdicts)")
     k.add_argument("--alerts-topic", help="the job's alerts topic (Avro or JSON; e.g. fencewatch.alerts)")
-    k.add_argument("-X", dest="kafka", action="append", default=[], metavar="KEY=VALUE",
-                   help="Kafka client setting (security.protocol, sasl.*, ssl.*), repeatable")
     r = p.add_argument_group("range and output")
     r.add_argument("--from", dest="from_time", help="keep records at or after this time (epoch ms or ISO 8601)")
     r.add_argument("--to", dest="to_time", help="keep records at or before this time (epoch ms or ISO 8601)")

@@ -100,3 +100,10 @@ def test_no_membership_change_is_missed(monkeypatch):
     monkeypatch.setattr("fencewatch.streaming.runtime.state_fn.snapshot_due", lambda before, g, shapes: True)
     every = memberships(_rows(events, emit_groups=True, batch=50))
     assert ruled == every and sum(map(len, every.values())) > 2 * len(every)  # groups did change, several times
+
+
+def test_the_groups_topic_key_round_trips_and_refuses_what_it_did_not_write():
+    from fencewatch.sinks.group_views import group_view_key, parse_group_view_key
+
+    assert parse_group_view_key(group_view_key("prod/eu", "a/b\"c")) == ("prod/eu", "a/b\"c")
+    assert [parse_group_view_key(k) for k in (None, b"prod/g", b"[1, 2]", b'["only"]')] == [None] * 4
