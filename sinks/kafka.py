@@ -23,6 +23,7 @@ that may pass (broker down, timeout) fails the batch, which Spark then retries.
 """
 from __future__ import annotations
 
+import functools
 import hashlib
 import io
 import json
@@ -37,7 +38,7 @@ from typing import Callable, Iterable, Mapping, Protocol
 import fastavro
 
 from fencewatch.sinks.group_views import group_view_key
-from fencewatch.sinks.kafka_topics import MISSING_TOPIC_ERRORS, OutputTopicError, describe_topics, missing_message
+from fencewatch.sinks.kafka_topics import MISSING_TOPIC_ERRORS, OutputTopicError, deleted_topics
 from fencewatch.state.records import alert_avro_schema
 
 log = logging.getLogger(__name__)
@@ -250,7 +251,7 @@ class KafkaOutputs:
         self._retry: list[str] = []  # delivery failures that may pass: the batch fails, Spark retries it
         self._rejected: list[tuple] = []  # (topic, value, error, headers): to the DLQ
         self._missing: Counter = Counter()  # records refused because their topic is not there, by topic
-        self._topics_gone = topics_gone or self._described_gone
+        self._topics_gone = topics_gone or functools.partial(deleted_topics, self._client)
         self._already: Counter = Counter()  # records of a pending batch found in the topics
         self._headers: list = []
         self._batch = -1
@@ -473,13 +474,6 @@ class KafkaOutputs:
         counts = ", ".join(f"{missing[n]} for {n}" for n in names)
         raise RuntimeError(f"Kafka outputs of batch {batch_id} not delivered: {counts} refused as an unknown topic, "
                            "which the brokers still describe")
-
-    def _described_gone(self, names: list[str]) -> dict[str, str]:
-        """:data:`topics_gone`'s default: DescribeTopics with this client, the start check's line."""
-        states = describe_topics(self._client, names)
-        bootstrap = str(self._client.get("bootstrap.servers"))
-        return {n: missing_message(n, bootstrap, since="was deleted while the job ran") for n, st in states.items()
-                if st.error in MISSING_TOPIC_ERRORS}
 
     # -- what is already there
 

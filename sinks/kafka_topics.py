@@ -103,6 +103,18 @@ def _admin(client: Mapping[str, Any]):
     return AdminClient({"logger": logging.getLogger("fencewatch.kafka.admin"), **client})
 
 
+def deleted_topics(client: Mapping[str, Any], names: Iterable[str], *, partitions: int | None = None,
+                   replication_factor: int | None = None, creates_at_start: bool = False,
+                   timeout_s: float = 10.0) -> dict[str, str]:
+    """Of ``names`` (output topics the producer found missing while the job ran), those
+    DescribeTopics confirms are gone, each with the start check's line (:func:`missing_message`)."""
+    states = describe_topics(client, names, timeout_s=timeout_s)
+    bootstrap = str(client.get("bootstrap.servers"))
+    return {n: missing_message(n, bootstrap, partitions=partitions, replication_factor=replication_factor,
+                               since="was deleted while the job ran", creates_at_start=creates_at_start)
+            for n, st in states.items() if st.error in MISSING_TOPIC_ERRORS}
+
+
 def describe_topics(client: Mapping[str, Any], names: Iterable[str], *, timeout_s: float = 10.0,
                     admin=None) -> dict[str, TopicState]:
     """:class:`TopicState` of each name (DescribeTopics with the authorized operations, KIP-430).

@@ -9,10 +9,11 @@ may not write, is said in one line with the fix.
 """
 from __future__ import annotations
 
+import functools
 import logging
 
 from fencewatch.sinks.kafka_topics import (MISSING_TOPIC_ERRORS, OutputTopic, OutputTopicError, TopicState,
-                                           create_topics, describe_topics, missing_message, topic_problem)
+                                           create_topics, deleted_topics, describe_topics, topic_problem)
 from fencewatch.streaming.config import settings as cfgmod
 
 log = logging.getLogger(__name__)
@@ -87,14 +88,7 @@ def topics_gone(cfg: cfgmod.Config, *, timeout_s: float = CHECK_TIMEOUT_S):
     ran, those DescribeTopics confirms are gone, each with the start check's line (docs/decisions.md,
     "An output topic deleted while the job runs"). The job does not recreate them, even with
     ``sinks.create_topics``: the line says a start does."""
-    client = cfgmod.kafka_client_config(cfg, "admin")
     k = cfg.sinks
-
-    def gone(names: list[str]) -> dict[str, str]:
-        states = describe_topics(client, names, timeout_s=timeout_s)
-        return {n: missing_message(n, cfg.streaming.bootstrap_servers, partitions=k.topic_partitions,
-                                   replication_factor=k.topic_replication_factor,
-                                   since="was deleted while the job ran", creates_at_start=k.create_topics)
-                for n, st in states.items() if st.error in MISSING_TOPIC_ERRORS}
-
-    return gone
+    return functools.partial(deleted_topics, cfgmod.kafka_client_config(cfg, "admin"),
+                             partitions=k.topic_partitions, replication_factor=k.topic_replication_factor,
+                             creates_at_start=k.create_topics, timeout_s=timeout_s)
