@@ -190,8 +190,7 @@ def _summarise(parts: tuple[PartitionJudgement, ...], tps) -> RequestJudgement:
     avoidable_tps: list[TopicPartition] = []
     first_error: list[KafkaError | None] = [None] * _N_POLICIES
     for tp, pj in zip(tps, parts):
-        answers = _ANSWERS(pj)
-        if answers == _ALL_NONE and not pj.unsafe and pj.cls == "accepted":
+        if pj.cls == "accepted" and not pj.unsafe and _ANSWERS(pj) == _ALL_NONE:
             continue  # every policy accepts it
         if pj.cls == "zombie":
             zombies.append(tp)
@@ -199,7 +198,7 @@ def _summarise(parts: tuple[PartitionJudgement, ...], tps) -> RequestJudgement:
             avoidable_tps.append(tp)
         if pj.unsafe:
             unsafe_tps.append(tp)
-        for i, r in enumerate(answers):
+        for i, r in enumerate(_ANSWERS(pj)):
             if r != "NONE" and first_error[i] is None:
                 first_error[i] = KafkaError(r)
     answers = PolicyAnswers(*(e if e is not None else KafkaError.NONE for e in first_error))
