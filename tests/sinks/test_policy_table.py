@@ -182,4 +182,5 @@ def test_a_fifth_policy_reaches_the_report(five_policies, trace, tmp_path):
     # strict rejects three of the one-partition requests; loose accepts two of those
     saved = sum(v["strict"] != "NONE" and v[FIELD] == "NONE" for v in verdicts)
     assert saved == 2 and totals["avoidable"]["loose"] == {"requests": saved, "verdicts": saved}
-    assert 'data-policy="loose"' in (tmp_path / "r.html").read_text()
+    page = (tmp_path / "r.html").read_text()
+    assert 'data-policy="loose"' in page and "judged under the five checks" in page
