@@ -1,17 +1,39 @@
-"""The commit rules (contract §3.1-3.3): the guards before any policy, the four policies,
-the class of a (commit, partition), ``unsafe``. :mod:`.judging` applies them to a request.
+"""The commit rules (contract §3.1-3.3): the guards before any policy, the policies, the class
+of a (commit, partition), ``unsafe``. :mod:`.judging` applies them to a request.
+
+Owns: :data:`POLICY_TABLE`, the one declaration of the commit policies: each row is a policy's
+name, the verdict field holding its answer and its predicate. :class:`Policy`,
+:data:`POLICY_ANSWER_FIELD`, :class:`PolicyOutcomes` and the verdict's answer fields
+(:mod:`.model`) derive from it, and every reader of the policies (judging, the verdict
+writers, metrics, the report) iterates it: a policy is one row here. Also :class:`CommitClass`,
+what :func:`classify` answers.
 
 Shaped like Kafka's ``ConsumerGroup.validateOffsetCommit`` (4.3, KIP-1251):
 guards in the coordinator's order, then the per-partition epoch check. Each
 policy is one small function over the same four numbers; ``classify`` reads
-policy outcomes and never re-derives epochs.
+policy outcomes by name and never re-derives epochs.
 """
 from __future__ import annotations
 
+import enum
 from dataclasses import dataclass
-from typing import Callable, Mapping
+from itertools import repeat
+from typing import Callable, NamedTuple
 
-from fencewatch.state.model import CommitClass, KafkaError, Policy
+from fencewatch.state.errors import KafkaError
+
+
+class CommitClass(str, enum.Enum):
+    """The class of a (commit, partition) (contract §3.3)."""
+
+    ACCEPTED = "accepted"
+    AVOIDABLE = "avoidable"
+    ZOMBIE = "zombie"
+    STALE = "stale"
+    UNKNOWN_MEMBER = "unknown_member"
+    FUTURE_EPOCH = "future_epoch"
+    OTHER = "other"
+
 
 # --------------------------------------------------------------------------- policies
 # Each takes (client epoch c, broker epoch b, member revocation epoch, assignment
@@ -39,13 +61,44 @@ def kip1251(c: int, b: int, revocation_epoch: int, ae: int | None) -> bool:
     return c == b or (ae is not None and ae <= c < b)
 
 
-POLICIES: Mapping[Policy, Callable[[int, int, int, int | None], bool]] = {
-    Policy.STRICT: strict,
-    Policy.MEMBER_REVOCATION: member_revocation,
-    Policy.ASSIGNMENT_EPOCH: assignment_epoch,
-    Policy.KIP1251: kip1251,
-}
-POLICY_ORDER = (Policy.STRICT, Policy.MEMBER_REVOCATION, Policy.ASSIGNMENT_EPOCH, Policy.KIP1251)
+@dataclass(frozen=True, slots=True)
+class PolicyRule:
+    """One commit policy (contract §3.2): its ``name`` (configuration's ``broker_policy``, the
+    metrics' ``policy`` label, the report's columns; also its :class:`PolicyOutcomes` field),
+    ``field``, the verdict field holding its answer (an error name, ``"NONE"`` when accepted),
+    and ``accepts``, its predicate over (c, b, revocation epoch, ae)."""
+
+    name: str
+    field: str
+    accepts: Callable[[int, int, int, int | None], bool]
+
+
+POLICY_TABLE: tuple[PolicyRule, ...] = (
+    PolicyRule("strict", "strict", strict),
+    PolicyRule("member_revocation", "member_revocation", member_revocation),
+    # "assignment_epoch" is the verdict field of the partition's epoch: its answer is renamed
+    PolicyRule("assignment_epoch", "assignment_epoch_check", assignment_epoch),
+    PolicyRule("kip1251", "kip1251", kip1251),
+)
+"""The commit policies, in output order (verdict fields, metrics, the report's columns)."""
+
+Policy = enum.Enum("Policy", [(rule.name.upper(), rule.name) for rule in POLICY_TABLE], type=str,
+                   module=__name__)
+Policy.__doc__ = """The commit checks (contract §3.2), one member per :data:`POLICY_TABLE` row (``Policy.STRICT``,
+``Policy.KIP1251``, ...); values are the names configuration uses (``broker_policy: assignment_epoch``)."""
+
+POLICY_ANSWER_FIELD: dict[Policy, str] = {Policy(rule.name): rule.field for rule in POLICY_TABLE}
+"""The verdict field that holds each policy's answer."""
+POLICY_ORDER: tuple[Policy, ...] = tuple(POLICY_ANSWER_FIELD)
+POLICIES: dict[Policy, Callable[[int, int, int, int | None], bool]] = {
+    Policy(rule.name): rule.accepts for rule in POLICY_TABLE}
+
+PolicyOutcomes = NamedTuple("PolicyOutcomes", [(rule.name, bool) for rule in POLICY_TABLE])
+PolicyOutcomes.__doc__ = """Whether each policy accepts one partition's commit, by policy name
+(``outcomes.strict``; in :data:`POLICY_TABLE` order for code that goes over them all)."""
+PolicyOutcomes.__module__ = __name__
+_ACCEPTS = tuple(rule.accepts for rule in POLICY_TABLE)
+_new_tuple = tuple.__new__
 
 
 KIP1319_TXN_VERSION = 6
@@ -105,7 +158,7 @@ def pre_check(*, group_exists: bool, group_has_members: bool, member_known: bool
 
 # --------------------------------------------------------------------------- classification
 
-def classify(accepted: tuple[bool, bool, bool, bool], client_epoch: int, broker_epoch: int,
+def classify(accepted: PolicyOutcomes, client_epoch: int, broker_epoch: int,
              held_by_other: bool) -> CommitClass:
     """One class per (commit, partition) from the policy outcomes, tried in the contract's order
     (§3.3; ``unknown_member`` and ``other`` are :func:`pre_check`'s): the first that applies wins."""
@@ -113,30 +166,27 @@ def classify(accepted: tuple[bool, bool, bool, bool], client_epoch: int, broker_
     # partition another member holds (the client saw an epoch the model has not).
     if client_epoch > broker_epoch:
         return CommitClass.FUTURE_EPOCH
-    if accepted[0]:  # strict
+    if accepted.strict:
         return CommitClass.ACCEPTED
-    if accepted[3]:  # kip1251: fenced only because the owner's epoch was stale
+    if accepted.kip1251:  # fenced only because the owner's epoch was stale
         return CommitClass.AVOIDABLE
     if held_by_other:
         return CommitClass.ZOMBIE
     return CommitClass.STALE
 
 
-def is_unsafe(outcomes: tuple[bool, bool, bool, bool], client_epoch: int,
-              other_assigned_epoch: int | None) -> bool:
+def is_unsafe(outcomes: PolicyOutcomes, client_epoch: int, other_assigned_epoch: int | None) -> bool:
     """A policy accepts while another member holds the partition in ``assigned`` at an
     epoch <= the client's: the commit could overwrite the new owner's offsets."""
     return other_assigned_epoch is not None and other_assigned_epoch <= client_epoch and any(outcomes)
 
 
 def evaluate(c: int, b: int, revocation_epoch: int, ae: int | None,
-             exact_generation: bool = False) -> tuple[bool, bool, bool, bool]:
-    """Every policy's outcome for one partition, in ``POLICY_ORDER``. A classic member
+             exact_generation: bool = False) -> PolicyOutcomes:
+    """Every policy's outcome for one partition (:data:`POLICY_TABLE`'s rows). A classic member
     (``exact_generation``) keeps Kafka's exact generation check under every policy: KAFKA-19779 and
     KIP-1251 relax the consumer and streams protocols only (``ClassicGroup.validateOffsetCommit``
     is unchanged in 4.3 and 4.4; seen against those brokers, docs/fidelity.md)."""
     if exact_generation:
-        ok = c == b
-        return (ok, ok, ok, ok)
-    return (strict(c, b, revocation_epoch, ae), member_revocation(c, b, revocation_epoch, ae),
-            assignment_epoch(c, b, revocation_epoch, ae), kip1251(c, b, revocation_epoch, ae))
+        return _new_tuple(PolicyOutcomes, repeat(c == b, len(_ACCEPTS)))
+    return _new_tuple(PolicyOutcomes, [accepts(c, b, revocation_epoch, ae) for accepts in _ACCEPTS])

@@ -17,7 +17,7 @@ from operator import add, attrgetter
 from typing import Mapping, NamedTuple, Protocol as Shape
 
 from fencewatch.state.assignment import Member
-from fencewatch.state.fencing import POLICY_ORDER, PreCheck, classify, evaluate, is_unsafe, rejection_error
+from fencewatch.state.fencing import POLICY_TABLE, PreCheck, classify, evaluate, is_unsafe, rejection_error
 from fencewatch.state.memo import Memo
 from fencewatch.state.model import (CommitClass, KafkaError, POLICY_ANSWER_FIELD, PartitionJudgement, Policy, Protocol,
                     TopicPartition, TRANSIENT_ERRORS, UniformParts, verdict_part)
@@ -72,7 +72,8 @@ def held_by_member_alone(own: Ownership, member: Member, tps: tuple[TopicPartiti
 
 # --------------------------------------------------------------------------- per partition
 
-_ANSWER_FIELDS = tuple(POLICY_ANSWER_FIELD[p] for p in POLICY_ORDER)
+_ANSWER_FIELDS = tuple(rule.field for rule in POLICY_TABLE)
+_N_POLICIES = len(_ANSWER_FIELDS)
 Outcome = verdict_part(
     "Outcome", (*_ANSWER_FIELDS, "cls", "unsafe"), module=__name__,
     doc="""Every policy's answer for one partition (error names, "NONE" when accepted), the class
@@ -82,7 +83,7 @@ Outcome = verdict_part(
 # The policies' answers depend only on these few numbers, and a group's partitions share
 # them: memoised, judging a partition is a tuple lookup instead of eight function calls.
 _OUTCOMES: Memo = Memo(1 << 16)
-_ALL_ACCEPT = Outcome("NONE", "NONE", "NONE", "NONE", CommitClass.ACCEPTED.value, False)
+_ALL_ACCEPT = Outcome(*("NONE",) * _N_POLICIES, CommitClass.ACCEPTED.value, False)
 _CLASS_NAMES = {c: c.value for c in CommitClass}
 _AVOIDABLE, _ZOMBIE, _STALE = CommitClass.AVOIDABLE.value, CommitClass.ZOMBIE.value, CommitClass.STALE.value
 _CLASSED_BY_REQUEST = (_ZOMBIE, _STALE)
@@ -132,8 +133,9 @@ PolicyAnswers = NamedTuple("PolicyAnswers", [(f, KafkaError) for f in _ANSWER_FI
 PolicyAnswers.__doc__ = "Each policy's answer for a whole request: Kafka fails it on its first bad partition."
 POLICY_ANSWER: dict[Policy, attrgetter] = {p: attrgetter(f) for p, f in POLICY_ANSWER_FIELD.items()}
 """policy -> its answer in a ``PolicyAnswers`` (or a ``PartitionJudgement``)."""
-_NO_ERRORS = PolicyAnswers(*(KafkaError.NONE,) * 4)
+_NO_ERRORS = PolicyAnswers(*(KafkaError.NONE,) * _N_POLICIES)
 _ANSWERS = attrgetter(*PolicyAnswers._fields)  # a judgement's answers, in ``PolicyAnswers`` order
+_ALL_NONE = ("NONE",) * _N_POLICIES  # what ``_ANSWERS`` gives for a partition every policy accepts
 
 
 class RequestJudgement(NamedTuple):
@@ -186,10 +188,10 @@ def _summarise(parts: tuple[PartitionJudgement, ...], tps) -> RequestJudgement:
     zombies: list[TopicPartition] = []
     unsafe_tps: list[TopicPartition] = []
     avoidable_tps: list[TopicPartition] = []
-    first_error = [None, None, None, None]
+    first_error: list[KafkaError | None] = [None] * _N_POLICIES
     for tp, pj in zip(tps, parts):
-        if pj.cls == "accepted" and not pj.unsafe and pj.member_revocation == pj.assignment_epoch_check == "NONE":
-            continue  # every policy accepts it (strict acceptance implies kip1251's)
+        if pj.cls == "accepted" and not pj.unsafe and _ANSWERS(pj) == _ALL_NONE:
+            continue  # every policy accepts it
         if pj.cls == "zombie":
             zombies.append(tp)
         elif pj.cls == "avoidable":
@@ -229,9 +231,10 @@ def judge_before_policies(own: Ownership, member_id: str, tps: tuple[TopicPartit
     commit): every policy answers the guard's error for every partition."""
     name = pre.error.value
     cls = (CommitClass.OTHER if warming else pre.commit_class).value
-    parts = tuple(PartitionJudgement(tp[0], tp[1], None, None, name, name, name, name, cls, False,
+    names = (name,) * _N_POLICIES
+    parts = tuple(PartitionJudgement(tp[0], tp[1], None, None, *names, cls, False,
                                      other_holders(own, tp, member_id)[0]) for tp in tps)
-    return RequestJudgement(parts, PolicyAnswers(*(pre.error,) * 4), (), (), ())
+    return RequestJudgement(parts, PolicyAnswers(*(pre.error,) * _N_POLICIES), (), (), ())
 
 
 # --------------------------------------------------------------------------- the broker's side

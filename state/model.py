@@ -3,8 +3,10 @@ declaration of the outputs (a verdict's fields, an alert's).
 
 Owns: the one declaration of a verdict record (``PartitionJudgement`` for what the
 policies decide per partition, ``CommitVerdicts`` for what a request shares,
-``Verdict`` composed of the two, ``POLICY_ANSWER_FIELD`` for which field holds which
-policy's answer); every writer and counter of verdicts derives from it.
+``Verdict`` composed of the two); every writer and counter of verdicts derives from it.
+The policies' answer fields come from ``fencing.POLICY_TABLE`` (one per row, in its order);
+``KafkaError`` (:mod:`.errors`), ``Policy``, ``CommitClass`` and ``POLICY_ANSWER_FIELD``
+(:mod:`.fencing`) are re-exported here with the rest of the vocabulary.
 
 Names follow Kafka's group coordinator (``member_epoch``, ``assigned_partitions``,
 ``partitions_pending_revocation``, ``MemberState.UNREVOKED_PARTITIONS``,
@@ -16,65 +18,15 @@ import enum
 from dataclasses import dataclass, field
 from typing import Mapping, NamedTuple
 
+from fencewatch.state.errors import KafkaError  # noqa: F401  (re-exported: vocabulary)
+from fencewatch.state.fencing import POLICY_ANSWER_FIELD, POLICY_TABLE, CommitClass, Policy  # noqa: F401  (ditto)
+
 TopicPartition = tuple[str, int]
 """(topic, partition); tuples, not objects: hashing and memory matter on the hot path."""
 
 EpochMap = Mapping[TopicPartition, int]
 """partition -> assignment epoch (KIP-1251 ``AssignmentEpochs``)."""
 
-
-class KafkaError(str, enum.Enum):
-    """Kafka's error names and codes (``org.apache.kafka.common.protocol.Errors``)."""
-
-    NONE = "NONE"
-    COORDINATOR_LOAD_IN_PROGRESS = "COORDINATOR_LOAD_IN_PROGRESS"
-    COORDINATOR_NOT_AVAILABLE = "COORDINATOR_NOT_AVAILABLE"
-    NOT_COORDINATOR = "NOT_COORDINATOR"
-    REQUEST_TIMED_OUT = "REQUEST_TIMED_OUT"
-    OFFSET_METADATA_TOO_LARGE = "OFFSET_METADATA_TOO_LARGE"
-    ILLEGAL_GENERATION = "ILLEGAL_GENERATION"
-    UNKNOWN_MEMBER_ID = "UNKNOWN_MEMBER_ID"
-    REBALANCE_IN_PROGRESS = "REBALANCE_IN_PROGRESS"
-    UNKNOWN_TOPIC_OR_PARTITION = "UNKNOWN_TOPIC_OR_PARTITION"
-    GROUP_AUTHORIZATION_FAILED = "GROUP_AUTHORIZATION_FAILED"
-    TOPIC_AUTHORIZATION_FAILED = "TOPIC_AUTHORIZATION_FAILED"
-    INVALID_COMMIT_OFFSET_SIZE = "INVALID_COMMIT_OFFSET_SIZE"
-    GROUP_ID_NOT_FOUND = "GROUP_ID_NOT_FOUND"
-    FENCED_INSTANCE_ID = "FENCED_INSTANCE_ID"
-    FENCED_MEMBER_EPOCH = "FENCED_MEMBER_EPOCH"
-    STALE_MEMBER_EPOCH = "STALE_MEMBER_EPOCH"
-    UNKNOWN = "UNKNOWN"
-
-    @property
-    def code(self) -> int:
-        return _CODE_BY_ERROR[self]
-
-    @classmethod
-    def from_code(cls, code: int) -> "KafkaError":
-        return _ERROR_BY_CODE.get(code, cls.UNKNOWN)
-
-
-_CODE_BY_ERROR = {
-    KafkaError.NONE: 0,
-    KafkaError.REQUEST_TIMED_OUT: 7,
-    KafkaError.OFFSET_METADATA_TOO_LARGE: 12,
-    KafkaError.COORDINATOR_LOAD_IN_PROGRESS: 14,
-    KafkaError.COORDINATOR_NOT_AVAILABLE: 15,
-    KafkaError.NOT_COORDINATOR: 16,
-    KafkaError.UNKNOWN_TOPIC_OR_PARTITION: 3,
-    KafkaError.ILLEGAL_GENERATION: 22,
-    KafkaError.UNKNOWN_MEMBER_ID: 25,
-    KafkaError.REBALANCE_IN_PROGRESS: 27,
-    KafkaError.INVALID_COMMIT_OFFSET_SIZE: 28,
-    KafkaError.TOPIC_AUTHORIZATION_FAILED: 29,
-    KafkaError.GROUP_AUTHORIZATION_FAILED: 30,
-    KafkaError.GROUP_ID_NOT_FOUND: 69,
-    KafkaError.FENCED_INSTANCE_ID: 82,
-    KafkaError.FENCED_MEMBER_EPOCH: 110,
-    KafkaError.STALE_MEMBER_EPOCH: 113,
-    KafkaError.UNKNOWN: -1,
-}
-_ERROR_BY_CODE = {code: err for err, code in _CODE_BY_ERROR.items() if err is not KafkaError.UNKNOWN}
 
 # Errors a commit can get for reasons the assignment model cannot see (coordinator
 # moves, timeouts, authorization): the model does not predict them, so a broker
@@ -119,27 +71,8 @@ class Protocol(str, enum.Enum):
     CLASSIC = "classic"
 
 
-class Policy(str, enum.Enum):
-    """The four commit checks (contract §3.2); values are the names configuration uses
-    (``broker_policy: assignment_epoch``). The verdict field holding each one's answer is
-    :data:`POLICY_ANSWER_FIELD` (``assignment_epoch`` is taken by the partition's epoch)."""
-
-    STRICT = "strict"
-    MEMBER_REVOCATION = "member_revocation"
-    ASSIGNMENT_EPOCH = "assignment_epoch"
-    KIP1251 = "kip1251"
-
-
-
-
-class CommitClass(str, enum.Enum):
-    ACCEPTED = "accepted"
-    AVOIDABLE = "avoidable"
-    ZOMBIE = "zombie"
-    STALE = "stale"
-    UNKNOWN_MEMBER = "unknown_member"
-    FUTURE_EPOCH = "future_epoch"
-    OTHER = "other"
+# Policy (one member per commit policy) and CommitClass are .fencing's: its POLICY_TABLE
+# declares the policies, and the verdict's answer fields below derive from it.
 
 
 class AlertKind(str, enum.Enum):
@@ -170,34 +103,26 @@ Name = str
 writers need not escape it."""
 
 
-class PartitionJudgement(NamedTuple):
-    """The per-partition part of a verdict: what every policy says for one partition of one
-    member at one client epoch. It only changes when membership does, so groups cache it.
-    A NamedTuple rather than a frozen dataclass: replay builds hundreds of thousands per
-    second and a tuple is several times cheaper to construct. Field order is output order."""
+PartitionJudgement = NamedTuple("PartitionJudgement", [  # types as written: writers format by them (sinks/jsonl.py)
+    ("topic", "str"),
+    ("partition", "int"),
+    ("assignment_epoch", "int | None"),
+    ("revocation_epoch", "int | None"),
+    # the policies' answers, one field per fencing.POLICY_TABLE row: an error name, "NONE" when accepted
+    *((rule.field, "Name") for rule in POLICY_TABLE),
+    ("cls", "Name"),  # CommitClass value; serialised as "class"
+    ("unsafe", "bool"),
+    ("owner_member_id", "str | None"),
+])
+PartitionJudgement.__doc__ = """The per-partition part of a verdict: what every policy says for one partition of one
+member at one client epoch. It only changes when membership does, so groups cache it.
+A NamedTuple rather than a frozen dataclass: replay builds hundreds of thousands per
+second and a tuple is several times cheaper to construct. Field order is output order; the
+policies' answer fields are ``fencing.POLICY_TABLE``'s, in its order."""
 
-    topic: str
-    partition: int
-    assignment_epoch: int | None
-    revocation_epoch: int | None
-    strict: Name  # the policies' answers: an error name, "NONE" when accepted
-    member_revocation: Name
-    assignment_epoch_check: Name
-    kip1251: Name
-    cls: Name  # CommitClass value; serialised as "class"
-    unsafe: bool
-    owner_member_id: str | None
-
-
-# A policy's answer is in the field of its name, but assignment_epoch's: that name is the partition's epoch.
-_ANSWER_FIELD_RENAMED = {Policy.ASSIGNMENT_EPOCH: "assignment_epoch_check"}
-POLICY_ANSWER_FIELD: dict[Policy, str] = {p: _ANSWER_FIELD_RENAMED.get(p, p.value) for p in Policy}
-"""The ``PartitionJudgement`` field that holds each policy's answer."""
-POLICY_ANSWERS: tuple[str, ...] = tuple(POLICY_ANSWER_FIELD.values())
-"""The policies' answer fields, in ``Policy`` order."""
-if not set(POLICY_ANSWERS) <= set(PartitionJudgement._fields):
-    raise TypeError(f"PartitionJudgement lacks a policy's answer field: "
-                    f"{sorted(set(POLICY_ANSWERS) - set(PartitionJudgement._fields))}")
+POLICY_ANSWERS: tuple[str, ...] = tuple(rule.field for rule in POLICY_TABLE)
+"""The policies' answer fields, in ``POLICY_TABLE`` (and ``Policy``) order. (A row whose field
+another verdict field has is refused by ``NamedTuple`` at import, naming the field.)"""
 
 
 class UniformParts(tuple):

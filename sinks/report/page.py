@@ -313,13 +313,17 @@ def _inputs(s: dict) -> str:
     return '<h2 id="inputs">Inputs</h2>' + _table(head, rows, "none")
 
 
+_NUMBER_WORDS = {2: "two", 3: "three", 4: "four", 5: "five", 6: "six"}  # how many checks the summary has
+
+
 def render(summary: dict, *, json_name: str | None = None) -> str:
     """The page for ``summary`` (from :meth:`.summary.ReportAggregator.summary`)."""
     s = summary
     b, r = s["broker_policy"], s["rank_policy"]
     title = f"fencewatch report: {_range_text(s)}"
     json_note = (f' The same numbers are in <code>{escape(json_name)}</code>.' if json_name else "")
-    intro = (f'<p class="meta">Every commit in the range was judged under the four checks of contract §3. '
+    checks = _NUMBER_WORDS.get(len(s["policies"]), str(len(s["policies"])))
+    intro = (f'<p class="meta">Every commit in the range was judged under the {checks} checks of contract §3. '
              f"The brokers run <b>{escape(b)}</b>; a fence is <i>avoidable</i> under another check when that check "
              f"would accept the commit. Upgrading to Kafka 4.3 moves consumer groups to <b>kip1251</b>. "
              f"Numbers are commit requests (by event id) unless they say verdicts, i.e. (commit, partition) pairs; "

@@ -38,8 +38,7 @@ MAX_MEMBERS = 20_000  # members with avoidable fences kept before pruning to the
 TOP = 20  # rows of the member and client tables
 SERIES_GROUPS = 8  # groups with their own series (the most avoidable fences)
 _NONE = "NONE"
-# add_fields takes the answers in this order, and the accept masks' bits follow it
-assert ANSWER_FIELDS == ("strict", "member_revocation", "assignment_epoch_check", "kip1251"), ANSWER_FIELDS
+# add_fields takes the answers in this order (fencing.POLICY_TABLE's), and the accept masks' bits follow it
 _EVERY = (1 << len(POLICIES)) - 1
 
 
@@ -116,6 +115,7 @@ class ReportAggregator:
         self.from_ms, self.to_ms = from_ms, to_ms
         self.open_requests, self.max_members = open_requests, max_members
         self.timeline = Timeline()
+        self._masks: dict[tuple, int] = {}  # policies' answers -> accept mask
         # (cluster, group, kind, accepts, class, unsafe, answered, agrees, warming) -> verdicts
         self.vshapes: Counter = Counter()
         # (cluster, group, kind, rejects, broker error, aborted) -> requests
@@ -174,20 +174,19 @@ class ReportAggregator:
         """One (commit, partition) verdict record; a malformed one is counted, never raised."""
         try:
             cls = v["class"] if "class" in v else v["cls"]
-            args = (v["ts"], v.get("cluster"), v["group_id"], v["kind"], v["strict"], v["member_revocation"],
-                    v["assignment_epoch_check"], v["kip1251"], cls, v.get("unsafe"), v.get("broker_error"),
-                    v.get("model_agrees"), v.get("warming_up"), v["event_id"], v.get("member_id"))
+            args = (v["ts"], v.get("cluster"), v["group_id"], v["kind"], tuple(v[f] for f in ANSWER_FIELDS), cls,
+                    v.get("unsafe"), v.get("broker_error"), v.get("model_agrees"), v.get("warming_up"), v["event_id"],
+                    v.get("member_id"))
         except (KeyError, TypeError) as exc:
             self.reject(source, "verdict", exc)
             return
         self.add_fields(*args, source=source)
 
-    def add_fields(self, ts: int, cluster: str | None, group: str, kind: str, strict: str, member_revocation: str,
-                   assignment_epoch: str, kip1251: str, cls: str, unsafe: bool | None, broker_error: str | None,
-                   agrees: bool | None, warming: bool | None, event_id: str, member: str | None, *,
-                   source: int = 0) -> None:
-        """A verdict record's fields (policies' answers by their verdict fields): the readers that
-        decode lines into typed records call this directly, without a dict per line."""
+    def add_fields(self, ts: int, cluster: str | None, group: str, kind: str, answers: tuple[str, ...], cls: str,
+                   unsafe: bool | None, broker_error: str | None, agrees: bool | None, warming: bool | None,
+                   event_id: str, member: str | None, *, source: int = 0) -> None:
+        """A verdict record's fields, the policies' answers as a tuple in :data:`ANSWER_FIELDS` order:
+        the readers that decode lines into typed records call this directly, without a dict per line."""
         stats = self.inputs[source]
         stats["records"] += 1
         try:
@@ -202,8 +201,13 @@ class ReportAggregator:
             stats["outside_range"] += 1
             return
         cluster = cluster or DEFAULT_CLUSTER
-        accepts = ((strict == _NONE) | (member_revocation == _NONE) << 1 | (assignment_epoch == _NONE) << 2
-                   | (kip1251 == _NONE) << 3)
+        try:
+            accepts = self._masks.get(answers)
+            if accepts is None:  # bit i: policy i accepts; few distinct answer tuples, each computed once
+                accepts = self._masks[answers] = self._accept_mask(answers)
+        except (TypeError, ValueError) as exc:  # an answer that is no name (a list, say), or too few
+            self._bad(source, "verdict", exc)
+            return
         unsafe = unsafe is True
         self.vshapes[cluster, group, kind, accepts, cls, unsafe, broker_error is not None, agrees,
                      warming is True] += 1
@@ -226,6 +230,12 @@ class ReportAggregator:
             r[7] += 1  # a line the brokers' policy rejects
         if r[5] is None:
             r[5] = broker_error
+
+    @staticmethod
+    def _accept_mask(answers: tuple) -> int:
+        if len(answers) != len(POLICIES):
+            raise ValueError(f"{len(answers)} policy answers; expected {len(POLICIES)} ({', '.join(ANSWER_FIELDS)})")
+        return sum(1 << i for i, a in enumerate(answers) if a == _NONE)
 
     def _close(self, r: list) -> None:
         cluster, group, kind, ts, member, broker_error, rejects, b_lines = r

@@ -17,6 +17,7 @@ import sys
 import time
 from datetime import datetime, timezone
 from pathlib import Path
+from operator import attrgetter
 from typing import Callable
 
 import msgspec
@@ -24,7 +25,7 @@ import msgspec
 from fencewatch.sinks.report.assemble import summarize
 from fencewatch.streaming.commands.topic_reader import Progress, read_topic
 from fencewatch.sinks.report.summary import ReportAggregator, rank_policy
-from fencewatch.state.model import OUTPUT_NAMES, Verdict
+from fencewatch.state.model import OUTPUT_NAMES, POLICY_ANSWERS, Verdict
 
 log = logging.getLogger(__name__)
 
@@ -38,8 +39,7 @@ def _verdict_types() -> dict[str, object]:
 
 # The verdict fields the report reads (contract §8.1), typed as state.model.Verdict declares them;
 # the record's other fields are skipped unparsed. Required: what every verdict record has.
-_READ_REQUIRED = ("event_id", "ts", "group_id", "kind", "strict", "member_revocation", "assignment_epoch_check",
-                  "kip1251", "cls")
+_READ_REQUIRED = ("event_id", "ts", "group_id", "kind", *POLICY_ANSWERS, "cls")
 _READ_OPTIONAL = ("cluster", "member_id", "unsafe", "broker_error", "model_agrees", "warming_up")
 VerdictLine = msgspec.defstruct(
     "VerdictLine",
@@ -50,6 +50,7 @@ VerdictLine = msgspec.defstruct(
 
 
 _VERDICT = msgspec.json.Decoder(VerdictLine)
+_ANSWERS = attrgetter(*POLICY_ANSWERS)  # a verdict's policies' answers, as ReportAggregator.add_fields takes them
 _JSON = msgspec.json.Decoder()
 
 
@@ -78,9 +79,8 @@ def fold_verdict_line(agg: ReportAggregator, line: bytes, source: int) -> None:
     except (msgspec.DecodeError, msgspec.ValidationError) as exc:
         agg.reject(source, "verdict", exc)
         return
-    agg.add_fields(v.ts, v.cluster, v.group_id, v.kind, v.strict, v.member_revocation, v.assignment_epoch_check,
-                   v.kip1251, v.cls, v.unsafe, v.broker_error, v.model_agrees, v.warming_up, v.event_id, v.member_id,
-                   source=source)
+    agg.add_fields(v.ts, v.cluster, v.group_id, v.kind, _ANSWERS(v), v.cls, v.unsafe, v.broker_error, v.model_agrees,
+                   v.warming_up, v.event_id, v.member_id, source=source)
 
 
 def fold_alert_value(agg: ReportAggregator, value: bytes, source: int) -> None:
@@ -128,9 +128,8 @@ def read_events(agg: ReportAggregator, path: str, cfg) -> dict | None:
         agg.reject(source, "event", ValueError(str(err)))
     for cv in result.commit_verdicts:
         for v in cv.expand():
-            agg.add_fields(v.ts, v.cluster, v.group_id, v.kind, v.strict, v.member_revocation,
-                           v.assignment_epoch_check, v.kip1251, v.cls, v.unsafe, v.broker_error, v.model_agrees,
-                           v.warming_up, v.event_id, v.member_id, source=source)
+            agg.add_fields(v.ts, v.cluster, v.group_id, v.kind, _ANSWERS(v), v.cls, v.unsafe, v.broker_error,
+                           v.model_agrees, v.warming_up, v.event_id, v.member_id, source=source)
     alerts = agg.input("alerts (replayed)", path)
     for a in result.alert_records:
         agg.add_alert(alert_dict(a), alerts)

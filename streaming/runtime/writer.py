@@ -12,6 +12,7 @@ from collections import Counter
 from dataclasses import dataclass, field
 
 from fencewatch.sinks.kafka_topics import OutputTopicError
+from fencewatch.state.status import VerdictShape
 from fencewatch.streaming.config import settings as cfgmod
 from fencewatch.streaming.runtime.stats import JobStats
 
@@ -93,7 +94,7 @@ class BatchWriter:
             for shapes, _ in acc.summaries:
                 for shape, n in shapes.items():
                     s.verdicts += n
-                    s.by_class[shape[7]] += n
+                    s.by_class[VerdictShape._make(shape).cls] += n  # by name: a shape, or a tuple of its fields
             s.alerts_by_kind.update(a["kind"] for a in acc.alerts)
             s.dead_letters += acc.dead
             s.batch_seconds.append(elapsed)

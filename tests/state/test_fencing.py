@@ -4,7 +4,7 @@ import pytest
 
 from fencewatch.state import group as grp
 from fencewatch.state.config import RulesConfig
-from fencewatch.state.fencing import POLICIES, POLICY_ORDER, classify, evaluate
+from fencewatch.state.fencing import POLICIES, POLICY_ORDER, PolicyOutcomes, classify, evaluate
 from fencewatch.state.model import CommitClass, MemberState, Policy, Protocol
 
 from .helpers import assignment, commit, group_state, join, left, sync, tp
@@ -48,7 +48,7 @@ def test_strict_acceptance_implies_kip1251_on_the_table():
         for b in range(0, 8):
             for ae in (None, *range(0, 8)):
                 res = evaluate(c, b, 0, ae)
-                assert not res[0] or res[3]
+                assert not res.strict or res.kip1251
 
 
 @pytest.mark.parametrize("outcomes,c,b,other,expected", [
@@ -60,7 +60,7 @@ def test_strict_acceptance_implies_kip1251_on_the_table():
     ((False, False, False, False), 6, 5, True, CommitClass.FUTURE_EPOCH),
 ], ids=["accepted", "avoidable", "future", "zombie", "stale", "future-on-a-partition-another-member-holds"])
 def test_classify(outcomes, c, b, other, expected):
-    assert classify(outcomes, c, b, other) is expected
+    assert classify(PolicyOutcomes(*outcomes), c, b, other) is expected
 
 
 # --------------------------------------------------------------------------- narratives (ConsumerGroupTest)
