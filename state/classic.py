@@ -23,6 +23,7 @@ from fencewatch.state.fencing import PreCheck
 from fencewatch.state.model import CommitClass, KafkaError
 
 COMPLETING_REBALANCE = "CompletingRebalance"
+PREPARING_REBALANCE = "PreparingRebalance"
 REBALANCE_IN_PROGRESS = PreCheck(KafkaError.REBALANCE_IN_PROGRESS, CommitClass.OTHER)
 """A commit a member of the current generation sent before its group's SyncGroup completed."""
 
@@ -44,6 +45,18 @@ def completing_rebalance(group_type: str | None, group_state: str, transactional
     if transactional or not generation_ok:
         return None
     return REBALANCE_IN_PROGRESS
+
+
+def state_after_leave(group_state: str, members_remain: bool) -> str:
+    """A classic group's state once a member left (LeaveGroup): a group waiting for its leader's
+    SyncGroup rebalances again (``ClassicGroup``'s member removal: ``prepareRebalance``; the
+    pending SyncGroups are answered REBALANCE_IN_PROGRESS and the generation stays until the next
+    join phase completes), so the current generation's commits pass again. Kafka does the same
+    from Stable; the model keeps Stable there, where no answer differs and offset expiry reads
+    the state."""
+    if group_state == COMPLETING_REBALANCE and members_remain:
+        return PREPARING_REBALANCE
+    return group_state
 
 
 def foreseen_errors(sees_join_phases: bool) -> frozenset[KafkaError]:

@@ -188,6 +188,8 @@ def _member_left(g: Group, ev: MemberLeft, cfg: RulesConfig, out: Outputs) -> Gr
     if m is None:
         return g
     ms.replace_member(g, m, apply_static_leave(m) if ev.reason == "static_leave" else None)
+    if g.group_type == "classic":
+        return _settle(g, ev.ts, cfg, classic.state_after_leave(g.state, bool(g.members)))
     return _settle(g, ev.ts, cfg)
 
 

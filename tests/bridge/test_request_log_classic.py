@@ -78,11 +78,19 @@ def test_sync_group_each_version(version):
     assert dict(typed.assignments)["m-2"] == (("orders", 2),)
 
 
-def test_a_followers_sync_group_and_a_rejected_one_give_no_event():
+def test_a_followers_sync_group_and_a_rejected_one_give_no_assignment():
     b = RequestLogBridge()
     assert one(sync_group(5, "g", "m-2", 4, assignment=consumer_assignment({"orders": [2]})), b) == []
-    assert one(sync_group(5, "g", "m-1", 4, {"m-1": b""}, code=27), b) == []  # REBALANCE_IN_PROGRESS
+    assert one(sync_group(5, "g", "m-1", 4, {"m-1": b""}, code=22), b) == []  # ILLEGAL_GENERATION
     assert b.counts["skipped.SYNC_GROUP_FOLLOWER"] == 1 and b.counts["skipped.SYNC_GROUP_ANSWERED"] == 1
+
+
+@pytest.mark.parametrize("version", [0, 3, 5])
+def test_a_sync_group_answered_rebalance_in_progress_says_a_join_phase_began(version):
+    """ClassicGroup.prepareRebalance answers the pending SyncGroups REBALANCE_IN_PROGRESS."""
+    events = one(sync_group(version, "g", "m-1", 4, {"m-1": b""}, code=27))
+    assert events == [{"type": "group_state", "ts": 1795165200123, "group_id": "g", "event_id": "0",
+                       "state": "PreparingRebalance", "protocol": "classic"}]
 
 
 # -- LeaveGroup --------------------------------------------------------------------------------

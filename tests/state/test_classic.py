@@ -15,7 +15,7 @@ from fencewatch.state.config import RulesConfig
 from fencewatch.state.judging import model_agrees
 from fencewatch.state.model import KafkaError
 
-from .helpers import commit, generation, left, sync, tp
+from .helpers import commit, generation, group_state, left, sync, tp
 
 CFG = RulesConfig(alert_cooldown_ms=0, warmup_ms=0)
 RIP = KafkaError.REBALANCE_IN_PROGRESS
@@ -95,6 +95,20 @@ def test_a_follower_response_before_the_leaders_moves_the_group():
     assert g.group_epoch == 2 and {m.member_epoch for m in g.members.values()} == {2}
 
 
+def test_a_member_leaving_during_completing_rebalance_starts_a_new_rebalance():
+    """ClassicGroup's member removal in CompletingRebalance: prepareRebalance. The generation stays,
+    so its commits pass again (seen on 4.2.2: the leader's SyncGroup answered REBALANCE_IN_PROGRESS,
+    the members' commits at that generation accepted until the next join phase completed)."""
+    g, out = run([
+        generation("a", 2, ["a", "b"], ts=100), generation("b", 2, ts=100),
+        commit("a", 2, tp("t", 0), ts=110),
+        left("b", ts=120),
+        commit("a", 2, tp("t", 0), ts=130),
+    ])
+    assert [a for a, _ in answers(out)] == ["REBALANCE_IN_PROGRESS", "NONE"]
+    assert g.state == "PreparingRebalance" and g.group_epoch == 2
+
+
 def test_a_late_response_of_an_older_generation_changes_nothing():
     g, _ = run([generation("a", 2, ["a"], ts=100), sync(2, {"a": tp("t", 0)}, ts=110),
                 generation("b", 1, ts=120)])
@@ -134,3 +148,16 @@ def test_verdicts_judge_a_broker_rebalance_in_progress_once_join_phases_are_seen
     assert answers(out) == [("REBALANCE_IN_PROGRESS", True)]
     _, out = run([sync(1, {"a": tp("t", 0)}, ts=100), commit("a", 1, tp("t", 0), ts=110, error_code=27)])
     assert answers(out) == [("NONE", None)]
+
+
+def test_a_sync_answered_rebalance_in_progress_ends_completing_rebalance():
+    """The request log's SyncGroup answered REBALANCE_IN_PROGRESS (group_state PreparingRebalance):
+    a joiner began a new join phase; the generation's commits pass until it completes."""
+    g, out = run([
+        generation("a", 3, ["a"], ts=100),
+        group_state("PreparingRebalance", ts=110, protocol="classic"),
+        commit("a", 3, tp("t", 0), ts=120),
+        generation("a", 4, ["a", "b"], ts=130),
+        commit("a", 3, tp("t", 0), ts=140),
+    ])
+    assert [a for a, _ in answers(out)] == ["NONE", "ILLEGAL_GENERATION"]

@@ -8,8 +8,16 @@ the mapping is stateless (the same with ``carry`` on or off):
   ``generationId`` (Kafka's ``ClassicGroup.initNextGeneration``; every member's response is sent
   then, so the line's time is when the group went CompletingRebalance). The leader's response
   lists the generation's members (``members``); a follower's does not. Any other answer
-  (MEMBER_ID_REQUIRED, the first JoinGroup of a dynamic member; UNKNOWN_MEMBER_ID; ...) changes
-  no generation and gives no event.
+  (MEMBER_ID_REQUIRED, the first JoinGroup of a dynamic member; UNKNOWN_MEMBER_ID; ...)
+  changes no generation and gives no event.
+- SyncGroup answered REBALANCE_IN_PROGRESS (27) -> ``group_state`` PreparingRebalance
+  (``protocol`` ``classic``): a new join phase began before this generation's SyncGroup
+  completed (``prepareRebalance`` answers the pending SyncGroups so, and any sent later). The
+  JoinGroup that begins a join phase is itself written only when the phase completes, so this
+  is the line that shows it began. (A JoinGroup answered MEMBER_ID_REQUIRED, 79, announces a
+  joiner too, but its next JoinGroup, which begins the phase, comes a round trip later: in the
+  4.2.2 classic load run it was 57 ms early for a commit the broker answered 27, so it gives no
+  event.)
 - SyncGroup answered 0 whose request holds assignments (the leader's) -> ``classic_sync``:
   each member's ConsumerProtocol Assignment decoded to partitions; the group is then Stable.
   A follower's SyncGroup gives no event (the leader's names its assignment too); one of a
@@ -31,12 +39,15 @@ from msgspec import UNSET
 
 from fencewatch.streaming.ingest.consumer_offsets.protocol import parse_assignment
 from fencewatch.streaming.ingest.consumer_offsets.records import RecordDecodeError
-from fencewatch.streaming.ingest.request_log.output import ClassicGeneration, ClassicSync, Event, MemberLeft, unset
+from fencewatch.streaming.ingest.request_log.output import (ClassicGeneration, ClassicSync, Event, GroupState,
+                                                            MemberLeft, unset)
 from fencewatch.streaming.ingest.request_log.problems import Broken
 from fencewatch.streaming.ingest.request_log.wire import (COORDINATOR_ERRORS, JoinGroupLine, LeaveGroupLine,
                                                           SyncGroupLine)
 
 CONSUMER_PROTOCOL_TYPE = "consumer"
+REBALANCE_IN_PROGRESS = 27
+PREPARING_REBALANCE = "PreparingRebalance"
 
 
 class ClassicMembers:
@@ -53,11 +64,11 @@ class ClassicMembers:
         if code in COORDINATOR_ERRORS:
             self._dropped("JoinGroup", code)
             return []
-        if code != 0:
-            self._counts["skipped.JOIN_GROUP_ANSWERED"] += 1
-            return []
         if req.protocol_type is not None and req.protocol_type != CONSUMER_PROTOCOL_TYPE:
             self._counts["skipped.NOT_CONSUMER_PROTOCOL"] += 1
+            return []
+        if code != 0:
+            self._counts["skipped.JOIN_GROUP_ANSWERED"] += 1
             return []
         member_id = resp.member_id or req.member_id
         if not member_id:
@@ -73,9 +84,11 @@ class ClassicMembers:
         if code in COORDINATOR_ERRORS:
             self._dropped("SyncGroup", code)
             return []
+        if code == REBALANCE_IN_PROGRESS and req.protocol_type in (None, CONSUMER_PROTOCOL_TYPE):
+            return [GroupState(ts, unset(self.cluster), req.group_id, eid, PREPARING_REBALANCE, "classic")]
         if code != 0 or not req.assignments:
-            # another answer (REBALANCE_IN_PROGRESS: a new join phase began; ILLEGAL_GENERATION),
-            # or a follower's request: no assignment to record
+            # another answer (ILLEGAL_GENERATION, UNKNOWN_MEMBER_ID), or a follower's request: no
+            # assignment to record
             self._counts["skipped.SYNC_GROUP_ANSWERED" if code else "skipped.SYNC_GROUP_FOLLOWER"] += 1
             return []
         if req.protocol_type is not None and req.protocol_type != CONSUMER_PROTOCOL_TYPE:
