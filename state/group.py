@@ -34,8 +34,8 @@ from fencewatch.state import spike as spk
 from fencewatch.state.assignment import (Member, apply_classic_generation, apply_classic_join, apply_member_assignment,
                                         apply_static_leave, resolve_unchanged_assignment)
 from fencewatch.state.config import RulesConfig
-from fencewatch.state.events import (ClassicGeneration, ClassicJoin, ClassicSync, GroupStateChange, Heartbeat, MemberAssignment, MemberLeft,
-                     OffsetCommit, OffsetCommitted, OffsetDeleted)
+from fencewatch.state.events import (ClassicGeneration, ClassicJoin, ClassicSync, GroupStateChange, Heartbeat,
+                                     MemberAssignment, MemberLeft, OffsetCommit, OffsetCommitted, OffsetDeleted)
 from fencewatch.state.fencing import pre_check, txn_answers_like_commit
 from fencewatch.state.judgement_cache import JudgementCache
 from fencewatch.state.judging import POLICY_ANSWER, commit_stored, model_agrees
@@ -213,8 +213,15 @@ def _classic_join(g: Group, ev: ClassicJoin, cfg: RulesConfig, out: Outputs) -> 
     return g
 
 
+_KIP848_TYPES = ("consumer", "streams")
+
+
 def _classic_generation(g: Group, ev: ClassicGeneration, cfg: RulesConfig, out: Outputs) -> Group:
     """A JoinGroup response: the join phase completed (Kafka's ``initNextGeneration``)."""
+    if g.group_type in _KIP848_TYPES:
+        # A classic member of a consumer group (KIP-848's upgrade path): the consumer group's own
+        # records say what its JoinGroup did; it has no classic generation.
+        return _touch(g, ev.ts)
     g = _touch(g, ev.ts, exists=True, group_type="classic")
     g.sees_join_phases = True
     gen = ev.generation
@@ -245,6 +252,8 @@ def _classic_generation(g: Group, ev: ClassicGeneration, cfg: RulesConfig, out: 
 
 
 def _classic_sync(g: Group, ev: ClassicSync, cfg: RulesConfig, out: Outputs) -> Group:
+    if g.group_type in _KIP848_TYPES:
+        return _touch(g, ev.ts)  # a classic member's SyncGroup in a consumer group (as above)
     g = _touch(g, ev.ts, exists=True, group_type="classic")
     # Members not in the new generation's assignment are gone (they did not rejoin).
     assigned_ids = {mid for mid, _ in ev.assignments}

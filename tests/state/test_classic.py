@@ -15,7 +15,7 @@ from fencewatch.state.config import RulesConfig
 from fencewatch.state.judging import model_agrees
 from fencewatch.state.model import KafkaError
 
-from .helpers import commit, generation, group_state, left, sync, tp
+from .helpers import assignment, commit, generation, group_state, left, sync, tp
 
 CFG = RulesConfig(alert_cooldown_ms=0, warmup_ms=0)
 RIP = KafkaError.REBALANCE_IN_PROGRESS
@@ -107,6 +107,18 @@ def test_a_member_leaving_during_completing_rebalance_starts_a_new_rebalance():
     ])
     assert [a for a, _ in answers(out)] == ["REBALANCE_IN_PROGRESS", "NONE"]
     assert g.state == "PreparingRebalance" and g.group_epoch == 2
+
+
+def test_a_classic_members_join_and_sync_in_a_consumer_group_change_nothing():
+    """KIP-848's upgrade path: a consumer group answers its classic members' JoinGroup and SyncGroup
+    itself (member epochs, not a generation); its own records hold the membership."""
+    g, out = run([
+        assignment("a", 5, tp("t", 0, 1), ts=100),
+        generation("c", 6, ["c"], ts=110), sync(6, {"c": tp("t", 1)}, ts=120),
+        commit("a", 5, tp("t", 0), ts=130),
+    ])
+    assert set(g.members) == {"a"} and g.group_type == "consumer" and g.state != "CompletingRebalance"
+    assert [a for a, _ in answers(out)] == ["NONE"]
 
 
 def test_a_late_response_of_an_older_generation_changes_nothing():
