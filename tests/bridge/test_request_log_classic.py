@@ -201,3 +201,5 @@ def test_the_captures_commits_are_judged_as_the_broker_answered(version):
     judged = [cv for cv in eng.out.commits if cv.model_agrees is not None]
     assert judged and all(cv.model_agrees for cv in judged), [
         (cv.event_id, cv.broker_error, cv.parts[0].strict) for cv in judged if not cv.model_agrees]
+    if version.startswith("load-"):  # the group under churn: the rejections are judged too
+        assert {cv.broker_error for cv in judged} == {"NONE", "ILLEGAL_GENERATION", "REBALANCE_IN_PROGRESS"}
