@@ -157,6 +157,20 @@ def apply_static_leave(member: Member) -> Member:
     )
 
 
+def apply_classic_join(member: Member | None, member_id: str, generation: int, instance_id: str | None) -> Member:
+    """A classic member as a completed join phase leaves it (Kafka's ``ClassicGroup.initNextGeneration``):
+    in the new generation, still holding the last generation's partitions until the leader's
+    SyncGroup gives the new assignment. A member new to the model joins holding nothing."""
+    if member is None:
+        return Member(member_id=member_id, protocol=Protocol.CLASSIC, member_epoch=generation, instance_id=instance_id)
+    if member.member_epoch == generation and member.member_id == member_id and (
+            instance_id is None or instance_id == member.instance_id):
+        return member
+    return member._replace(member_id=member_id, protocol=Protocol.CLASSIC, member_epoch=generation,
+                           previous_member_epoch=member.member_epoch,
+                           instance_id=instance_id if instance_id is not None else member.instance_id)
+
+
 def apply_classic_generation(member: Member | None, member_id: str, generation: int,
                              assigned: tuple[TopicPartition, ...], protocol: Protocol) -> Member:
     """A classic member's assignment for a new generation: kept partitions keep their epoch."""

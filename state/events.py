@@ -125,6 +125,15 @@ class ClassicJoin(_GroupRecord):
 
 
 @dataclass(frozen=True, slots=True)
+class ClassicGeneration(_GroupRecord):
+    member_id: str
+    generation: int  # the generation the completed join phase gave (the JoinGroup response's)
+    protocol: str | None = None
+    instance_id: str | None = None
+    members: tuple[str, ...] | None = None  # the leader's response: every member of the generation
+
+
+@dataclass(frozen=True, slots=True)
 class ClassicSync(_GroupRecord):
     generation: int
     assignments: tuple[tuple[str, tuple[TopicPartition, ...]], ...]
@@ -193,14 +202,15 @@ class PartitionEpochs:
     epochs: tuple[tuple[int, int], ...]  # (epoch, start_offset), ascending
 
 
-GroupEvent = (MemberAssignment | MemberLeft | Heartbeat | ClassicJoin | ClassicSync
+GroupEvent = (MemberAssignment | MemberLeft | Heartbeat | ClassicJoin | ClassicGeneration | ClassicSync
               | GroupStateChange | OffsetCommit | OffsetCommitted | OffsetDeleted)
 Event = GroupEvent | PartitionEpochs
 
 
 EVENT_CLASSES: dict[EventType, type] = {
     EventType.MEMBER_ASSIGNMENT: MemberAssignment, EventType.MEMBER_LEFT: MemberLeft,
-    EventType.HEARTBEAT: Heartbeat, EventType.CLASSIC_JOIN: ClassicJoin, EventType.CLASSIC_SYNC: ClassicSync,
+    EventType.HEARTBEAT: Heartbeat, EventType.CLASSIC_JOIN: ClassicJoin,
+    EventType.CLASSIC_GENERATION: ClassicGeneration, EventType.CLASSIC_SYNC: ClassicSync,
     EventType.GROUP_STATE: GroupStateChange, EventType.OFFSET_COMMIT: OffsetCommit,
     EventType.TXN_OFFSET_COMMIT: OffsetCommit, EventType.OFFSET_COMMITTED: OffsetCommitted,
     EventType.OFFSET_DELETED: OffsetDeleted, EventType.PARTITION_EPOCHS: PartitionEpochs,

@@ -25,16 +25,17 @@ from itertools import repeat
 from typing import Callable
 
 from fencewatch.state import alerts
+from fencewatch.state import classic
 from fencewatch.state import expiry as exp
 from fencewatch.state import judging
 from fencewatch.state import membership as ms
 from fencewatch.state import offsets as offs
 from fencewatch.state import spike as spk
-from fencewatch.state.assignment import (Member, apply_classic_generation, apply_member_assignment, apply_static_leave,
-                         resolve_unchanged_assignment)
+from fencewatch.state.assignment import (Member, apply_classic_generation, apply_classic_join, apply_member_assignment,
+                                        apply_static_leave, resolve_unchanged_assignment)
 from fencewatch.state.config import RulesConfig
-from fencewatch.state.events import (ClassicJoin, ClassicSync, GroupStateChange, Heartbeat, MemberAssignment, MemberLeft,
-                     OffsetCommit, OffsetCommitted, OffsetDeleted)
+from fencewatch.state.events import (ClassicGeneration, ClassicJoin, ClassicSync, GroupStateChange, Heartbeat,
+                                     MemberAssignment, MemberLeft, OffsetCommit, OffsetCommitted, OffsetDeleted)
 from fencewatch.state.fencing import pre_check, txn_answers_like_commit
 from fencewatch.state.judgement_cache import JudgementCache
 from fencewatch.state.judging import POLICY_ANSWER, commit_stored, model_agrees
@@ -112,6 +113,9 @@ class Group:
     # Topics the group subscribes to (derived from members; None: unknown), kept for expiry.
     subscribed: frozenset[str] | None = frozenset()
     judged: JudgementCache = field(default_factory=JudgementCache)
+    # A classic group whose JoinGroup responses the input carries (request log): the model then
+    # knows its CompletingRebalance phase and foresees REBALANCE_IN_PROGRESS (state.classic).
+    sees_join_phases: bool = False
 
 
 def new_group(cluster: str, group_id: str) -> Group:
@@ -184,6 +188,8 @@ def _member_left(g: Group, ev: MemberLeft, cfg: RulesConfig, out: Outputs) -> Gr
     if m is None:
         return g
     ms.replace_member(g, m, apply_static_leave(m) if ev.reason == "static_leave" else None)
+    if g.group_type == "classic":
+        return _settle(g, ev.ts, cfg, classic.state_after_leave(g.state, bool(g.members)))
     return _settle(g, ev.ts, cfg)
 
 
@@ -207,7 +213,47 @@ def _classic_join(g: Group, ev: ClassicJoin, cfg: RulesConfig, out: Outputs) -> 
     return g
 
 
+_KIP848_TYPES = ("consumer", "streams")
+
+
+def _classic_generation(g: Group, ev: ClassicGeneration, cfg: RulesConfig, out: Outputs) -> Group:
+    """A JoinGroup response: the join phase completed (Kafka's ``initNextGeneration``)."""
+    if g.group_type in _KIP848_TYPES:
+        # A classic member of a consumer group (KIP-848's upgrade path): the consumer group's own
+        # records say what its JoinGroup did; it has no classic generation.
+        return _touch(g, ev.ts)
+    g = _touch(g, ev.ts, exists=True, group_type="classic")
+    g.sees_join_phases = True
+    gen = ev.generation
+    if gen < g.group_epoch:
+        return g  # a response of an older generation, written late: nothing it says still holds
+    if gen > g.group_epoch:
+        # A new generation: every member the model holds rejoined into it until the leader's
+        # response says who did; the group waits for the leader's SyncGroup.
+        g.counters.rebalances += 1
+        g.group_epoch = gen
+        for m in list(g.members.values()):
+            ms.replace_member(g, m, apply_classic_join(m, m.member_id, gen, None))
+        ms.set_state(g, ev.ts, classic.COMPLETING_REBALANCE)
+    if ev.members is not None:
+        # The leader's response lists the generation: members that did not rejoin were removed.
+        listed = set(ev.members)
+        for mid in [mid for mid in g.members if mid not in listed]:
+            ms.replace_member(g, g.members[mid], None)
+        for mid in ev.members:
+            if mid not in g.members:
+                ms.replace_member(g, None, apply_classic_join(None, mid, gen, None))
+    prev = g.members.get(ev.member_id)
+    takeover = ms.static_takeover(g, ev.member_id, ev.instance_id)  # a static member under a new id
+    new = apply_classic_join(prev if prev is not None else takeover, ev.member_id, gen, ev.instance_id)
+    if new is not prev:
+        ms.replace_member(g, prev, new, also_remove=takeover)
+    return _settle(g, ev.ts, cfg)
+
+
 def _classic_sync(g: Group, ev: ClassicSync, cfg: RulesConfig, out: Outputs) -> Group:
+    if g.group_type in _KIP848_TYPES:
+        return _touch(g, ev.ts)  # a classic member's SyncGroup in a consumer group (as above)
     g = _touch(g, ev.ts, exists=True, group_type="classic")
     # Members not in the new generation's assignment are gone (they did not rejoin).
     assigned_ids = {mid for mid, _ in ev.assignments}
@@ -272,12 +318,15 @@ def _commit(g: Group, ev: OffsetCommit, cfg: RulesConfig, out: Outputs) -> Group
         judged = mine.requests.get(offsets.tps) if mine is not None else None
         if judged is None:
             judged = _judge_known(g, member, ev, mine)
+        if g.state == classic.COMPLETING_REBALANCE:  # (a classic group rebalancing; rare)
+            judged = _completing_rebalance(g, ev, judged)
         warming, b = False, member.member_epoch
     else:
         judged, warming = _judge_unknown(g, ev, cfg, member is not None)
         b = None
     predicted = POLICY_ANSWER[cfg.broker_policy](judged.answers)
-    agrees = None if broker_error is None else model_agrees(broker_error, predicted, warming)
+    agrees = None if broker_error is None else model_agrees(broker_error, predicted, warming,
+                                                            classic.foreseen_errors(g.sees_join_phases))
     out.commits.append(_new_tuple(CommitVerdicts, (ev.event_id, ts, g.cluster, g.group_id, mid,
                                                    "txn_commit" if txn else "commit", c, b, be, agrees, warming,
                                                    judged.parts, ev.seq)))
@@ -330,6 +379,17 @@ def _judge_known(g: Group, member: Member, ev: OffsetCommit, mine) -> judging.Re
                                    mine.partitions, txn_v6=kind == 2)
     mine.remember(tps, judged)
     return judged
+
+
+def _completing_rebalance(g: Group, ev: OffsetCommit, judged: judging.RequestJudgement) -> judging.RequestJudgement:
+    """A known member's request in a classic group's CompletingRebalance (``classic.completing_rebalance``):
+    answered REBALANCE_IN_PROGRESS when the generation check passed; a classic member's answer
+    is the same under every policy."""
+    pre = classic.completing_rebalance(g.group_type, g.state, ev.transactional,
+                                       judged.answers.strict is KafkaError.NONE)
+    if pre is None:
+        return judged
+    return judging.judge_before_policies(g, ev.member_id, ev.offsets.tps, pre, False)
 
 
 def _judge_unknown(g: Group, ev: OffsetCommit, cfg: RulesConfig,
@@ -407,6 +467,7 @@ _HANDLERS: dict[type, Callable] = {
     MemberLeft: _member_left,
     Heartbeat: _heartbeat,
     ClassicJoin: _classic_join,
+    ClassicGeneration: _classic_generation,
     ClassicSync: _classic_sync,
     GroupStateChange: _group_state,
     OffsetCommit: _commit,

@@ -245,9 +245,11 @@ def commit_stored(broker_error: str | None, predicted: str) -> bool:
     return (broker_error if broker_error is not None else predicted) == "NONE"
 
 
-def model_agrees(broker_error: KafkaError | None, predicted: KafkaError, warming: bool) -> bool | None:
+def model_agrees(broker_error: KafkaError | None, predicted: KafkaError, warming: bool,
+                 foreseen: frozenset[KafkaError] = frozenset()) -> bool | None:
     """Whether the broker's answer is what the broker's policy predicts; None when there is no
-    answer, the group is warming up, or the answer is one the model cannot see (transient)."""
-    if broker_error is None or warming or broker_error in TRANSIENT_ERRORS:
+    answer, the group is warming up, or the answer is one the model cannot see (transient) and
+    not one it foresees for this group (``foreseen``: ``classic.foreseen_errors``)."""
+    if broker_error is None or warming or (broker_error in TRANSIENT_ERRORS and broker_error not in foreseen):
         return None
     return broker_error is predicted

@@ -32,6 +32,7 @@ class EventType(enum.StrEnum):
     MEMBER_LEFT = "member_left"
     HEARTBEAT = "heartbeat"
     CLASSIC_JOIN = "classic_join"
+    CLASSIC_GENERATION = "classic_generation"
     CLASSIC_SYNC = "classic_sync"
     GROUP_STATE = "group_state"
     OFFSET_COMMIT = "offset_commit"
@@ -206,7 +207,8 @@ FIELDS = _table(
     Field("response_epoch", INT, "the member epoch the heartbeat's response gave"),
     Field("error_code", INT, "the Kafka error code the broker answered (0 = none)"),
     Field("generation", INT, "classic_join: the generation the member claims (from its subscription or "
-          "sticky user data; -1 when absent, KIP-341); classic_sync: the new generation"),
+          "sticky user data; -1 when absent, KIP-341); classic_generation: the generation the completed join phase "
+          "gave; classic_sync: the new generation"),
     Field("owned", Array(TOPIC_PARTITIONS), "the partitions a classic member claims to own"),
     Field("assignments", MapOf(Array(TOPIC_PARTITIONS)), "the leader's assignment: member id -> partitions"),
     Field("offsets", Array(PARTITION_OFFSET), "the partitions a commit request commits"),
@@ -222,6 +224,8 @@ FIELDS = _table(
     Field("truth", SIM_TRUTH, "the simulator's ground truth (docs/simulator.md); not part of the contract"),
     Field("epochs_complete", BOOLEAN, "false when the partition facts poller could not read the whole leader "
           "epoch cache (docs/bridge.md)", avro=False),
+    Field("members", Array(STRING), "the member ids of a classic generation, as the leader's JoinGroup response "
+          "lists them (absent: a follower's response, which does not)", avro=False),
     Field("api_version", INT, "the commit request's API version (the request log's requestApiVersion): Kafka "
           "4.4's TxnOffsetCommit v6 (KIP-1319) answers a stale epoch differently from v5 and older", avro=False),
 )
@@ -266,6 +270,12 @@ EVENTS: dict[EventType, Record] = {EventType(r.name): r for r in (
     _event(EventType.CLASSIC_JOIN, InputTopic.HEARTBEATS, "A JoinGroup of a classic group.",
            required(_f["member_id"]), optional(_f["generation"], -1), optional(_f["owned"], []),
            optional(_f["protocol"]), optional(_f["instance_id"])),
+    _event(EventType.CLASSIC_GENERATION, InputTopic.HEARTBEATS,
+           "A classic group's join phase completed: the JoinGroup response giving a member the group's new "
+           "generation (Kafka's ClassicGroup.initNextGeneration); the group is CompletingRebalance until the "
+           "leader's SyncGroup.",
+           required(_f["member_id"]), required(_f["generation"]), optional(_f["protocol"]),
+           optional(_f["instance_id"]), optional(_f["members"])),
     _event(EventType.CLASSIC_SYNC, InputTopic.HEARTBEATS, "The leader's assignment of a new classic generation.",
            required(_f["generation"]), required(_f["assignments"])),
     _event(EventType.GROUP_STATE, InputTopic.HEARTBEATS, "A group changing state.",

@@ -16,10 +16,11 @@ Mapping (docs/simulator.md, "Request-log format"):
   ``member_assignment`` the same exchange produced (the next event, same
   member, same ``ts``) goes into that line's response, and a leave's
   ``member_left`` is the line itself (request epoch -1 / -2);
-* everything the request log cannot show is skipped and counted
-  (:attr:`RequestLogEncoder.counts`): the coordinator's own transitions
-  (session / rebalance timeouts, fencing removals), classic groups'
-  JoinGroup/SyncGroup/LeaveGroup (APIs the decoder does not read),
+* everything the request log cannot show, or this encoder does not write, is
+  skipped and counted (:attr:`RequestLogEncoder.counts`): the coordinator's own
+  transitions (session / rebalance timeouts, fencing removals), classic groups'
+  JoinGroup/SyncGroup/LeaveGroup (the decoder reads them, but the simulator's
+  classic events do not hold the requests and responses to write them from),
   ``group_state``, ``offset_committed`` / ``offset_deleted`` and
   ``partition_epochs`` (no request carries them).
 """
@@ -157,7 +158,7 @@ class RequestLogEncoder:
         group_id = event.get("group_id")
         if kind in (EventType.CLASSIC_JOIN, EventType.CLASSIC_SYNC):
             self._classic.add(group_id)
-            self.counts[f"{kind}:skipped"] += 1  # JoinGroup / SyncGroup: APIs 11 and 14, not decoded
+            self.counts[f"{kind}:skipped"] += 1  # JoinGroup / SyncGroup (APIs 11, 14): not written by this encoder
         elif kind == EventType.GROUP_STATE:
             if event.get("protocol") == "classic":
                 self._classic.add(group_id)

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from typing import Any, Callable, Mapping
 
-from fencewatch.state.events import (ClassicJoin, ClassicSync, GroupStateChange, Heartbeat, MemberAssignment,
+from fencewatch.state.events import (ClassicGeneration, ClassicJoin, ClassicSync, GroupStateChange, Heartbeat, MemberAssignment,
                                      MemberLeft, OffsetCommit, OffsetCommitted, OffsetDeleted, PartitionEpochs)
 from fencewatch.state.model import MemberState, Protocol
 from fencewatch.state.records import (EPOCH_ENTRY, EVENTS, HEADER, PARTITION_OFFSET, STRING, TOPIC_PARTITIONS, Array,
@@ -151,6 +151,11 @@ def _heartbeat(ts, cluster, eid, seq, group_id, member_id, request_epoch, respon
 @builds(EventType.CLASSIC_JOIN)
 def _classic_join(ts, cluster, eid, seq, owned, group_id, member_id, generation, protocol, instance_id):
     return ClassicJoin(ts, cluster, group_id, eid, seq, member_id, generation, owned[0], protocol, instance_id)
+
+
+@builds(EventType.CLASSIC_GENERATION)
+def _classic_generation(ts, cluster, eid, seq, group_id, member_id, generation, protocol, instance_id, members):
+    return ClassicGeneration(ts, cluster, group_id, eid, seq, member_id, generation, protocol, instance_id, members)
 
 
 @builds(EventType.CLASSIC_SYNC)

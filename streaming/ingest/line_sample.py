@@ -3,7 +3,7 @@ lines a shipper delivers before the job reads them.
 
 What lives here: :func:`judge_lines`, the job's own decoder (``RequestLogBridge`` with
 ``carry=False``, as the Spark job's stateless mapper runs it) over a batch of lines, folded into
-a :class:`LineSample`: lines of the three APIs judged, lines of other APIs (a broker without the
+a :class:`LineSample`: lines of the APIs it reads judged, lines of other APIs (a broker without the
 log4j2 filter), broken lines by reason, lines that are not request-log lines at all (another
 logger, a shipper's envelope), and the topic ids no name was found for. Pure: no I/O.
 """
@@ -20,7 +20,7 @@ from fencewatch.streaming.ingest.request_log import RequestLogBridge
 @dataclass(frozen=True)
 class LineSample:
     lines: int
-    judged: int  # completed OffsetCommit / TxnOffsetCommit / ConsumerGroupHeartbeat lines, decoded
+    judged: int  # completed lines of the APIs the decoder reads (commits, heartbeats, classic membership), decoded
     other_apis: int  # completed requests of other APIs: read and skipped
     broken: Counter  # reason code -> lines (BAD_JSON, BAD_FIELD, MISSING_TIMESTAMP, ...)
     not_request_log: int  # another logger's lines, empty lines
@@ -29,7 +29,7 @@ class LineSample:
 
     @property
     def readable(self) -> int:
-        """Lines the decoder reads as request-log lines (of the three APIs or of another)."""
+        """Lines the decoder reads as request-log lines (of the APIs it reads or of another)."""
         return self.lines - sum(self.broken.values()) - self.not_request_log
 
     @property

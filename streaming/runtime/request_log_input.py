@@ -11,7 +11,10 @@ per-group state, which already models every member, resolves it
 Combined with ``consumer-offsets`` (``--source request-log,consumer-offsets``), membership
 comes from the coordinator's own records (exact assignment epochs, session and rebalance
 timeouts, leaves) and the request log gives commits (with the broker's answers) and
-heartbeats only: the same transitions twice, once derived, would only add noise.
+heartbeats only: the same transitions twice, once derived, would only add noise. Classic groups'
+lines are kept either way: ``__consumer_offsets`` records a classic generation only when its
+SyncGroup completes, and a LeaveGroup's ``member_left`` is the request itself, not derived, and
+moves a group waiting for its SyncGroup back to PreparingRebalance (contract §1.1).
 """
 from __future__ import annotations
 
@@ -30,6 +33,7 @@ COLUMNS = ("value", "seq", "event_id", "coords", "source", "record_ts", "bad_rea
 SCHEMA = ("value binary, seq long, event_id string, coords string, source string, record_ts long, "
           "bad_reason string")
 EVENTS_PER_LINE = 64  # seq = offset * 64 + i: a line's events stay in order, lines in offset order
+_LEAVE_GROUP_KEY = b'"requestHeader":{"requestApiKey":13,'  # (read where Kafka writes it, in the header)
 
 
 def make_request_log_mapper(topic_ids: Mapping[str, str] | None = None, *, cluster: str | None = None,
@@ -37,7 +41,7 @@ def make_request_log_mapper(topic_ids: Mapping[str, str] | None = None, *, clust
     """The ``mapInPandas`` function: records (value, topic, partition, offset, record_ts) ->
     router input rows, one per contract §1 event; a broken line -> one row with ``bad_reason`` (the
     router sends it to the dead-letter topic); lines of other APIs or loggers -> nothing.
-    ``membership`` False drops ``member_assignment`` / ``member_left``."""
+    ``membership`` False drops ``member_assignment`` / ``member_left``, but a LeaveGroup's."""
     from fencewatch.streaming.ingest.consumer_offsets.mapping import TopicNames
     from fencewatch.streaming.ingest.request_log import BATCH_LINES, RequestLogBridge, event_json
 
@@ -83,7 +87,7 @@ def make_request_log_mapper(topic_ids: Mapping[str, str] | None = None, *, clust
                         add(raw, offset * EVENTS_PER_LINE, eid, coords, ts, bad[eid])
                         continue
                     for i, e in enumerate(events):
-                        if membership or e.kind not in MEMBERSHIP:
+                        if membership or e.kind not in MEMBERSHIP or raw.find(_LEAVE_GROUP_KEY, 0, 200) >= 0:
                             # the router's JSON, straight from the decoder's Structs (no dict, no json.dumps)
                             add(event_json(e), offset * EVENTS_PER_LINE + i, eid, coords, ts, None)
             if value_c:  # an empty frame's columns are float64: pyspark 4.3 cannot convert them

@@ -3,7 +3,8 @@
 Field presence per version follows Kafka's message specs
 (``clients/src/main/resources/common/message/OffsetCommitRequest.json`` and
 ``...Response.json`` validVersions 2-10, ``TxnOffsetCommit*`` 0-6,
-``ConsumerGroupHeartbeat*`` 0-1; confluentinc/kafka mirror @06d492d8): a field
+``ConsumerGroupHeartbeat*`` 0-1, ``JoinGroup*`` 0-9, ``SyncGroup*`` 0-5, ``LeaveGroup*`` 0-5;
+confluentinc/kafka mirror @06d492d8): a field
 is written only in the versions that have it (``JsonConverterGenerator``), with
 camelCase keys; ``RequestConvertToJson.requestDescMetrics`` wraps the bodies.
 ``legacy_names`` writes ``generationId`` where brokers before 3.6 (OffsetCommit)
@@ -14,10 +15,11 @@ from __future__ import annotations
 
 import base64
 import json
+import struct
 import uuid
 from typing import Any, Iterable
 
-API_NAMES = {8: "OFFSET_COMMIT", 28: "TXN_OFFSET_COMMIT", 68: "CONSUMER_GROUP_HEARTBEAT", 1: "FETCH",
+API_NAMES = {11: "JOIN_GROUP", 13: "LEAVE_GROUP", 14: "SYNC_GROUP", 8: "OFFSET_COMMIT", 28: "TXN_OFFSET_COMMIT", 68: "CONSUMER_GROUP_HEARTBEAT", 1: "FETCH",
              0: "PRODUCE", 12: "HEARTBEAT"}
 
 
@@ -128,3 +130,82 @@ def heartbeat(version: int, group: str, member: str, epoch: int, *, response_epo
             "assignment": None if assignment is None else {
                 "topicPartitions": [{"topicId": t, "partitions": ps} for t, ps in assignment]}}
     return envelope(68, version, req, resp)
+
+
+# -- the classic protocol: JoinGroup (11) v0-v9, SyncGroup (14) v0-v5, LeaveGroup (13) v0-v5 ----
+
+def consumer_assignment(topics: dict[str, list[int]], version: int = 0) -> bytes:
+    """ConsumerProtocolAssignment (``consumer/ConsumerProtocolAssignment.json``): version, then
+    AssignedPartitions [Topic, Partitions], then UserData (nullable bytes), big-endian."""
+    out = struct.pack(">hi", version, len(topics))
+    for topic, parts in topics.items():
+        name = topic.encode()
+        out += struct.pack(">h", len(name)) + name + struct.pack(">i", len(parts))
+        out += b"".join(struct.pack(">i", p) for p in parts)
+    return out + struct.pack(">i", -1)
+
+
+def _b64(data: bytes) -> str:
+    return base64.b64encode(data).decode()
+
+
+def join_group(version: int, group: str, member: str, generation: int, *, code: int = 0, leader: str = "",
+               members: Iterable[tuple[str, str | None]] = (), instance: str | None = None,
+               protocol: str = "range") -> dict[str, Any]:
+    """A JoinGroup exchange; ``members`` ((member id, instance id), ...): the leader's response."""
+    meta = _b64(b"\x00\x03\x00\x00\x00\x01\x00\x06orders\xff\xff\xff\xff\x00\x00\x00\x00")
+    req: dict[str, Any] = {"groupId": group, "sessionTimeoutMs": 10000}
+    if version >= 1:
+        req["rebalanceTimeoutMs"] = 300000
+    req["memberId"] = member
+    if version >= 5:
+        req["groupInstanceId"] = instance
+    req.update(protocolType="consumer", protocols=[{"name": protocol, "metadata": meta}])
+    if version >= 8:
+        req["reason"] = None
+    resp: dict[str, Any] = {"throttleTimeMs": 0} if version >= 2 else {}
+    resp.update(errorCode=code, generationId=generation)
+    if version >= 7:
+        resp["protocolType"] = "consumer"
+    resp.update(protocolName=protocol, leader=leader)
+    if version >= 9:
+        resp["skipAssignment"] = False
+    resp["memberId"] = member
+    resp["members"] = [{"memberId": m, **({"groupInstanceId": i} if version >= 5 else {}), "metadata": meta}
+                       for m, i in members]
+    return envelope(11, version, req, resp)
+
+
+def sync_group(version: int, group: str, member: str, generation: int,
+               assignments: dict[str, bytes] | None = None, *, code: int = 0, instance: str | None = None,
+               assignment: bytes = b"") -> dict[str, Any]:
+    """A SyncGroup exchange; ``assignments`` (member id -> bytes): the leader's request."""
+    req: dict[str, Any] = {"groupId": group, "generationId": generation, "memberId": member}
+    if version >= 3:
+        req["groupInstanceId"] = instance
+    if version >= 5:
+        req.update(protocolType="consumer", protocolName="range")
+    req["assignments"] = [{"memberId": m, "assignment": _b64(a)} for m, a in (assignments or {}).items()]
+    resp: dict[str, Any] = {"throttleTimeMs": 0} if version >= 1 else {}
+    resp["errorCode"] = code
+    if version >= 5:
+        resp.update(protocolType="consumer", protocolName="range")
+    resp["assignment"] = _b64(assignment)
+    return envelope(14, version, req, resp)
+
+
+def leave_group(version: int, group: str, members: Iterable[tuple[str, str | None]], *, code: int = 0,
+                codes: dict[str, int] | None = None) -> dict[str, Any]:
+    """A LeaveGroup exchange: one member before v3, a batch (KIP-345) from v3."""
+    members = list(members)
+    req: dict[str, Any] = {"groupId": group}
+    resp: dict[str, Any] = {"throttleTimeMs": 0} if version >= 1 else {}
+    resp["errorCode"] = code
+    if version <= 2:
+        req["memberId"] = members[0][0]
+    else:
+        req["members"] = [{"memberId": m, "groupInstanceId": i, **({"reason": None} if version >= 5 else {})}
+                          for m, i in members]
+        resp["members"] = [{"memberId": m, "groupInstanceId": i, "errorCode": (codes or {}).get(m, 0)}
+                           for m, i in members]
+    return envelope(13, version, req, resp)

@@ -56,15 +56,17 @@ def run_log4j2(tmp_path: Path, messages: list[str], level: str = "DEBUG") -> lis
 
 
 @pytest.mark.slow
-def test_the_filter_keeps_exactly_the_three_apis_whole(tmp_path):
+def test_the_filter_keeps_exactly_the_six_apis_whole(tmp_path):
     kept = [message(8, "OFFSET_COMMIT"), message(28, "TXN_OFFSET_COMMIT"),
             message(68, "CONSUMER_GROUP_HEARTBEAT", forwarded=True),
-            message(8, "OFFSET_COMMIT", client_id='tricky "requestApiKey":1, client ü')]
+            message(8, "OFFSET_COMMIT", client_id='tricky "requestApiKey":1, client ü'),
+            message(11, "JOIN_GROUP"), message(13, "LEAVE_GROUP"), message(14, "SYNC_GROUP")]
     dropped = [message(0, "PRODUCE"), message(1, "FETCH"), message(80, "ADD_RAFT_VOTER"),
                message(12, "HEARTBEAT"), message(1, "FETCH", client_id='x "requestApiKey":8, y'),
-               "Completed request:not json", "some other message"]
+               "Completed request:not json", "some other message", message(113, "OTHER"), message(140, "OTHER")]
     lines = run_log4j2(tmp_path, [dropped[0], kept[0], dropped[1], kept[1], dropped[2], kept[2],
-                                  dropped[3], dropped[4], kept[3], dropped[5], dropped[6]])
+                                  dropped[3], dropped[4], kept[3], dropped[5], dropped[6], kept[4], dropped[7],
+                                  kept[5], dropped[8], kept[6]])
 
     assert len(lines) == len(kept)
     for line, msg in zip(lines, kept):
@@ -82,7 +84,7 @@ LOG4J1_SNIPPET = SNIPPET.with_name("log4j-request-filter.properties")
 
 
 @pytest.mark.slow
-def test_the_log4j1_properties_filter_keeps_exactly_the_three_apis(tmp_path):
+def test_the_log4j1_properties_filter_keeps_exactly_the_six_apis(tmp_path):
     """Kafka 3.x's log4j.properties syntax, read by log4j's 1.x compatibility layer (log4j-1.2-api
     2.25, the closest to reload4j that runs here): Kafka's requestAppender plus the shipped lines."""
     log = tmp_path / "kafka-request.log"
@@ -96,14 +98,17 @@ def test_the_log4j1_properties_filter_keeps_exactly_the_three_apis(tmp_path):
         "log4j.logger.kafka.request.logger=DEBUG, requestAppender\n"
         "log4j.additivity.kafka.request.logger=false\n" + LOG4J1_SNIPPET.read_text()
     )
-    kept = [message(8, "OFFSET_COMMIT"), message(28, "TXN_OFFSET_COMMIT"), message(68, "CONSUMER_GROUP_HEARTBEAT")]
-    dropped = [message(0, "PRODUCE"), message(1, "FETCH"), message(80, "ADD_RAFT_VOTER"), message(12, "HEARTBEAT")]
+    kept = [message(8, "OFFSET_COMMIT"), message(28, "TXN_OFFSET_COMMIT"), message(68, "CONSUMER_GROUP_HEARTBEAT"),
+            message(11, "JOIN_GROUP"), message(13, "LEAVE_GROUP"), message(14, "SYNC_GROUP")]
+    dropped = [message(0, "PRODUCE"), message(1, "FETCH"), message(80, "ADD_RAFT_VOTER"), message(12, "HEARTBEAT"),
+               message(113, "OTHER")]
     jars = spark_jars()
     classpath = ":".join(str(p) for p in sorted(jars.glob("log4j-*.jar")))
     result = subprocess.run(
         [shutil.which("java") or "java", "-cp", classpath, "-Dlog4j1.compatibility=true",
          f"-Dlog4j.configuration=file:{config}", str(HERE / "Log4j2FilterCheck.java")],
-        input="\n".join([dropped[0], kept[0], dropped[1], kept[1], dropped[2], kept[2], dropped[3]]) + "\n",
+        input="\n".join([dropped[0], kept[0], dropped[1], kept[1], dropped[2], kept[2], dropped[3], kept[3],
+                         dropped[4], kept[4], kept[5]]) + "\n",
         capture_output=True, text=True, timeout=120,
     )
     assert result.returncode == 0, result.stderr

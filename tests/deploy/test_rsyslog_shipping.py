@@ -60,6 +60,20 @@ def heartbeat_line(correlation_id: int) -> str:
     return f"[2026-11-23 10:15:02,482] DEBUG Completed request:{json.dumps(body, separators=(',', ':'))} (kafka.request.logger)"
 
 
+CLASSIC_CAPTURE = Path(__file__).parents[1] / "fixtures" / "kafka" / "classic" / "4.4.0" / "request-log.txt"
+
+
+def classic_lines() -> list[str]:
+    """The first JoinGroup, SyncGroup and LeaveGroup lines a real 4.4.0 broker wrote (the classic
+    capture): the classic protocol's lines ship as the commits' do."""
+    first: dict[int, str] = {}
+    for line in CLASSIC_CAPTURE.read_text(encoding="utf-8").splitlines():
+        for api in (11, 14, 13):
+            if f'"requestHeader":{{"requestApiKey":{api},' in line:
+                first.setdefault(api, line)
+    return [first[11], first[14], first[13]]
+
+
 def append(path: Path, lines: list[str]) -> None:
     with open(path, "a", encoding="utf-8") as f:
         for line in lines:
@@ -84,7 +98,7 @@ def test_every_line_arrives_once_byte_for_byte_keyed_by_broker(broker, lines_top
     big = commit_line(1_150, correlation_id=1)
     assert 140_000 < len(big) < 200_000  # a ~1,000-partition commit: far above rsyslog's 8 KB default
     lines = [commit_line(3, 2, error_code=113), big, heartbeat_line(3), OTHER_LOGGER,
-             commit_line(1, 4) + "\t tab and ünïcode kept", heartbeat_line(5)]
+             commit_line(1, 4) + "\t tab and ünïcode kept", heartbeat_line(5), *classic_lines()]
     rsyslog_shipper(broker, lines_topic, log, broker_id="3")
     append(log, lines[:3])
     append(log, lines[3:])

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import itertools
 
-from fencewatch.state.events import (ClassicJoin, ClassicSync, CommitOffset, CommitOffsets, GroupStateChange, MemberAssignment,
+from fencewatch.state.events import (ClassicGeneration, ClassicJoin, ClassicSync, CommitOffset, CommitOffsets, GroupStateChange, MemberAssignment,
                                      MemberLeft, OffsetCommit, OffsetCommitted, PartitionEpochs)
 from fencewatch.state.model import MemberState, Protocol
 
@@ -58,6 +58,13 @@ def group_state(state, *, ts, group="g", protocol=None):
 def join(member_id, generation, owned, *, ts=1000, group="g"):
     n = next(_seq)
     return ClassicJoin(ts, "default", group, f"j{n}", n, member_id, generation, tuple(owned), "consumer")
+
+
+def generation(member_id, generation, members=None, *, ts=1050, group="g", instance_id=None):
+    """A JoinGroup response: the join phase gave ``member_id`` ``generation`` (``members``: the leader's list)."""
+    n = next(_seq)
+    return ClassicGeneration(ts, "default", group, f"g{n}", n, member_id, generation, "range", instance_id,
+                             None if members is None else tuple(members))
 
 
 def sync(generation, assignments: dict, *, ts=1100, group="g"):

@@ -22,6 +22,7 @@ MINIMAL = {
     EventType.MEMBER_LEFT: {"member_id": "m"},
     EventType.HEARTBEAT: {"member_id": "m"},
     EventType.CLASSIC_JOIN: {"member_id": "m"},
+    EventType.CLASSIC_GENERATION: {"member_id": "m", "generation": 2},
     EventType.CLASSIC_SYNC: {"generation": 2, "assignments": {}},
     EventType.GROUP_STATE: {"state": "Stable"},
     EventType.OFFSET_COMMIT: {"offsets": []},

@@ -44,6 +44,20 @@ def test_membership_left_to_consumer_offsets_when_combined():
     assert types == {"heartbeat", "offset_commit"}
 
 
+def test_a_classic_groups_lines_are_kept_when_combined():
+    """__consumer_offsets records a classic generation at its SyncGroup only: the join phase, the
+    leader's assignment and a LeaveGroup's leave come from the request log either way."""
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "bridge"))
+    from request_log_lines import join_group, leave_group, log_line, sync_group
+
+    lines = [log_line(join_group(9, "c", "m-1", 2, leader="m-1", members=[("m-1", None)])),
+             log_line(sync_group(5, "c", "m-1", 2, {"m-1": b""})), log_line(leave_group(5, "c", [("m-1", None)]))]
+    out = run(scenario() + lines, membership=False)
+    types = [json.loads(v)["type"] for v in out["value"]]
+    assert set(types) == {"heartbeat", "offset_commit", "classic_generation", "classic_sync", "member_left"}
+    assert types[-3:] == ["classic_generation", "classic_sync", "member_left"]
+
+
 def test_source_lists_validate():
     assert source_list("request-log, consumer-offsets") == ("request-log", "consumer-offsets")
     bad = Config(streaming=StreamingConfig(source="request-log,bogus", log_timezone="Mars/Olympus")).validate()

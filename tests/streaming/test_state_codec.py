@@ -108,7 +108,8 @@ FIELDS: dict[type, dict] = {
                 alert_last=st.dictionaries(names, ts, max_size=2), alert_suppressed=st.dictionaries(names, counts, max_size=2),
                 spike=maybe(st.deferred(lambda: build(SpikeState))),
                 subscribed=maybe(st.frozensets(names, max_size=3)),
-                judged=st.just(None)),  # derived: emptied before storing (below)
+                judged=st.just(None),  # derived: emptied before storing (below)
+                sees_join_phases=st.booleans()),
     Hold: dict(pending=st.lists(_held(), max_size=5), seen=st.dictionaries(names, st.tuples(ts, counts), max_size=2),
                last_ts=ts, last_wall=ts, last_input=ts, idle_calls=st.integers(0, 100),
                input_walls=st.lists(ts, max_size=4)),

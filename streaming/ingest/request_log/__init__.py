@@ -19,6 +19,12 @@ ConsumerGroupHeartbeat (68)   ``heartbeat``; when answered 0 also
                               response, or a new epoch); when answered
                               UNKNOWN_MEMBER_ID, ``member_left`` ``fenced``
                               (contract §10.1 g)
+JoinGroup (11), v0-v9         ``classic_generation`` when answered 0: the
+                              generation the join phase gave; the leader's
+                              response lists the members
+SyncGroup (14), v0-v5         ``classic_sync`` from the leader's request
+                              answered 0 (assignments decoded)
+LeaveGroup (13), v0-v5        ``member_left`` ``leave`` per member answered 0
 ============================  ===============================================
 
 Nothing here raises on bad input: a broken line gives ``[]``, is counted in ``counts``
@@ -33,6 +39,7 @@ The package, by seam (each module says what it holds):
 ``output.py``       the events written (Structs in the contract's key order) and their JSON
 ``commits.py``      OffsetCommit / TxnOffsetCommit -> commit events
 ``members.py``      ConsumerGroupHeartbeat -> ``heartbeat`` and membership events; the member tracker
+``classic.py``      JoinGroup / SyncGroup / LeaveGroup -> a classic group's events
 ``topic_ids.py``    topic ids -> names
 ``problems.py``     counts, coordinator-routing answers, problems
 ==================  ============================================================================
@@ -47,14 +54,16 @@ from __future__ import annotations
 
 from fencewatch.streaming.ingest.request_log.bridge import BATCH_LINES, DEFAULT_LINES_TOPIC, RequestLogBridge
 from fencewatch.streaming.ingest.request_log.commits import MAX_ANSWERS
-from fencewatch.streaming.ingest.request_log.output import (Event, Heartbeat, MemberAssignment, MemberLeft, Offset,
-                                                            OffsetCommit, TxnOffsetCommit, event_json,
-                                                            events_json_lines, events_json_many)
+from fencewatch.streaming.ingest.request_log.output import (ClassicGeneration, ClassicSync, Event, Heartbeat,
+                                                            MemberAssignment, MemberLeft, Offset, OffsetCommit,
+                                                            TxnOffsetCommit, event_json, events_json_lines,
+                                                            events_json_many)
 from fencewatch.streaming.ingest.request_log.problems import MAX_PROBLEMS
-from fencewatch.streaming.ingest.request_log.wire import (CONSUMER_GROUP_HEARTBEAT, COORDINATOR_ERRORS, OFFSET_COMMIT,
-                                                          TXN_OFFSET_COMMIT)
+from fencewatch.streaming.ingest.request_log.wire import (CONSUMER_GROUP_HEARTBEAT, COORDINATOR_ERRORS, JOIN_GROUP,
+                                                          LEAVE_GROUP, OFFSET_COMMIT, SYNC_GROUP, TXN_OFFSET_COMMIT)
 
 __all__ = ["RequestLogBridge", "Event", "event_json", "events_json_lines", "events_json_many", "OFFSET_COMMIT",
-           "TXN_OFFSET_COMMIT", "CONSUMER_GROUP_HEARTBEAT", "COORDINATOR_ERRORS", "DEFAULT_LINES_TOPIC", "BATCH_LINES",
+           "TXN_OFFSET_COMMIT", "CONSUMER_GROUP_HEARTBEAT", "JOIN_GROUP", "LEAVE_GROUP", "SYNC_GROUP",
+           "COORDINATOR_ERRORS", "ClassicGeneration", "ClassicSync", "DEFAULT_LINES_TOPIC", "BATCH_LINES",
            "Heartbeat", "MemberAssignment", "MemberLeft", "Offset", "OffsetCommit", "TxnOffsetCommit", "MAX_ANSWERS",
            "MAX_PROBLEMS"]

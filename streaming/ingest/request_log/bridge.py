@@ -16,6 +16,7 @@ import msgspec
 from msgspec import UNSET
 
 from fencewatch.streaming.ingest.consumer_offsets.mapping import TopicNames
+from fencewatch.streaming.ingest.request_log.classic import ClassicMembers
 from fencewatch.streaming.ingest.request_log.commits import Commits
 from fencewatch.streaming.ingest.request_log.frame import (FAST_API, FAST_APIS, FAST_BODY, FAST_END, FAST_HEAD, MILLIS,
                                                            USUAL_END, USUAL_END_BYTES, Frame)
@@ -24,7 +25,8 @@ from fencewatch.streaming.ingest.request_log.output import Event, Heartbeat, Mem
 from fencewatch.streaming.ingest.request_log.problems import Broken, Counting
 from fencewatch.streaming.ingest.request_log.topic_ids import TopicIds
 from fencewatch.streaming.ingest.request_log.wire import (BODY_DECODERS, CONSUMER_GROUP_HEARTBEAT, DECODERS,
-                                                          OFFSET_COMMIT, TXN_OFFSET_COMMIT)
+                                                          JOIN_GROUP, LEAVE_GROUP, OFFSET_COMMIT, SYNC_GROUP,
+                                                          TXN_OFFSET_COMMIT)
 
 DEFAULT_LINES_TOPIC = "fencewatch.request-log"
 # Lines per ``events_many`` call in the commands: a batch's lines and events stay in the core's
@@ -33,7 +35,12 @@ DEFAULT_LINES_TOPIC = "fencewatch.request-log"
 BATCH_LINES = 50
 
 
-class RequestLogBridge(Frame, Commits, Heartbeats, TopicIds, Counting):
+# The classic protocol's lines (few: one per member per rebalance) take the general way only.
+_CLASSIC = {JOIN_GROUP: ClassicMembers._join_group, SYNC_GROUP: ClassicMembers._sync_group,
+            LEAVE_GROUP: ClassicMembers._leave_group}
+
+
+class RequestLogBridge(Frame, Commits, Heartbeats, ClassicMembers, TopicIds, Counting):
     """Request-log lines -> contract events (``Event`` Structs; ``map_line``: dicts).
 
     ``topic_ids``: topic id -> name (Kafka's base64 form or UUID strings as keys;
@@ -114,6 +121,8 @@ class RequestLogBridge(Frame, Commits, Heartbeats, TopicIds, Counting):
             if api == CONSUMER_GROUP_HEARTBEAT:
                 self._heartbeats += 1
                 events = self._heartbeat(parsed, line_ts, event_id)
+            elif api in _CLASSIC:
+                events = _CLASSIC[api](self, parsed, line_ts, event_id)
             else:
                 events = self._commit(parsed, api == TXN_OFFSET_COMMIT, line_ts, event_id)
         except Broken as exc:

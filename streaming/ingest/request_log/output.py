@@ -81,9 +81,43 @@ class MemberAssignment(Event, tag=EventType.MEMBER_ASSIGNMENT.value):
     instance_id: str | UnsetType
 
 
+class ClassicGeneration(Event, tag=EventType.CLASSIC_GENERATION.value):
+    """A JoinGroup answered without error: the generation its join phase gave the member."""
+    kind: ClassVar[str] = EventType.CLASSIC_GENERATION.value
+    generation: int
+    protocol: str | UnsetType
+    instance_id: str | UnsetType
+    members: list[str] | UnsetType  # the leader's response only
+
+
+class ClassicSync(msgspec.Struct, tag_field="type", tag=EventType.CLASSIC_SYNC.value, gc=False):
+    """The leader's SyncGroup answered without error: the generation's assignment. Not an ``Event``:
+    it names no one member."""
+    kind: ClassVar[str] = EventType.CLASSIC_SYNC.value
+    ts: int
+    cluster: str | UnsetType
+    group_id: str
+    event_id: str
+    generation: int
+    assignments: dict[str, list[dict[str, Any]]]
+
+
+class GroupState(msgspec.Struct, tag_field="type", tag=EventType.GROUP_STATE.value, gc=False):
+    """A group's state a line shows (a classic group rebalancing again). Not an ``Event``: it names
+    no one member."""
+    kind: ClassVar[str] = EventType.GROUP_STATE.value
+    ts: int
+    cluster: str | UnsetType
+    group_id: str
+    event_id: str
+    state: str
+    protocol: str
+
+
 def _check_structs() -> None:
     """Each struct writes declared fields of its type (``state.records``), every required one among them."""
-    for struct in (Heartbeat, OffsetCommit, TxnOffsetCommit, MemberLeft, MemberAssignment):
+    for struct in (Heartbeat, OffsetCommit, TxnOffsetCommit, MemberLeft, MemberAssignment, ClassicGeneration,
+                   ClassicSync, GroupState):
         check_written(f"{__name__}.{struct.__name__}", struct.__struct_config__.tag,
                       ("type", *struct.__struct_fields__))
     check_names(f"{__name__}.Offset", Offset.__struct_fields__, PARTITION_OFFSET.names, record=PARTITION_OFFSET.name)

@@ -1,8 +1,8 @@
 """The request log's JSON as Kafka writes it: the bodies the decoder reads, as msgspec Structs.
 
 What lives here: the API keys and error codes the decoder acts on, and the shapes of an
-OffsetCommit / TxnOffsetCommit / ConsumerGroupHeartbeat line's ``requestHeader``, ``request``
-and ``response`` (``RequestConvertToJson``: camelCase names of Kafka's message specs,
+OffsetCommit / TxnOffsetCommit / ConsumerGroupHeartbeat / JoinGroup / SyncGroup / LeaveGroup
+line's ``requestHeader``, ``request`` and ``response`` (``RequestConvertToJson``: camelCase names of Kafka's message specs,
 ``clients/src/main/resources/common/message/*.json``; a field absent in a version has its
 default here). Structs name only the fields used, so msgspec skips the rest unread and checks
 types and int32/int64 ranges in C (a wrong value is ``BAD_FIELD`` with msgspec's path).
@@ -15,6 +15,7 @@ from typing import Annotated
 import msgspec
 
 OFFSET_COMMIT, TXN_OFFSET_COMMIT, CONSUMER_GROUP_HEARTBEAT = 8, 28, 68
+JOIN_GROUP, LEAVE_GROUP, SYNC_GROUP = 11, 13, 14  # the classic protocol's membership APIs
 # Answers that say "not me": the exchange never reached a group (dropped, counted).
 COORDINATOR_ERRORS = {14: "COORDINATOR_LOAD_IN_PROGRESS", 15: "COORDINATOR_NOT_AVAILABLE", 16: "NOT_COORDINATOR"}
 UNKNOWN_MEMBER_ID = 25  # a heartbeat's answer that removes the member (contract §10.1 g)
@@ -131,10 +132,99 @@ class HeartbeatBody(msgspec.Struct, rename="camel", gc=False):
     response: HeartbeatResponse
 
 
+# -- the classic protocol: JoinGroup v0-v9, SyncGroup v0-v5, LeaveGroup v0-v5 ------------------
+# Bytes fields (a protocol's metadata, an assignment) are written as base64 strings, as Jackson
+# writes a BinaryNode: msgspec's ``bytes`` reads them so.
+
+
+class JoinGroupRequest(msgspec.Struct, rename="camel", gc=False):
+    group_id: str
+    member_id: str = ""
+    group_instance_id: str | None = None  # v5+
+    protocol_type: str | None = None
+
+
+class JoinGroupMember(msgspec.Struct, rename="camel", gc=False):
+    member_id: str
+    group_instance_id: str | None = None  # v5+
+
+
+class JoinGroupResponse(msgspec.Struct, rename="camel", gc=False):
+    error_code: _Int
+    generation_id: _Int = -1
+    protocol_name: str | None = None  # nullable from v7
+    leader: str = ""
+    member_id: str = ""
+    members: list[JoinGroupMember] = []  # the leader's response only
+
+
+class JoinGroupLine(msgspec.Struct, rename="camel", gc=False):
+    request_header: Header
+    request: JoinGroupRequest
+    response: JoinGroupResponse
+
+
+class SyncGroupAssignment(msgspec.Struct, rename="camel", gc=False):
+    member_id: str
+    assignment: bytes  # a ConsumerProtocol Assignment (protocol type "consumer")
+
+
+class SyncGroupRequest(msgspec.Struct, rename="camel", gc=False):
+    group_id: str
+    generation_id: _Int
+    member_id: str
+    group_instance_id: str | None = None  # v3+
+    protocol_type: str | None = None  # v5+
+    assignments: list[SyncGroupAssignment] = []  # the leader's request only
+
+
+class SyncGroupResponse(msgspec.Struct, rename="camel", gc=False):
+    error_code: _Int
+
+
+class SyncGroupLine(msgspec.Struct, rename="camel", gc=False):
+    request_header: Header
+    request: SyncGroupRequest
+    response: SyncGroupResponse
+
+
+class LeavingMember(msgspec.Struct, rename="camel", gc=False):
+    member_id: str
+    group_instance_id: str | None = None
+
+
+class AnsweredMember(msgspec.Struct, rename="camel", gc=False):
+    member_id: str
+    group_instance_id: str | None = None
+    error_code: _Int = 0
+
+
+class LeaveGroupRequest(msgspec.Struct, rename="camel", gc=False):
+    group_id: str
+    member_id: str | None = None  # v0-v2: one member
+    members: list[LeavingMember] | None = None  # v3+: a batch (KIP-345)
+
+
+class LeaveGroupResponse(msgspec.Struct, rename="camel", gc=False):
+    error_code: _Int
+    members: list[AnsweredMember] | None = None  # v3+
+
+
+class LeaveGroupLine(msgspec.Struct, rename="camel", gc=False):
+    request_header: Header
+    request: LeaveGroupRequest
+    response: LeaveGroupResponse
+
+
+CLASSIC_APIS = (JOIN_GROUP, LEAVE_GROUP, SYNC_GROUP)
+
 DECODERS = {
     OFFSET_COMMIT: msgspec.json.Decoder(CommitLine).decode,
     TXN_OFFSET_COMMIT: msgspec.json.Decoder(CommitLine).decode,
     CONSUMER_GROUP_HEARTBEAT: msgspec.json.Decoder(HeartbeatLine).decode,
+    JOIN_GROUP: msgspec.json.Decoder(JoinGroupLine).decode,
+    LEAVE_GROUP: msgspec.json.Decoder(LeaveGroupLine).decode,
+    SYNC_GROUP: msgspec.json.Decoder(SyncGroupLine).decode,
 }
 DECODE_ANSWERS = msgspec.json.Decoder(list[ResponsePartition]).decode
 # A heartbeat's header skipped unparsed, a commit's read for its version only: the key was read at its
