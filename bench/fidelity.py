@@ -8,10 +8,14 @@ request-log,consumer-offsets`` -> the verdicts topic. The traffic is real client
 hand-built KIP-1251 and KIP-1319 requests). For every judged commit partition, the answer of
 the policy that version runs (``strict`` on 4.2, ``kip1251`` on 4.3 and 4.4) is compared with
 what the broker answered (``model_agrees``); every disagreement is explained by a rule below or
-listed as unexplained.
+listed as unexplained. The headline is the confusion matrix on the broker's rejections, with
+every commit partition of the request log judged or excluded for a counted reason
+(``bench/fidelity_matrix.py``); the scripted cases are checked against a fixed list
+(:data:`SCRIPTED_CASES`).
 
-``bench/bench_fidelity.py`` runs it per version and writes docs/fidelity.md; the test suite
-runs a short one (``tests/fidelity``) that fails on any disagreement it cannot explain.
+``bench/bench_fidelity.py`` runs it per version, writes docs/fidelity.md and exits non-zero on
+any of :meth:`FidelityRun.failures`; the test suite runs a short one (``tests/fidelity``) that
+also fails below a bar on recall, precision and the commit partitions accounted for.
 """
 from __future__ import annotations
 
