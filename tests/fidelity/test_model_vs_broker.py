@@ -11,8 +11,31 @@ and fencewatch calls ``avoidable``), on any disagreement no rule of
 partitions accounted for, and on recall or precision on the broker's rejections (organic and
 scripted together) below the bar.
 
-The bar, from measured runs of this test (Kafka 4.2.2, ``strict``, this 2-core machine):
-MEASURED below.
+The bar, from three runs of this test on 2026-12-03 (Kafka 4.2.2, ``strict``, this 2-core machine
+shared with other jobs, load average 10-16), rejected partitions caught / rejected by the broker:
+
+====  ============================  ====================  ===================  ===========
+run   organic recall                scripted recall       all: recall          precision
+====  ============================  ====================  ===================  ===========
+1     6/7 (85.7%)                   98/98                 104/105 (99.0%)      104/104
+2     3/3                           16/16                 19/19 (100%)         19/19
+3     3/17 (17.6%)                  305/305               308/322 (95.7%)      308/310 (99.4%)
+====  ============================  ====================  ===================  ===========
+
+Every commit partition was accounted for in each (4,997 to 6,825; 2 coordinator errors and 1 or
+2 REBALANCE_IN_PROGRESS excluded), and all 22 scripted cases were as expected. Every organic miss
+was the classic load group's ILLEGAL_GENERATION (``classic-rebalance-race``: the request log does
+not carry classic joins yet, issue 44 item 3); the KIP-848 groups' rejections were all caught.
+Run 3 failed on one unexplained disagreement: a ``reassign_inflight`` commit at epoch 2 that the
+4.2 broker accepted and ``strict`` rejected, the member's epoch-3 record in
+``__consumer_offsets`` stamped 2 ms before the commit's request-log line (a tie the
+``same-millisecond`` rule, exact to the millisecond, does not cover: issue 44 item 4).
+
+So the bar: at least ``MIN_REJECTIONS`` broker rejections (the scripted cases alone make 16),
+recall at least 90% (the worst run, 95.7%, less a margin for the classic group's misses, which
+vary with the churn from 1 to 14) and precision at least 95% (worst 99.4%). The wrong policy
+fails it: the same three runs' verdicts judged as if 4.2 ran ``kip1251`` (or
+``member_revocation``, ``assignment_epoch``) give recall 14/105, 9/19 and 9/322.
 """
 from __future__ import annotations
 
@@ -27,9 +50,10 @@ from bench.fidelity import run_fidelity, summary  # noqa: E402
 
 pytestmark = [pytest.mark.spark, pytest.mark.broker, pytest.mark.slow]
 
-RECALL_BAR = 0.0
-PRECISION_BAR = 0.0
+RECALL_BAR = 0.90
+PRECISION_BAR = 0.95
 ACCOUNTED_BAR = 99.0
+MIN_REJECTIONS = 12
 
 
 def test_the_model_against_kafka_4_2(tmp_path):
@@ -46,6 +70,6 @@ def test_the_model_against_kafka_4_2(tmp_path):
     assert not wrong, f"scripted cases judged otherwise than expected, or missing: {wrong}\n{run.traffic}"
     kip1251 = [e for e in run.expectations if e["scenario"] == "kip1251" and e["case"] == "behind_on_owned"]
     assert kip1251 and kip1251[0]["broker"] == ["STALE_MEMBER_EPOCH"] and kip1251[0]["classes"] == ["avoidable"]
-    assert m.broker >= 15, f"too few broker rejections to measure recall on: {summary(run)}"
+    assert m.broker >= MIN_REJECTIONS, f"too few broker rejections to measure recall on: {summary(run)}"
     assert m.recall >= RECALL_BAR and m.precision >= PRECISION_BAR, summary(run)
     assert not a.unexplained, "disagreements no rule explains:\n" + "\n".join(map(str, a.unexplained[:10]))
