@@ -48,6 +48,8 @@ DLQ_TOPIC = "fencewatch.dlq"
 #: in the logs and still explain the broker's rejection of that commit (a rebalance begun
 #: before the commit arrived is recorded when it completes).
 RACE_WINDOW_MS = 15_000
+#: The share of the request log's commit partitions a run must account for (issue 44's bar).
+ACCOUNTED_BAR = 99.0
 #: The verdicts topic stops growing for this long once the job has read every shipped line.
 SETTLE_S = 12.0
 
@@ -278,6 +280,9 @@ class FidelityRun:
         out += [f"query failed: {line}" for line in self.query_failures]
         if not self.accounting.reconciled:
             out += accounting_notes(self.version, self.accounting)[-1:]
+        if not self.accounting.accounted_percent >= ACCOUNTED_BAR:
+            out.append(f"commit partitions accounted for: {self.accounting.accounted:,} of {self.accounting.logged:,}, "
+                       f"under {ACCOUNTED_BAR}%")
         return out
 
 

@@ -165,3 +165,25 @@ def test_the_fixed_cases_are_the_scenarios_own():
     sources = "".join(p.read_text() for p in live.glob("*_cases.py")) + (live / "context.py").read_text()
     for scenario, case in SCRIPTED_CASES:
         assert f'"{scenario}"' in sources and f'"{case}"' in sources, (scenario, case)
+
+
+def _run(**kw):
+    from bench.fidelity import Agreement, FidelityRun
+
+    fields = dict(version="4.2.2", agreement=Agreement("4.2.2", "strict"), traffic="", seconds={}, lines=0,
+                  verdicts=[], query_failures=[], failed_scenarios={},
+                  expectations=fixed_cases([{"scenario": s, "case": c, "ok": True} for (s, c), n in
+                                            expected_cases("kip1251").items() for _ in range(n)],
+                                           expected_cases("kip1251")),
+                  accounting=account([logged("e", 0, "NONE")], [verdict("e", 0, "NONE", "NONE")], [], "strict"))
+    return FidelityRun(**{**fields, **kw})
+
+
+def test_the_harness_fails_on_a_failed_scenario_a_missing_case_or_unaccounted_commits():
+    assert _run().failures() == []
+    assert _run(failed_scenarios={"kip1251": "RuntimeError: boom"}).failures() == [
+        "scenario kip1251 failed: RuntimeError: boom"]
+    short = fixed_cases([], expected_cases("kip1251"))
+    assert len(_run(expectations=short).failures()) == 6  # every case of the scenario missing
+    lost = account([logged("e", 0, "NONE"), logged("f", 0, "NONE")], [verdict("e", 0, "NONE", "NONE")], [], "strict")
+    assert [f for f in _run(accounting=lost).failures() if "accounted for" in f]  # 1 of 2: under 99%
