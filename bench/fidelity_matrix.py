@@ -19,7 +19,6 @@ both / rejected by the model.
 from __future__ import annotations
 
 import collections
-import json
 import math
 import re
 from dataclasses import dataclass, field
