@@ -1,7 +1,8 @@
 """The load: many groups and members committing by hand, with members leaving and joining.
 
 Every fourth group is a classic group (cooperative-sticky), the others KIP-848 consumer
-groups. Each member commits after every other message, one commit in five synchronously;
+groups; a load of two or three groups has its last one classic, so every load of more than one
+group has both protocols. Each member commits after every other message, one commit in five synchronously;
 every ``churn_s`` one member of a random group leaves and a new one joins, so epochs and
 generations move under the commits and some commits race them (the answers the model is
 compared with). It runs until the members' commits were answered ``commits`` times and
@@ -44,7 +45,7 @@ class Load:
         return sum(w.answered for ws in self.workers.values() for w in ws) + sum(w.answered for w in self.retired)
 
     def _protocol(self, g: int) -> str:
-        return "classic" if g % 4 == 3 else "consumer"
+        return "classic" if g % 4 == 3 or 1 < self.groups < 4 and g == self.groups - 1 else "consumer"
 
     def _start(self, group: str, g: int) -> Worker:
         self.joins += 1
