@@ -1,4 +1,4 @@
-"""The streams groups' records (KIP-1071) as Apache Kafka 4.2, 4.3 and 4.4 really wrote them
+"""The streams groups' records (KIP-1071) and heartbeat lines as Apache Kafka 4.2, 4.3 and 4.4 really wrote them
 (``tests/fixtures/kafka-streams/``, made by ``make_streams_captures.py`` with fencewatch's Kafka
 Streams application under exactly_once_v2: instances joining, SIGKILLed, stalled, stopped).
 
@@ -28,10 +28,12 @@ import pytest
 from bridge_encoder import encode_record
 from fencewatch.sim.live.expect import read_request_log
 from fencewatch.streaming.ingest.consumer_offsets.record_types import STREAMS_RECORD_TYPES
-from fencewatch.streaming.ingest.consumer_offsets.records import CoordinatorRecord, RecordDecodeError, decode, kafka_json
 from fencewatch.streaming.commands.bridge import register
+from fencewatch.streaming.ingest.consumer_offsets.records import CoordinatorRecord, RecordDecodeError, decode, kafka_json
 from fencewatch.streaming.ingest.consumer_offsets.streams import (StreamsCurrentAssignment, StreamsTopology, TaskIds,
                                                                   streams_record, task_partitions)
+from fencewatch.streaming.ingest.request_log.problems import Broken
+from fencewatch.streaming.ingest.request_log.streams_heartbeat import StreamsHeartbeat, parse_streams_heartbeat
 
 CAPTURES = Path(__file__).resolve().parents[1] / "fixtures" / "kafka-streams"
 VERSIONS = ["4.2.2", "4.3.1", "4.4.0"]
@@ -66,6 +68,10 @@ class Capture:
         found = [streams_record(r) for r, _ in self.of_type(23)]
         assert len(found) == 1, found
         return found[0]
+
+    def heartbeats(self) -> list[StreamsHeartbeat]:
+        lines = (CAPTURES / self.version / "request-log.txt").read_text(encoding="utf-8").splitlines()
+        return [h for h in map(parse_streams_heartbeat, lines) if isinstance(h, StreamsHeartbeat)]
 
     def assignments(self) -> dict[str, list[StreamsCurrentAssignment]]:
         out: dict[str, list[StreamsCurrentAssignment]] = defaultdict(list)
@@ -103,6 +109,16 @@ def tasks(ts: tuple[TaskIds, ...] | list[dict]) -> set[tuple[str, int]]:
     if ts and isinstance(ts[0], dict):
         return {(t["subtopologyId"], p) for t in ts for p in t["partitions"]}
     return {(t.subtopology_id, p) for t in ts for p in t.partitions}
+
+
+def pairs(ts: tuple[tuple[str, tuple[int, ...]], ...]) -> set[tuple[str, int]]:
+    """``{(subtopology, partition)}`` of a parsed heartbeat's tasks."""
+    return {(s, p) for s, parts in ts for p in parts}
+
+
+def instance_of(client_id: str) -> str:
+    """``i1`` of ``<application.id>-i1-StreamThread-2-consumer``."""
+    return re.search(r"-(i\d+)-StreamThread-\d+-consumer$", client_id).group(1)
 
 
 ALL_TASKS = {(s, p) for s in ("0", "1") for p in range(INPUT_PARTITIONS)}
@@ -214,21 +230,59 @@ def test_member_metadata_is_what_the_members_heartbeats_sent(cap):
 
 
 def test_each_assignment_a_heartbeat_answered_is_a_current_assignment_record(cap):
-    """A heartbeat answer that lists tasks gives the member what its current-assignment record
-    at that member epoch holds (active and standby tasks; pending revocation not included)."""
+    """A heartbeat answer that lists tasks (read by ``parse_streams_heartbeat``) gives the member
+    what its current-assignment record at that member epoch holds (active, standby and warm-up
+    tasks; those pending revocation not included)."""
     by_member = cap.assignments()
     answered = 0
-    for o in cap.api(HEARTBEAT):
-        resp = o["response"]
-        if resp["errorCode"] != 0 or resp["activeTasks"] is None:
+    for h in cap.heartbeats():
+        if h.error_code != 0 or h.active_tasks is None:
             continue
-        member = resp["memberId"] or o["request"]["memberId"]
         held = [(tasks(a.active_tasks), tasks(a.standby_tasks), tasks(a.warmup_tasks))
-                for a in by_member[member] if a.member_epoch == resp["memberEpoch"]]
-        assert (tasks(resp["activeTasks"]), tasks(resp["standbyTasks"]), tasks(resp["warmupTasks"])) in held, (
-            member, resp["memberEpoch"])
+                for a in by_member[h.member_id] if a.member_epoch == h.response_epoch]
+        assert (pairs(h.active_tasks), pairs(h.standby_tasks), pairs(h.warmup_tasks)) in held, (
+            h.member_id, h.response_epoch)
         answered += 1
     assert answered >= 20
+
+
+def test_every_streams_heartbeat_line_decodes_as_kafka_wrote_it(cap):
+    """``parse_streams_heartbeat`` reads each API 88 line as the json module reads Kafka's JSON;
+    4.4 sends v1, 4.2 and 4.3 v0; every other line is another API."""
+    lines = (CAPTURES / cap.version / "request-log.txt").read_text(encoding="utf-8").splitlines()
+    parsed = [parse_streams_heartbeat(line) for line in lines]
+    beats = [(h, o) for h, o in zip(parsed, cap.lines) if isinstance(h, StreamsHeartbeat)]
+    assert len(beats) == len(cap.api(HEARTBEAT)) >= 300
+    assert all(isinstance(h, Broken) and h.code == "OTHER_API" for h in parsed if not isinstance(h, StreamsHeartbeat))
+    for h, o in beats:
+        req, resp = o["request"], o["response"]
+        assert (h.group_id, h.member_id, h.request_epoch, h.response_epoch, h.error_code, h.process_id,
+                h.topology_epoch) == (req["groupId"], req["memberId"] or resp["memberId"], req["memberEpoch"],
+                                      resp["memberEpoch"], resp["errorCode"], req["processId"],
+                                      (req["topology"] or {}).get("epoch"))
+        for mine, theirs in ((h.owned_active_tasks, req["activeTasks"]), (h.active_tasks, resp["activeTasks"]),
+                             (h.standby_tasks, resp["standbyTasks"]), (h.warmup_tasks, resp["warmupTasks"])):
+            assert mine == (None if theirs is None else tuple((t["subtopologyId"], tuple(t["partitions"]))
+                                                              for t in theirs))
+    assert {h.api_version for h, _ in beats} == {1 if cap.version >= "4.4" else 0}
+
+
+def test_heartbeats_join_leave_and_the_zombies_answer(cap):
+    """Each member joins at epoch 0 and is given an epoch; the stopped instances' members leave
+    at -1; the stalled instance's members, resumed after their session expired, are answered
+    UNKNOWN_MEMBER_ID at their old epoch (contract §10.1 g)."""
+    beats = cap.heartbeats()
+    members = {r.key["memberId"] for r, _ in cap.of_type(19)}
+    joined = {h.member_id for h in beats if h.request_epoch == 0 and h.error_code == 0 and h.response_epoch > 0}
+    assert joined == members
+    stopped = {m["instance"] for m in cap.moves if m["move"] == "stopped"}
+    left = [h for h in beats if h.request_epoch == -1]
+    assert left and all((h.error_code, h.response_epoch) == (0, -1) for h in left)
+    assert {instance_of(h.client_id) for h in left} == stopped
+    stalled = next(m["instance"] for m in cap.moves if m["move"] == "sigstop")
+    zombies = [h for h in beats if h.error_code == UNKNOWN_MEMBER_ID]
+    assert len(zombies) == 2 and {instance_of(h.client_id) for h in zombies} == {stalled}
+    assert all(h.request_epoch > 0 for h in zombies)
 
 
 def test_member_states_follow_the_tasks_pending_revocation(cap):
@@ -394,6 +448,20 @@ def test_assignment_epochs_not_matching_their_partitions_are_malformed():
     with pytest.raises(RecordDecodeError, match="1 assignment epochs for 2 partitions") as exc:
         streams_record(rec)
     assert exc.value.code == "MALFORMED_VALUE"
+
+
+@pytest.mark.parametrize("line, code", [
+    ("not json", "BAD_JSON"),
+    ('{"requestHeader":{"requestApiKey":88},"request":{"groupId":"g","memberEpoch":"x"},"response":{"errorCode":0}}',
+     "BAD_FIELD"),
+    ('{"requestHeader":{"requestApiKey":68},"request":{},"response":{}}', "OTHER_API"),
+    ('[2026-12-03 13:00:00,000] DEBUG Completed request:{"requestHeader":{"requestApiKey":88},'
+     '"request":{"groupId":"g","memberEpoch":1,"activeTasks":[{"subtopologyId":"0","partitions":[1099511627776]}]},'
+     '"response":{"errorCode":0}} (kafka.request.logger)', "BAD_FIELD"),
+])
+def test_bad_heartbeat_lines_are_broken_with_a_reason(line, code):
+    h = parse_streams_heartbeat(line)
+    assert isinstance(h, Broken) and h.code == code, h
 
 
 def test_a_record_without_epochs_reads_the_member_epoch_and_warmups_decode():

@@ -19,6 +19,9 @@ ConsumerGroupHeartbeat (68)   ``heartbeat``; when answered 0 also
                               response, or a new epoch); when answered
                               UNKNOWN_MEMBER_ID, ``member_left`` ``fenced``
                               (contract §10.1 g)
+StreamsGroupHeartbeat (88)    nothing yet (``skipped.OTHER_API``); read by
+  v0-v1                       ``streams_heartbeat.parse_streams_heartbeat``
+                              (issue 45)
 ============================  ===============================================
 
 Nothing here raises on bad input: a broken line gives ``[]``, is counted in ``counts``
