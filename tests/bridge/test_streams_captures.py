@@ -2,9 +2,9 @@
 (``tests/fixtures/kafka-streams/``, made by ``make_streams_captures.py`` with fencewatch's Kafka
 Streams application under exactly_once_v2: instances joining, SIGKILLed, stalled, stopped).
 
-Every record decodes and, written back with the test encoder of the same tables, gives the
-captured bytes; then what the decoded records say is checked against a second source Kafka
-wrote independently, the request log (Kafka's own JSON of each StreamsGroupHeartbeat and
+Every record decodes, reads as Kafka's own ``kafka-dump-log --offsets-decoder`` printed it and,
+written back with the test encoder of the same tables, gives the captured bytes; then what the
+decoded records say is checked against a second source Kafka wrote independently, the request log (Kafka's own JSON of each StreamsGroupHeartbeat and
 TxnOffsetCommit), and against the coordinator's own invariants: the topology the heartbeat
 declared, member metadata as the heartbeats sent it, each assignment a heartbeat answered,
 the active tasks' assignment epochs (kept while a task stays, the member epoch when it is
@@ -138,21 +138,70 @@ def test_every_record_decodes_and_writes_back_byte_for_byte(cap):
     assert all(version in (0, None) for (name, version) in counts if name.startswith("Streams")), counts
 
 
+_DUMPED = re.compile(r"^\| offset: (\d+) .* key: (\{.*\}) payload: (\{.*\}|<DELETE>)$")
+
+
+def _dumped(line: str) -> tuple[int, dict] | None:
+    """A record line of ``kafka-dump-log --offsets-decoder`` as ``kafka_json`` writes it (the tool
+    prints the type and version as strings); None for a transaction marker."""
+    m = _DUMPED.match(line)
+    if m is None:
+        assert "endTxnMarker: " in line, line
+        return None
+    key, value = json.loads(m.group(2)), None if m.group(3) == "<DELETE>" else json.loads(m.group(3))
+    key["type"] = int(key["type"])
+    if value is not None:
+        value["version"] = int(value["version"])
+    return int(m.group(1)), {"key": key, "value": value}
+
+
+#: Versions whose capture holds ``dump-log.txt`` (4.3 moved kafka-dump-log to kafka-tools, not fetched).
+DUMPED_VERSIONS = ["4.2.2"]
+
+
+@pytest.mark.parametrize("version", DUMPED_VERSIONS)
+def test_every_record_reads_as_kafkas_own_dump_log_prints_it(version):
+    """``kafka_json`` of each captured record is what Kafka's ``kafka-dump-log --offsets-decoder``
+    printed for it: the dump's records in log order, less those of aborted transactions (the
+    capture reads read_committed), are the capture's."""
+    cap = _CACHE.get(version) or _CACHE.setdefault(version, _load(version))
+    dumped = [d for d in map(_dumped, (CAPTURES / cap.version / "dump-log.txt").read_text(
+        encoding="utf-8").splitlines()) if d is not None]
+    ours = [kafka_json(rec) for rec, _ in cap.records]
+    left_out = []
+    i = 0
+    for _, record in dumped:
+        if i < len(ours) and record == ours[i]:
+            i += 1
+        else:
+            left_out.append(record)
+    assert i == len(ours), (i, ours[i] if i < len(ours) else None)
+    # read_committed leaves out only offsets an aborted transaction wrote (the killed instance's
+    # open one, when it was cut between TxnOffsetCommit and EndTxn); the fenced ones wrote none
+    assert all(r["key"]["type"] == 1 for r in left_out), left_out
+    assert len(dumped) - len(left_out) == len(ours) >= 400
+
+
 def test_tombstones_follow_the_members_that_left(cap):
-    """Every member of the run is gone at its end (killed, fenced, or closed): each member's
-    metadata, target and current assignment end with a tombstone, and the SIGKILLed instance's
-    members go when their session times out, not before."""
+    """A member whose leave heartbeat (epoch -1) was answered ends with tombstones of its
+    metadata, target and current assignment; the SIGKILLed instance's members (no leave) go
+    when their session times out, not before. (A member still in the group when the broker
+    stopped keeps its records.)"""
     last: dict[tuple[int, str], tuple[CoordinatorRecord, int]] = {}
     for rec, ts in cap.records:
         if rec.record_type in (19, 21, 22):
             last[(rec.record_type, rec.key["memberId"])] = (rec, ts)
-    assert last and all(rec.is_tombstone for rec, _ in last.values())
+    left = {h.member_id for h in cap.heartbeats() if h.request_epoch == -1 and h.error_code == 0}
+    assert len(left) >= 2
+    for member in left:
+        assert all(last[(t, member)][0].is_tombstone for t in (19, 21, 22)), member
     killed = next(m for m in cap.moves if m["move"] == "sigkill")
     members = {r.key["memberId"] for r, _ in cap.of_type(19)
-               if streams_record(r).client_id.split("-StreamThread-")[0].endswith("-" + killed["instance"])}
-    assert len(members) >= 2  # one per stream thread
+               if instance_of(streams_record(r).client_id) == killed["instance"]}
+    assert len(members) >= 2 and not members & left  # one per stream thread; none left
     for member in members:
-        _, ts = last[(19, member)]
+        rec, ts = last[(19, member)]
+        assert rec.is_tombstone
         # the session runs from the member's last heartbeat (at most one 500 ms interval before)
         assert SESSION_TIMEOUT_MS - 1000 <= ts - killed["ts"] <= SESSION_TIMEOUT_MS + 5000, (member, ts - killed["ts"])
 
@@ -386,24 +435,30 @@ def test_txn_offset_commits_come_from_the_members_producers(cap):
         6 if cap.version >= "4.4" else 5}
 
 
-def test_each_aborted_transaction_follows_a_fenced_commit_of_its_producer(cap):
-    """The stalled instance's threads abort their transactions (EndTxn committed=false) after
-    their TxnOffsetCommit was answered UNKNOWN_MEMBER_ID, and no other transaction is aborted:
-    the aborts a fence caused, as the application's log says ("being fenced")."""
-    fenced: set[str] = set()
+def test_each_aborted_transaction_follows_a_fence_of_its_thread(cap):
+    """The stalled instance's threads abort their transactions (EndTxn committed=false) once
+    their member was fenced (a heartbeat or a TxnOffsetCommit answered UNKNOWN_MEMBER_ID; a
+    thread's producer ``...-StreamThread-N-producer`` and consumer ``...-consumer`` share the
+    prefix), and no other transaction is aborted: the aborts a fence caused, as the
+    application's log says ("being fenced")."""
+    fenced: set[str] = set()  # "<application.id>-iK-StreamThread-N" of fenced members
     aborted = []
     for o in cap.lines:
-        req, key = o["request"], o["requestHeader"]["requestApiKey"]
-        if key == TXN_OFFSET_COMMIT and any(p["errorCode"] == UNKNOWN_MEMBER_ID
-                                            for t in o["response"]["topics"] for p in t["partitions"]):
-            fenced.add(req["transactionalId"])
+        req, resp, key = o["request"], o["response"], o["requestHeader"]["requestApiKey"]
+        thread = o["requestHeader"]["clientId"].rsplit("-", 1)[0]
+        if key == HEARTBEAT and resp["errorCode"] == UNKNOWN_MEMBER_ID:
+            fenced.add(thread)
+        elif key == TXN_OFFSET_COMMIT and any(p["errorCode"] == UNKNOWN_MEMBER_ID
+                                              for t in resp["topics"] for p in t["partitions"]):
+            fenced.add(thread)
         elif key == END_TXN and not req["committed"]:
-            aborted.append(req["transactionalId"])
-            assert req["transactionalId"] in fenced, req
+            aborted.append(thread)
+            assert thread in fenced, (thread, fenced)
     stalled = next(m["instance"] for m in cap.moves if m["move"] == "sigstop")
     log = (CAPTURES / cap.version / "app-log.txt").read_text(encoding="utf-8").splitlines()
     said = [line for line in log if line.startswith(stalled + " ") and "Detected that the thread is being fenced" in line]
-    assert len(aborted) == len(set(aborted)) == len(said) >= 1
+    assert aborted and len(aborted) == len(set(aborted)) and said
+    assert {t.split("-StreamThread-")[0].rsplit("-", 1)[1] for t in aborted} == {stalled}
 
 
 def _bridge(argv: list[str], capsys) -> tuple[list[dict], str]:
