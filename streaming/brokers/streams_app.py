@@ -45,7 +45,8 @@ APP_JAR = "fencewatch-streams-app.jar"
 #: What every line the application prints for a caller starts with (StreamsApp.PREFIX).
 LINE_PREFIX = "fencewatch-streams "
 PROCESSING_GUARANTEES = ("exactly_once_v2", "at_least_once")
-STOP_GRACE_S = 15.0
+#: Seconds between SIGTERM and SIGKILL: longer than the application's own 30 s close timeout.
+STOP_GRACE_S = 40.0
 
 
 def installed_app_versions(root: Path | None = None) -> list[str]:

@@ -85,7 +85,7 @@ def test_counts_exactly_once_while_an_instance_is_stalled_and_one_killed(kafka_b
         said = second.lines()
     assert said[0].startswith(f"started application.id={cfg.application_id} group.protocol=streams "
                               "processing.guarantee=exactly_once_v2 num.stream.threads=2")
-    assert said[-1] == "stopped" and "state=PENDING_SHUTDOWN->NOT_RUNNING" in said
+    assert said[-1] == "stopped" and "state=PENDING_SHUTDOWN->NOT_RUNNING" in said, said
     group = [o for o in read_request_log(kafka_broker.request_log_path.read_text(encoding="utf-8").splitlines())
              if (o.get("request") or {}).get("groupId") == cfg.application_id]
     apis = {o["requestHeader"]["requestApiKey"] for o in group}

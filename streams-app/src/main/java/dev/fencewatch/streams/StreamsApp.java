@@ -6,10 +6,10 @@ import java.util.Map;
 import java.util.Properties;
 import java.util.TreeMap;
 import java.util.concurrent.CountDownLatch;
+import java.util.concurrent.atomic.AtomicBoolean;
 
 import org.apache.kafka.common.serialization.Serdes;
 import org.apache.kafka.streams.KafkaStreams;
-import org.apache.kafka.streams.KeyValue;
 import org.apache.kafka.streams.StreamsBuilder;
 import org.apache.kafka.streams.StreamsConfig;
 import org.apache.kafka.streams.Topology;
@@ -38,14 +38,16 @@ import org.apache.kafka.streams.kstream.Produced;
  *
  * <p>It prints one line per event a test waits for, on stdout, each starting with
  * {@code fencewatch-streams }: {@code started}, {@code state=NEW->RUNNING}, {@code error=...} (an
- * uncaught exception; the thread is replaced) and {@code stopped}. Bad settings: one line on
- * stderr, exit 2.
+ * uncaught exception; the thread is replaced) and {@code stopped} (or {@code stopped
+ * close-timed-out-after=30s} when {@code KafkaStreams.close} did not finish in time). Bad settings: one line on
+ * stderr, exit 2; the client in state ERROR: exit 1.
  */
 public final class StreamsApp {
 
     static final String PREFIX = "fencewatch-streams ";
     static final String ENV_PREFIX = "FENCEWATCH_STREAMS_";
     static final String STORE = "counts";
+    static final int CLOSE_TIMEOUT_S = 30;
 
     private static final String[] NAMES = {
         "bootstrap-servers", "application-id", "input", "output", "group-protocol",
@@ -180,8 +182,12 @@ public final class StreamsApp {
             return;
         }
         CountDownLatch stopped = new CountDownLatch(1);
+        AtomicBoolean failed = new AtomicBoolean(false);
         streams.setStateListener((now, before) -> {
             say("state=" + before + "->" + now);
+            if (now == KafkaStreams.State.ERROR) {
+                failed.set(true);
+            }
             if (now == KafkaStreams.State.NOT_RUNNING || now == KafkaStreams.State.ERROR) {
                 stopped.countDown();
             }
@@ -191,13 +197,16 @@ public final class StreamsApp {
             return StreamsUncaughtExceptionHandler.StreamThreadExceptionResponse.REPLACE_THREAD;
         });
         Runtime.getRuntime().addShutdownHook(new Thread(() -> {
-            streams.close(Duration.ofSeconds(10));
-            say("stopped");
+            // Commits, leaves the group; a loaded machine can take seconds (the caller's grace is longer).
+            boolean closed = streams.close(Duration.ofSeconds(CLOSE_TIMEOUT_S));
+            say(closed ? "stopped" : "stopped close-timed-out-after=" + CLOSE_TIMEOUT_S + "s");
         }, "fencewatch-streams-shutdown"));
         say("started application.id=" + s.get("application-id") + " group.protocol=" + s.get("group-protocol")
             + " processing.guarantee=" + s.get("processing-guarantee") + " num.stream.threads="
             + s.getOrDefault("num-stream-threads", "1"));
         streams.start();
         stopped.await();
+        // ERROR (every thread died): exit 1 after the shutdown hook closed the client.
+        System.exit(failed.get() ? 1 : 0);
     }
 }
