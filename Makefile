@@ -67,8 +67,8 @@ connector-jars: $(STAMP)
 
 # fencewatch's Kafka Streams application (streams-app/, issue 45), built by Maven against each
 # Kafka Streams version into the same cache (jars/streams-app-<version>/: its jar and runtime
-# classpath; compiled classes under build/ there), where fencewatch.sim.live.streams_app finds
-# it. Built once per version, as the brokers' jars are fetched; a changed source rebuilds it.
+# classpath; compiled classes under build/ there), where fencewatch.streaming.brokers.streams_app
+# finds it. Built once per version, as the brokers' jars are fetched; a changed source rebuilds it.
 STREAMS_VERSIONS ?= $(KAFKA_VERSIONS)
 STREAMS_SOURCES := streams-app/pom.xml $(shell find streams-app/src -type f 2>/dev/null)
 

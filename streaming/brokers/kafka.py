@@ -4,9 +4,9 @@ What lives here: :class:`KafkaBroker` runs ``kafka.Kafka`` from the jars ``make 
 a cache outside git (``$FENCEWATCH_JARS_DIR``, else ``$XDG_CACHE_HOME/fencewatch/jars``, one
 ``kafka-<version>/`` folder each). It formats fresh storage in a temporary folder (broker and
 controller in one process, free loopback ports), turns the KIP-848 and streams (KIP-1071)
-protocols on beside the classic one, and writes the request logger at DEBUG to its own file in Kafka's log4j2 layout,
-the lines `fencewatch bridge --from-request-log` reads. Optionally the client listener is
-SASL_PLAINTEXT with SCRAM-SHA-512 and ACLs enforced by ``StandardAuthorizer``.
+protocols on beside the classic one, and writes the request logger at DEBUG to its own file in
+Kafka's log4j2 layout, the lines `fencewatch bridge --from-request-log` reads. Optionally the
+client listener is SASL_PLAINTEXT with SCRAM-SHA-512 and ACLs enforced by ``StandardAuthorizer``.
 
 It has the surface of :class:`~fencewatch.streaming.brokers.tansu.EmbeddedBroker` (``bootstrap``,
 ``client_config()``, ``create_topics``, ``stop``, a context manager) and is stopped the same
@@ -139,11 +139,11 @@ def server_properties(*, host: str, port: int, controller_port: int, data_dir: s
                       sasl_password: str | None = None) -> dict[str, str]:
     """The node's settings before the caller's own: a test-sized single node.
 
-    KIP-848 and KIP-1071 (streams groups) beside classic; one partition for the internal topics (creating 50 costs seconds);
-    minimum session and heartbeat intervals low so a test can provoke a session timeout in
-    seconds (a group sets ``consumer.session.timeout.ms`` itself); topics are never created by
-    a produce or fetch (as on most production clusters: a test that forgot one fails); no time
-    retention.
+    KIP-848 and KIP-1071 (streams groups) beside classic; one partition for the internal topics
+    (creating 50 costs seconds); minimum session and heartbeat intervals low so a test can
+    provoke a session timeout in seconds (a group sets ``consumer.session.timeout.ms`` or
+    ``streams.session.timeout.ms`` itself); topics are never created by a produce or fetch (as
+    on most production clusters: a test that forgot one fails); no time retention.
     """
     listener = "SASL_PLAINTEXT" if sasl_password is not None else "PLAINTEXT"
     props = {
