@@ -5,7 +5,7 @@ PY     := $(VENV)/bin/python
 PIP    := $(VENV)/bin/pip
 STAMP  := $(VENV)/.installed
 
-.PHONY: install jars connector-jars maven test test-fast faults demo bench screenshot report-screenshot clean system-deps kustomize helm
+.PHONY: install jars connector-jars streams-app maven test test-fast faults demo bench screenshot report-screenshot clean system-deps kustomize helm
 
 # Tools built from source into a cache outside the repository (tests/deploy finds them there).
 TOOLS ?= $(HOME)/.cache/fencewatch-tools
@@ -33,7 +33,7 @@ $(STAMP): pyproject.toml
 	$(BYTECODE)
 	@touch $(STAMP)
 
-install: $(STAMP) jars connector-jars
+install: $(STAMP) jars connector-jars streams-app
 
 # A version is fetched once: its folder gets `.complete` only after Maven succeeded (a fetch cut
 # short leaves `.part` behind and is redone), so with every version there this takes no time.
@@ -64,6 +64,29 @@ connector-jars: $(STAMP)
 	    || { cat "$$dir.log"; echo "Maven could not fetch spark-sql-kafka-0-10_2.13:$$v (above)"; exit 1; }; \
 	  touch "$$dir.part/.complete" && rm -rf "$$dir" "$$dir.log" && mv "$$dir.part" "$$dir"; \
 	fi
+
+# fencewatch's Kafka Streams application (streams-app/, issue 45), built by Maven against each
+# Kafka Streams version into the same cache (jars/streams-app-<version>/: its jar and runtime
+# classpath; compiled classes under build/ there), where fencewatch.streaming.brokers.streams_app
+# finds it. Built once per version, as the brokers' jars are fetched; a changed source rebuilds it.
+STREAMS_VERSIONS ?= $(KAFKA_VERSIONS)
+STREAMS_SOURCES := streams-app/pom.xml $(shell find streams-app/src -type f 2>/dev/null)
+
+streams-app:
+	@for v in $(STREAMS_VERSIONS); do \
+	  dir="$(JARS_DIR)/streams-app-$$v"; \
+	  if test -e "$$dir/.complete"; then \
+	    test -z "$$(find $(STREAMS_SOURCES) -newer "$$dir/.complete" 2>/dev/null)" && continue; \
+	  fi; \
+	  command -v mvn >/dev/null 2>&1 || $(MAKE) --no-print-directory maven || exit 1; \
+	  echo "building the Kafka Streams application against kafka-streams $$v into $$dir"; \
+	  rm -rf "$$dir.part" && mkdir -p "$$dir.part" || exit 1; \
+	  mvn -q -B -f streams-app/pom.xml -Dkafka.version=$$v -Dbuild.dir="$$dir.part/build" package \
+	    dependency:copy-dependencies -DincludeScope=runtime -DoutputDirectory="$$dir.part" >"$$dir.log" 2>&1 \
+	    || { cat "$$dir.log"; echo "Maven could not build streams-app against kafka-streams $$v (above)"; exit 1; }; \
+	  mv "$$dir.part/build/fencewatch-streams-app.jar" "$$dir.part/" && touch "$$dir.part/.complete" \
+	    && rm -rf "$$dir" "$$dir.log" && mv "$$dir.part" "$$dir" || exit 1; \
+	done
 
 # Maven fetches the jars (Debian's package; Java is already on the machines).
 maven:
@@ -101,7 +124,7 @@ $(HELM):
 	@command -v go >/dev/null 2>&1 || { echo "error: go not found; helm is built with it" >&2; exit 1; }
 	GOBIN=$(dir $(HELM)) GOFLAGS=-mod=mod go install helm.sh/helm/v3/cmd/helm@$(HELM_VERSION)
 
-test: $(STAMP) system-deps jars connector-jars kustomize helm
+test: $(STAMP) system-deps jars connector-jars streams-app kustomize helm
 	$(PY) -m pytest -q --durations=25 -m "not full_fault_table"
 
 # The long fault trials on Spark's connector too (their Python-reader runs are in `make test`).

@@ -3,10 +3,10 @@
 What lives here: :class:`KafkaBroker` runs ``kafka.Kafka`` from the jars ``make jars`` put in
 a cache outside git (``$FENCEWATCH_JARS_DIR``, else ``$XDG_CACHE_HOME/fencewatch/jars``, one
 ``kafka-<version>/`` folder each). It formats fresh storage in a temporary folder (broker and
-controller in one process, free loopback ports), turns the KIP-848 protocol on beside the
-classic one, and writes the request logger at DEBUG to its own file in Kafka's log4j2 layout,
-the lines `fencewatch bridge --from-request-log` reads. Optionally the client listener is
-SASL_PLAINTEXT with SCRAM-SHA-512 and ACLs enforced by ``StandardAuthorizer``.
+controller in one process, free loopback ports), turns the KIP-848 and streams (KIP-1071)
+protocols on beside the classic one, and writes the request logger at DEBUG to its own file in
+Kafka's log4j2 layout, the lines `fencewatch bridge --from-request-log` reads. Optionally the
+client listener is SASL_PLAINTEXT with SCRAM-SHA-512 and ACLs enforced by ``StandardAuthorizer``.
 
 It has the surface of :class:`~fencewatch.streaming.brokers.tansu.EmbeddedBroker` (``bootstrap``,
 ``client_config()``, ``create_topics``, ``stop``, a context manager) and is stopped the same
@@ -139,11 +139,11 @@ def server_properties(*, host: str, port: int, controller_port: int, data_dir: s
                       sasl_password: str | None = None) -> dict[str, str]:
     """The node's settings before the caller's own: a test-sized single node.
 
-    KIP-848 beside classic; one partition for the internal topics (creating 50 costs seconds);
-    minimum session and heartbeat intervals low so a test can provoke a session timeout in
-    seconds (a group sets ``consumer.session.timeout.ms`` itself); topics are never created by
-    a produce or fetch (as on most production clusters: a test that forgot one fails); no time
-    retention.
+    KIP-848 and KIP-1071 (streams groups) beside classic; one partition for the internal topics
+    (creating 50 costs seconds); minimum session and heartbeat intervals low so a test can
+    provoke a session timeout in seconds (a group sets ``consumer.session.timeout.ms`` or
+    ``streams.session.timeout.ms`` itself); topics are never created by a produce or fetch (as
+    on most production clusters: a test that forgot one fails); no time retention.
     """
     listener = "SASL_PLAINTEXT" if sasl_password is not None else "PLAINTEXT"
     props = {
@@ -169,10 +169,18 @@ def server_properties(*, host: str, port: int, controller_port: int, data_dir: s
         "share.coordinator.state.topic.replication.factor": "1",
         "share.coordinator.state.topic.min.isr": "1",
         "group.initial.rebalance.delay.ms": "0",
-        "group.coordinator.rebalance.protocols": "classic,consumer",
+        # Kafka's own default since 4.2 (KIP-1071's streams groups production-ready there); named
+        # so a test reads what it runs.
+        "group.coordinator.rebalance.protocols": "classic,consumer,streams",
         "group.consumer.min.session.timeout.ms": "1000",
         "group.consumer.min.heartbeat.interval.ms": "100",
         "group.consumer.heartbeat.interval.ms": "500",
+        # Streams groups (KIP-1071) likewise: a group sets ``streams.session.timeout.ms`` itself;
+        # no 3 s wait before the first assignment.
+        "group.streams.min.session.timeout.ms": "1000",
+        "group.streams.min.heartbeat.interval.ms": "100",
+        "group.streams.heartbeat.interval.ms": "500",
+        "group.streams.initial.rebalance.delay.ms": "0",
         "group.min.session.timeout.ms": "1000",
     }
     if sasl_password is not None:

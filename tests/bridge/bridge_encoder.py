@@ -40,12 +40,12 @@ def _default(f: Field, version: int):
         return f.default
     if in_versions(version, f.nullable):
         return None
-    if f.type in ("int8", "int16", "int32", "int64"):
+    if f.type in ("int8", "int16", "uint16", "int32", "int64"):
         return 0
     return {"string": "", "bytes": b"", "uuid": bytes(16), "struct": {}}.get(f.type, [])
 
 
-_FMT = {"int8": ">b", "int16": ">h", "int32": ">i", "int64": ">q"}
+_FMT = {"int8": ">b", "int16": ">h", "uint16": ">H", "int32": ">i", "int64": ">q"}
 
 
 def _len(n: int | None, flexible: bool, wide: bool) -> bytes:
@@ -84,8 +84,8 @@ def encode_field(f: Field, value, version: int, flexible: bool) -> bytes:
         out = bytearray(_len(len(value), flexible, True))
         elem = t[2:]
         for item in value:
-            if elem == "int32":
-                out += struct.pack(">i", item)
+            if elem in _FMT:
+                out += struct.pack(_FMT[elem], item)
             elif elem == "string":
                 raw = item.encode()
                 out += _len(len(raw), flexible, False) + raw

@@ -402,10 +402,12 @@ def test_map_records_batches_and_bridge_pickles_between_batches():
 
     bridge = Bridge(NAMES)
     first = [(*member_md("g", "m1", instance="i-1"), 1, "0"), (*current("g", "m1", -2, 4), 2, "1"),
-             (b"\x00\x16\x00", b"\x00\x00", 3, "2")]
+             (struct.pack(">h", 22) + b"\x00\x01g\x00\x01m", b"\x00\x00", 3, "2")]
     events, problems = map_records(first, bridge, flush=False)
     assert [e["type"] for e in events] == ["group_state", "member_left"]
-    assert problems == [("2", "UNKNOWN_RECORD_TYPE", "StreamsGroupCurrentMemberAssignment (type 22) is not decoded")]
+    assert problems == [("2", "UNKNOWN_RECORD_TYPE",
+                         "StreamsGroupCurrentMemberAssignment (type 22) is decoded (records.decode) but not mapped "
+                         "to events")]
     restored = pickle.loads(pickle.dumps(bridge))  # e.g. Spark state between micro-batches
     second = [(*tomb(8, groupId="g", memberId="m1"), 4, "3"), (*member_md("g", "m2", instance="i-1"), 4, "4")]
     events, problems = map_records(second, restored)

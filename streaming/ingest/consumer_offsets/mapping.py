@@ -28,6 +28,8 @@ Record -> events (Kafka 4.3 record types):
                                        ``member_left`` ``static_leave``; tombstone ->
                                        ``member_left`` ``leave``
 16 ConsumerGroupRegularExpression      topics a subscribed regex resolved to
+17, 19-23 StreamsGroup*                decoded by ``records.decode``, not yet mapped:
+                                       skipped as ``UNKNOWN_RECORD_TYPE`` (issue 45)
 =====================================  ==================================================
 
 For KIP-848 groups the bridge also derives ``group_state`` (Empty, Assigning,
@@ -70,7 +72,8 @@ from fencewatch.state.records import EventType, InputTopic
 from fencewatch.state.records import EVENTS as _DECLARED
 from fencewatch.streaming.ingest.consumer_offsets.handlers import (HANDLERS, MEMBER_STATES, BridgeStats, RecordHandlers,
                                                                    _Group)
-from fencewatch.streaming.ingest.consumer_offsets.records import RecordDecodeError, decode_key, decode_value
+from fencewatch.streaming.ingest.consumer_offsets.records import (RecordDecodeError, decode_key, decode_value,
+                                                                  record_type_name)
 from fencewatch.streaming.ingest.consumer_offsets.topic_names import TopicNames
 
 __all__ = [
@@ -225,6 +228,10 @@ class Bridge(RecordHandlers):
         stats.records += 1
         try:
             record_type, k = decode_key(key)
+            if record_type not in HANDLERS:
+                raise RecordDecodeError(
+                    "UNKNOWN_RECORD_TYPE", f"{record_type_name(record_type)} (type {record_type}) is decoded "
+                    "(records.decode) but not mapped to events", record_type)
             if value is None:
                 version, v = None, None
             else:

@@ -1,7 +1,7 @@
 """Schema tables of the group coordinator's records in ``__consumer_offsets``.
 
 What lives here: data only. Each table is a compact transcription, written by
-hand, of one of Kafka's JSON message schemas (Kafka 4.3,
+hand, of one of Kafka's JSON message schemas (Kafka 4.3; the streams groups' 4.4,
 ``group-coordinator/src/main/resources/common/message/<Name>.json`` and, for the
 embedded consumer protocol, ``clients/src/main/resources/common/message/
 ConsumerProtocol{Subscription,Assignment}.json``). The decoder
@@ -27,6 +27,7 @@ __all__ = [
     "Message",
     "RecordType",
     "RECORD_TYPES",
+    "STREAMS_RECORD_TYPES",
     "CONSUMER_PROTOCOL_SUBSCRIPTION",
     "CONSUMER_PROTOCOL_ASSIGNMENT",
     "parse_versions",
@@ -58,8 +59,8 @@ def in_versions(version: int, versions: Versions) -> bool:
 
 @dataclass(frozen=True, slots=True)
 class Field:
-    """One field of a message: ``type`` is a primitive (int8, int16, int32,
-    int64, uuid, string, bytes), ``[]int32``/``[]string``, ``struct`` or
+    """One field of a message: ``type`` is a primitive (int8, int16, uint16, int32,
+    int64, uuid, string, bytes), ``[]int16``/``[]int32``/``[]string``, ``struct`` or
     ``[]struct`` (then ``fields`` holds the nested fields)."""
 
     name: str
@@ -249,6 +250,122 @@ CONSUMER_GROUP_REGULAR_EXPRESSION = RecordType(
       F("timestamp", "int64", "0+")),
 )
 
+# --- 17, 19-23: KIP-1071 streams groups (StreamsGroup*Key/Value.json) ---
+# Transcribed from Kafka 4.4; 4.2 and 4.3 write the same layouts minus tagged fields added
+# later (read as their defaults): StreamsGroupTargetAssignmentMetadataValue.AssignmentTimestamp
+# (4.3, KIP-1263), StreamsGroupMetadataValue.{Stored,Failed}DescriptionTopologyEpoch (4.4).
+# Type 18 (StreamsGroupPartitionMetadata) was removed before 4.2 and is never written by it.
+
+STREAMS_GROUP_METADATA = RecordType(
+    17,
+    M("StreamsGroupMetadataKey", "0", "none", *_GROUP_ID_KEY),
+    M("StreamsGroupMetadataValue", "0", "0+",
+      F("epoch", "int32", "0+"),
+      F("metadataHash", "int64", "0+"),
+      F("validatedTopologyEpoch", "int32", "0+", tag=0, default=-1),
+      F("lastAssignmentConfigs", "[]struct", "0+", nullable="0+", tag=1, fields=(
+          F("key", "string", "0+"),
+          F("value", "string", "0+"),
+      )),
+      F("storedDescriptionTopologyEpoch", "int32", "0+", tag=2, default=-1),  # 4.4
+      F("failedDescriptionTopologyEpoch", "int32", "0+", tag=3, default=-1)),  # 4.4
+)
+
+_KEY_VALUE = (F("key", "string", "0+"), F("value", "string", "0+"))
+
+STREAMS_GROUP_MEMBER_METADATA = RecordType(
+    19,
+    M("StreamsGroupMemberMetadataKey", "0", "none", *_GROUP_MEMBER_KEY),
+    M("StreamsGroupMemberMetadataValue", "0", "0+",
+      F("instanceId", "string", "0+", nullable="0+"),
+      F("rackId", "string", "0+", nullable="0+"),
+      F("clientId", "string", "0+"),
+      F("clientHost", "string", "0+"),
+      F("rebalanceTimeoutMs", "int32", "0+", default=-1),
+      F("topologyEpoch", "int32", "0+"),
+      F("processId", "string", "0+"),
+      F("userEndpoint", "struct", "0+", nullable="0+", fields=(
+          F("host", "string", "0+"),
+          F("port", "uint16", "0+"),
+      )),
+      F("clientTags", "[]struct", "0+", fields=_KEY_VALUE)),
+)
+
+STREAMS_GROUP_TARGET_ASSIGNMENT_METADATA = RecordType(
+    20,
+    M("StreamsGroupTargetAssignmentMetadataKey", "0", "none", *_GROUP_ID_KEY),
+    M("StreamsGroupTargetAssignmentMetadataValue", "0", "0+",
+      F("assignmentEpoch", "int32", "0+"),
+      F("assignmentTimestamp", "int64", "0+", tag=0, default=0)),  # KIP-1263, 4.3
+)
+
+_TASK_IDS = (
+    F("subtopologyId", "string", "0+"),
+    F("partitions", "[]int32", "0+"),
+)
+
+STREAMS_GROUP_TARGET_ASSIGNMENT_MEMBER = RecordType(
+    21,
+    M("StreamsGroupTargetAssignmentMemberKey", "0", "none", *_GROUP_MEMBER_KEY),
+    M("StreamsGroupTargetAssignmentMemberValue", "0", "0+",
+      F("activeTasks", "[]struct", "0+", fields=_TASK_IDS),
+      F("standbyTasks", "[]struct", "0+", fields=_TASK_IDS),
+      F("warmupTasks", "[]struct", "0+", fields=_TASK_IDS)),
+)
+
+_TASK_IDS_WITH_EPOCHS = (
+    *_TASK_IDS,
+    # The epoch at which each partition (task) was assigned; same length as partitions. Only
+    # defined for active tasks (4.2: the relaxed commit check of streams groups, KAFKA-19779).
+    F("assignmentEpochs", "[]int32", "0+", nullable="0+", tag=0),
+)
+
+STREAMS_GROUP_CURRENT_MEMBER_ASSIGNMENT = RecordType(
+    22,
+    M("StreamsGroupCurrentMemberAssignmentKey", "0", "none", *_GROUP_MEMBER_KEY),
+    M("StreamsGroupCurrentMemberAssignmentValue", "0", "0+",
+      F("memberEpoch", "int32", "0+"),
+      F("previousMemberEpoch", "int32", "0+"),
+      F("state", "int8", "0+"),
+      F("activeTasks", "[]struct", "0+", fields=_TASK_IDS_WITH_EPOCHS),
+      F("standbyTasks", "[]struct", "0+", fields=_TASK_IDS_WITH_EPOCHS),
+      F("warmupTasks", "[]struct", "0+", fields=_TASK_IDS_WITH_EPOCHS),
+      F("activeTasksPendingRevocation", "[]struct", "0+", fields=_TASK_IDS_WITH_EPOCHS),
+      F("standbyTasksPendingRevocation", "[]struct", "0+", fields=_TASK_IDS_WITH_EPOCHS),
+      F("warmupTasksPendingRevocation", "[]struct", "0+", fields=_TASK_IDS_WITH_EPOCHS)),
+)
+
+_TOPIC_INFO = (
+    F("name", "string", "0+"),
+    F("partitions", "int32", "0+"),  # 0: no number enforced (always 0 for changelogs)
+    F("replicationFactor", "int16", "0+"),  # 0: the broker's default
+    F("topicConfigs", "[]struct", "0+", fields=_KEY_VALUE),
+)
+
+STREAMS_GROUP_TOPOLOGY = RecordType(
+    23,
+    M("StreamsGroupTopologyKey", "0", "none", *_GROUP_ID_KEY),
+    M("StreamsGroupTopologyValue", "0", "0+",
+      F("epoch", "int32", "0+"),
+      F("subtopologies", "[]struct", "0+", fields=(
+          F("subtopologyId", "string", "0+"),
+          F("sourceTopics", "[]string", "0+"),
+          F("sourceTopicRegex", "[]string", "0+"),
+          F("stateChangelogTopics", "[]struct", "0+", fields=_TOPIC_INFO),
+          F("repartitionSinkTopics", "[]string", "0+"),
+          F("repartitionSourceTopics", "[]struct", "0+", fields=_TOPIC_INFO),
+          # Indexes into the subtopology's sourceTopics, sourceTopicRegex, repartitionSourceTopics.
+          F("copartitionGroups", "[]struct", "0+", fields=(
+              F("sourceTopics", "[]int16", "0+"),
+              F("sourceTopicRegex", "[]int16", "0+"),
+              F("repartitionSourceTopics", "[]int16", "0+"),
+          )),
+      ))),
+)
+
+#: The streams groups' record types (decoded by ``records.decode``; not yet mapped to events).
+STREAMS_RECORD_TYPES = frozenset({17, 19, 20, 21, 22, 23})
+
 RECORD_TYPES: dict[int, RecordType] = {
     rt.id: rt
     for rt in (
@@ -262,11 +379,17 @@ RECORD_TYPES: dict[int, RecordType] = {
         CONSUMER_GROUP_TARGET_ASSIGNMENT_MEMBER,
         CONSUMER_GROUP_CURRENT_MEMBER_ASSIGNMENT,
         CONSUMER_GROUP_REGULAR_EXPRESSION,
+        STREAMS_GROUP_METADATA,
+        STREAMS_GROUP_MEMBER_METADATA,
+        STREAMS_GROUP_TARGET_ASSIGNMENT_METADATA,
+        STREAMS_GROUP_TARGET_ASSIGNMENT_MEMBER,
+        STREAMS_GROUP_CURRENT_MEMBER_ASSIGNMENT,
+        STREAMS_GROUP_TOPOLOGY,
     )
 }
 
-# Record types Kafka writes to __consumer_offsets that this decoder knows by
-# name only (share and streams groups): counted as "known, not decoded".
+# Record types Kafka writes (or wrote) to __consumer_offsets that this decoder knows by
+# name only (share groups; the streams record removed before 4.2): "known, not decoded".
 KNOWN_UNDECODED_TYPES: dict[int, str] = {
     9: "ShareGroupPartitionMetadata (removed)",
     10: "ShareGroupMemberMetadata",
@@ -275,13 +398,7 @@ KNOWN_UNDECODED_TYPES: dict[int, str] = {
     13: "ShareGroupTargetAssignmentMember",
     14: "ShareGroupCurrentMemberAssignment",
     15: "ShareGroupStatePartitionMetadata",
-    17: "StreamsGroupMetadata",
     18: "StreamsGroupPartitionMetadata (removed)",
-    19: "StreamsGroupMemberMetadata",
-    20: "StreamsGroupTargetAssignmentMetadata",
-    21: "StreamsGroupTargetAssignmentMember",
-    22: "StreamsGroupCurrentMemberAssignment",
-    23: "StreamsGroupTopology",
 }
 
 # --- the embedded consumer protocol of classic groups (clients module) ---

@@ -100,7 +100,8 @@ def record_type_name(record_type: int) -> str:
 # The compiler
 # ---------------------------------------------------------------------------
 
-_FIXED = {"int8": ("b", 1), "int16": ("h", 2), "int32": ("i", 4), "int64": ("q", 8), "uuid": ("16s", 16)}
+_FIXED = {"int8": ("b", 1), "int16": ("h", 2), "uint16": ("H", 2), "int32": ("i", 4), "int64": ("q", 8),
+          "uuid": ("16s", 16)}
 _H = struct.Struct(">h").unpack_from
 _I = struct.Struct(">i").unpack_from
 
@@ -136,6 +137,7 @@ class _Compiler:
     def __init__(self) -> None:
         self.ns: dict[str, Any] = {
             "_H": _H, "_I": _I, "_uv": _uvarint, "_M": _Malformed, "_int32s": _int32s,
+            "_unpack": struct.unpack_from,
         }
         self.count = 0
 
@@ -258,6 +260,12 @@ class _Compiler:
                 lines.append(f"{ind}    e = p + 4 * l")
                 lines.append(f"{ind}    if e > n: raise _M('truncated at {f.name}')")
                 lines.append(f"{ind}    {target} = _int32s(b, p, l)")
+                lines.append(f"{ind}    p = e")
+            elif elem in _FIXED:
+                fmt, size = _FIXED[elem]
+                lines.append(f"{ind}    e = p + {size} * l")
+                lines.append(f"{ind}    if e > n: raise _M('truncated at {f.name}')")
+                lines.append(f"{ind}    {target} = list(_unpack('>%d{fmt}' % l, b, p))")
                 lines.append(f"{ind}    p = e")
             elif elem == "string":
                 lines.append(f"{ind}    c = l; a = []")

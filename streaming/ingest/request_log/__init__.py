@@ -25,6 +25,9 @@ JoinGroup (11), v0-v9         ``classic_generation`` when answered 0: the
 SyncGroup (14), v0-v5         ``classic_sync`` from the leader's request
                               answered 0 (assignments decoded)
 LeaveGroup (13), v0-v5        ``member_left`` ``leave`` per member answered 0
+StreamsGroupHeartbeat (88)    nothing yet (``skipped.OTHER_API``); read by
+  v0-v1                       ``streams_heartbeat.parse_streams_heartbeat``
+                              (issue 45)
 ============================  ===============================================
 
 Nothing here raises on bad input: a broken line gives ``[]``, is counted in ``counts``
