@@ -68,23 +68,23 @@ connector-jars: $(STAMP)
 # fencewatch's Kafka Streams application (streams-app/, issue 45), built by Maven against each
 # Kafka Streams version into the same cache (jars/streams-app-<version>/: its jar and runtime
 # classpath; compiled classes under build/ there), where fencewatch.streaming.brokers.streams_app
-# finds it. Built once per version, as the brokers' jars are fetched; a changed source rebuilds it.
+# finds it. Built once per version, as the brokers' jars are fetched; `.complete` holds a hash of
+# the sources, so a changed source rebuilds it and a fresh clone of the same sources does not.
 STREAMS_VERSIONS ?= $(KAFKA_VERSIONS)
-STREAMS_SOURCES := streams-app/pom.xml $(shell find streams-app/src -type f 2>/dev/null)
+STREAMS_SOURCES := streams-app/pom.xml $(shell find streams-app/src -type f 2>/dev/null | LC_ALL=C sort)
 
 streams-app:
-	@for v in $(STREAMS_VERSIONS); do \
+	@h=$$(cat $(STREAMS_SOURCES) | sha256sum | cut -c1-16); \
+	for v in $(STREAMS_VERSIONS); do \
 	  dir="$(JARS_DIR)/streams-app-$$v"; \
-	  if test -e "$$dir/.complete"; then \
-	    test -z "$$(find $(STREAMS_SOURCES) -newer "$$dir/.complete" 2>/dev/null)" && continue; \
-	  fi; \
+	  test "$$(cat "$$dir/.complete" 2>/dev/null)" = "$$h" && continue; \
 	  command -v mvn >/dev/null 2>&1 || $(MAKE) --no-print-directory maven || exit 1; \
 	  echo "building the Kafka Streams application against kafka-streams $$v into $$dir"; \
 	  rm -rf "$$dir.part" && mkdir -p "$$dir.part" || exit 1; \
 	  mvn -q -B -f streams-app/pom.xml -Dkafka.version=$$v -Dbuild.dir="$$dir.part/build" package \
 	    dependency:copy-dependencies -DincludeScope=runtime -DoutputDirectory="$$dir.part" >"$$dir.log" 2>&1 \
 	    || { cat "$$dir.log"; echo "Maven could not build streams-app against kafka-streams $$v (above)"; exit 1; }; \
-	  mv "$$dir.part/build/fencewatch-streams-app.jar" "$$dir.part/" && touch "$$dir.part/.complete" \
+	  mv "$$dir.part/build/fencewatch-streams-app.jar" "$$dir.part/" && echo "$$h" > "$$dir.part/.complete" \
 	    && rm -rf "$$dir" "$$dir.log" && mv "$$dir.part" "$$dir" || exit 1; \
 	done
 
