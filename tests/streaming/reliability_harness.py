@@ -149,13 +149,31 @@ def produce_clock(bootstrap: str, topics: list[str], ts: int) -> None:
     c.close()
 
 
-def read_topic(bootstrap: str, topic: str, idle_s: float = 3.0) -> list:
-    """Every record of ``topic`` (read until ``idle_s`` without a new one)."""
+def read_topic(bootstrap: str, topic: str, idle_s: float = 3.0, timeout_s: float = 180.0) -> list:
+    """Every record of ``topic``: read up to the end offsets it has when asked, then until ``idle_s``
+    passes without a new one. The idle clock starts only at those ends: on a loaded host a
+    consumer's first fetch alone can take longer than ``idle_s`` (a clean-clone run once read 0 of
+    a topic's alerts so)."""
     c = Consumer({"bootstrap.servers": bootstrap, "group.id": "unused", "enable.auto.commit": False,
                   "fetch.max.bytes": 4_000_000, "max.partition.fetch.bytes": 4_000_000})
     parts = c.list_topics(topic, timeout=10).topics[topic].partitions
+    marks = {p: c.get_watermark_offsets(TopicPartition(topic, p), timeout=10) for p in parts}
+    ends = {p: high for p, (low, high) in marks.items() if high > low}  # empty partitions: nothing to wait for
     c.assign([TopicPartition(topic, p, OFFSET_BEGINNING) for p in parts])
-    out, last = [], time.monotonic()
+    out, deadline = [], time.monotonic() + timeout_s
+
+    def at_ends() -> bool:  # positions pass transaction markers, which are never delivered
+        return all(tp.offset >= ends[tp.partition] for tp in c.position([TopicPartition(topic, p) for p in ends]))
+
+    while not at_ends():
+        if time.monotonic() > deadline:
+            raise TimeoutError(f"{topic}: not read to its end offsets {ends} within {timeout_s:.0f} s")
+        msg = c.poll(0.2)
+        if msg is not None and msg.error() is None:
+            out.append(msg)
+        elif msg is not None and msg.error().code() != KafkaError._PARTITION_EOF:
+            raise RuntimeError(msg.error())
+    last = time.monotonic()
     while time.monotonic() - last < idle_s:
         msg = c.poll(0.2)
         if msg is None:
