@@ -127,7 +127,8 @@ $(HELM):
 test: $(STAMP) system-deps jars connector-jars streams-app kustomize helm
 	$(PY) -m pytest -q --durations=25 -m "not full_fault_table"
 
-# The long fault trials on Spark's connector too (their Python-reader runs are in `make test`).
+# The long fault trials (tests/conftest.py FULL_TABLE_ONLY: one to four minutes each), which `make test` leaves
+# out to stay near 20 minutes; CI runs them nightly with `make bench` (.ci/nightly, tests/README.md).
 faults: $(STAMP) system-deps jars connector-jars
 	$(PY) -m pytest -q --durations=25 -m full_fault_table
 
