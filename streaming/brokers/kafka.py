@@ -83,13 +83,15 @@ def _version_key(version: str) -> tuple[int, ...]:
     return tuple(int(part) if part.isdigit() else -1 for part in re.split(r"[.-]", version))
 
 
-def installed_versions(root: Path | None = None) -> list[str]:
-    """Exact Kafka versions whose jars were fetched completely, oldest first."""
+def installed_versions(root: Path | None = None, prefix: str = "kafka-") -> list[str]:
+    """Exact versions whose ``<prefix><version>`` folder of the jars cache is complete (Maven's fetch
+    or build ended), oldest first: the brokers' jars, or with ``streams-app-`` the Kafka Streams
+    application's builds."""
     root = root or jars_root()
     if not root.is_dir():
         return []
-    found = [entry.name.removeprefix("kafka-") for entry in root.iterdir()
-             if entry.name.startswith("kafka-") and (entry / ".complete").exists()]
+    found = [entry.name.removeprefix(prefix) for entry in root.iterdir()
+             if entry.name.startswith(prefix) and (entry / ".complete").exists()]
     return sorted(found, key=_version_key)
 
 

@@ -36,7 +36,7 @@ from confluent_kafka import KafkaException
 from confluent_kafka.admin import AdminClient, AlterConfigOpType, ConfigEntry, ConfigResource, ResourceType
 
 from fencewatch.streaming.brokers.common import _PRCTL, BrokerStartError, _parent_death_preexec, _quiet_client_logger
-from fencewatch.streaming.brokers.kafka import _java, _version_key, jars_root
+from fencewatch.streaming.brokers.kafka import _java, installed_versions, jars_root
 
 log = logging.getLogger(__name__)
 
@@ -51,12 +51,7 @@ STOP_GRACE_S = 40.0
 
 def installed_app_versions(root: Path | None = None) -> list[str]:
     """Kafka Streams versions the application was built against completely, oldest first."""
-    root = root or jars_root()
-    if not root.is_dir():
-        return []
-    found = [entry.name.removeprefix("streams-app-") for entry in root.iterdir()
-             if entry.name.startswith("streams-app-") and (entry / ".complete").exists()]
-    return sorted(found, key=_version_key)
+    return installed_versions(root, prefix="streams-app-")
 
 
 def resolve_app(version: str, root: Path | None = None) -> tuple[str, Path]:
