@@ -95,20 +95,26 @@ def installed_versions(root: Path | None = None, prefix: str = "kafka-") -> list
     return sorted(found, key=_version_key)
 
 
+def newest_match(version: str, root: Path, prefix: str, what: str) -> tuple[str, list[str]]:
+    """The exact version ``version`` names among the complete ``<prefix><version>`` folders of
+    ``root`` (``"4.3"`` -> the newest 4.3.x, ``"4.3.1"`` -> exactly that), or "" with what is there."""
+    wanted = version.strip()
+    if not re.fullmatch(r"\d+\.\d+(\.\d+)?", wanted):
+        raise ValueError(f"{what} version {version!r}: expected MAJOR.MINOR (4.3) or MAJOR.MINOR.PATCH (4.3.1)")
+    there = installed_versions(root, prefix)
+    matches = [v for v in there if v == wanted or v.startswith(wanted + ".")]
+    return (matches[-1] if matches else ""), there
+
+
 def resolve_version(version: str = DEFAULT_VERSION, root: Path | None = None) -> tuple[str, Path]:
     """``"4.3"`` -> the newest fetched 4.3.x, ``"4.3.1"`` -> exactly that; with its jar folder."""
     root = root or jars_root()
-    wanted = version.strip()
-    if not re.fullmatch(r"\d+\.\d+(\.\d+)?", wanted):
-        raise ValueError(f"Kafka version {version!r}: expected MAJOR.MINOR (4.3) or MAJOR.MINOR.PATCH (4.3.1)")
-    installed = installed_versions(root)
-    matches = [v for v in installed if v == wanted or v.startswith(wanted + ".")]
-    if not matches:
+    exact, installed = newest_match(version, root, "kafka-", "Kafka")
+    if not exact:
         have = ", ".join(installed) or "none"
         raise BrokerStartError(
-            f"no jars for Apache Kafka {wanted} in {root} (fetched: {have}); run `make jars` "
+            f"no jars for Apache Kafka {version.strip()} in {root} (fetched: {have}); run `make jars` "
             f"(it fetches {', '.join(KNOWN_VERSIONS)}; set {JARS_ENV} if they are elsewhere)")
-    exact = matches[-1]
     return exact, root / f"kafka-{exact}"
 
 

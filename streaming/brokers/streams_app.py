@@ -36,7 +36,7 @@ from confluent_kafka import KafkaException
 from confluent_kafka.admin import AdminClient, AlterConfigOpType, ConfigEntry, ConfigResource, ResourceType
 
 from fencewatch.streaming.brokers.common import _PRCTL, BrokerStartError, _parent_death_preexec, _quiet_client_logger
-from fencewatch.streaming.brokers.kafka import _java, installed_versions, jars_root
+from fencewatch.streaming.brokers.kafka import _java, installed_versions, jars_root, newest_match
 
 log = logging.getLogger(__name__)
 
@@ -57,15 +57,11 @@ def installed_app_versions(root: Path | None = None) -> list[str]:
 def resolve_app(version: str, root: Path | None = None) -> tuple[str, Path]:
     """``"4.3"`` -> the newest built 4.3.x, ``"4.3.1"`` -> exactly that; with its folder."""
     root = root or jars_root()
-    wanted = version.strip()
-    if not re.fullmatch(r"\d+\.\d+(\.\d+)?", wanted):
-        raise ValueError(f"Kafka Streams version {version!r}: expected MAJOR.MINOR or MAJOR.MINOR.PATCH")
-    built = installed_app_versions(root)
-    matches = [v for v in built if v == wanted or v.startswith(wanted + ".")]
-    if not matches:
-        raise BrokerStartError(f"no Kafka Streams application for {wanted} in {root} (built: "
+    exact, built = newest_match(version, root, "streams-app-", "Kafka Streams")
+    if not exact:
+        raise BrokerStartError(f"no Kafka Streams application for {version.strip()} in {root} (built: "
                                f"{', '.join(built) or 'none'}); run `make streams-app`")
-    return matches[-1], root / f"streams-app-{matches[-1]}"
+    return exact, root / f"streams-app-{exact}"
 
 
 @dataclass(frozen=True, slots=True)
