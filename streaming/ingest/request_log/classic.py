@@ -57,12 +57,19 @@ class ClassicMembers:
     cluster: str | None
     _counts: Counter
 
-    def _join_group(self, line: JoinGroupLine, ts: int, eid: str) -> list[Event]:
-        self._counts["JOIN_GROUP"] += 1
-        req, resp = line.request, line.response
-        code = resp.error_code
+    def _answered(self, api: str, count: str, code: int) -> int | None:
+        """Counts the line and gives its answer, or None for a coordinator-routing answer
+        (contract §10.1 a: the client retries elsewhere, so it changes no membership)."""
+        self._counts[count] += 1
         if code in COORDINATOR_ERRORS:
-            self._dropped("JoinGroup", code)
+            self._dropped(api, code)
+            return None
+        return code
+
+    def _join_group(self, line: JoinGroupLine, ts: int, eid: str) -> list[Event]:
+        req, resp = line.request, line.response
+        code = self._answered("JoinGroup", "JOIN_GROUP", resp.error_code)
+        if code is None:
             return []
         if req.protocol_type is not None and req.protocol_type != CONSUMER_PROTOCOL_TYPE:
             self._counts["skipped.NOT_CONSUMER_PROTOCOL"] += 1
@@ -78,11 +85,9 @@ class ClassicMembers:
                                   unset(resp.protocol_name or None), unset(req.group_instance_id or None), members)]
 
     def _sync_group(self, line: SyncGroupLine, ts: int, eid: str) -> list[Event]:
-        self._counts["SYNC_GROUP"] += 1
         req, resp = line.request, line.response
-        code = resp.error_code
-        if code in COORDINATOR_ERRORS:
-            self._dropped("SyncGroup", code)
+        code = self._answered("SyncGroup", "SYNC_GROUP", resp.error_code)
+        if code is None:
             return []
         if code == REBALANCE_IN_PROGRESS and req.protocol_type in (None, CONSUMER_PROTOCOL_TYPE):
             return [GroupState(ts, unset(self.cluster), req.group_id, eid, PREPARING_REBALANCE, "classic")]
@@ -98,11 +103,9 @@ class ClassicMembers:
         return [ClassicSync(ts, unset(self.cluster), req.group_id, eid, req.generation_id, assignments)]
 
     def _leave_group(self, line: LeaveGroupLine, ts: int, eid: str) -> list[Event]:
-        self._counts["LEAVE_GROUP"] += 1
         req, resp = line.request, line.response
-        code = resp.error_code
-        if code in COORDINATOR_ERRORS:
-            self._dropped("LeaveGroup", code)
+        code = self._answered("LeaveGroup", "LEAVE_GROUP", resp.error_code)
+        if code is None:
             return []
         if code != 0:
             self._counts["skipped.LEAVE_GROUP_ANSWERED"] += 1
