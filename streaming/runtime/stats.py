@@ -29,6 +29,12 @@ class JobStats:
     # micro-batch with decisions ended waited for the start-up (Spark's, the Python workers'),
     # not for the job; the steady figures are the others' (add_decisions).
     steady_from_ms: int | None = None  # wall ms the first micro-batch with decisions ended
+    # Decisions on events produced before the job started (a backlog, a replayed trace): their
+    # "latency" is the data's age, not the job's doing, so they count apart and enter neither
+    # figure (a 2023 trace once read "start-up p99 60,617,749 s").
+    started_wall_ms: int = field(default_factory=lambda: int(time.time() * 1000))
+    backlog_seen: int = 0
+    backlog_oldest_ms: int | None = None
     startup_ms: list = field(default_factory=list)
     startup_seen: int = 0
     steady_ms: list = field(default_factory=list)
@@ -51,17 +57,27 @@ class JobStats:
         """A micro-batch's decision latencies with their events' ``ts``: every one into the whole
         run's sample (:meth:`add_latencies`), and into the start-up or the steady sample. Start-up:
         the event was produced before the first micro-batch with decisions ended (that batch's
-        decisions included), so it waited for the query to start. Call with ``lock`` held."""
+        decisions included), so it waited for the query to start. An event produced before the job
+        started is neither: it is counted as backlog. Call with ``lock`` held."""
         values = np.asarray(values_ms, dtype=np.float64).ravel()
         self.add_latencies(values)
         if not len(values):
             return
+        stamps = np.asarray(stamps_ms).ravel()
+        backlog = stamps < self.started_wall_ms
+        if backlog.any():
+            self.backlog_seen += int(backlog.sum())
+            oldest = int(stamps[backlog].min())
+            self.backlog_oldest_ms = oldest if self.backlog_oldest_ms is None else min(oldest, self.backlog_oldest_ms)
+            values, stamps = values[~backlog], stamps[~backlog]
+            if not len(values):
+                return
         cap = self.MAX_LATENCY_SAMPLES
         if self.steady_from_ms is None:
             self.steady_from_ms = batch_end_ms
             self.startup_seen = _reservoir_add(self.startup_ms, self.startup_seen, values, cap)
             return
-        early = np.asarray(stamps_ms).ravel() < self.steady_from_ms
+        early = stamps < self.steady_from_ms
         if early.any():
             self.startup_seen = _reservoir_add(self.startup_ms, self.startup_seen, values[early], cap)
         self.steady_seen = _reservoir_add(self.steady_ms, self.steady_seen, values[~early], cap)
@@ -97,7 +113,8 @@ def _latency(s: JobStats) -> str:
     p50, p99 = s.percentile(s.steady_ms, 0.5), s.percentile(s.steady_ms, 0.99)
     up = s.percentile(s.startup_ms, 0.99)
     steady = f"latency p50 {p50 / 1000:.2f}s p99 {p99 / 1000:.2f}s" if p50 is not None else "latency -"
-    return steady + (f" (start-up p99 {up / 1000:.2f}s)" if up is not None else "")
+    backlog = f" (backlog {s.backlog_seen:,})" if s.backlog_seen else ""
+    return steady + (f" (start-up p99 {up / 1000:.2f}s)" if up is not None else "") + backlog
 
 
 def progress_line(s: JobStats) -> str:
@@ -120,7 +137,18 @@ def latency_rows(s: JobStats) -> list[tuple[str, str]]:
              f"p50 {fmt(s.startup_ms, 0.5)}, p99 {fmt(s.startup_ms, 0.99)} ({s.startup_seen:,} decisions on "
              "events produced before the first micro-batch ended)")]
     rows += [(f"decision latency p{int(q * 100)}, steady", fmt(s.steady_ms, q)) for q in (0.5, 0.99)]
+    if s.backlog_seen:
+        age_s = (s.started_wall_ms - s.backlog_oldest_ms) / 1000
+        rows.append(("decisions on a backlog", f"{s.backlog_seen:,} (events produced before the job started, the "
+                     f"oldest {_age(age_s)} before: their age is the backlog's, in neither latency)"))
     return rows
+
+
+def _age(seconds: float) -> str:
+    for unit, size in (("days", 86_400), ("h", 3_600), ("min", 60)):
+        if seconds >= size:
+            return f"{seconds / size:,.1f} {unit}"
+    return f"{seconds:.1f} s"
 
 
 def summary_table(s: JobStats, extra: dict | None = None) -> str:
