@@ -44,10 +44,6 @@ LINES_TOPIC = "fencewatch.request-log"
 VERDICTS_TOPIC = "fencewatch.verdicts"
 ALERTS_TOPIC = "fencewatch.alerts"
 DLQ_TOPIC = "fencewatch.dlq"
-#: How long after a commit the coordinator's move to a new generation or member epoch may show
-#: in the logs and still explain the broker's rejection of that commit (a rebalance begun
-#: before the commit arrived is recorded when it completes).
-RACE_WINDOW_MS = 15_000
 #: The share of the request log's commit partitions a run must account for (issue 44's bar).
 ACCOUNTED_BAR = 99.0
 #: The verdicts topic stops growing for this long once the job has read every shipped line.
@@ -60,96 +56,229 @@ def policy_of(version: str) -> str:
 
 # --------------------------------------------------------------------------- explanations
 
+@dataclass(frozen=True)
+class Timing:
+    """A request-log line's own timings (Kafka's ``RequestChannel`` metrics, ms): the line is
+    written when the response has been sent, ``total`` after the request arrived. The request
+    waited ``queue`` for a handler thread, so it was handled no earlier than ``ts - total +
+    queue``; what it did (a new epoch or generation) was done no later than ``ts - (throttle +
+    response_queue + send)``, before its response was queued."""
+
+    total: float
+    queue: float
+    throttle: float
+    response_queue: float
+    send: float
+
+    @classmethod
+    def of(cls, body: dict) -> Timing | None:
+        try:
+            return cls(float(body["totalTimeMs"]), float(body["requestQueueTimeMs"]), float(body.get("throttleTimeMs", 0)),
+                       float(body["responseQueueTimeMs"]), float(body["sendTimeMs"]))
+        except (KeyError, TypeError, ValueError):
+            return None
+
+    def earliest_handled(self, ts: int) -> float:
+        return ts - self.total + self.queue
+
+    def latest_done(self, ts: int) -> float:
+        return ts - (self.throttle + self.response_queue + self.send)
+
+
+@dataclass(frozen=True)
+class Change:
+    """One event that moved a member (or a classic group) on: when its source says it happened,
+    the new epoch or generation (None: the member left, the group emptied), and where it is."""
+
+    ts: int
+    epoch: int | None
+    source: str  # "record": __consumer_offsets, its ts the write's; "line": a request-log line
+    event_id: str
+    timing: Timing | None = None
+
+    def earliest(self) -> float:
+        return self.timing.earliest_handled(self.ts) if self.source == "line" and self.timing else self.ts
+
+    def latest(self) -> float:
+        return self.timing.latest_done(self.ts) if self.source == "line" and self.timing else self.ts
+
+    def cite(self) -> str:
+        where = (f"request-log line {self.event_id}" if self.source == "line"
+                 else f"__consumer_offsets record {self.event_id}")
+        what = "left" if self.epoch is None else f"epoch {self.epoch}"
+        return f"{where} ({what}, ts {self.ts})"
+
+
 @dataclass
 class Membership:
-    """When each group's coordinator moved to a new generation (classic) or member epoch
-    (KIP-848), from the same run's logs decoded offline (both sources of the run)."""
+    """When each group's coordinator moved a member to a new member epoch (KIP-848) or a classic
+    group to a new generation, from the run's own logs decoded offline (both sources), with each
+    request-log line's timings, so that an explanation can name the one event that caused a
+    disagreement and show, from measured times alone, that the broker and the model could have
+    seen it in different orders."""
 
-    generations: dict[str, list[tuple[int, int]]] = field(default_factory=lambda: collections.defaultdict(list))
-    epochs: dict[tuple[str, str], list[tuple[int, int]]] = field(default_factory=lambda: collections.defaultdict(list))
+    generations: dict[str, list[Change]] = field(default_factory=lambda: collections.defaultdict(list))
+    epochs: dict[tuple[str, str], list[Change]] = field(default_factory=lambda: collections.defaultdict(list))
     classic: set[str] = field(default_factory=set)
-    emptied: dict[str, list[int]] = field(default_factory=lambda: collections.defaultdict(list))
-    left: dict[tuple[str, str], list[int]] = field(default_factory=lambda: collections.defaultdict(list))
+    emptied: dict[str, list[Change]] = field(default_factory=lambda: collections.defaultdict(list))
+    left: dict[tuple[str, str], list[Change]] = field(default_factory=lambda: collections.defaultdict(list))
+    timings: dict[int, Timing] = field(default_factory=dict)  # request-log line number -> its timings
 
-    def add(self, e: dict) -> None:
+    def add_lines(self, lines: Iterable[str]) -> None:
+        """The request log's timings, by line number (as its events' and the verdicts' ids name them)."""
+        from fencewatch.sim.live.expect import read_request_log
+
+        for i, line in enumerate(lines):
+            objects = read_request_log([line])
+            if objects and (t := Timing.of(objects[0])) is not None:
+                self.timings[i] = t
+
+    def add(self, e: dict, source: str = "record") -> None:
+        """An event of the run decoded offline; ``source``: "record" (``bridge --from-file``) or
+        "line" (``bridge --from-request-log``, its event id the line number)."""
         t = e.get("type")
+        timing = self.timings.get(_line_number(e.get("event_id"))) if source == "line" else None
+
+        def change(epoch: int | None) -> Change:
+            return Change(e["ts"], epoch, source, str(e.get("event_id")), timing)
+
         if t == "member_left":
-            self.left[(e["group_id"], e["member_id"])].append(e["ts"])
+            self.left[(e["group_id"], e["member_id"])].append(change(None))
         if t == "group_state" and e.get("state") == "Empty":
-            self.emptied[e["group_id"]].append(e["ts"])
-        if t == "classic_sync":
-            self.generations[e["group_id"]].append((e["ts"], e["generation"]))
+            self.emptied[e["group_id"]].append(change(None))
+        if t in ("classic_sync", "classic_generation"):
+            self.generations[e["group_id"]].append(change(e["generation"]))
             self.classic.add(e["group_id"])
         elif t == "classic_join" or (t == "group_state" and e.get("protocol") == "classic"):
             self.classic.add(e["group_id"])
         elif t == "member_assignment":
-            self.epochs[(e["group_id"], e["member_id"])].append((e["ts"], e["member_epoch"]))
+            self.epochs[(e["group_id"], e["member_id"])].append(change(e["member_epoch"]))
 
-    def moved_past(self, series: Iterable[tuple[int, int]], epoch: int, ts: int) -> bool:
-        return any(e > epoch and ts - 1_000 <= t <= ts + RACE_WINDOW_MS for t, e in series)
+    def commit_timing(self, v: dict) -> Timing | None:
+        return self.timings.get(_line_number(v.get("event_id")))
 
-    def emptied_near(self, group_id: str, ts: int) -> bool:
-        """The group became Empty around ``ts``: a classic group's last members leaving start a
-        new generation too, which its Empty record shows (there is no SyncGroup to record)."""
-        return any(ts - 1_000 <= t <= ts + RACE_WINDOW_MS for t in self.emptied.get(group_id, ()))
+
+def _line_number(event_id) -> int | None:
+    """A request-log line's number from its event id: ``"<lines topic>/0/<n>"`` (the job's: the
+    lines topic has one partition) or ``"<n>"`` (``bridge --from-request-log``)."""
+    tail = str(event_id).rsplit("/", 1)[-1]
+    return int(tail) if tail.isdigit() else None
+
+
+def _first(changes: Iterable[Change], moved: Callable[[int | None], bool]) -> Change | None:
+    """The first change (by its source's time) that moved past the commit's epoch: the one the
+    model had to see; any later one only repeats it."""
+    hits = [c for c in changes if moved(c.epoch)]
+    return min(hits, key=lambda c: (c.ts, c.earliest())) if hits else None
+
+
+def _broker_first(c: Change | None, v: dict) -> Change | None:
+    """The broker had made change ``c`` when it handled the commit, and the model had not seen
+    it: ``c`` reached the model at or after the commit's line (``c.ts >= v.ts``: the model orders
+    by ts, an equal millisecond by input), yet was done early enough to precede the commit's
+    handling, which ended by the commit's line (``c.earliest() <= v.ts``). For a
+    ``__consumer_offsets`` record that is the same millisecond only; for a request-log line (a
+    JoinGroup or heartbeat answered late) its own measured timings bound it."""
+    return c if c is not None and c.ts >= v["ts"] and c.earliest() <= v["ts"] else None
+
+
+def _commit_first(c: Change | None, v: dict, m: Membership) -> Change | None:
+    """The broker handled the commit before change ``c``, and the model saw ``c`` first:
+    ``c.ts <= v.ts``, and ``c`` was done no earlier than the commit could have been handled
+    (``c.latest() >= the commit line's ts - totalTimeMs + requestQueueTimeMs``; with no timings,
+    the commit's millisecond)."""
+    if c is None or c.ts > v["ts"]:
+        return None
+    t = m.commit_timing(v)
+    earliest = t.earliest_handled(v["ts"]) if t is not None else v["ts"]
+    return c if c.latest() >= earliest else None
 
 
 def _model_accepts(v: dict, policy: str) -> bool:
-    return v[{"strict": "strict", "kip1251": "kip1251"}[policy]] == "NONE"
+    return v[policy] == "NONE"
 
 
-def _classic_rebalance(v: dict, m: Membership, policy: str) -> bool:
-    """A classic group's JoinGroup moved it to a new generation before the commit arrived, and
-    no line the model has read says so yet: a JoinGroup line is written when its join phase
-    completes (contract §10.1 i), so a phase a new joiner began shows only then, or as a SyncGroup
-    answered REBALANCE_IN_PROGRESS. The broker answers ILLEGAL_GENERATION or REBALANCE_IN_PROGRESS;
-    the model, one generation behind, accepts. Since the request log's join phases are decoded
-    (issue 44 item 3) it explained none of the classic load runs' rejections (77 and 29 before)."""
-    return (v["group_id"] in m.classic and _model_accepts(v, policy)
-            and v["broker_error"] in ("ILLEGAL_GENERATION", "REBALANCE_IN_PROGRESS")
-            and (m.moved_past(m.generations.get(v["group_id"], ()), v["client_epoch"], v["ts"])
-                 or m.emptied_near(v["group_id"], v["ts"])))
+def _classic_rebalance(v: dict, m: Membership, policy: str) -> Change | None:
+    """A classic group's join phase had completed (a new generation, or CompletingRebalance for
+    the commit's own generation) when the broker handled the commit, and the line that shows it
+    reached the model after the commit's. The broker answers ILLEGAL_GENERATION or
+    REBALANCE_IN_PROGRESS; the model, a generation behind, accepts. A group its last members
+    left moves to a new generation too, which its Empty record shows."""
+    if not (v["group_id"] in m.classic and _model_accepts(v, policy)
+            and v["broker_error"] in ("ILLEGAL_GENERATION", "REBALANCE_IN_PROGRESS")):
+        return None
+    epoch = v["client_epoch"]
+    moved = (lambda e: e is not None and e >= epoch) if v["broker_error"] == "REBALANCE_IN_PROGRESS" else (
+        lambda e: e is not None and e > epoch)
+    return (_broker_first(_first(m.generations.get(v["group_id"], ()), moved), v)
+            or _broker_first(_first([c for c in m.emptied.get(v["group_id"], ()) if c.ts >= v["ts"]],
+                                    lambda e: True), v))
 
 
-def _epoch_race(v: dict, m: Membership, policy: str) -> bool:
-    """A KIP-848 member's epoch was bumped by a heartbeat the broker handled before this commit
-    but logged after it (each line is written when its response is sent)."""
-    return (v["group_id"] not in m.classic and _model_accepts(v, policy)
-            and v["broker_error"] == "STALE_MEMBER_EPOCH"
-            and m.moved_past(m.epochs.get((v["group_id"], v["member_id"]), ()), v["client_epoch"], v["ts"]))
-
-
-def _same_millisecond(v: dict, m: Membership, policy: str) -> bool:
-    """The coordinator's record of the member's new epoch or of its leaving (``__consumer_offsets``)
-    and the commit's request-log line carry the same millisecond: the broker handled the commit
-    first and accepted it, the model read the record first (the sources' order within one
-    millisecond is not the broker's) and rejects."""
+def _epoch_race(v: dict, m: Membership, policy: str) -> Change | None:
+    """A KIP-848 member had been moved to a new epoch (or removed) when the broker handled the
+    commit, and the event that shows it reached the model after the commit's line."""
+    if v["group_id"] in m.classic or not _model_accepts(v, policy):
+        return None
     key = (v["group_id"], v["member_id"])
-    return (v["group_id"] not in m.classic and not _model_accepts(v, policy) and v["broker_error"] == "NONE"
-            and (any(e > v["client_epoch"] and t == v["ts"] for t, e in m.epochs.get(key, ()))
-                 or v["ts"] in m.left.get(key, ())))
+    if v["broker_error"] == "STALE_MEMBER_EPOCH":
+        return _broker_first(_first(m.epochs.get(key, ()), lambda e: e is not None and e > v["client_epoch"]), v)
+    if v["broker_error"] == "UNKNOWN_MEMBER_ID":
+        return _broker_first(_first(_lefts_since_joined(m, key, v["ts"]), lambda e: True), v)
+    return None
 
 
-#: (name, what it says in docs/fidelity.md, the rule). Tried in order; the first that holds explains.
-EXPLANATIONS: list[tuple[str, str, Callable[[dict, Membership, str], bool]]] = [
-    ("classic-rebalance-race", "a classic group's JoinGroup (or its last members leaving) had started a new "
-     "generation when the commit arrived; __consumer_offsets records the generation only when its SyncGroup "
-     "completes (or the group is Empty), and a JoinGroup line is written only when its join phase completes "
-     "(contract §10.1 i)",
-     _classic_rebalance),
-    ("member-epoch-race", "a heartbeat that moved the member to a new epoch was handled before the commit "
-     "but its request-log line was written after the commit's", _epoch_race),
-    ("same-millisecond", "the coordinator's record of the member's new epoch (or of its leaving) and the "
-     "commit's request-log line carry the same millisecond; the broker handled the commit first, the model "
-     "read the record first", _same_millisecond),
+def _lefts_since_joined(m: Membership, key: tuple[str, str], ts: int) -> list[Change]:
+    """The member's leavings since its last move the model saw before ``ts`` (a member that left
+    and came back is judged against its last coming back)."""
+    since = max((c.ts for c in m.epochs.get(key, ()) if c.ts < ts), default=None)
+    return [c for c in m.left.get(key, ()) if since is None or c.ts >= since]
+
+
+def _commit_handled_first(v: dict, m: Membership, policy: str) -> Change | None:
+    """The broker accepted the commit, having handled it before the member's (or the classic
+    group's) move, and the model saw the move first: its record or line is stamped at or before
+    the commit's line but after the commit could have been handled (the commit's measured
+    timings; with none, the same millisecond)."""
+    if _model_accepts(v, policy) or v["broker_error"] != "NONE":
+        return None
+    epoch, key = v["client_epoch"], (v["group_id"], v["member_id"])
+    past = (lambda e: e is not None and e > epoch)
+    series = m.generations.get(v["group_id"], ()) if v["group_id"] in m.classic else m.epochs.get(key, ())
+    return (_commit_first(_first([c for c in series if c.ts <= v["ts"]], past), v, m)
+            or _commit_first(_first([c for c in _lefts_since_joined(m, key, v["ts"]) if c.ts <= v["ts"]],
+                                    lambda e: True), v, m))
+
+
+#: (name, what it says in docs/fidelity.md, the rule). Tried in order; the first that cites an
+#: event explains. Each rule names the one event that caused the disagreement and holds only when
+#: the measured times allow the broker and the model to have seen it in different orders.
+EXPLANATIONS: list[tuple[str, str, Callable[[dict, Membership, str], Change | None]]] = [
+    ("classic-rebalance-race", "a classic group's join phase had completed (or its last members had left) when "
+     "the broker handled the commit, and the line or record that shows it reached the model after the "
+     "commit's line, within that line's own measured timings", _classic_rebalance),
+    ("member-epoch-race", "the member had been moved to a new epoch (or removed) when the broker handled the "
+     "commit, and the line or record that shows it reached the model after the commit's line, within that "
+     "line's own measured timings (for a record: the same millisecond)", _epoch_race),
+    ("commit-handled-first", "the broker handled the commit before the member's move and accepted it; the "
+     "model read the move first: it is stamped at or before the commit's line, but after the commit could "
+     "have been handled (the commit line's totalTimeMs and requestQueueTimeMs; with none, the same "
+     "millisecond)", _commit_handled_first),
 ]
 
 
-def explain(v: dict, membership: Membership, policy: str) -> str | None:
+def cite(v: dict, membership: Membership, policy: str) -> tuple[str, Change] | None:
+    """The first explanation that holds, with the event it cites; None: unexplained."""
     for name, _, rule in EXPLANATIONS:
-        if rule(v, membership, policy):
-            return name
+        c = rule(v, membership, policy)
+        if c is not None:
+            return name, c
     return None
+
+
+def explain(v: dict, membership: Membership, policy: str) -> str | None:
+    found = cite(v, membership, policy)
+    return None if found is None else found[0]
 
 
 # --------------------------------------------------------------------------- agreement
@@ -190,12 +319,13 @@ def agreement(version: str, verdicts: Iterable[dict], membership: Membership) ->
         if ok:
             a.agree += 1
             continue
-        why = explain(v, membership, policy)
-        if why is None:
+        found = cite(v, membership, policy)
+        if found is None:
             a.unexplained.append(v)
         else:
+            why, cited = found
             a.explained[why] += 1
-            a.examples.setdefault(why, v)
+            a.examples.setdefault(why, {**v, "cited": cited.cite()})
     a.requests = len(by_request)
     a.requests_agree = sum(by_request.values())
     return a
@@ -417,11 +547,14 @@ def _offline_membership(bootstrap: str, request_log: Path, workdir: Path, topic_
         for r in capture.consumer_offsets_records(bootstrap):
             f.write(json.dumps(r) + "\n")
     m = Membership()
-    for cmd in (["bridge", "--from-file", str(records)], ["bridge", "--from-request-log", str(request_log)]):
+    with open(request_log, encoding="utf-8") as f:
+        m.add_lines(f)
+    for source, cmd in (("record", ["bridge", "--from-file", str(records)]),
+                        ("line", ["bridge", "--from-request-log", str(request_log)])):
         out = subprocess.run([_fencewatch(), *cmd, "--topic-ids", str(ids)], capture_output=True, text=True,
                              check=True).stdout
         for line in out.splitlines():
-            m.add(json.loads(line))
+            m.add(json.loads(line), source)
     return m
 
 
@@ -545,7 +678,8 @@ def render(runs: list[FidelityRun], command: str, date: str) -> str:
             ex = a.examples[name]
             out.append(f"- **{name}** ({n:,}): {texts[name]}. Example: group `{ex['group_id']}`, "
                        f"{ex['topic']}[{ex['partition']}] at epoch {ex['client_epoch']}: broker "
-                       f"`{ex['broker_error']}`, `{a.policy}` `{ex[a.policy]}`, class `{ex['class']}`.")
+                       f"`{ex['broker_error']}`, `{a.policy}` `{ex[a.policy]}`, class `{ex['class']}`; cites "
+                       f"{ex['cited']}.")
         for v in a.unexplained[:20]:
             out.append(f"- **unexplained**: `{json.dumps(v, sort_keys=True)}`")
         bad = [f for f in r.failures() if not f.startswith("unexplained")]

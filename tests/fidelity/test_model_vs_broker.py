@@ -35,7 +35,8 @@ rejections were all caught. Runs 3, 5 and 6 failed on disagreements no rule expl
 - runs 3 and 6: a KIP-848 commit (``reassign_inflight``; the load's ``g0``) that the broker
   accepted and ``strict`` rejected, the member's next-epoch record in ``__consumer_offsets``
   stamped 2 ms and 91 ms before the commit's request-log line, which is written when the
-  response is sent (the ``same-millisecond`` rule is exact to the millisecond);
+  response is sent (the ``same-millisecond`` rule of then was exact to the millisecond; its
+  successor ``commit-handled-first`` takes the commit line's own timings, issue 44 item 4);
 - run 5: the classic load group: four commits at generation 2 the broker accepted and the model,
   still at generation 1, rejected (``future_epoch``), and two at generation 3 the broker rejected
   (ILLEGAL_GENERATION) and the model, at generation 3 too, accepted.
