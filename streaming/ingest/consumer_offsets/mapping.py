@@ -74,6 +74,7 @@ from fencewatch.streaming.ingest.consumer_offsets.handlers import (HANDLERS, MEM
                                                                    _Group)
 from fencewatch.streaming.ingest.consumer_offsets.records import (RecordDecodeError, decode_key, decode_value,
                                                                   record_type_name)
+from fencewatch.streaming.ingest.consumer_offsets.streams_handlers import STREAMS_HANDLERS, StreamsRecordHandlers
 from fencewatch.streaming.ingest.consumer_offsets.topic_names import TopicNames
 
 __all__ = [
@@ -110,7 +111,11 @@ def event_role(event_type: str) -> str:
     return (record.topic if record is not None else InputTopic.HEARTBEATS).value
 
 
-class Bridge(RecordHandlers):
+#: Every mapped record type's handler: the consumer and classic groups' and the streams groups'.
+_HANDLERS = {**HANDLERS, **STREAMS_HANDLERS}
+
+
+class Bridge(StreamsRecordHandlers):
     """Turns ``__consumer_offsets`` records, in log order per partition, into
     contract §1 events. ``feed`` raises ``RecordDecodeError`` for a record it cannot
     use (``skippable`` tells unknown types/versions from malformed ones); the
@@ -228,7 +233,7 @@ class Bridge(RecordHandlers):
         stats.records += 1
         try:
             record_type, k = decode_key(key)
-            if record_type not in HANDLERS:
+            if record_type not in _HANDLERS:
                 raise RecordDecodeError(
                     "UNKNOWN_RECORD_TYPE", f"{record_type_name(record_type)} (type {record_type}) is decoded "
                     "(records.decode) but not mapped to events", record_type)
@@ -241,7 +246,7 @@ class Bridge(RecordHandlers):
             raise
         stats.by_record_type[record_type] += 1
         ts = timestamp_ms if timestamp_ms is not None and timestamp_ms >= 0 else -1
-        handler = HANDLERS[record_type]
+        handler = _HANDLERS[record_type]
         if self._holding:
             events = self._release_held(ts)
             events.extend(handler(self, k, version, v, ts, event_id))
@@ -274,7 +279,7 @@ class Bridge(RecordHandlers):
                 if held[0] != g.state:
                     g.state = held[0]
                     out.append(self._event(_GROUP_STATE, held[1], group_id, held[2], state=held[0],
-                                           protocol="consumer"))
+                                           protocol=g.protocol))
             if g.pending is None and g.held_state is None:
                 del self._holding[group_id]
         return out
@@ -298,7 +303,7 @@ def decode_record(
     bridge = Bridge(topic_names, cluster=cluster, absent_assignment_epochs=absent_assignment_epochs)
     events = bridge.feed(key, value, timestamp_ms, event_id)
     events.extend(bridge.flush())
-    return [e for e in events if not (e["type"] == _GROUP_STATE and e.get("protocol") == "consumer"
+    return [e for e in events if not (e["type"] == _GROUP_STATE and e.get("protocol") in ("consumer", "streams")
                                       and e["state"] != "Dead")]
 
 
