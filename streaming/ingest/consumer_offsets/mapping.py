@@ -28,13 +28,24 @@ Record -> events (Kafka 4.3 record types):
                                        ``member_left`` ``static_leave``; tombstone ->
                                        ``member_left`` ``leave``
 16 ConsumerGroupRegularExpression      topics a subscribed regex resolved to
-17, 19-23 StreamsGroup*                decoded by ``records.decode``, not yet mapped:
-                                       skipped as ``UNKNOWN_RECORD_TYPE`` (issue 45)
+17 StreamsGroupMetadata               group epoch; tombstone -> ``group_state`` Dead
+                                       (protocol streams)
+19 StreamsGroupMemberMetadata          instance id (joined into the next assignment)
+20 StreamsGroupTargetAssignmentMetadata target assignment epoch
+21 StreamsGroupTargetAssignmentMember  nothing
+22 StreamsGroupCurrentMemberAssignment ``member_assignment`` protocol ``streams``: the
+                                       active tasks' partitions through the topology,
+                                       with their assignment epochs (standby and
+                                       warm-up tasks own none); held until the
+                                       topology is known; -2 / tombstone as type 8
+23 StreamsGroupTopology                the topology tasks are read through
+                                       (``streams_handlers``)
 =====================================  ==================================================
 
 For KIP-848 groups the bridge also derives ``group_state`` (Empty, Assigning,
 Reconciling, Stable) as Kafka's ``ConsumerGroup.maybeUpdateGroupState`` does
-and emits it when it changes.
+(a streams group also NotReady, without a topology: ``StreamsGroup``'s) and emits
+it when it changes.
 
 What ``__consumer_offsets`` does not say, and what the bridge does about it:
 

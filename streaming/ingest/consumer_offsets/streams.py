@@ -2,8 +2,10 @@
 
 What lives here: a decoded ``CoordinatorRecord`` of a streams group -> a frozen dataclass
 (:func:`streams_record`), and the partitions a set of tasks reads, through the group's
-topology (:func:`task_partitions`). No I/O. The values are not yet mapped to contract
-events (issue 45, item 3): the bridge skips these records as ``UNKNOWN_RECORD_TYPE``.
+topology (:func:`task_partitions`; with each active task's assignment epoch,
+:func:`task_partition_epochs`). No I/O. ``streams_handlers`` maps the values to contract
+events (``member_assignment`` of the active tasks' partitions, ``member_left``,
+``group_state``; docs/contract.md §1.1).
 
 Sources (Kafka 4.2-4.4, group-coordinator): the ``StreamsGroup*Value.json`` schemas
 (``record_types.py``); ``streams.MemberState`` (STABLE 1, UNREVOKED_TASKS 2, UNRELEASED_TASKS 3,
