@@ -193,3 +193,14 @@ def test_a_broken_streams_heartbeat_line_is_counted_not_raised():
     bad = hb_line("a", 1, 1).replace('"memberEpoch": 1,', '"memberEpoch": "x",', 1)
     assert bridge.map_line(bad, "0") == []
     assert bridge.counts["broken.BAD_FIELD"] == 1 and bridge.problems[0][1] == "BAD_FIELD"
+
+
+def test_the_stateless_decoder_says_a_streams_assignment_needs_history():
+    """``decode_record`` (one record, no memory) cannot read tasks as partitions without the
+    topology: a skippable ``NEEDS_HISTORY``, not a silent nothing; the other streams records map."""
+    from fencewatch.streaming.ingest.consumer_offsets.mapping import decode_record
+    with pytest.raises(RecordDecodeError) as exc:
+        decode_record(*current("m1", 2, active=[("0", [0], [2])]), 1, "x")
+    assert exc.value.code == "NEEDS_HISTORY" and exc.value.skippable
+    assert decode_record(*topology(), 1, "y") == []
+    assert [e["state"] for e in decode_record(*tomb(17, groupId=APP), 1, "z")] == ["Dead"]

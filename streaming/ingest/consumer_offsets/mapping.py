@@ -308,12 +308,18 @@ def decode_record(
     """One record -> its contract §1 events, with no memory of earlier records (for a
     Spark pandas UDF). Without history: no ``member_left`` from generation
     diffs, no derived KIP-848 ``group_state``, no subscription join, and a
-    static member's removal is a plain ``leave``. Pass a ``TopicNames`` built
-    once rather than a dict, to skip re-parsing the ids per call. Raises
-    ``RecordDecodeError`` (see ``.skippable``)."""
+    static member's removal is a plain ``leave``, and a streams group's current
+    assignment, whose tasks are partitions only through the group's topology (an
+    earlier record), cannot be mapped: it raises the skippable ``NEEDS_HISTORY``, so
+    the caller counts what a stateful ``Bridge`` would have given. Pass a
+    ``TopicNames`` built once rather than a dict, to skip re-parsing the ids per call.
+    Raises ``RecordDecodeError`` (see ``.skippable``)."""
     bridge = Bridge(topic_names, cluster=cluster, absent_assignment_epochs=absent_assignment_epochs)
     events = bridge.feed(key, value, timestamp_ms, event_id)
     events.extend(bridge.flush())
+    if bridge.stats.problems.get("STREAMS_ASSIGNMENT_BEFORE_TOPOLOGY"):
+        raise RecordDecodeError("NEEDS_HISTORY", "a streams group's current assignment maps to partitions through "
+                                "the group's topology, an earlier record: use a Bridge over the partition", 22)
     return [e for e in events if not (e["type"] == _GROUP_STATE and e.get("protocol") in ("consumer", "streams")
                                       and e["state"] != "Dead")]
 
