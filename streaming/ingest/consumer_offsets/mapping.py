@@ -67,8 +67,9 @@ What ``__consumer_offsets`` does not say, and what the bridge does about it:
 
 State (bounded by what the coordinator itself holds): per live group its
 epoch, target assignment epoch, derived state, resolved regexes, and per
-member its instance id, subscriptions, epoch and state; per classic group its
-last members. A group's entry is dropped on its tombstone. Topic ids -> names
+member its instance id, subscriptions, epoch and state; per streams group its
+topology and the current assignments awaiting it (one per member at most); per
+classic group its last members. A group's entry is dropped on its tombstone. Topic ids -> names
 learned from records (OffsetCommit v4 carries both; so does the partition
 metadata record) are kept for the life of the bridge (one entry per topic).
 """
@@ -81,7 +82,7 @@ from typing import Any, Iterable, Mapping
 
 from fencewatch.state.records import EventType, InputTopic
 from fencewatch.state.records import EVENTS as _DECLARED
-from fencewatch.streaming.ingest.consumer_offsets.handlers import (HANDLERS, MEMBER_STATES, BridgeStats, RecordHandlers,
+from fencewatch.streaming.ingest.consumer_offsets.handlers import (HANDLERS, MEMBER_STATES, BridgeStats,
                                                                    _Group)
 from fencewatch.streaming.ingest.consumer_offsets.records import (RecordDecodeError, decode_key, decode_value,
                                                                   record_type_name)

@@ -29,9 +29,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from fencewatch.streaming.ingest.consumer_offsets.handlers import (_MEMBER_ASSIGNMENT, LEAVE_GROUP_STATIC_MEMBER_EPOCH,
-                                                                   _Group, _Member, RecordHandlers, _GROUP_STATE,
-                                                                   _MEMBER_LEFT)
+from fencewatch.streaming.ingest.consumer_offsets.handlers import (_GROUP_STATE, _MEMBER_ASSIGNMENT, _MEMBER_LEFT,
+                                                                   LEAVE_GROUP_STATIC_MEMBER_EPOCH, MEMBER_STATES,
+                                                                   RecordHandlers, _Group, _Member)
 from fencewatch.streaming.ingest.consumer_offsets.records import RecordDecodeError
 from fencewatch.streaming.ingest.consumer_offsets.streams import (StreamsCurrentAssignment, StreamsTopology,
                                                                   streams_value, task_partition_epochs)
@@ -67,7 +67,7 @@ class StreamsRecordHandlers(RecordHandlers):
         topology = g.topology
         e = self._event(_MEMBER_ASSIGNMENT, ts, a.group_id, eid, member_id=a.member_id, protocol=_PROTOCOL,
                         member_epoch=a.member_epoch, previous_member_epoch=a.previous_member_epoch,
-                        state=_state_name(m.state),
+                        state=MEMBER_STATES.get(m.state, "UNKNOWN"),
                         assigned=_tp_epochs(task_partition_epochs(topology, a.active_tasks, a.member_epoch)),
                         pending_revocation=_tp_epochs(task_partition_epochs(
                             topology, a.active_tasks_pending_revocation, a.member_epoch)),
@@ -184,10 +184,6 @@ class StreamsRecordHandlers(RecordHandlers):
         if v is not None:
             self._streams_group(k["groupId"])
         return self._target_metadata(k, version, v, ts, eid)
-
-
-def _state_name(state: int) -> str:
-    return {0: "STABLE", 1: "UNREVOKED_PARTITIONS", 2: "UNRELEASED_PARTITIONS"}.get(state, "UNKNOWN")
 
 
 def _tp_epochs(items: tuple[tuple[str, tuple[int, ...], tuple[int, ...]], ...]) -> list[dict[str, Any]]:
