@@ -288,7 +288,7 @@ def _coerce(section: str, f: dataclasses.Field, value: Any) -> Any:
             return Policy(value) if not isinstance(value, Policy) else value
         except ValueError:
             valid = ", ".join(p.value for p in Policy)
-            raise ConfigError(f"unknown policy {value!r}; valid: {valid}") from None
+            raise ConfigError(f"{name}: unknown policy {value!r}; valid: {valid}") from None
     if f.name.endswith("_ms"):
         if value is None and "None" in target:
             return None
