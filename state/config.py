@@ -20,8 +20,11 @@ class RulesConfig:
     expiry_warning_ms: int = 3_600_000
     # After a group is first seen, commits from members not seen yet are not judged unknown.
     warmup_ms: int = 0
-    # The policy of the broker version that produced ``error_code`` (for model_agrees).
+    # The policy of the broker version that produced ``error_code`` (for model_agrees): the one
+    # its consumer groups' commits are judged by (strict up to Kafka 4.2, kip1251 from 4.3).
     broker_policy: Policy = Policy.STRICT
+    # The same for streams groups (KIP-1071): kip1251 from Kafka 4.2 (fencing.KIP1251_SINCE).
+    streams_broker_policy: Policy = Policy.KIP1251
     # Per group and kind, per-commit alerts within this window are folded into a count.
     alert_cooldown_ms: int = 60_000
     # A group (or a topic's commit of a group) nothing has mentioned for this long is forgotten
@@ -34,6 +37,12 @@ class RulesConfig:
     fencing_spike_floor: int = 20
     txn_abort_floor: int = 5
     spike_multiple: float = 3.0
+
+    def policy_for(self, group_type: str | None) -> Policy:
+        """The broker's policy for a group of ``group_type``: ``streams_broker_policy`` for a
+        streams group, else ``broker_policy`` (a classic member keeps the exact generation check
+        under either: ``fencing.evaluate``)."""
+        return self.streams_broker_policy if group_type == "streams" else self.broker_policy
 
     @property
     def spike(self) -> SpikeConfig:
@@ -49,9 +58,10 @@ class RulesConfig:
             if getattr(self, name) < 0:
                 problems.append(f"{name} must be >= 0, got {getattr(self, name)}")
         problems.extend(self.spike.validate())
-        if not isinstance(self.broker_policy, Policy):
-            valid = ", ".join(p.value for p in Policy)
-            problems.append(f"unknown policy {self.broker_policy!r}; valid: {valid}")
+        for name in ("broker_policy", "streams_broker_policy"):
+            if not isinstance(getattr(self, name), Policy):
+                valid = ", ".join(p.value for p in Policy)
+                problems.append(f"unknown policy {getattr(self, name)!r}; valid: {valid}")
         return problems
 
 

@@ -101,6 +101,31 @@ _ACCEPTS = tuple(rule.accepts for rule in POLICY_TABLE)
 _new_tuple = tuple.__new__
 
 
+# --------------------------------------------------------------------------- the brokers' checks
+
+#: The first Kafka release whose coordinator runs the relaxed check (``kip1251``) on a group type's
+#: commits; before it, and for classic members always (``evaluate``), the exact epoch.
+#: Streams groups: ``StreamsGroup.validateOffsetCommit`` + ``createAssignmentEpochValidator``
+#: (4.2, with the active tasks' assignment epochs of KIP-1071's current assignment records);
+#: consumer groups: ``ConsumerGroup.validateOffsetCommit`` + ``createAssignmentEpochValidator``
+#: (4.3, KIP-1251). Measured: tests/fixtures/kafka (4.2 rejects the consumer case 4.3 accepts).
+KIP1251_SINCE: dict[str, tuple[int, int]] = {"consumer": (4, 3), "streams": (4, 2)}
+
+
+def release_policy(release: str, group_type: str = "consumer") -> "Policy":
+    """The policy a broker of ``release`` (``4.2``, ``4.3.1``) runs on the commits of a
+    ``group_type`` group (``consumer`` or ``streams``; :data:`KIP1251_SINCE`). ValueError for a
+    release that is not MAJOR.MINOR[.PATCH] or an unknown group type."""
+    since = KIP1251_SINCE.get(group_type)
+    if since is None:
+        raise ValueError(f"unknown group type {group_type!r}; valid: {', '.join(KIP1251_SINCE)}")
+    try:
+        major, minor = (int(x) for x in release.split(".")[:2])
+    except ValueError:
+        raise ValueError(f"cannot read Kafka release {release!r} (expected MAJOR.MINOR, e.g. 4.3)") from None
+    return Policy.KIP1251 if (major, minor) >= since else Policy.STRICT
+
+
 KIP1319_TXN_VERSION = 6
 """TxnOffsetCommit from this version on (Kafka 4.4, KIP-1319) answers as OffsetCommit does:
 STALE_MEMBER_EPOCH and GROUP_ID_NOT_FOUND where older versions answer ILLEGAL_GENERATION."""

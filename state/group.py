@@ -324,7 +324,8 @@ def _commit(g: Group, ev: OffsetCommit, cfg: RulesConfig, out: Outputs) -> Group
     else:
         judged, warming = _judge_unknown(g, ev, cfg, member is not None)
         b = None
-    predicted = POLICY_ANSWER[cfg.broker_policy](judged.answers)
+    policy = cfg.streams_broker_policy if g.group_type == "streams" else cfg.broker_policy  # cfg.policy_for, inline
+    predicted = POLICY_ANSWER[policy](judged.answers)
     agrees = None if broker_error is None else model_agrees(broker_error, predicted, warming,
                                                             classic.foreseen_errors(g.sees_join_phases))
     out.commits.append(_new_tuple(CommitVerdicts, (ev.event_id, ts, g.cluster, g.group_id, mid,
@@ -432,7 +433,7 @@ def _commit_alerts(g: Group, ev: OffsetCommit, cfg: RulesConfig, out: Outputs, j
         _emit(g, out, cfg, ev.ts, AlertKind.UNSAFE_ACCEPT, alerts.unsafe_accept, facts, judged.unsafe)
     if agrees is False:
         _emit(g, out, cfg, ev.ts, AlertKind.MODEL_DIVERGENCE, alerts.model_divergence, facts, broker_error.value,
-              predicted.value, cfg.broker_policy.value)
+              predicted.value, cfg.policy_for(g.group_type).value)
 
 
 # --------------------------------------------------------------------------- stored offsets

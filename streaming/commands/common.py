@@ -22,6 +22,7 @@ def add_rules_flags(p: argparse.ArgumentParser) -> None:
     g.add_argument("--retention-check-interval", help="offsets.retention.check.interval.ms (default 10m)")
     g.add_argument("--expiry-warning", help="OFFSETS_EXPIRING lead time (default 1h)")
     g.add_argument("--broker-policy", help="policy of the broker that answered error_code (default strict)")
+    g.add_argument("--streams-broker-policy", help="the same for streams groups (default kip1251, as Kafka 4.2+)")
     g.add_argument("--alert-cooldown", help="fold repeated per-commit alerts of a group within this window (default 60s)")
 
 
@@ -73,6 +74,7 @@ def rules_overrides(args: argparse.Namespace) -> dict:
     for flag, key in (("warmup", "warmup_ms"), ("retention", "offsets_retention_ms"),
                       ("retention_check_interval", "offsets_retention_check_interval_ms"),
                       ("expiry_warning", "expiry_warning_ms"), ("broker_policy", "broker_policy"),
+                      ("streams_broker_policy", "streams_broker_policy"),
                       ("alert_cooldown", "alert_cooldown_ms")):
         v = getattr(args, flag, None)
         if v is not None:

@@ -13,6 +13,7 @@ import time
 from collections import Counter
 from typing import TYPE_CHECKING
 
+from fencewatch.state.fencing import KIP1251_SINCE
 from fencewatch.state.model import Policy
 from fencewatch.streaming.config import settings as cfgmod
 from fencewatch.streaming.runtime.access import ALL, Need, job_needs
@@ -234,14 +235,15 @@ def check_kip848(report: Report, probe: ClusterProbe, brokers: dict) -> None:
 
 
 def check_policy(report: Report, cfg: cfgmod.Config, brokers: dict) -> None:
-    """strict on 4.2 and older, kip1251 from 4.3 (KIP-1251 shipped for consumer groups in 4.3)."""
+    """strict on 4.2 and older, kip1251 from 4.3 (KIP-1251 shipped for consumer groups in 4.3); for
+    streams groups kip1251 from 4.2 (``fencing.KIP1251_SINCE``), a row only when configured otherwise."""
     releases = set(brokers["releases"].values()) - {"unknown"}
     have = cfg.state.broker_policy
     if not releases:
         report.add("WARN", "broker_policy", f"{have.value}: the brokers' release is unknown, so it cannot be checked",
                    "set state.broker_policy to strict for Kafka up to 4.2, kip1251 from 4.3")
         return
-    wanted = {Policy.KIP1251 if release_at_least(r, "4.3") else Policy.STRICT for r in releases}
+    wanted = {_release_policy(r, "consumer") for r in releases}
     if len(wanted) > 1:
         report.add("WARN", "broker_policy", f"{have.value}: the brokers run releases with different checks "
                    f"({', '.join(sorted(releases))})", "set it to the policy of the release the upgrade ends on")
@@ -253,6 +255,20 @@ def check_policy(report: Report, cfg: cfgmod.Config, brokers: dict) -> None:
                    f"--broker-policy {want.value} (state.broker_policy, FENCEWATCH_STATE__BROKER_POLICY={want.value})")
     else:
         report.add("OK", "broker_policy", f"{have.value}, as the brokers ({', '.join(sorted(releases))}) judge")
+    streams = {_release_policy(r, "streams") for r in releases}
+    have = cfg.state.streams_broker_policy
+    if len(streams) == 1 and have not in streams:  # a row only when it is wrong: streams groups are rarer
+        (want,) = streams
+        report.add("WARN", "streams_broker_policy", f"{have.value}, but the brokers run {', '.join(sorted(releases))}, "
+                   f"which judge streams groups' commits with {want.value}",
+                   f"--streams-broker-policy {want.value} (state.streams_broker_policy, "
+                   f"FENCEWATCH_STATE__STREAMS_BROKER_POLICY={want.value})")
+
+
+def _release_policy(release: str, group_type: str) -> Policy:
+    """``fencing.release_policy`` for a release as the brokers name it (``newer than 4.4`` too)."""
+    since = ".".join(map(str, KIP1251_SINCE[group_type]))
+    return Policy.KIP1251 if release_at_least(release, since) else Policy.STRICT
 
 
 # --------------------------------------------------------------------------- request log

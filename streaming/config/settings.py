@@ -283,12 +283,12 @@ def positive_int_arg(text: str) -> int:
 def _coerce(section: str, f: dataclasses.Field, value: Any) -> Any:
     name = f"{section}.{f.name}"
     target = f.type if isinstance(f.type, str) else getattr(f.type, "__name__", str(f.type))
-    if f.name == "broker_policy":
+    if f.name in ("broker_policy", "streams_broker_policy"):
         try:
             return Policy(value) if not isinstance(value, Policy) else value
         except ValueError:
             valid = ", ".join(p.value for p in Policy)
-            raise ConfigError(f"unknown policy {value!r}; valid: {valid}") from None
+            raise ConfigError(f"{name}: unknown policy {value!r}; valid: {valid}") from None
     if f.name.endswith("_ms"):
         if value is None and "None" in target:
             return None

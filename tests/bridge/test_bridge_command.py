@@ -35,7 +35,7 @@ def records_file(tmp_path):
     lines = [
         line(*commit, 100),
         "this is not json",
-        line(struct.pack(">h", 22) + b"\x00\x01g\x00\x01m", b"\x00\x00", 101),  # streams record: skipped
+        line(struct.pack(">h", 14) + b"\x00\x01g\x00\x01m", b"\x00\x00", 101),  # share group record: skipped
         line(commit[0][:5], commit[1], 102),  # truncated key
         "",
         json.dumps({"key": "!!!", "value": None, "timestamp": 1}),
@@ -67,7 +67,7 @@ def test_from_file_events_errors_and_line_numbers(tmp_path, capsys):
     assert events[1]["assigned"] == [{"topic": "orders", "partitions": [2], "assignment_epochs": [3]}]
     err = capsys.readouterr().err
     assert "line 1: BAD_LINE" in err
-    assert "line 2: UNKNOWN_RECORD_TYPE: StreamsGroupCurrentMemberAssignment (type 22)" in err
+    assert "line 2: UNKNOWN_RECORD_TYPE: ShareGroupCurrentMemberAssignment (type 14) is not decoded" in err
     assert "line 3: MALFORMED_KEY" in err
     assert "line 4: empty line" in err
     assert "line 5: BAD_LINE: bad base64" in err

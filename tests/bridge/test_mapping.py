@@ -375,7 +375,7 @@ def test_non_consumer_protocol_type_gives_state_only():
 def test_bad_records_raise_and_are_counted_bridge_survives():
     b = Bridge()
     with pytest.raises(RecordDecodeError) as exc:
-        b.feed(struct.pack(">h", 22) + b"\x00\x01g\x00\x01m", b"\x00\x00", 1, "a")
+        b.feed(struct.pack(">h", 14) + b"\x00\x01g\x00\x01m", b"\x00\x00", 1, "a")  # a share group's
     assert exc.value.skippable
     with pytest.raises(RecordDecodeError) as exc:
         b.feed(struct.pack(">h", 1) + b"\x00", b"", 2, "b")
@@ -402,12 +402,10 @@ def test_map_records_batches_and_bridge_pickles_between_batches():
 
     bridge = Bridge(NAMES)
     first = [(*member_md("g", "m1", instance="i-1"), 1, "0"), (*current("g", "m1", -2, 4), 2, "1"),
-             (struct.pack(">h", 22) + b"\x00\x01g\x00\x01m", b"\x00\x00", 3, "2")]
+             (struct.pack(">h", 14) + b"\x00\x01g\x00\x01m", b"\x00\x00", 3, "2")]
     events, problems = map_records(first, bridge, flush=False)
     assert [e["type"] for e in events] == ["group_state", "member_left"]
-    assert problems == [("2", "UNKNOWN_RECORD_TYPE",
-                         "StreamsGroupCurrentMemberAssignment (type 22) is decoded (records.decode) but not mapped "
-                         "to events")]
+    assert problems == [("2", "UNKNOWN_RECORD_TYPE", "ShareGroupCurrentMemberAssignment (type 14) is not decoded")]
     restored = pickle.loads(pickle.dumps(bridge))  # e.g. Spark state between micro-batches
     second = [(*tomb(8, groupId="g", memberId="m1"), 4, "3"), (*member_md("g", "m2", instance="i-1"), 4, "4")]
     events, problems = map_records(second, restored)

@@ -470,26 +470,40 @@ def _bridge(argv: list[str], capsys) -> tuple[list[dict], str]:
     return [json.loads(x) for x in out.splitlines()], err
 
 
-def test_the_bridge_reads_the_commits_and_skips_what_it_does_not_map_yet(cap, capsys):
-    """``fencewatch bridge`` on a streams capture, as a user would run it today: the offset
-    commits and the EOS producers' TxnOffsetCommits become events, one per answer code of a
-    line; the streams records are skipped as decoded but not mapped, the StreamsGroupHeartbeat
-    lines as another API (both are issue 45's next items)."""
+def test_the_bridge_maps_the_streams_records_and_heartbeats(cap, capsys):
+    """``fencewatch bridge`` on a streams capture, as a user runs it: every record is mapped
+    (none skipped): each current assignment a ``member_assignment`` of protocol ``streams`` (the
+    topology comes first in every capture, so none is held), each of its tombstones a
+    ``member_left``, and the derived group states; every StreamsGroupHeartbeat line a
+    ``heartbeat`` (those answered a coordinator-routing error none), the EOS producers'
+    TxnOffsetCommits one event per answer code of a line, and only EndTxn (API 26) skipped."""
     d = CAPTURES / cap.version
     ids = str(d / "topic-ids.json")
     events, err = _bridge(["--from-file", str(d / "consumer-offsets.jsonl"), "--topic-ids", ids], capsys)
-    streams = sum(r.record_type in STREAMS_RECORD_TYPES for r, _ in cap.records)
-    assert Counter(e["type"] for e in events) == {"offset_committed": len(cap.records) - streams}
-    assert err.strip().splitlines()[-1].endswith(f"{streams} skipped {{'UNKNOWN_RECORD_TYPE': {streams}}}"), err
-    assert err.count("is decoded (records.decode) but not mapped to events") == streams
+    current = cap.of_type(22, tombstones=True)
+    kinds = Counter(e["type"] for e in events)
+    assert kinds["offset_committed"] == len(cap.of_type(1))
+    assert kinds["member_assignment"] == sum(r.value is not None for r, _ in current)
+    assert kinds["member_left"] == sum(r.value is None for r, _ in current)
+    states = {(e["state"], e["protocol"]) for e in events if e["type"] == "group_state"}
+    assert {("Stable", "streams"), ("Reconciling", "streams")} <= states <= {
+        (s, "streams") for s in ("Empty", "Assigning", "Reconciling", "Stable")}, states
+    assert {e["protocol"] for e in events if e["type"] == "member_assignment"} == {"streams"}
+    assert err.strip().splitlines()[-1].endswith(" 0 skipped"), err
     events, err = _bridge(["--from-request-log", str(d / "request-log.txt"), "--topic-ids", ids], capsys)
     answers = sum(len({p["errorCode"] for t in o["response"]["topics"] for p in t["partitions"]})
                   for o in cap.api(TXN_OFFSET_COMMIT))
-    assert Counter(e["type"] for e in events) == {"txn_offset_commit": answers}
-    committed = {o["topic"] for e in events for o in e["offsets"]}  # 4.4's topic ids resolved by topic-ids.json
-    assert committed == {t for s in cap.topology.subtopologies for t in s.input_topics}
+    routed = [o for o in cap.api(HEARTBEAT) if o["response"]["errorCode"] in (14, 15, 16)]
+    kinds = Counter(e["type"] for e in events)
+    assert kinds["txn_offset_commit"] == answers
+    assert kinds["heartbeat"] == len(cap.api(HEARTBEAT)) - len(routed)
+    committed = {o["topic"] for e in events if e["type"] == "txn_offset_commit" for o in e["offsets"]}
+    assert committed == {t for s in cap.topology.subtopologies for t in s.input_topics}  # 4.4's ids resolved
     summary = ast.literal_eval(err.strip().splitlines()[-1].split(" events, ", 1)[1])
-    assert summary == {"TXN_OFFSET_COMMIT": answers, "skipped.OTHER_API": len(cap.lines) - len(cap.api(TXN_OFFSET_COMMIT))}
+    assert summary["STREAMS_GROUP_HEARTBEAT"] == len(cap.api(HEARTBEAT))  # lines, as for the other APIs
+    assert sum(v for k, v in summary.items() if k.startswith("dropped.")) == len(routed)
+    assert summary["skipped.OTHER_API"] == len(cap.api(END_TXN))
+    assert not [k for k in summary if k.startswith(("broken.", "problem."))], summary
 
 
 # -- bad input ------------------------------------------------------------------------------------

@@ -212,6 +212,77 @@ def test_broker_policy_kip1251_agrees_with_kip1251_broker():
     assert verdict(events, CFG).model_agrees is False
 
 
+# Kafka's StreamsGroup.validateOffsetCommit (4.2-4.4): equal epochs pass, a newer one is
+# STALE_MEMBER_EPOCH, an older one goes to createAssignmentEpochValidator: the committed topic's
+# subtopology, then the partition among the member's active tasks (assigned or pending
+# revocation) with its assignment epoch <= the commit's (cf. StreamsGroupTest.testValidateOffsetCommit).
+# So a streams group is judged by kip1251 from Kafka 4.2, a consumer group only from 4.3.
+
+def _lagging_streams_commit(code, protocol=Protocol.STREAMS):
+    """Member A holds t-0 since epoch 1 and t-1 since epoch 2 (its active tasks' partitions);
+    its EOS producer commits t-0 at epoch 1, one behind, and the broker answered ``code``."""
+    return [assignment("A", 1, tp("t", 0), protocol=protocol),
+            assignment("A", 2, tp("t", 0, 1), protocol=protocol, assigned_epochs=(1, 2)),
+            commit("A", 1, tp("t", 0), txn=True, api_version=5, error_code=code)]
+
+
+def test_streams_group_is_judged_by_the_streams_broker_policy():
+    """A Kafka 4.2 broker (broker_policy strict, streams_broker_policy kip1251, the defaults)
+    accepts a streams member's commit one epoch behind on a partition it holds: the model agrees,
+    and the same commit in a consumer group (4.2: strict) is a divergence."""
+    cfg = RulesConfig(alert_cooldown_ms=0)
+    assert (cfg.broker_policy, cfg.streams_broker_policy) == (Policy.STRICT, Policy.KIP1251)
+    g, out = run(_lagging_streams_commit(0), cfg)
+    assert g.group_type == "streams"
+    v = out.verdicts[-1]
+    assert (v.cls, v.strict, v.kip1251, v.model_agrees) == ("avoidable", "ILLEGAL_GENERATION", "NONE", True)
+    assert "MODEL_DIVERGENCE" not in [a.kind for a in out.alerts]
+    _, out = run(_lagging_streams_commit(0, Protocol.CONSUMER), cfg)
+    assert out.verdicts[-1].model_agrees is False
+    assert [a for a in out.alerts if a.kind == "MODEL_DIVERGENCE"]
+
+
+def test_streams_broker_policy_strict_diverges_on_the_relaxed_accept():
+    """A broker whose streams groups ran the exact check (Kafka 4.1's early access) would have
+    rejected that commit: configured so, the broker's real acceptance is a MODEL_DIVERGENCE naming
+    the streams policy."""
+    cfg = RulesConfig(alert_cooldown_ms=0, broker_policy=Policy.KIP1251, streams_broker_policy=Policy.STRICT)
+    g, out = run(_lagging_streams_commit(0), cfg)
+    assert out.verdicts[-1].model_agrees is False
+    (alert,) = [a for a in out.alerts if a.kind == "MODEL_DIVERGENCE"]
+    assert "strict" in str(alert) and g.counters.divergences == 1
+
+
+def test_streams_commit_behind_a_partitions_assignment_epoch_is_rejected():
+    """createAssignmentEpochValidator: epoch 1 on t-1, assigned at epoch 2, is refused (a v5
+    TxnOffsetCommit answers ILLEGAL_GENERATION; STALE_MEMBER_EPOCH from v6, KIP-1319)."""
+    events = _lagging_streams_commit(22)[:2] + [commit("A", 1, tp("t", 1), txn=True, api_version=5, error_code=22)]
+    v = verdict(events)
+    assert (v.kip1251, v.model_agrees) == ("ILLEGAL_GENERATION", True)
+
+
+@pytest.mark.parametrize("release, consumer, streams", [
+    ("4.1", Policy.STRICT, Policy.STRICT), ("4.2.2", Policy.STRICT, Policy.KIP1251),
+    ("4.3.1", Policy.KIP1251, Policy.KIP1251), ("4.4", Policy.KIP1251, Policy.KIP1251),
+    ("5.0", Policy.KIP1251, Policy.KIP1251)])
+def test_release_policy_by_group_type(release, consumer, streams):
+    from fencewatch.state.fencing import release_policy
+    assert (release_policy(release), release_policy(release, "streams")) == (consumer, streams)
+
+
+def test_release_policy_bad_input_is_one_error():
+    from fencewatch.state.fencing import release_policy
+    with pytest.raises(ValueError, match="cannot read Kafka release 'four'"):
+        release_policy("four")
+    with pytest.raises(ValueError, match="unknown group type 'share'; valid: consumer, streams"):
+        release_policy("4.2", "share")
+
+
+def test_streams_broker_policy_is_validated_like_broker_policy():
+    assert RulesConfig(streams_broker_policy="lenient").validate() == [
+        "unknown policy 'lenient'; valid: strict, member_revocation, assignment_epoch, kip1251"]
+
+
 def test_avoidable_txn_abort_counted():
     events = [assignment("A", 1, tp("t", 0)), assignment("A", 2, tp("t", 0)),
               commit("A", 1, tp("t", 0), txn=True, error_code=22, transactional_id="tx-1")]

@@ -102,3 +102,16 @@ def test_the_job_logs_the_alerts_format_it_chose(env, expected, tmp_path, caplog
     finally:
         kafka.close()
         metrics.close()
+
+
+def test_streams_broker_policy_from_the_environment_and_a_bad_one_named():
+    """state.streams_broker_policy (the streams groups' check, kip1251 by default: Kafka 4.2+) is read
+    and refused like broker_policy, the error naming which of the two."""
+    from fencewatch.state.model import Policy
+    from fencewatch.streaming.config import settings as cfgmod
+
+    assert cfgmod.load_config().state.streams_broker_policy is Policy.KIP1251
+    cfg = cfgmod.load_config(environ={"FENCEWATCH_STATE__STREAMS_BROKER_POLICY": "strict"})
+    assert (cfg.state.broker_policy, cfg.state.streams_broker_policy) == (Policy.STRICT, Policy.STRICT)
+    with pytest.raises(cfgmod.ConfigError, match=r"^state.streams_broker_policy: unknown policy 'lax'; valid: strict"):
+        cfgmod.load_config(overrides={"state": {"streams_broker_policy": "lax"}})

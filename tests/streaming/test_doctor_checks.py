@@ -220,3 +220,25 @@ def test_line_sample_counts_what_the_decoder_reads():
     assert sample.example is not None and sample.example[0] in ("50", "51")
     clean = judge_lines(real, [str(i) for i in range(len(real))], topic_ids={})
     assert clean.share == 1.0 and clean.unresolved_topic_ids > 0  # v10 commits and heartbeats name topics by id
+
+
+@pytest.mark.parametrize("releases, consumer, streams, rows", [
+    (["4.2"], "strict", "kip1251", [("OK", "broker_policy")]),
+    (["4.3"], "strict", "kip1251", [("WARN", "broker_policy")]),
+    (["4.2"], "strict", "strict", [("OK", "broker_policy"), ("WARN", "streams_broker_policy")]),
+    (["4.1"], "strict", "kip1251", [("OK", "broker_policy"), ("WARN", "streams_broker_policy")]),
+    (["newer than 4.4"], "kip1251", "kip1251", [("OK", "broker_policy")]),
+])
+def test_the_policies_follow_the_release_by_group_type(releases, consumer, streams, rows):
+    """``broker_policy`` is the consumer groups' (strict to 4.2, kip1251 from 4.3),
+    ``streams_broker_policy`` the streams groups' (kip1251 from 4.2: fencing.KIP1251_SINCE)."""
+    import io
+
+    from fencewatch.streaming.commands.doctor import Report
+    from fencewatch.streaming.commands.doctor_kafka import check_policy
+    from fencewatch.streaming.config import settings as cfgmod
+
+    cfg = cfgmod.load_config(overrides={"state": {"broker_policy": consumer, "streams_broker_policy": streams}})
+    report = Report(out=io.StringIO())
+    check_policy(report, cfg, {"releases": {str(i): r for i, r in enumerate(releases)}})
+    assert [(s, c) for s, c, _ in report.lines] == rows, report.lines

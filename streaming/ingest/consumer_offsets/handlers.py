@@ -96,6 +96,12 @@ class _Group:
     regex_topics: dict[str, tuple[str, ...]] = field(default_factory=dict)
     classic_members: dict[str, str | None] | None = None  # member id -> instance id
     pending: _PendingRemoval | None = None
+    # KIP-848 groups: "consumer", or "streams" (set by a streams record; streams_handlers)
+    protocol: str = "consumer"
+    # streams groups: the topology (type 23) and current assignments awaiting it (member id ->
+    # (StreamsCurrentAssignment, ts, event id)); see streams_handlers
+    topology: Any = None
+    held_assignments: dict[str, tuple[Any, int, str]] = field(default_factory=dict)
 
 
 class RecordHandlers:
@@ -149,9 +155,12 @@ class RecordHandlers:
         return self._release_pending(group_id, g)
 
     def _derive_state(self, group_id: str, g: _Group, ts: int, event_id: str) -> list[dict[str, Any]]:
-        """Kafka's ConsumerGroup.maybeUpdateGroupState; an event when it changes."""
+        """Kafka's ConsumerGroup.maybeUpdateGroupState (and StreamsGroup's, which adds NotReady:
+        members but no topology); an event when it changes."""
         if not g.members:
             new = "Empty"
+        elif g.protocol == "streams" and g.topology is None:
+            new = "NotReady"
         elif g.group_epoch is not None and g.group_epoch > (g.target_epoch if g.target_epoch is not None else 0):
             new = "Assigning"
         else:

@@ -28,13 +28,24 @@ Record -> events (Kafka 4.3 record types):
                                        ``member_left`` ``static_leave``; tombstone ->
                                        ``member_left`` ``leave``
 16 ConsumerGroupRegularExpression      topics a subscribed regex resolved to
-17, 19-23 StreamsGroup*                decoded by ``records.decode``, not yet mapped:
-                                       skipped as ``UNKNOWN_RECORD_TYPE`` (issue 45)
+17 StreamsGroupMetadata               group epoch; tombstone -> ``group_state`` Dead
+                                       (protocol streams)
+19 StreamsGroupMemberMetadata          instance id (joined into the next assignment)
+20 StreamsGroupTargetAssignmentMetadata target assignment epoch
+21 StreamsGroupTargetAssignmentMember  nothing
+22 StreamsGroupCurrentMemberAssignment ``member_assignment`` protocol ``streams``: the
+                                       active tasks' partitions through the topology,
+                                       with their assignment epochs (standby and
+                                       warm-up tasks own none); held until the
+                                       topology is known; -2 / tombstone as type 8
+23 StreamsGroupTopology                the topology tasks are read through
+                                       (``streams_handlers``)
 =====================================  ==================================================
 
 For KIP-848 groups the bridge also derives ``group_state`` (Empty, Assigning,
 Reconciling, Stable) as Kafka's ``ConsumerGroup.maybeUpdateGroupState`` does
-and emits it when it changes.
+(a streams group also NotReady, without a topology: ``StreamsGroup``'s) and emits
+it when it changes.
 
 What ``__consumer_offsets`` does not say, and what the bridge does about it:
 
@@ -56,8 +67,9 @@ What ``__consumer_offsets`` does not say, and what the bridge does about it:
 
 State (bounded by what the coordinator itself holds): per live group its
 epoch, target assignment epoch, derived state, resolved regexes, and per
-member its instance id, subscriptions, epoch and state; per classic group its
-last members. A group's entry is dropped on its tombstone. Topic ids -> names
+member its instance id, subscriptions, epoch and state; per streams group its
+topology and the current assignments awaiting it (one per member at most); per
+classic group its last members. A group's entry is dropped on its tombstone. Topic ids -> names
 learned from records (OffsetCommit v4 carries both; so does the partition
 metadata record) are kept for the life of the bridge (one entry per topic).
 """
@@ -70,10 +82,11 @@ from typing import Any, Iterable, Mapping
 
 from fencewatch.state.records import EventType, InputTopic
 from fencewatch.state.records import EVENTS as _DECLARED
-from fencewatch.streaming.ingest.consumer_offsets.handlers import (HANDLERS, MEMBER_STATES, BridgeStats, RecordHandlers,
+from fencewatch.streaming.ingest.consumer_offsets.handlers import (HANDLERS, MEMBER_STATES, BridgeStats,
                                                                    _Group)
 from fencewatch.streaming.ingest.consumer_offsets.records import (RecordDecodeError, decode_key, decode_value,
                                                                   record_type_name)
+from fencewatch.streaming.ingest.consumer_offsets.streams_handlers import STREAMS_HANDLERS, StreamsRecordHandlers
 from fencewatch.streaming.ingest.consumer_offsets.topic_names import TopicNames
 
 __all__ = [
@@ -110,7 +123,11 @@ def event_role(event_type: str) -> str:
     return (record.topic if record is not None else InputTopic.HEARTBEATS).value
 
 
-class Bridge(RecordHandlers):
+#: Every mapped record type's handler: the consumer and classic groups' and the streams groups'.
+_HANDLERS = {**HANDLERS, **STREAMS_HANDLERS}
+
+
+class Bridge(StreamsRecordHandlers):
     """Turns ``__consumer_offsets`` records, in log order per partition, into
     contract §1 events. ``feed`` raises ``RecordDecodeError`` for a record it cannot
     use (``skippable`` tells unknown types/versions from malformed ones); the
@@ -228,7 +245,7 @@ class Bridge(RecordHandlers):
         stats.records += 1
         try:
             record_type, k = decode_key(key)
-            if record_type not in HANDLERS:
+            if record_type not in _HANDLERS:
                 raise RecordDecodeError(
                     "UNKNOWN_RECORD_TYPE", f"{record_type_name(record_type)} (type {record_type}) is decoded "
                     "(records.decode) but not mapped to events", record_type)
@@ -241,7 +258,7 @@ class Bridge(RecordHandlers):
             raise
         stats.by_record_type[record_type] += 1
         ts = timestamp_ms if timestamp_ms is not None and timestamp_ms >= 0 else -1
-        handler = HANDLERS[record_type]
+        handler = _HANDLERS[record_type]
         if self._holding:
             events = self._release_held(ts)
             events.extend(handler(self, k, version, v, ts, event_id))
@@ -274,7 +291,7 @@ class Bridge(RecordHandlers):
                 if held[0] != g.state:
                     g.state = held[0]
                     out.append(self._event(_GROUP_STATE, held[1], group_id, held[2], state=held[0],
-                                           protocol="consumer"))
+                                           protocol=g.protocol))
             if g.pending is None and g.held_state is None:
                 del self._holding[group_id]
         return out
@@ -292,13 +309,19 @@ def decode_record(
     """One record -> its contract §1 events, with no memory of earlier records (for a
     Spark pandas UDF). Without history: no ``member_left`` from generation
     diffs, no derived KIP-848 ``group_state``, no subscription join, and a
-    static member's removal is a plain ``leave``. Pass a ``TopicNames`` built
-    once rather than a dict, to skip re-parsing the ids per call. Raises
-    ``RecordDecodeError`` (see ``.skippable``)."""
+    static member's removal is a plain ``leave``, and a streams group's current
+    assignment, whose tasks are partitions only through the group's topology (an
+    earlier record), cannot be mapped: it raises the skippable ``NEEDS_HISTORY``, so
+    the caller counts what a stateful ``Bridge`` would have given. Pass a
+    ``TopicNames`` built once rather than a dict, to skip re-parsing the ids per call.
+    Raises ``RecordDecodeError`` (see ``.skippable``)."""
     bridge = Bridge(topic_names, cluster=cluster, absent_assignment_epochs=absent_assignment_epochs)
     events = bridge.feed(key, value, timestamp_ms, event_id)
     events.extend(bridge.flush())
-    return [e for e in events if not (e["type"] == _GROUP_STATE and e.get("protocol") == "consumer"
+    if bridge.stats.problems.get("STREAMS_ASSIGNMENT_BEFORE_TOPOLOGY"):
+        raise RecordDecodeError("NEEDS_HISTORY", "a streams group's current assignment maps to partitions through "
+                                "the group's topology, an earlier record: use a Bridge over the partition", 22)
+    return [e for e in events if not (e["type"] == _GROUP_STATE and e.get("protocol") in ("consumer", "streams")
                                       and e["state"] != "Dead")]
 
 

@@ -25,9 +25,11 @@ JoinGroup (11), v0-v9         ``classic_generation`` when answered 0: the
 SyncGroup (14), v0-v5         ``classic_sync`` from the leader's request
                               answered 0 (assignments decoded)
 LeaveGroup (13), v0-v5        ``member_left`` ``leave`` per member answered 0
-StreamsGroupHeartbeat (88)    nothing yet (``skipped.OTHER_API``); read by
-  v0-v1                       ``streams_heartbeat.parse_streams_heartbeat``
-                              (issue 45)
+StreamsGroupHeartbeat (88)    ``heartbeat``; answered 0 with request epoch
+  v0-v1                       -1 / -2 also ``member_left``; answered
+                              UNKNOWN_MEMBER_ID ``member_left`` ``fenced``; no
+                              assignment (tasks need the topology:
+                              ``__consumer_offsets``, contract §10.1 j)
 ============================  ===============================================
 
 Nothing here raises on bad input: a broken line gives ``[]``, is counted in ``counts``
@@ -41,7 +43,8 @@ The package, by seam (each module says what it holds):
 ``wire.py``         the JSON bodies as Kafka writes them (msgspec Structs), API keys, error codes
 ``output.py``       the events written (Structs in the contract's key order) and their JSON
 ``commits.py``      OffsetCommit / TxnOffsetCommit -> commit events
-``members.py``      ConsumerGroupHeartbeat -> ``heartbeat`` and membership events; the member tracker
+``members.py``      Consumer/StreamsGroupHeartbeat -> ``heartbeat`` and membership events; the member tracker
+``streams_heartbeat.py``  StreamsGroupHeartbeat lines as typed values (their Structs)
 ``classic.py``      JoinGroup / SyncGroup / LeaveGroup -> a classic group's events
 ``topic_ids.py``    topic ids -> names
 ``problems.py``     counts, coordinator-routing answers, problems

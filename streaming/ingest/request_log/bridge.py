@@ -23,6 +23,7 @@ from fencewatch.streaming.ingest.request_log.frame import (FAST_API, FAST_APIS, 
 from fencewatch.streaming.ingest.request_log.members import Heartbeats, Member
 from fencewatch.streaming.ingest.request_log.output import Event, Heartbeat, MemberAssignment, event_json
 from fencewatch.streaming.ingest.request_log.problems import Broken, Counting
+from fencewatch.streaming.ingest.request_log.streams_heartbeat import STREAMS_GROUP_HEARTBEAT, decode_streams_heartbeat
 from fencewatch.streaming.ingest.request_log.topic_ids import TopicIds
 from fencewatch.streaming.ingest.request_log.wire import (BODY_DECODERS, CONSUMER_GROUP_HEARTBEAT, DECODERS,
                                                           JOIN_GROUP, LEAVE_GROUP, OFFSET_COMMIT, SYNC_GROUP,
@@ -33,6 +34,9 @@ DEFAULT_LINES_TOPIC = "fencewatch.request-log"
 # caches (measured per batch size in docs/request-log.md, Speed); far below MAX_PROBLEMS, so a
 # batch's problems are never dropped.
 BATCH_LINES = 50
+# Every API a line is decoded for: wire's, and StreamsGroupHeartbeat (its Structs live beside
+# its parser, ``streams_heartbeat``, which ``wire`` cannot import without a cycle).
+_DECODERS = {**DECODERS, STREAMS_GROUP_HEARTBEAT: decode_streams_heartbeat}
 
 
 # The classic protocol's lines (few: one per member per rebalance) take the general way only.
@@ -96,14 +100,14 @@ class RequestLogBridge(Frame, Commits, Heartbeats, ClassicMembers, TopicIds, Cou
                     # every Fetch): skipped on its key's digits, as the regex would read them.
                     j = line.find(",", FAST_API - 3, FAST_API + 3)
                     key = line[FAST_API - 3:j]
-                    if j > 0 and key.isdigit() and key.isascii() and int(key) not in DECODERS:
+                    if j > 0 and key.isdigit() and key.isascii() and int(key) not in _DECODERS:
                         self._counts["skipped.OTHER_API"] += 1
                         return []
                 where = self._locate(line, ts)
                 if where is None:
                     return []
                 api, body, line_ts = where
-                decode = DECODERS.get(api)
+                decode = _DECODERS.get(api)
                 if decode is None:
                     self._counts["skipped.OTHER_API"] += 1
                     return []
@@ -123,6 +127,9 @@ class RequestLogBridge(Frame, Commits, Heartbeats, ClassicMembers, TopicIds, Cou
                 events = self._heartbeat(parsed, line_ts, event_id)
             elif api in _CLASSIC:
                 events = _CLASSIC[api](self, parsed, line_ts, event_id)
+            elif api == STREAMS_GROUP_HEARTBEAT:
+                self._counts["STREAMS_GROUP_HEARTBEAT"] += 1
+                events = self._streams_heartbeat(parsed, line_ts, event_id)
             else:
                 events = self._commit(parsed, api == TXN_OFFSET_COMMIT, line_ts, event_id)
         except Broken as exc:

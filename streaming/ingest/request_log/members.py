@@ -135,6 +135,44 @@ class Heartbeats:
                                     unset(m.subscribed), unset(m.instance_id)))
         return out
 
+    def _streams_heartbeat(self, line: Any, ts: int, eid: str) -> list[Event]:
+        """A StreamsGroupHeartbeat (API 88, ``streams_heartbeat``) -> ``heartbeat``, so the fencing
+        counts see streams members; answered 0 with request epoch -1 / -2 also ``member_left``
+        (``leave`` / ``static_leave``), answered UNKNOWN_MEMBER_ID ``member_left`` ``fenced``
+        (once for a member seen, as for ConsumerGroupHeartbeat, contract §10.1 g). No
+        ``member_assignment``: the answer names tasks, and which partitions they are takes the
+        topology, which ``__consumer_offsets`` carries (``consumer_offsets.streams_handlers``)."""
+        req, resp = line.request, line.response
+        code = resp.error_code
+        if code and code in COORDINATOR_ERRORS:
+            self._dropped("StreamsGroupHeartbeat", code)
+            return []
+        group_id = req.group_id
+        member_id = req.member_id or resp.member_id or ""
+        cluster = unset(self.cluster)
+        out: list[Event] = [Heartbeat(ts, cluster, group_id, eid, member_id, req.member_epoch, resp.member_epoch,
+                                      code)]
+        key = (group_id, member_id)
+        if code == UNKNOWN_MEMBER_ID:
+            m = self.members.pop(key, None)
+            if not self.carry or m is not None:
+                instance_id = req.instance_id if req.instance_id is not None else (m.instance_id if m else None)
+                out.append(MemberLeft(ts, cluster, group_id, eid, member_id, "fenced", unset(instance_id)))
+        elif code == 0 and req.member_epoch in (LEAVE_GROUP_MEMBER_EPOCH, LEAVE_GROUP_STATIC_MEMBER_EPOCH):
+            m = self.members.pop(key, None)
+            reason = "static_leave" if req.member_epoch == LEAVE_GROUP_STATIC_MEMBER_EPOCH else "leave"
+            instance_id = req.instance_id if req.instance_id is not None else (m.instance_id if m else None)
+            out.append(MemberLeft(ts, cluster, group_id, eid, member_id, reason, unset(instance_id)))
+        elif code == 0 and self.carry:
+            m = self.members.get(key)
+            if m is None:
+                self.members[key] = Member(epoch=resp.member_epoch, instance_id=req.instance_id)
+            else:
+                m.epoch = resp.member_epoch
+                if req.instance_id is not None:
+                    m.instance_id = req.instance_id
+        return out
+
     def _tps(self, items: list[TopicPartitions]) -> list[dict[str, Any]]:
         merged: dict[str, set[int]] = {}
         for tp in items:

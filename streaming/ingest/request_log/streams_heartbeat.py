@@ -2,8 +2,10 @@
 
 What lives here: one request-log line of a streams group's heartbeat -> a frozen
 :class:`StreamsHeartbeat` (:func:`parse_streams_heartbeat`), or a :class:`Broken` naming why not.
-The values are not yet mapped to contract events (issue 45, item 3): ``RequestLogBridge``
-counts these lines as ``skipped.OTHER_API``.
+``RequestLogBridge`` decodes the lines with :data:`decode_streams_heartbeat` and maps them
+(``members.Heartbeats._streams_heartbeat``): a ``heartbeat`` event each, and the leaves and
+fences it implies; a streams member's assignment comes from ``__consumer_offsets``, whose
+records carry the topology its tasks are read through.
 
 Shapes (``RequestConvertToJson``, camelCase of ``StreamsGroupHeartbeatRequest.json`` /
 ``...Response.json``, v0 in 4.2 and 4.3, v1 in 4.4): the request's ``memberEpoch`` (0 to join,
@@ -24,7 +26,7 @@ import msgspec
 
 from fencewatch.streaming.ingest.request_log.problems import Broken
 
-__all__ = ["STREAMS_GROUP_HEARTBEAT", "StreamsHeartbeat", "parse_streams_heartbeat"]
+__all__ = ["STREAMS_GROUP_HEARTBEAT", "StreamsHeartbeat", "parse_streams_heartbeat", "decode_streams_heartbeat"]
 
 STREAMS_GROUP_HEARTBEAT = 88
 _MARKER = "Completed request:"
@@ -81,6 +83,9 @@ class _HeaderOnly(msgspec.Struct, rename="camel", gc=False):
 
 _DECODE = msgspec.json.Decoder(_Line).decode
 _DECODE_HEADER = msgspec.json.Decoder(_HeaderOnly).decode
+#: A line's JSON -> its Structs (``request_header``, ``request``, ``response``): what
+#: ``RequestLogBridge`` decodes API 88 lines with (msgspec's errors, as for the other APIs).
+decode_streams_heartbeat = _DECODE
 
 
 @dataclass(frozen=True, slots=True)
