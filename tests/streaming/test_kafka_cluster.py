@@ -8,6 +8,7 @@ import json
 import logging
 import re
 import struct
+import tempfile
 import threading
 import time
 import uuid
@@ -17,6 +18,7 @@ from pathlib import Path
 import pytest
 from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaException, Producer, TopicPartition
 
+from fencewatch.streaming.brokers.common import BrokerStartError
 from fencewatch.streaming.brokers.cluster import (
     OFFSETS_PARTITIONS,
     OFFSETS_TOPIC,
@@ -205,6 +207,34 @@ def test_a_coordinator_restart_moves_a_kip848_groups_commits():
                 "%d failed on the client (%s); commits resumed after %.1fs; RSS MB %s; %.1fs in all",
                 started_in_s, cluster.ready_in_s or 0, timing, old.node_id, new.node_id, len(refused), len(failed),
                 sorted(set(failed))[:3], outage_s, rss_mb, time.monotonic() - began)
+
+
+def _processes_mentioning(text: str) -> list[int]:
+    """Pids whose command line holds ``text`` (a broker's folder is in its JVM's arguments)."""
+    found = []
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                if text.encode() in (entry / "cmdline").read_bytes():
+                    found.append(int(entry.name))
+            except OSError:
+                continue
+    return found
+
+
+@pytest.mark.broker
+@pytest.mark.slow
+def test_a_cluster_that_cannot_form_a_quorum_leaves_no_node_behind(tmp_path, monkeypatch):
+    """Voters that do not exist (ports 1-3): no node can answer; the start fails with the nodes'
+    log tails, and every JVM it launched is gone with its folder."""
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
+    cluster = KafkaCluster("4.2", startup_timeout_s=10,
+                           properties={"controller.quorum.voters": "1@127.0.0.1:1,2@127.0.0.1:2,3@127.0.0.1:3"})
+    with pytest.raises(BrokerStartError, match="did not answer|exited|within"):
+        cluster.start()
+    assert not cluster.nodes and not cluster.is_running
+    assert not list(tmp_path.glob("fencewatch-kafka-*")), "a node's folder was left behind"
+    _wait(lambda: not _processes_mentioning(str(tmp_path)), 30, "JVM gone")
 
 
 def _wait(condition, timeout_s: float, what: str) -> None:
