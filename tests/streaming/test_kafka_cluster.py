@@ -8,6 +8,8 @@ import json
 import logging
 import re
 import struct
+import subprocess
+import sys
 import tempfile
 import threading
 import time
@@ -48,6 +50,27 @@ def test_java_string_hash_and_the_offsets_partition_of_a_group():
     assert java_string_hash("\U0001F600") == 0xD83D * 31 + 0xDE00  # two UTF-16 code units
     assert offsets_partition("abc") == 96354 % 50
     assert offsets_partition("g", 7) == ord("g") % 7
+
+
+def test_embedded_broker_picks_a_cluster_for_more_than_one_node():
+    """``embedded_broker(spec, nodes)``: an unstarted KafkaCluster of that version; Tansu is one broker."""
+    from fencewatch.streaming.brokers import embedded_broker
+
+    cluster = embedded_broker("4.3", nodes=3)
+    assert isinstance(cluster, KafkaCluster) and not cluster.is_running and "4.3" in repr(cluster)
+    with pytest.raises(ValueError, match="Tansu runs as one broker"):
+        embedded_broker("tansu", nodes=3)
+
+
+@pytest.mark.parametrize(("flags", "message"), [
+    (["--brokers", "3", "--broker", "tansu"], "--brokers 3 needs Apache Kafka"),
+    (["--brokers", "0"], "--brokers 0: at least 1"),
+], ids=["tansu", "zero"])
+def test_demo_brokers_bad_input_is_one_line(flags, message):
+    done = subprocess.run([sys.executable, "-m", "fencewatch.streaming.cli", "demo", *flags, "--duration", "1s"],
+                          capture_output=True, text=True, timeout=120)
+    assert done.returncode == 2 and message in done.stderr
+    assert "Traceback" not in done.stderr and len(done.stderr.strip().splitlines()) == 1, done.stderr
 
 
 @dataclass
