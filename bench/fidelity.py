@@ -395,6 +395,8 @@ class FidelityRun:
     accounting: Accounting
     failed_scenarios: dict[str, str]  # scenario -> its error
     classic_groups: set[str] = field(default_factory=set)  # groups the logs show as classic
+    topology: Topology = field(default_factory=lambda: Topology())
+    moves: list[dict] = field(default_factory=list)  # the coordinator moves made (_move_coordinator)
 
     @property
     def cases_ok(self) -> int:
@@ -461,21 +463,35 @@ def _read_records(bootstrap: str, topic: str) -> list[tuple[bytes, list | None]]
         c.close()
 
 
-def _end_offset(bootstrap: str, topic: str) -> int:
-    from confluent_kafka import Consumer, TopicPartition
+def _end_offset(bootstrap: str, topic: str, attempts: int = 30) -> int:
+    """The topic's end offset over its partitions. A cluster's nodes learn a new topic, and a
+    restarted node its leaderships, a moment apart: such an answer is asked again."""
+    from confluent_kafka import Consumer, KafkaError, KafkaException, TopicPartition
 
     c = Consumer({"bootstrap.servers": bootstrap, "group.id": f"fidelity-end-{os.getpid()}"})
     try:
-        parts = c.list_topics(topic, timeout=10).topics[topic].partitions
-        return sum(c.get_watermark_offsets(TopicPartition(topic, p), timeout=10)[1] for p in parts)
+        for attempt in range(attempts):
+            try:
+                parts = c.list_topics(topic, timeout=10).topics[topic].partitions
+                return sum(c.get_watermark_offsets(TopicPartition(topic, p), timeout=10)[1] for p in parts)
+            except KafkaException as exc:
+                code = exc.args[0].code() if exc.args else None
+                if code not in (KafkaError.UNKNOWN_TOPIC_OR_PART, KafkaError.NOT_LEADER_FOR_PARTITION,
+                                KafkaError._TRANSPORT, KafkaError._TIMED_OUT) or attempt == attempts - 1:
+                    raise
+                time.sleep(1.0)
+        raise AssertionError("unreachable")
     finally:
         c.close()
 
 
-def _wait_shipped(bootstrap: str, request_log: Path, timeout_s: float = 300.0) -> int:
-    """Until every line of the request log is in the lines topic (rsyslog ships each line once)."""
-    with open(request_log, "rb") as f:
-        want = sum(1 for _ in f)
+def _wait_shipped(bootstrap: str, request_logs: list[Path], timeout_s: float = 300.0) -> int:
+    """Until every line of every node's request log is in the lines topic (rsyslog ships each
+    line once)."""
+    want = 0
+    for path in request_logs:
+        with open(path, "rb") as f:
+            want += sum(1 for _ in f)
     deadline = time.monotonic() + timeout_s
     while (got := _end_offset(bootstrap, LINES_TOPIC)) < want:
         if time.monotonic() > deadline:
@@ -484,9 +500,9 @@ def _wait_shipped(bootstrap: str, request_log: Path, timeout_s: float = 300.0) -
     return want
 
 
-def _run_job(bootstrap: str, workdir: Path, policy: str, master: str) -> subprocess.Popen:
+def _run_job(bootstrap: str, workdir: Path, policy: str, master: str, starting: str = "earliest") -> subprocess.Popen:
     args = [_fencewatch(), "run", "--bootstrap-servers", bootstrap, "--source", "request-log,consumer-offsets",
-            "--request-log-topic", LINES_TOPIC, "--starting-offsets", "earliest",
+            "--request-log-topic", LINES_TOPIC, "--starting-offsets", starting,
             "--checkpoint", str(workdir / "checkpoint"), "--broker-policy", policy,
             "--verdicts-topic", VERDICTS_TOPIC, "--alerts-topic", ALERTS_TOPIC, "--alerts-format", "json",
             "--dlq-topic", DLQ_TOPIC, "--metrics-port", "0", "--spark-master", master]
@@ -591,54 +607,179 @@ def _expectations(expectations: list, request_log: Path, verdicts: list[dict],
     return out
 
 
-def run_fidelity(version: str, workdir: Path, *, commits: int, groups: int = 8, seed: int = 1,
-                 master: str = "local[2]", scenarios: str = "all", timeout_s: float = 1800.0) -> FidelityRun:
-    """One version's run, start to finish; every process started here is stopped here."""
-    from fencewatch.sim.live import capture, driver
+@dataclass
+class Topology:
+    """How a run is laid out: ``brokers`` KRaft nodes (1: ``KafkaBroker``; 3: ``KafkaCluster``,
+    ``__consumer_offsets`` at 50 partitions replicated 3 times, every node's request log shipped
+    by its own rsyslog); ``move``: restart, once during the traffic, the node that leads the
+    coordinator partitions of the most load groups (a coordinator move: NOT_COORDINATOR,
+    COORDINATOR_LOAD_IN_PROGRESS, the groups' commits on another node); ``live``: the job starts
+    from ``latest`` while the traffic is on (``run``'s default warm-up), else from ``earliest`` on
+    the finished backlog."""
+
+    brokers: int = 1
+    move: bool = False
+    live: bool = False
+
+    def describe(self) -> str:
+        return (f"{self.brokers} broker{'s' if self.brokers > 1 else ''}" + (", coordinator moved" if self.move else "")
+                + (", judged live from latest" if self.live else ", judged from the backlog"))
+
+
+def _start_kafka(version: str, brokers: int):
+    from fencewatch.streaming.brokers.cluster import KafkaCluster
     from fencewatch.streaming.brokers.kafka import KafkaBroker
+
+    return KafkaCluster(version=version, nodes=brokers) if brokers > 1 else KafkaBroker(version=version)
+
+
+def _request_logs(kafka) -> dict[str, Path]:
+    """Each node's request log by node id (one broker: ``"1"``)."""
+    paths = getattr(kafka, "request_log_paths", None)
+    return {str(k): Path(v) for k, v in paths.items()} if paths is not None else {"1": Path(kafka.request_log_path)}
+
+
+def _move_coordinator(kafka, groups: list[str], moves: list[dict]) -> None:
+    """Restart the node leading the coordinator partitions of the most of ``groups`` (ties: the
+    lowest node id); what happened goes to ``moves``."""
+    leaders = collections.Counter(kafka.coordinator_leader(g).node_id for g in groups)
+    node = min(leaders, key=lambda n: (-leaders[n], n))
+    t0 = time.time()
+    timing = kafka.restart(node)
+    moves.append({"node": node, "groups_led": leaders[node], "of_groups": len(groups), "at_ms": int(t0 * 1000),
+                  "stopped_s": round(timing.stopped_in_s, 1), "ready_s": round(timing.ready_in_s, 1),
+                  "in_sync_s": None if timing.in_sync_in_s is None else round(timing.in_sync_in_s, 1)})
+
+
+def _wait_first_batch(job: subprocess.Popen, workdir: Path, timeout_s: float) -> None:
+    deadline = time.monotonic() + timeout_s
+    while not (workdir / "checkpoint" / "commits" / "0").exists():
+        if job.poll() is not None:
+            raise RuntimeError(f"fencewatch run exited {job.returncode}: {(workdir / 'job.log').read_text()[-3000:]}")
+        if time.monotonic() > deadline:
+            raise RuntimeError(f"the job committed no batch in {timeout_s:.0f} s")
+        time.sleep(0.5)
+
+
+def run_fidelity(version: str, workdir: Path, *, commits: int, groups: int = 8, seed: int = 1,
+                 master: str = "local[2]", scenarios: str = "all", timeout_s: float = 1800.0,
+                 topology: Topology | None = None) -> FidelityRun:
+    """One version's run, start to finish; every process started here is stopped here."""
+    import threading
+
+    from fencewatch.sim.live import capture, driver
     from fencewatch.streaming.brokers.rsyslog import start_rsyslog_shipper
 
+    topology = topology or Topology()
+    if topology.move and topology.brokers < 2:
+        raise ValueError("a coordinator move needs a cluster (brokers >= 2)")
     workdir.mkdir(parents=True, exist_ok=True)
     seconds: dict[str, float] = {}
+    moves: list[dict] = []
+    start_lines: tuple[int, int] = (0, 0)  # the lines topic's end when the job was launched, and at its first batch
     t = time.monotonic()
-    with KafkaBroker(version=version) as broker:
-        version = broker.version
-        broker.create_topics([LINES_TOPIC], 1)
-        broker.create_topics([VERDICTS_TOPIC, ALERTS_TOPIC, DLQ_TOPIC], 1)
-        shipper = start_rsyslog_shipper(broker.bootstrap, LINES_TOPIC, broker.request_log_path, workdir / "rsyslog")
+    with _start_kafka(version, topology.brokers) as kafka:
+        version = kafka.version
+        kafka.create_topics([LINES_TOPIC], 1)
+        kafka.create_topics([VERDICTS_TOPIC, ALERTS_TOPIC, DLQ_TOPIC], 1)
+        logs = _request_logs(kafka)
+        shippers = [start_rsyslog_shipper(kafka.bootstrap, LINES_TOPIC, path, workdir / f"rsyslog-{node}",
+                                          broker_id=node) for node, path in logs.items()]
         job = None
         try:
             seconds["broker"] = time.monotonic() - t
             t = time.monotonic()
             # one run id for every version: the same group names, so reports compare group by group
-            result = driver.run(broker.bootstrap, scenarios, groups=groups, commits=commits, seed=seed,
-                                run_id=f"seed{seed}")
+            outcome: dict = {}
+            judging = threading.Event()  # live: the job has committed its first batch
+            main_traffic = threading.Event()  # the scenarios and the load began
+
+            def traffic() -> None:
+                try:
+                    if topology.live:
+                        # Live: load groups of their own are on when the job starts from latest
+                        # (their members joined before it: warm-up); the scenarios and the main
+                        # load begin once it judges, so every scripted case is judged live.
+                        outcome["before"] = driver.run(kafka.bootstrap, [], groups=max(1, groups // 2),
+                                                       commits=max(1_000, commits // 4), seed=seed,
+                                                       run_id=f"seed{seed}-pre")
+                        judging.wait(timeout_s)
+                    main_traffic.set()
+                    outcome["result"] = driver.run(kafka.bootstrap, scenarios, groups=groups, commits=commits,
+                                                   seed=seed, run_id=f"seed{seed}")
+                except BaseException as exc:  # noqa: BLE001 - reported below, in the main thread
+                    outcome["error"] = exc
+                    main_traffic.set()
+
+            player = threading.Thread(target=traffic, name="traffic", daemon=True)
+            player.start()
+            load_groups = [f"fw-seed{seed}-load-g{g}" for g in range(groups)]
+            if topology.live:
+                while _end_offset(kafka.bootstrap, LINES_TOPIC) < 2_000 and player.is_alive():
+                    time.sleep(1.0)
+                launched = _end_offset(kafka.bootstrap, LINES_TOPIC)
+                job = _run_job(kafka.bootstrap, workdir, policy_of(version), master, starting="latest")
+                _wait_first_batch(job, workdir, timeout_s)
+                judging.set()
+                start_lines = (launched, launched)  # the second: the first line judged, read below
+            if topology.move:
+                # halfway through the main traffic: its commits are answered before and after it
+                main_traffic.wait(timeout_s)
+                began = _end_offset(kafka.bootstrap, LINES_TOPIC)
+                while player.is_alive() and not moves:
+                    time.sleep(1.0)
+                    if _end_offset(kafka.bootstrap, LINES_TOPIC) >= began + commits // 2:
+                        _move_coordinator(kafka, load_groups, moves)
+            player.join()
+            if "error" in outcome:
+                raise outcome["error"]
+            result = outcome["result"]
+            if "before" in outcome:
+                result.topics.update(outcome["before"].topics)
             seconds["traffic"] = time.monotonic() - t
-            capture.wait_for_log(str(broker.request_log_path))
-            lines = _wait_shipped(broker.bootstrap, broker.request_log_path)
+            for path in logs.values():
+                capture.wait_for_log(str(path))
+            lines = _wait_shipped(kafka.bootstrap, list(logs.values()))
             t = time.monotonic()
-            job = _run_job(broker.bootstrap, workdir, policy_of(version), master)
-            _wait_settled(broker.bootstrap, job, workdir, lines, timeout_s)
+            if job is None:
+                job = _run_job(kafka.bootstrap, workdir, policy_of(version), master)
+            _wait_settled(kafka.bootstrap, job, workdir, lines, timeout_s)
             seconds["job"] = time.monotonic() - t
         finally:
             if job is not None:
                 _stop(job)
-            shipper.stop()
-        verdicts = [json.loads(b) for b in _read_topic(broker.bootstrap, VERDICTS_TOPIC)]
-        dead_letters = _dead_letters(broker.bootstrap)
-        request_log = workdir / "kafka-request.log"  # kept: the broker's folder goes with it
-        shutil.copyfile(broker.request_log_path, request_log)
-        membership = _offline_membership(broker.bootstrap, request_log, workdir, result.topics)
+            for shipper in shippers:
+                shipper.stop()
+        verdicts = [json.loads(b) for b in _read_topic(kafka.bootstrap, VERDICTS_TOPIC)]
+        dead_letters = _dead_letters(kafka.bootstrap)
+        # The request log as the job read it: every node's lines, in the lines topic's order (line n
+        # is offset n: one partition), so event ids, accounting and explanations name the same line.
+        request_log = workdir / "kafka-request.log"
+        with open(request_log, "wb") as f:
+            for value in _read_topic(kafka.bootstrap, LINES_TOPIC):
+                f.write(value.rstrip(b"\n") + b"\n")
+        membership = _offline_membership(kafka.bootstrap, request_log, workdir, result.topics)
         (workdir / "verdicts.jsonl").write_text("".join(json.dumps(v) + "\n" for v in verdicts))
     failures = [line for line in (workdir / "job.log").read_text(errors="replace").splitlines()
                 if "query failed" in line]
+    if topology.move and not moves:
+        failures.append("query failed: the coordinator move did not happen (the traffic ended first)")
     with open(request_log, encoding="utf-8") as f:
         logged = logged_partitions(f, lambda i: f"{LINES_TOPIC}/0/{i}", result.topics)
+    if topology.live:
+        # latest was resolved between the launch and the first batch: the first line judged
+        # bounds it (a line after it with no verdict is missing)
+        judged_lines = [n for v in verdicts if (n := _line_number(v["event_id"])) is not None
+                        and v["event_id"].startswith(LINES_TOPIC) and n >= start_lines[0]]
+        start_lines = (start_lines[0], min(judged_lines, default=start_lines[0]))
     cases = fixed_cases(_expectations(result.expectations, request_log, verdicts, result.topics),
                         expected_cases(scenarios))
-    return FidelityRun(version, agreement(version, verdicts, membership), result.summary(), cases, seconds, lines,
-                       verdicts, failures, account(logged, verdicts, dead_letters, policy_of(version)),
-                       dict(result.failed), set(membership.classic))
+    run = FidelityRun(version, agreement(version, verdicts, membership), result.summary(), cases, seconds, lines,
+                      verdicts, failures, account(logged, verdicts, dead_letters, policy_of(version),
+                                                  start_lines=start_lines),
+                      dict(result.failed), set(membership.classic))
+    run.topology, run.moves = topology, moves
+    return run
 
 
 def render(runs: list[FidelityRun], command: str, date: str) -> str:
@@ -646,7 +787,8 @@ def render(runs: list[FidelityRun], command: str, date: str) -> str:
     traffic, beside the accept-all baseline), the broker's codes, every commit partition of the
     request log accounted for, then the overall agreement (secondary) and the disagreements."""
     rows = [(r.version, r.accounting) for r in runs]
-    out = [f"Command: `{command}`  \nDate: {date}\n",
+    runs_on = "; ".join(f"{r.version}: {r.topology.describe()}{_moves_text(r.moves)}" for r in runs)
+    out = [f"Command: `{command}`  \nDate: {date}  \nRuns: {runs_on}\n",
            "**Rejections** (commit partitions; a partition is rejected when its request is): organic = the "
            "load's groups, scripted = the scenarios' cases. Recall = rejected by both / by the broker; "
            "precision = rejected by both / by the model; accept-all = the agreement of a model that accepts "
@@ -728,11 +870,22 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--commits", type=int, default=30_000, help="commits the load answers, per version")
     p.add_argument("--workdir", default="/tmp/fencewatch-fidelity")
     p.add_argument("--write-docs", action="store_true", help="write docs/fidelity.md's table")
+    p.add_argument("--brokers", type=int, default=1, choices=(1, 3),
+                   help="KRaft nodes: 1, or a 3-node cluster (__consumer_offsets 50 partitions, RF 3)")
+    p.add_argument("--move", action="store_true", help="restart the node leading the most load groups' "
+                   "coordinators halfway through the traffic (needs --brokers 3)")
+    p.add_argument("--live", action="store_true", help="start the job from latest while the traffic is on "
+                   "(run's default warm-up), not from earliest on the finished backlog")
+    p.add_argument("--groups", type=int, default=8, help="load groups (default 8)")
     args = p.parse_args(argv)
+    if args.move and args.brokers < 2:
+        p.error("--move needs --brokers 3")
+    topology = Topology(brokers=args.brokers, move=args.move, live=args.live)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s: %(message)s")
     runs = []
     for version in args.versions.split(","):
-        r = run_fidelity(version, Path(args.workdir) / version, commits=args.commits)
+        r = run_fidelity(version, Path(args.workdir) / version, commits=args.commits, groups=args.groups,
+                         topology=topology)
         log.info("%s", summary(r))
         runs.append(r)
     text = render(runs, "python bench/bench_fidelity.py " + " ".join(argv or sys.argv[1:]),
@@ -751,10 +904,15 @@ def main(argv: list[str] | None = None) -> int:
     return 1 if failures else 0
 
 
+def _moves_text(moves: list[dict]) -> str:
+    return "".join(f"; node {m['node']} restarted (coordinator of {m['groups_led']} of {m['of_groups']} load groups: "
+                   f"stopped in {m['stopped_s']} s, answering in {m['ready_s']} s)" for m in moves)
+
+
 def summary(r: FidelityRun) -> str:
     """One run in a line: the matrix's totals, the accounting, the secondary agreement, the cases."""
     a, m, acc = r.agreement, r.accounting.all, r.accounting
-    return (f"{r.version} ({acc.policy}): broker rejected {m.broker:,} of {m.judged:,} judged partitions, model "
+    return (f"{r.version} ({acc.policy}; {r.topology.describe()}{_moves_text(r.moves)}): broker rejected {m.broker:,} of {m.judged:,} judged partitions, model "
             f"{m.model:,}; recall {m.both}/{m.broker}, precision {m.both}/{m.model}; accounted for "
             f"{acc.accounted:,} of {acc.logged:,} commit partitions ({acc.accounted_percent:.2f}%), excluded "
             f"{dict(+acc.excluded)}; agreement {a.percent:.3f}% (accept-all {100 * m.accept_all:.3f}%), "

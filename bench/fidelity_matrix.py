@@ -26,8 +26,8 @@ from typing import Callable, Iterable, Mapping
 
 #: Why a commit partition of the request log has no judged verdict, in the order they are tried.
 #: ``missing`` (no verdict, no dead letter, no coordinator error) is the one not accounted for.
-REASONS = ("dead letter", "coordinator error", "no answer", "REBALANCE_IN_PROGRESS", "unknown code", "warm-up",
-           "other", "missing")
+REASONS = ("before the start", "at the start", "dead letter", "coordinator error", "no answer",
+           "REBALANCE_IN_PROGRESS", "unknown code", "warm-up", "other", "missing")
 COORDINATOR_ERRORS = ("NOT_COORDINATOR", "COORDINATOR_LOAD_IN_PROGRESS", "COORDINATOR_NOT_AVAILABLE")
 TRAFFIC = ("organic", "scripted")
 #: Load groups are ``fw-<run id>-load-g<n>`` (sim/live/load.py); every other group is a scripted
@@ -191,6 +191,12 @@ class Accounting:
         return not (self.unmatched_verdicts or self.duplicate_verdicts or self.inconsistent)
 
 
+def _line_number(event_id: str) -> int | None:
+    """The lines topic's offset in an event id ``<topic>/0/<offset>`` (line n of the run's log)."""
+    tail = event_id.rsplit("/", 1)[-1]
+    return int(tail) if tail.isdigit() else None
+
+
 def _key(event_id: str, topic: str, partition: int) -> tuple[str, str, int]:
     return (event_id, topic, int(partition))
 
@@ -224,9 +230,14 @@ def _excluded(v: dict) -> tuple[str, str]:
 
 
 def account(logged: Iterable[LoggedPartition], verdicts: Iterable[dict], dead_letters: Iterable[str],
-            policy: str) -> Accounting:
+            policy: str, start_lines: tuple[int, int] = (0, 0)) -> Accounting:
     """Each logged commit partition judged (a verdict with ``model_agrees``) or excluded for a
-    reason of :data:`REASONS`; the judged ones in the confusion matrix of their traffic."""
+    reason of :data:`REASONS`; the judged ones in the confusion matrix of their traffic.
+    ``start_lines``: a job started from ``latest`` (live) was launched when the lines topic ended
+    at the first line number and had committed its first batch when it ended at the second: a
+    line before the first was never the job's to read (*before the start*), one between them
+    without a verdict may have been (*at the start*: ``latest`` was resolved in between)."""
+    launched, first_batch = start_lines
     a = Accounting(policy)
     verdicts = list(verdicts)
     by_key: dict[tuple[str, str, int], dict] = {}
@@ -245,7 +256,12 @@ def account(logged: Iterable[LoggedPartition], verdicts: Iterable[dict], dead_le
         v = by_key.get(k) if p.decoded else None
         if v is not None:
             seen.add(k)
-        if p.event_id in dead and v is None:
+        line = _line_number(p.event_id)
+        if v is None and line is not None and line < launched:
+            reason, detail = "before the start", ""
+        elif v is None and line is not None and line < first_batch:
+            reason, detail = "at the start", ""
+        elif p.event_id in dead and v is None:
             reason, detail = "dead letter", ""
         elif v is None:
             if p.answer in COORDINATOR_ERRORS:

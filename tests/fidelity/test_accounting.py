@@ -107,6 +107,20 @@ def test_every_logged_partition_is_judged_or_excluded_for_a_reason():
     assert a.reconciled
 
 
+def test_a_live_start_excludes_the_lines_before_it_and_only_those():
+    """A job started from ``latest``: lines before its launch were never its to read; lines between
+    the launch and its first batch may or may not have been (``latest`` resolved in between); a
+    line after the first batch without a verdict is missing, and one before the launch with a
+    verdict is judged like any other."""
+    L = "fencewatch.request-log/0/"
+    vs = [verdict(L + "3", 0, "NONE", "NONE"), verdict(L + "12", 0, "NONE", "NONE")]
+    logs = [logged(L + str(n), 0, "NONE") for n in (1, 3, 9, 12, 25)]
+    a = account(logs, vs, [], "strict", start_lines=(5, 20))
+    assert a.judged == 2
+    assert dict(+a.excluded) == {"before the start": 1, "at the start": 1, "missing": 1}
+    assert account(logs, vs, [], "strict").excluded["missing"] == 3  # a backlog run: every line was the job's
+
+
 def test_verdicts_the_log_does_not_hold_or_holds_twice_are_counted():
     v = verdict("e", 0, "NONE", "NONE")
     a = account([logged("e", 0, "NONE")], [v, dict(v), verdict("elsewhere", 0, "NONE", "NONE")], [], "strict")
