@@ -37,6 +37,10 @@ BATCH_LINES = 50
 # Every API a line is decoded for: wire's, and StreamsGroupHeartbeat (its Structs live beside
 # its parser, ``streams_heartbeat``, which ``wire`` cannot import without a cycle).
 _DECODERS = {**DECODERS, STREAMS_GROUP_HEARTBEAT: decode_streams_heartbeat}
+#: The API keys the bridge decodes, ascending: what the shipped request-log filters must keep
+#: (deploy/request-log/, the Strimzi logging; held to this by tests/deploy/test_request_log_filters.py)
+#: and what ``fencewatch doctor`` tells an operator to keep.
+DECODED_APIS: tuple[int, ...] = tuple(sorted(_DECODERS))
 
 
 # The classic protocol's lines (few: one per member per rebalance) take the general way only.
