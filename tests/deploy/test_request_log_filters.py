@@ -64,7 +64,8 @@ def _regex_keeps(regex: str) -> set[int]:
 def _log4j1_keeps() -> set[int]:
     """StringMatchFilters accepting on match, then a DenyAllFilter: the keys whose message holds one string."""
     props = _properties(LOG4J1_SNIPPET.read_text())
-    chain = sorted({int(m.group(1)) for k in props if (m := re.fullmatch(r"log4j\.appender\.requestAppender\.filter\.(\d+)", k))})
+    entry = re.compile(r"log4j\.appender\.requestAppender\.filter\.(\d+)")
+    chain = sorted({int(m.group(1)) for k in props if (m := entry.fullmatch(k))})
     classes = [props[f"log4j.appender.requestAppender.filter.{n}"] for n in chain]
     assert classes[-1] == "org.apache.log4j.varia.DenyAllFilter" and chain == list(range(1, len(chain) + 1))
     assert set(classes[:-1]) == {"org.apache.log4j.varia.StringMatchFilter"}
