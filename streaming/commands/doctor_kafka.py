@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING
 from fencewatch.state.fencing import KIP1251_SINCE
 from fencewatch.state.model import Policy
 from fencewatch.streaming.config import settings as cfgmod
+from fencewatch.streaming.ingest.request_log import DECODED_APIS
 from fencewatch.streaming.runtime.access import ALL, Need, job_needs
 from fencewatch.streaming.sources.api_versions import (CONSUMER_GROUP_HEARTBEAT, ApiVersionsError, api_versions,
                                                        kafka_release, release_at_least)
@@ -329,8 +330,8 @@ def check_lines(report: Report, cfg: cfgmod.Config, tail, topic_ids: dict[str, s
     elif bad:
         report.add("WARN", "request-log lines", text, fix)
     elif sample.other_apis > sample.lines / 2:
-        report.add("WARN", "request-log lines", text, "keep only APIs 8, 28 and 68 with the log4j2 filter "
-                   "(deploy/request-log/log4j2-request-filter.yaml)")
+        report.add("WARN", "request-log lines", text, f"keep only APIs {', '.join(map(str, DECODED_APIS))} with the "
+                   "log4j2 filter (deploy/request-log/log4j2-request-filter.yaml)")
     else:
         report.add("OK", "request-log lines", text)
     return sample

@@ -74,6 +74,16 @@ def classic_lines() -> list[str]:
     return [first[11], first[14], first[13]]
 
 
+STREAMS_CAPTURE = Path(__file__).parents[1] / "fixtures" / "kafka-streams" / "4.4.0" / "request-log.txt"
+
+
+def streams_heartbeat_lines() -> list[str]:
+    """The first two StreamsGroupHeartbeat (88) lines a real 4.4.0 broker wrote (the Kafka Streams
+    capture; the first a joining member's with its topology): they ship as the others do."""
+    with open(STREAMS_CAPTURE, encoding="utf-8") as f:
+        return [x.rstrip("\n") for x in f if '"requestHeader":{"requestApiKey":88,' in x[:120]][:2]
+
+
 def append(path: Path, lines: list[str]) -> None:
     with open(path, "a", encoding="utf-8") as f:
         for line in lines:
@@ -98,7 +108,8 @@ def test_every_line_arrives_once_byte_for_byte_keyed_by_broker(broker, lines_top
     big = commit_line(1_150, correlation_id=1)
     assert 140_000 < len(big) < 200_000  # a ~1,000-partition commit: far above rsyslog's 8 KB default
     lines = [commit_line(3, 2, error_code=113), big, heartbeat_line(3), OTHER_LOGGER,
-             commit_line(1, 4) + "\t tab and ünïcode kept", heartbeat_line(5), *classic_lines()]
+             commit_line(1, 4) + "\t tab and ünïcode kept", heartbeat_line(5), *classic_lines(),
+             *streams_heartbeat_lines()]
     rsyslog_shipper(broker, lines_topic, log, broker_id="3")
     append(log, lines[:3])
     append(log, lines[3:])

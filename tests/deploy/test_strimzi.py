@@ -18,10 +18,12 @@ from pathlib import Path
 import kubernetes_validate
 import pytest
 
+from fencewatch.streaming.ingest.request_log import DECODED_APIS
+
 import crd_schemas
 import test_kubernetes as k8s
 from deploy_files import KUBERNETES, build, rendered
-from test_log4j2_filter import HERE, message, spark_jars
+from test_log4j2_filter import HERE, message, spark_jars, streams_heartbeat_message
 
 STRIMZI = KUBERNETES / "strimzi"
 SHIPPER = "fencewatch-request-log"  # the KafkaUser of the brokers' KafkaAppender
@@ -184,19 +186,24 @@ OFFSET_COMMIT = "Completed request:" + json.dumps({
     "remoteTimeMs": 0, "throttleTimeMs": 0, "responseQueueTimeMs": 0, "sendTimeMs": 0, "securityProtocol": "SASL_SSL",
     "principal": "User:orders-app", "listener": "TLS", "clientInformation": {"softwareName": "x", "softwareVersion": "1"}},
     separators=(",", ":"))
-KEPT = [OFFSET_COMMIT, message(28, "TXN_OFFSET_COMMIT"), message(68, "CONSUMER_GROUP_HEARTBEAT")]
-DROPPED = [message(0, "PRODUCE"), message(1, "FETCH"), message(1, "FETCH", client_id='x "requestApiKey":8, y')]
+KEPT = [OFFSET_COMMIT, message(28, "TXN_OFFSET_COMMIT"), message(68, "CONSUMER_GROUP_HEARTBEAT"),
+        streams_heartbeat_message()]
+DROPPED = [message(0, "PRODUCE"), message(1, "FETCH"), message(1, "FETCH", client_id='x "requestApiKey":8, y'),
+           message(3, "METADATA")]
 
 
 @pytest.mark.slow
 def test_the_brokers_request_log_goes_to_stderr_in_kafkas_layout_and_decodes(tmp_path):
-    stdout, stderr = _log4j2(tmp_path, _broker_logging(), [DROPPED[0], KEPT[0], DROPPED[1], KEPT[1], DROPPED[2], KEPT[2]])
+    stdout, stderr = _log4j2(tmp_path, _broker_logging(), [DROPPED[0], KEPT[0], DROPPED[1], KEPT[1], DROPPED[2], KEPT[2],
+                                                           DROPPED[3], KEPT[3]])
     assert stdout == [], "the broker's other logs (stdout) carry no request-log line"
     assert len(stderr) == len(KEPT)
     assert all(line.endswith(" (kafka.request.logger)") and line.startswith("[") for line in stderr)
     assert [line.split("] DEBUG ", 1)[1].removesuffix(" (kafka.request.logger)") for line in stderr] == KEPT
     commits = _decoded(stderr[:1])
     assert [(type(e).__name__, e.group_id, e.member_epoch) for e in commits] == [("OffsetCommit", "orders-app", 3)]
+    streams = _decoded(stderr[3:])  # a Kafka Streams member's heartbeat (API 88), from a real broker's capture
+    assert [type(e).__name__ for e in streams] == ["Heartbeat"] and streams[0].group_id.endswith("streams-app")
 
 
 @pytest.mark.slow
@@ -330,7 +337,8 @@ def test_the_broker_writes_its_own_request_log_to_the_lines_topic_across_a_resta
     assert commits(records) == want, "every commit, once, in order, before and after the restart"
     assert {r.key() for r in records} == {b"1"}, "keyed by the node id"
     apis = {re.search(rb'"requestApiKey":(\d+),', r.value()).group(1) for r in records}
-    assert apis <= {b"8", b"28", b"68"} and b"68" in apis, "no Produce line of the appender's own producer"
+    assert apis <= {str(a).encode() for a in DECODED_APIS} and b"68" in apis, \
+        "no Produce line of the appender's own producer"
     assert "Unable to write to Kafka" not in server_log
     assert "Recursive logging" not in server_log
     # A frozen network thread holds a commit for max.block.ms (60 s); unhindered, they take well under 1 s.

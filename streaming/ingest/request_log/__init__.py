@@ -58,7 +58,7 @@ by line.
 
 from __future__ import annotations
 
-from fencewatch.streaming.ingest.request_log.bridge import BATCH_LINES, DEFAULT_LINES_TOPIC, RequestLogBridge
+from fencewatch.streaming.ingest.request_log.bridge import BATCH_LINES, DECODED_APIS, DEFAULT_LINES_TOPIC, RequestLogBridge
 from fencewatch.streaming.ingest.request_log.commits import MAX_ANSWERS
 from fencewatch.streaming.ingest.request_log.output import (ClassicGeneration, ClassicSync, Event, Heartbeat,
                                                             MemberAssignment, MemberLeft, Offset, OffsetCommit,
@@ -70,6 +70,6 @@ from fencewatch.streaming.ingest.request_log.wire import (CONSUMER_GROUP_HEARTBE
 
 __all__ = ["RequestLogBridge", "Event", "event_json", "events_json_lines", "events_json_many", "OFFSET_COMMIT",
            "TXN_OFFSET_COMMIT", "CONSUMER_GROUP_HEARTBEAT", "JOIN_GROUP", "LEAVE_GROUP", "SYNC_GROUP",
-           "COORDINATOR_ERRORS", "ClassicGeneration", "ClassicSync", "DEFAULT_LINES_TOPIC", "BATCH_LINES",
+           "COORDINATOR_ERRORS", "DECODED_APIS", "ClassicGeneration", "ClassicSync", "DEFAULT_LINES_TOPIC", "BATCH_LINES",
            "Heartbeat", "MemberAssignment", "MemberLeft", "Offset", "OffsetCommit", "TxnOffsetCommit", "MAX_ANSWERS",
            "MAX_PROBLEMS"]

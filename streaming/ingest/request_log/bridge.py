@@ -23,11 +23,12 @@ from fencewatch.streaming.ingest.request_log.frame import (FAST_API, FAST_APIS, 
 from fencewatch.streaming.ingest.request_log.members import Heartbeats, Member
 from fencewatch.streaming.ingest.request_log.output import Event, Heartbeat, MemberAssignment, event_json
 from fencewatch.streaming.ingest.request_log.problems import Broken, Counting
-from fencewatch.streaming.ingest.request_log.streams_heartbeat import STREAMS_GROUP_HEARTBEAT, decode_streams_heartbeat
+from fencewatch.streaming.ingest.request_log.streams_heartbeat import (STREAMS_GROUP_HEARTBEAT,
+                                                                       decode_streams_heartbeat,
+                                                                       decode_streams_heartbeat_body)
 from fencewatch.streaming.ingest.request_log.topic_ids import TopicIds
 from fencewatch.streaming.ingest.request_log.wire import (BODY_DECODERS, CONSUMER_GROUP_HEARTBEAT, DECODERS,
-                                                          JOIN_GROUP, LEAVE_GROUP, OFFSET_COMMIT, SYNC_GROUP,
-                                                          TXN_OFFSET_COMMIT)
+                                                          JOIN_GROUP, LEAVE_GROUP, SYNC_GROUP, TXN_OFFSET_COMMIT)
 
 DEFAULT_LINES_TOPIC = "fencewatch.request-log"
 # Lines per ``events_many`` call in the commands: a batch's lines and events stay in the core's
@@ -37,6 +38,12 @@ BATCH_LINES = 50
 # Every API a line is decoded for: wire's, and StreamsGroupHeartbeat (its Structs live beside
 # its parser, ``streams_heartbeat``, which ``wire`` cannot import without a cycle).
 _DECODERS = {**DECODERS, STREAMS_GROUP_HEARTBEAT: decode_streams_heartbeat}
+#: The API keys the bridge decodes, ascending: what the shipped request-log filters must keep
+#: (deploy/request-log/, the Strimzi logging; held to this by tests/deploy/test_request_log_filters.py)
+#: and what ``fencewatch doctor`` tells an operator to keep.
+DECODED_APIS: tuple[int, ...] = tuple(sorted(_DECODERS))
+# The body decoders of the APIs the fast path reads (``frame.FAST_APIS``), the header skipped.
+_BODY_DECODERS = {**BODY_DECODERS, STREAMS_GROUP_HEARTBEAT: decode_streams_heartbeat_body}
 
 
 # The classic protocol's lines (few: one per member per rebalance) take the general way only.
@@ -91,7 +98,7 @@ class RequestLogBridge(Frame, Commits, Heartbeats, ClassicMembers, TopicIds, Cou
                 # the ``,`` are in the key): time stamp, API key and JSON by position.
                 line_ts = base + ms
                 body = line[FAST_BODY:-FAST_END]
-                decode = BODY_DECODERS[api]
+                decode = _BODY_DECODERS[api]
                 header = False
             else:
                 if (line.startswith(FAST_HEAD, 24) and line[:21] in self._fast_seconds and line[21:24] in MILLIS
@@ -153,7 +160,7 @@ class RequestLogBridge(Frame, Commits, Heartbeats, ClassicMembers, TopicIds, Cou
         events_of = self.events
         fast_apis, fast_seconds, millis, end = FAST_APIS, self._fast_seconds, MILLIS, USUAL_END
         end_bytes, end_newline = USUAL_END_BYTES, USUAL_END_BYTES + b"\n"
-        decode_heartbeat, decode_commit = BODY_DECODERS[CONSUMER_GROUP_HEARTBEAT], BODY_DECODERS[OFFSET_COMMIT]
+        decode_heartbeat, decoders = BODY_DECODERS[CONSUMER_GROUP_HEARTBEAT], _BODY_DECODERS
         members = self.members
         steady = self.carry  # carry=False: every successful heartbeat says its membership
         cluster = UNSET if self.cluster is None else self.cluster
@@ -183,7 +190,7 @@ class RequestLogBridge(Frame, Commits, Heartbeats, ClassicMembers, TopicIds, Cou
                 eid = event_ids[i]
                 if body is not None:
                     try:
-                        parsed = (decode_heartbeat if api == CONSUMER_GROUP_HEARTBEAT else decode_commit)(body)
+                        parsed = (decode_heartbeat if api == CONSUMER_GROUP_HEARTBEAT else decoders[api])(body)
                     except (msgspec.DecodeError, UnicodeEncodeError):  # the line's way says why
                         body = None
                 if body is None:  # any other line (other layouts, bytearray, ...): ``events`` takes it
@@ -227,6 +234,9 @@ class RequestLogBridge(Frame, Commits, Heartbeats, ClassicMembers, TopicIds, Cou
         try:
             if api == CONSUMER_GROUP_HEARTBEAT:
                 return self._heartbeat(parsed, ts, eid)
+            if api == STREAMS_GROUP_HEARTBEAT:
+                self._counts["STREAMS_GROUP_HEARTBEAT"] += 1
+                return self._streams_heartbeat(parsed, ts, eid)
             return self._commit(parsed, api == TXN_OFFSET_COMMIT, ts, eid)
         except Broken as exc:
             self._broken(eid, exc)

@@ -19,6 +19,7 @@ from collections import Counter
 from datetime import datetime, timedelta, timezone, tzinfo
 
 from fencewatch.streaming.ingest.request_log.problems import Broken
+from fencewatch.streaming.ingest.request_log.streams_heartbeat import STREAMS_GROUP_HEARTBEAT
 from fencewatch.streaming.ingest.request_log.wire import CONSUMER_GROUP_HEARTBEAT, OFFSET_COMMIT, TXN_OFFSET_COMMIT
 
 _MARKER = "Completed request:"
@@ -29,12 +30,13 @@ _USUAL = re.compile(r'\[(\d{4}-\d\d-\d\d \d\d:\d\d:\d\d),(\d{3})\] [A-Z]+ Comple
 USUAL_END = "} (kafka.request.logger)"
 # The same line read at fixed positions, without the regex: log4j's default ``%d`` is 23
 # characters, so ``]`` is at 24, the JSON at 50 and the API key's digits at 104..106 (three
-# characters cover ``8,"``, ``28,`` and ``68,``); a line of any other shape takes the regex's way.
+# characters cover ``8,"``, ``28,``, ``68,`` and ``88,``); a line of any other shape takes the
+# regex's way.
 FAST_HEAD = '] DEBUG Completed request:{"isForwarded":false,"requestHeader":{"requestApiKey":'
 FAST_BODY = 24 + len("] DEBUG Completed request:")
 FAST_API = 24 + len(FAST_HEAD) + 3
 FAST_APIS = {FAST_HEAD + '8,"': OFFSET_COMMIT, FAST_HEAD + "28,": TXN_OFFSET_COMMIT,
-             FAST_HEAD + "68,": CONSUMER_GROUP_HEARTBEAT}
+             FAST_HEAD + "68,": CONSUMER_GROUP_HEARTBEAT, FAST_HEAD + "88,": STREAMS_GROUP_HEARTBEAT}
 FAST_END = len(USUAL_END) - 1
 MILLIS = {f"{i:03d}": i for i in range(1000)}
 # The same look-ups for ASCII bytes lines (``events_many``): bytes keys next to the text ones

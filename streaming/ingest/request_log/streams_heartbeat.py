@@ -26,7 +26,8 @@ import msgspec
 
 from fencewatch.streaming.ingest.request_log.problems import Broken
 
-__all__ = ["STREAMS_GROUP_HEARTBEAT", "StreamsHeartbeat", "parse_streams_heartbeat", "decode_streams_heartbeat"]
+__all__ = ["STREAMS_GROUP_HEARTBEAT", "StreamsHeartbeat", "parse_streams_heartbeat", "decode_streams_heartbeat",
+           "decode_streams_heartbeat_body"]
 
 STREAMS_GROUP_HEARTBEAT = 88
 _MARKER = "Completed request:"
@@ -81,11 +82,20 @@ class _HeaderOnly(msgspec.Struct, rename="camel", gc=False):
     request_header: _Header
 
 
+class _Body(msgspec.Struct, rename="camel", gc=False):
+    """``_Line`` without the header, for lines whose API key was read by position."""
+    request: _Request
+    response: _Response
+
+
 _DECODE = msgspec.json.Decoder(_Line).decode
 _DECODE_HEADER = msgspec.json.Decoder(_HeaderOnly).decode
 #: A line's JSON -> its Structs (``request_header``, ``request``, ``response``): what
 #: ``RequestLogBridge`` decodes API 88 lines with (msgspec's errors, as for the other APIs).
 decode_streams_heartbeat = _DECODE
+#: The same without the header (``request``, ``response``): the bridge's fast path, which read
+#: the API key at its fixed place (``frame.FAST_APIS``), as for ConsumerGroupHeartbeat.
+decode_streams_heartbeat_body = msgspec.json.Decoder(_Body).decode
 
 
 @dataclass(frozen=True, slots=True)
