@@ -148,7 +148,8 @@ UNDECODABLE_REASONS = (
 (records Kafka itself skips -- unknown types and versions -- are not counted), request-log lines'
 `broken.*` codes."""
 
-ROUTING_APIS = ("OffsetCommit", "TxnOffsetCommit", "ConsumerGroupHeartbeat", "JoinGroup", "SyncGroup", "LeaveGroup")
+ROUTING_APIS = ("OffsetCommit", "TxnOffsetCommit", "ConsumerGroupHeartbeat", "StreamsGroupHeartbeat", "JoinGroup",
+                "SyncGroup", "LeaveGroup")
 ROUTING_ERRORS = ("NOT_COORDINATOR", "COORDINATOR_LOAD_IN_PROGRESS", "COORDINATOR_NOT_AVAILABLE")
 """Answers that say "not me": the request never reached the group (contract §10.1 a)."""
 
