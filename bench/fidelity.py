@@ -58,31 +58,53 @@ def policy_of(version: str) -> str:
 
 @dataclass(frozen=True)
 class Timing:
-    """A request-log line's own timings (Kafka's ``RequestChannel`` metrics, ms): the line is
-    written when the response has been sent, ``total`` after the request arrived. The request
-    waited ``queue`` for a handler thread, so it was handled no earlier than ``ts - total +
-    queue``; what it did (a new epoch or generation) was done no later than ``ts - (throttle +
-    response_queue + send)``, before its response was queued."""
+    """A request-log line's time and its own timings (Kafka's ``RequestChannel`` metrics, ms):
+    the line is written at ``line_ts``, once the response has been sent, ``total`` after the
+    request arrived. The request waited ``queue`` for a handler thread, which spent ``local`` and
+    handed it to the group coordinator's queue (one FIFO per ``__consumer_offsets`` partition,
+    which stamps its records when it processes them): the coordinator took it up no earlier than
+    :meth:`enqueued`, and what it did (a new epoch or generation, a commit's check) was done no
+    later than :meth:`done`, before its response was queued."""
 
+    line_ts: int
     total: float
     queue: float
+    local: float
     throttle: float
     response_queue: float
     send: float
 
     @classmethod
-    def of(cls, body: dict) -> Timing | None:
+    def of(cls, line_ts: int, body: dict) -> Timing | None:
         try:
-            return cls(float(body["totalTimeMs"]), float(body["requestQueueTimeMs"]), float(body.get("throttleTimeMs", 0)),
+            return cls(line_ts, float(body["totalTimeMs"]), float(body["requestQueueTimeMs"]),
+                       float(body.get("localTimeMs", 0)), float(body.get("throttleTimeMs", 0)),
                        float(body["responseQueueTimeMs"]), float(body["sendTimeMs"]))
         except (KeyError, TypeError, ValueError):
             return None
 
-    def earliest_handled(self, ts: int) -> float:
-        return ts - self.total + self.queue
+    def enqueued(self) -> float:
+        return self.line_ts - self.total + self.queue + self.local
 
-    def latest_done(self, ts: int) -> float:
-        return ts - (self.throttle + self.response_queue + self.send)
+    def done(self) -> float:
+        return self.line_ts - (self.throttle + self.response_queue + self.send)
+
+
+#: The resolution of every stamp compared (a line's ``[%d]``, a record's timestamp): whole
+#: milliseconds, each the floor of its moment, so two moments a stamp apart may be in either order.
+STAMP_MS = 1.0
+_LINE_TS = re.compile(r"\[(\d{4}-\d\d-\d\d \d\d:\d\d:\d\d),(\d{3})\]")
+
+
+def _line_ts(line: str) -> int | None:
+    """A request-log line's own time (Kafka's layout ``[%d]``, UTC as the test brokers write it)."""
+    import datetime as dt
+
+    m = _LINE_TS.match(line)
+    if m is None:
+        return None
+    t = dt.datetime.strptime(m[1], "%Y-%m-%d %H:%M:%S").replace(tzinfo=dt.timezone.utc)
+    return int(t.timestamp()) * 1000 + int(m[2])
 
 
 @dataclass(frozen=True)
@@ -97,10 +119,10 @@ class Change:
     timing: Timing | None = None
 
     def earliest(self) -> float:
-        return self.timing.earliest_handled(self.ts) if self.source == "line" and self.timing else self.ts
+        return self.timing.enqueued() if self.source == "line" and self.timing else self.ts
 
     def latest(self) -> float:
-        return self.timing.latest_done(self.ts) if self.source == "line" and self.timing else self.ts
+        return self.timing.done() if self.source == "line" and self.timing else self.ts
 
     def cite(self) -> str:
         where = (f"request-log line {self.event_id}" if self.source == "line"
@@ -130,7 +152,7 @@ class Membership:
 
         for i, line in enumerate(lines):
             objects = read_request_log([line])
-            if objects and (t := Timing.of(objects[0])) is not None:
+            if objects and (ts := _line_ts(line)) is not None and (t := Timing.of(ts, objects[0])) is not None:
                 self.timings[i] = t
 
     def add(self, e: dict, source: str = "record") -> None:
@@ -172,26 +194,29 @@ def _first(changes: Iterable[Change], moved: Callable[[int | None], bool]) -> Ch
     return min(hits, key=lambda c: (c.ts, c.earliest())) if hits else None
 
 
-def _broker_first(c: Change | None, v: dict) -> Change | None:
+def _broker_first(c: Change | None, v: dict, m: Membership) -> Change | None:
     """The broker had made change ``c`` when it handled the commit, and the model had not seen
-    it: ``c`` reached the model at or after the commit's line (``c.ts >= v.ts``: the model orders
-    by ts, an equal millisecond by input), yet was done early enough to precede the commit's
-    handling, which ended by the commit's line (``c.earliest() <= v.ts``). For a
-    ``__consumer_offsets`` record that is the same millisecond only; for a request-log line (a
-    JoinGroup or heartbeat answered late) its own measured timings bound it."""
-    return c if c is not None and c.ts >= v["ts"] and c.earliest() <= v["ts"] else None
+    it: ``c`` reached the model at or after the commit (``c.ts >= v.ts``: the model orders by ts,
+    an equal millisecond by input), yet could be done before the coordinator's check of the
+    commit, done by the commit's line (``c.earliest() <= the commit's done()``; with no timings,
+    its ts). For a ``__consumer_offsets`` record that is the commit's own time in the broker; for
+    a request-log line (a JoinGroup or heartbeat answered late) its own timings bound it too."""
+    if c is None or c.ts < v["ts"]:
+        return None
+    t = m.commit_timing(v)
+    return c if c.earliest() < (t.done() if t is not None else v["ts"]) + STAMP_MS else None
 
 
 def _commit_first(c: Change | None, v: dict, m: Membership) -> Change | None:
     """The broker handled the commit before change ``c``, and the model saw ``c`` first:
-    ``c.ts <= v.ts``, and ``c`` was done no earlier than the commit could have been handled
-    (``c.latest() >= the commit line's ts - totalTimeMs + requestQueueTimeMs``; with no timings,
-    the commit's millisecond)."""
+    ``c.ts <= v.ts``, and ``c`` was done no earlier than the coordinator could take the commit up
+    (``c.latest() >= the commit's enqueued()``: its line's ts - totalTimeMs + requestQueueTimeMs
+    + localTimeMs; with no timings, the commit's millisecond)."""
     if c is None or c.ts > v["ts"]:
         return None
     t = m.commit_timing(v)
-    earliest = t.earliest_handled(v["ts"]) if t is not None else v["ts"]
-    return c if c.latest() >= earliest else None
+    earliest = t.enqueued() if t is not None else v["ts"]
+    return c if c.latest() + STAMP_MS > earliest else None
 
 
 def _model_accepts(v: dict, policy: str) -> bool:
@@ -210,9 +235,9 @@ def _classic_rebalance(v: dict, m: Membership, policy: str) -> Change | None:
     epoch = v["client_epoch"]
     moved = (lambda e: e is not None and e >= epoch) if v["broker_error"] == "REBALANCE_IN_PROGRESS" else (
         lambda e: e is not None and e > epoch)
-    return (_broker_first(_first(m.generations.get(v["group_id"], ()), moved), v)
+    return (_broker_first(_first(m.generations.get(v["group_id"], ()), moved), v, m)
             or _broker_first(_first([c for c in m.emptied.get(v["group_id"], ()) if c.ts >= v["ts"]],
-                                    lambda e: True), v))
+                                    lambda e: True), v, m))
 
 
 def _epoch_race(v: dict, m: Membership, policy: str) -> Change | None:
@@ -222,9 +247,9 @@ def _epoch_race(v: dict, m: Membership, policy: str) -> Change | None:
         return None
     key = (v["group_id"], v["member_id"])
     if v["broker_error"] == "STALE_MEMBER_EPOCH":
-        return _broker_first(_first(m.epochs.get(key, ()), lambda e: e is not None and e > v["client_epoch"]), v)
+        return _broker_first(_first(m.epochs.get(key, ()), lambda e: e is not None and e > v["client_epoch"]), v, m)
     if v["broker_error"] == "UNKNOWN_MEMBER_ID":
-        return _broker_first(_first(_lefts_since_joined(m, key, v["ts"]), lambda e: True), v)
+        return _broker_first(_first(_lefts_since_joined(m, key, v["ts"]), lambda e: True), v, m)
     return None
 
 

@@ -32,15 +32,15 @@ def verdict(broker: str, strict: str, **kw) -> dict:
 
 
 def membership(*epochs: tuple[int, int], classic: bool = False, source: str = "record",
-               timing: Timing | None = None, commit: Timing | None = None) -> Membership:
-    """Changes at (ts, epoch) from ``source``; line 0 is the commit's (``commit`` its timings),
-    line 1.. the changes' (``timing``)."""
+               timing: dict | None = None, commit: dict | None = None) -> Membership:
+    """Changes at (ts, epoch) from ``source``; line 0 is the commit's (``commit``: its timings, its
+    line at T), lines 1.. the changes' (``timing``: theirs, each line at its change's ts)."""
     m = Membership()
     if commit is not None:
-        m.timings[0] = commit
+        m.timings[0] = Timing(T, **{**ZERO, **commit})
     for i, (t, e) in enumerate(epochs, start=1):
         if timing is not None:
-            m.timings[i] = timing
+            m.timings[i] = Timing(t, **{**ZERO, **timing})
         eid = str(i)
         m.add({"type": "classic_generation", "group_id": "g", "ts": t, "generation": e, "event_id": eid} if classic
               else {"type": "member_assignment", "group_id": "g", "member_id": "m", "ts": t, "member_epoch": e,
@@ -48,8 +48,12 @@ def membership(*epochs: tuple[int, int], classic: bool = False, source: str = "r
     return m
 
 
-def timing(total: float = 0.0, queue: float = 0.0, response_queue: float = 0.0, send: float = 0.0) -> Timing:
-    return Timing(total, queue, 0.0, response_queue, send)
+ZERO = {"total": 0.0, "queue": 0.0, "local": 0.0, "throttle": 0.0, "response_queue": 0.0, "send": 0.0}
+
+
+def timing(total: float = 0.0, queue: float = 0.0, local: float = 0.0, response_queue: float = 0.0,
+           send: float = 0.0) -> dict:
+    return {"total": total, "queue": queue, "local": local, "response_queue": response_queue, "send": send}
 
 
 def test_a_record_explains_a_missed_rejection_only_in_the_commits_millisecond():
@@ -64,17 +68,30 @@ def test_a_record_explains_a_missed_rejection_only_in_the_commits_millisecond():
 
 
 def test_a_heartbeat_line_answered_after_the_commit_within_its_own_timings():
-    """A heartbeat line is written when its response has gone: the epoch moved no earlier than it
-    was handled (line ts - totalTimeMs + requestQueueTimeMs). Only if that is before the commit's
-    line can it have preceded the commit."""
+    """A heartbeat line is written when its response has gone: the epoch moved no earlier than the
+    coordinator took it up (line ts - totalTimeMs + requestQueueTimeMs + localTimeMs). Only if
+    that is before the commit's line can it have preceded the commit."""
     v = verdict("STALE_MEMBER_EPOCH", "NONE")
     slow = timing(total=900.0, queue=100.0)  # handled 800 ms before its line at the earliest
     found = cite(v, membership((T - 5_000, 3), (T + 400, 5), source="line", timing=slow), "strict")
     assert found is not None and found[0] == "member-epoch-race"
     assert found[1].cite() == f"request-log line 2 (epoch 5, ts {T + 400})"
-    fast = timing(total=300.0, queue=10.0)  # handled 290 ms before its line at the earliest: after the commit
+    fast = timing(total=300.0, queue=10.0)  # taken up 290 ms before its line at the earliest: after the commit
+    assert explain(v, membership((T - 5_000, 3), (T + 400, 5), source="line", timing=timing(900.0, 100.0, 450.0)),
+                   "strict") is None  # its handler spent 450 ms before the coordinator could take it up
     assert explain(v, membership((T - 5_000, 3), (T + 400, 5), source="line", timing=fast), "strict") is None
     assert explain(v, membership((T - 5_000, 3), (T + 400, 5), source="line"), "strict") is None  # no timings
+
+
+def test_a_commit_placed_where_the_coordinator_took_it_up():
+    """A commit event stamped when the coordinator could first take it up (its line at T, taken up
+    at T - 35) and a member's new-epoch record stamped at T - 20, after it: the broker rejected,
+    so it processed the heartbeat first (it was queued earlier), which the record's stamp between
+    the commit's taking up and its answer allows; a record stamped after the answer does not."""
+    v = verdict("STALE_MEMBER_EPOCH", "NONE", ts=T - 35)
+    commit = timing(total=40.0, queue=5.0)
+    assert explain(v, membership((T - 5_000, 3), (T - 20, 5), commit=commit), "strict") == "member-epoch-race"
+    assert explain(v, membership((T - 5_000, 3), (T + 3, 5), commit=commit), "strict") is None
 
 
 def test_only_the_first_event_of_the_new_epoch_is_cited():
@@ -82,7 +99,7 @@ def test_only_the_first_event_of_the_new_epoch_is_cited():
     heartbeat line after the record) explains nothing when the first came before the commit."""
     v = verdict("STALE_MEMBER_EPOCH", "NONE")
     m = membership((T - 5_000, 3), (T - 50, 5))
-    m.timings[9] = timing(total=900.0, queue=0.0)
+    m.timings[9] = Timing(T + 100, **{**ZERO, "total": 900.0})
     m.add({"type": "member_assignment", "group_id": "g", "member_id": "m", "ts": T + 100, "member_epoch": 5,
            "event_id": "9"}, "line")
     assert explain(v, m, "strict") is None
@@ -90,12 +107,14 @@ def test_only_the_first_event_of_the_new_epoch_is_cited():
 
 def test_a_commit_handled_before_the_move_the_model_read_first():
     """The broker accepted; the model read the member's new epoch first. Possible only if the
-    move was stamped after the commit could have been handled: no earlier than the commit line's
-    ts - totalTimeMs + requestQueueTimeMs (with no timings, its millisecond)."""
+    move was stamped after the coordinator could take the commit up: no earlier than the commit
+    line's ts - totalTimeMs + requestQueueTimeMs + localTimeMs (with no timings, its millisecond)."""
     v = verdict("NONE", "STALE_MEMBER_EPOCH")
     assert explain(v, membership((T - 5_000, 3), (T, 5)), "strict") == "commit-handled-first"
     assert explain(v, membership((T - 5_000, 3), (T - 1, 5)), "strict") is None  # no timings: the millisecond only
-    commit = timing(total=40.0, queue=5.0)  # handled from T - 35 on
+    assert explain(v, membership((T - 5_000, 3), (T - 20, 5), commit=timing(total=40.0, queue=5.0, local=30.0)),
+                   "strict") is None  # taken up at T - 5: the move at T - 20 came first
+    commit = timing(total=40.0, queue=5.0)  # taken up from T - 35 on
     assert explain(v, membership((T - 5_000, 3), (T - 20, 5), commit=commit), "strict") == "commit-handled-first"
     assert explain(v, membership((T - 5_000, 3), (T - 60, 5), commit=commit), "strict") is None  # before: the model's
     assert explain(verdict("NONE", "NONE"), membership((T, 5)), "strict") is None  # no disagreement
@@ -103,8 +122,8 @@ def test_a_commit_handled_before_the_move_the_model_read_first():
 
 def test_a_classic_join_phase_completed_before_the_commit_was_handled():
     """A JoinGroup line is written when the join phase has completed and its response has gone;
-    the generation moved before its response was queued (line ts - throttle - responseQueueTimeMs
-    - sendTimeMs) and after it was handled."""
+    the generation moved after the coordinator took the JoinGroup up and before its response was
+    queued."""
     v = verdict("ILLEGAL_GENERATION", "NONE")
     waited = timing(total=3_000.0, queue=1.0)  # the join phase: 3 s in purgatory
     assert explain(v, membership((T - 9_000, 3), (T + 30, 4), classic=True, source="line", timing=waited),
