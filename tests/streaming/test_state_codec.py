@@ -27,6 +27,8 @@ from hypothesis import strategies as st
 from fencewatch.state import group as grp
 from fencewatch.state.assignment import Member
 from fencewatch.state.config import RulesConfig
+from fencewatch.state.events import MemberAssignment, StreamsTask, Subtopology
+from fencewatch.state.streams import Topology
 from fencewatch.state.engine import LocalEngine, apply, new_state, route
 from fencewatch.state.expiry import CommittedOffset
 from fencewatch.state.group import Counters, Group
@@ -109,7 +111,23 @@ FIELDS: dict[type, dict] = {
                 spike=maybe(st.deferred(lambda: build(SpikeState))),
                 subscribed=maybe(st.frozensets(names, max_size=3)),
                 judged=st.just(None),  # derived: emptied before storing (below)
-                sees_join_phases=st.booleans()),
+                sees_join_phases=st.booleans(), topology=maybe(st.deferred(lambda: build(Topology))),
+                member_tasks=st.dictionaries(names, st.deferred(lambda: build(MemberAssignment)), max_size=2)),
+    Topology: dict(epoch=epochs, subtopologies=st.lists(st.deferred(lambda: build(Subtopology)), max_size=3).map(tuple)),
+    Subtopology: dict(subtopology_id=names, source_topics=st.lists(names, max_size=2).map(tuple),
+                      repartition_source_topics=st.lists(names, max_size=2).map(tuple)),
+    StreamsTask: dict(subtopology_id=names, partitions=st.lists(st.integers(0, 50), max_size=3).map(tuple),
+                      assignment_epochs=maybe(st.lists(epochs, max_size=3).map(tuple))),
+    MemberAssignment: dict(
+        ts=ts, cluster=names, group_id=names, event_id=names, seq=counts, member_id=names,
+        protocol=st.sampled_from(Protocol), member_epoch=epochs,
+        assigned=maybe(st.lists(tps, max_size=3).map(tuple)), pending_revocation=maybe(st.lists(tps, max_size=2).map(tuple)),
+        assigned_epochs=maybe(st.lists(epochs, max_size=3).map(tuple)),
+        pending_epochs=maybe(st.lists(epochs, max_size=2).map(tuple)), previous_member_epoch=maybe(epochs),
+        state=st.sampled_from(MemberState), subscribed_topics=maybe(st.lists(names, max_size=2).map(tuple)),
+        instance_id=maybe(names), group_epoch=maybe(epochs), target_assignment_epoch=maybe(epochs),
+        active_tasks=maybe(st.lists(st.deferred(lambda: build(StreamsTask)), max_size=2).map(tuple)),
+        active_tasks_pending_revocation=maybe(st.lists(st.deferred(lambda: build(StreamsTask)), max_size=2).map(tuple))),
     Hold: dict(pending=st.lists(_held(), max_size=5), seen=st.dictionaries(names, st.tuples(ts, counts), max_size=2),
                last_ts=ts, last_wall=ts, last_input=ts, idle_calls=st.integers(0, 100),
                input_walls=st.lists(ts, max_size=4)),
