@@ -383,6 +383,55 @@ def test_keys_stored_after_every_event_decide_as_kept_in_memory(profile_name, se
             assert dict(grp.committed_offsets(states[key])) == dict(grp.committed_offsets(g))
 
 
+@pytest.mark.parametrize("topology_late", [False, True], ids=["as-captured", "topology-late"])
+def test_a_streams_group_stored_after_every_event_decides_as_kept_in_memory(topology_late):
+    """A Kafka Streams capture (4.3.1, both sources): the group's topology and its members' last
+    task-level assignments survive storing after every event; verdicts equal the local engine's.
+    ``topology-late``: the topology moved after the first assignments (held while stored)."""
+    import base64
+
+    from fencewatch.streaming.ingest.consumer_offsets.mapping import Bridge, map_records
+    from fencewatch.streaming.ingest.request_log import RequestLogBridge
+    from fencewatch.state.engine import sort_key
+    from fencewatch.streaming.runtime.replay import decode_dicts
+
+    d = FIXTURES.parent / "kafka-streams" / "4.3.1"
+    ids = json.loads((d / "topic-ids.json").read_text())
+    raw = [json.loads(x) for x in (d / "consumer-offsets.jsonl").read_text().splitlines()]
+    co, problems = map_records([(base64.b64decode(r["key"]), None if r["value"] is None else
+                                 base64.b64decode(r["value"]), r["timestamp"], f"co-{n}") for n, r in enumerate(raw)],
+                               Bridge(ids))
+    assert problems == []
+    rl_bridge = RequestLogBridge(ids)
+    rl = [e for n, line in enumerate((d / "request-log.txt").read_text().splitlines())
+          for e in rl_bridge.map_line(line, f"rl-{n}")]
+    if topology_late:
+        (i,) = [n for n, e in enumerate(co) if e["type"] == "streams_topology"]
+        assigned = [n for n, e in enumerate(co) if e["type"] == "member_assignment"]
+        topo = co.pop(i)
+        at = assigned[2]  # after two assignments (indexes shift by one after the pop)
+        co.insert(at, {**topo, "ts": co[at - 1]["ts"]})
+    errors: list = []
+    events = sorted(decode_dicts(co + rl, errors, {}), key=sort_key)
+    assert not errors
+    cfg = RulesConfig(streams_broker_policy="kip1251")
+    kept = LocalEngine(cfg)
+    kept.feed_all(events)
+    states, out, held = {}, grp.Outputs(), 0
+    for ev in events:
+        for key, kev in route(ev):
+            st_ = apply(states.get(key) or new_state(key), kev, cfg, out)
+            if key[0] == "g":
+                held = max(held, len(st_.member_tasks) - len(st_.members))
+                states[key] = codec.decode(codec.encode_group(st_), GROUP)
+            else:
+                states[key] = codec.decode(codec.encode_topics({key[2]: st_}), TOPICS)[key[2]]
+    assert out.verdicts == kept.out.verdicts and len(out.verdicts) >= 200
+    assert (held > 0) is topology_late
+    (g,) = [g for k, g in states.items() if k[0] == "g" and g.group_type == "streams"]
+    assert g.topology is not None
+
+
 if __name__ == "__main__":
     if codec.FORMAT != 1:
         sys.exit("these are format 1's samples: keep them; add samples of the new format beside them")
