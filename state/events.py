@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from typing import Iterable, NamedTuple
 
 from fencewatch.state.model import MemberState, Protocol, TopicPartition
-from fencewatch.state.records import EVENTS, PARTITION_OFFSET, EventType, check_names
+from fencewatch.state.records import EVENTS, PARTITION_OFFSET, STREAMS_TASKS, SUBTOPOLOGY, EventType, check_names
 
 
 class CommitOffset(NamedTuple):
@@ -61,6 +61,23 @@ class CommitOffsets(NamedTuple):
 NO_OFFSETS = CommitOffsets((), (), (), None, (), None)
 
 
+class StreamsTask(NamedTuple):
+    """A streams member's tasks of one subtopology (``STREAMS_TASKS``): task ``(subtopology_id, p)``
+    for each partition ``p``, with each active task's assignment epoch (None: the record had none)."""
+
+    subtopology_id: str
+    partitions: tuple[int, ...]
+    assignment_epochs: tuple[int, ...] | None = None
+
+
+class Subtopology(NamedTuple):
+    """One subtopology of a streams group's topology (``SUBTOPOLOGY``): the topics its tasks read."""
+
+    subtopology_id: str
+    source_topics: tuple[str, ...] = ()
+    repartition_source_topics: tuple[str, ...] = ()
+
+
 class MemberAssignment(NamedTuple):
     """``ConsumerGroupCurrentMemberAssignmentValue`` plus member metadata.
 
@@ -87,6 +104,15 @@ class MemberAssignment(NamedTuple):
     instance_id: str | None = None
     group_epoch: int | None = None
     target_assignment_epoch: int | None = None
+    # A streams member (KIP-1071): its active tasks, made partitions through the group's topology
+    # by the rules (``state.streams``); None: the event names partitions only.
+    active_tasks: tuple[StreamsTask, ...] | None = None
+    active_tasks_pending_revocation: tuple[StreamsTask, ...] | None = None
+
+    @property
+    def has_tasks(self) -> bool:
+        """Whether the event names tasks (a streams member's, resolved through the topology)."""
+        return self.active_tasks is not None or self.active_tasks_pending_revocation is not None
 
 
 @dataclass(frozen=True, slots=True)
@@ -143,6 +169,14 @@ class ClassicSync(_GroupRecord):
 class GroupStateChange(_GroupRecord):
     state: str  # Empty, PreparingRebalance, CompletingRebalance, Stable, Dead, Assigning, Reconciling
     protocol: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class StreamsTopology(_GroupRecord):
+    """A streams group's topology (``StreamsGroupTopologyValue``): what its tasks read."""
+
+    topology_epoch: int
+    subtopologies: tuple[Subtopology, ...]
 
 
 class OffsetCommit(NamedTuple):
@@ -203,7 +237,7 @@ class PartitionEpochs:
 
 
 GroupEvent = (MemberAssignment | MemberLeft | Heartbeat | ClassicJoin | ClassicGeneration | ClassicSync
-              | GroupStateChange | OffsetCommit | OffsetCommitted | OffsetDeleted)
+              | GroupStateChange | StreamsTopology | OffsetCommit | OffsetCommitted | OffsetDeleted)
 Event = GroupEvent | PartitionEpochs
 
 
@@ -211,7 +245,8 @@ EVENT_CLASSES: dict[EventType, type] = {
     EventType.MEMBER_ASSIGNMENT: MemberAssignment, EventType.MEMBER_LEFT: MemberLeft,
     EventType.HEARTBEAT: Heartbeat, EventType.CLASSIC_JOIN: ClassicJoin,
     EventType.CLASSIC_GENERATION: ClassicGeneration, EventType.CLASSIC_SYNC: ClassicSync,
-    EventType.GROUP_STATE: GroupStateChange, EventType.OFFSET_COMMIT: OffsetCommit,
+    EventType.GROUP_STATE: GroupStateChange, EventType.STREAMS_TOPOLOGY: StreamsTopology,
+    EventType.OFFSET_COMMIT: OffsetCommit,
     EventType.TXN_OFFSET_COMMIT: OffsetCommit, EventType.OFFSET_COMMITTED: OffsetCommitted,
     EventType.OFFSET_DELETED: OffsetDeleted, EventType.PARTITION_EPOCHS: PartitionEpochs,
 }
@@ -232,8 +267,8 @@ def _check_classes() -> None:
         declared = {n for t, c in EVENT_CLASSES.items() if c is cls for n in EVENTS[t].read_names} - {"type"}
         check_names(f"{__name__}.{cls.__name__}", [n for n in _field_names(cls) if n not in _ADDED],
                     sorted(declared), record=" / ".join(t for t, c in EVENT_CLASSES.items() if c is cls))
-    check_names(f"{__name__}.CommitOffset", CommitOffset._fields, PARTITION_OFFSET.names,
-                record=PARTITION_OFFSET.name)
+    for cls, record in ((CommitOffset, PARTITION_OFFSET), (StreamsTask, STREAMS_TASKS), (Subtopology, SUBTOPOLOGY)):
+        check_names(f"{__name__}.{cls.__name__}", cls._fields, record.names, record=record.name)
 
 
 _check_classes()

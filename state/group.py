@@ -31,11 +31,13 @@ from fencewatch.state import judging
 from fencewatch.state import membership as ms
 from fencewatch.state import offsets as offs
 from fencewatch.state import spike as spk
+from fencewatch.state import streams
 from fencewatch.state.assignment import (Member, apply_classic_generation, apply_classic_join, apply_member_assignment,
                                         apply_static_leave, resolve_unchanged_assignment)
 from fencewatch.state.config import RulesConfig
 from fencewatch.state.events import (ClassicGeneration, ClassicJoin, ClassicSync, GroupStateChange, Heartbeat,
-                                     MemberAssignment, MemberLeft, OffsetCommit, OffsetCommitted, OffsetDeleted)
+                                     MemberAssignment, MemberLeft, OffsetCommit, OffsetCommitted, OffsetDeleted,
+                                     StreamsTopology)
 from fencewatch.state.fencing import pre_check, txn_answers_like_commit
 from fencewatch.state.judgement_cache import JudgementCache
 from fencewatch.state.judging import POLICY_ANSWER, commit_stored, model_agrees
@@ -116,6 +118,10 @@ class Group:
     # A classic group whose JoinGroup responses the input carries (request log): the model then
     # knows its CompletingRebalance phase and foresees REBALANCE_IN_PROGRESS (state.classic).
     sees_join_phases: bool = False
+    # A streams group (state.streams): its topology, and each member's last task-level assignment,
+    # re-resolved when the topology changes (held, not applied, while the group has none).
+    topology: streams.Topology | None = None
+    member_tasks: dict[str, MemberAssignment] = field(default_factory=dict)
 
 
 def new_group(cluster: str, group_id: str) -> Group:
@@ -157,6 +163,13 @@ _GROUP_TYPE_OF = {p: p.value if p is not Protocol.CLASSIC else "consumer" for p 
 
 
 def _member_assignment(g: Group, ev: MemberAssignment, cfg: RulesConfig, out: Outputs) -> Group:
+    if ev.has_tasks:  # a streams member's tasks: partitions through the group's topology (state.streams)
+        g.member_tasks[ev.member_id] = ev
+        if g.topology is None:  # held until the topology arrives (_streams_topology)
+            return _touch(g, ev.ts, exists=True, group_type=_GROUP_TYPE_OF[ev.protocol])
+        ev = streams.resolve(ev, g.topology)
+    elif g.member_tasks:
+        g.member_tasks.pop(ev.member_id, None)
     if ev.assigned is None or ev.pending_revocation is None:  # request log (docs/request-log.md): from the model
         whole = resolve_unchanged_assignment(g.members.get(ev.member_id), ev)
         if whole is None:
@@ -171,6 +184,8 @@ def _member_assignment(g: Group, ev: MemberAssignment, cfg: RulesConfig, out: Ou
         # Nobody holding any of them before the swap (a joining member) rules out a clash in C.
         contested = not g.owners.keys().isdisjoint(new.assigned_partitions)
         ms.replace_member(g, prev, new, also_remove=takeover)
+        if takeover is not None and g.member_tasks:
+            g.member_tasks.pop(takeover.member_id, None)
         clashes = contested and ms.new_clashes(g.owners, new, base.assigned_partitions if base is not None else {})
         if clashes:
             _emit(g, out, cfg, ev.ts, AlertKind.DUPLICATE_ASSIGNMENT, alerts.duplicate_assignment, ev.member_id,
@@ -184,6 +199,8 @@ def _member_assignment(g: Group, ev: MemberAssignment, cfg: RulesConfig, out: Ou
 
 def _member_left(g: Group, ev: MemberLeft, cfg: RulesConfig, out: Outputs) -> Group:
     g = _touch(g, ev.ts)
+    if g.member_tasks:  # a streams member's tasks, held or resolved: nothing to re-resolve once gone
+        g.member_tasks.pop(ev.member_id, None)
     m = g.members.get(ev.member_id)
     if m is None:
         return g
@@ -290,7 +307,23 @@ def _group_state(g: Group, ev: GroupStateChange, cfg: RulesConfig, out: Outputs)
     if ev.state == "Empty" and g.members:
         # Empty means no members (the coordinator removed them; we may have missed the leaves).
         ms.remove_all(g)
+    if ev.state == "Empty":
+        g.member_tasks.clear()
     return _settle(g, ev.ts, cfg, ev.state)
+
+
+def _streams_topology(g: Group, ev: StreamsTopology, cfg: RulesConfig, out: Outputs) -> Group:
+    """A streams group's topology: its members' tasks are partitions through it. A change
+    re-resolves every member's last assignment (held ones, before any topology, apply now), at the
+    topology's time, each with its own event id."""
+    g = _touch(g, ev.ts, exists=True, group_type="streams")
+    topology = streams.Topology(ev.topology_epoch, ev.subtopologies)
+    if topology == g.topology:
+        return g
+    g.topology = topology
+    for held in list(g.member_tasks.values()):
+        g = _member_assignment(g, held._replace(ts=ev.ts, seq=ev.seq), cfg, out)
+    return g
 
 
 # --------------------------------------------------------------------------- commits
@@ -471,6 +504,7 @@ _HANDLERS: dict[type, Callable] = {
     ClassicGeneration: _classic_generation,
     ClassicSync: _classic_sync,
     GroupStateChange: _group_state,
+    StreamsTopology: _streams_topology,
     OffsetCommit: _commit,
     OffsetCommitted: _offset_committed,
     OffsetDeleted: _offset_deleted,

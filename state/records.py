@@ -3,7 +3,7 @@ name, type, meaning, and whether an event requires it or what its absence means.
 
 Owns: :class:`EventType`, the field table :data:`FIELDS` (a name has one type and one
 meaning wherever it appears), the nested records (:data:`TOPIC_PARTITIONS`,
-:data:`PARTITION_OFFSET`, :data:`EPOCH_ENTRY`, the simulator's :data:`SIM_TRUTH`), each
+:data:`STREAMS_TASKS`, :data:`SUBTOPOLOGY`, :data:`PARTITION_OFFSET`, :data:`EPOCH_ENTRY`, the simulator's :data:`SIM_TRUTH`), each
 event's fields (:data:`EVENTS`), the Avro schemas as plain dicts (events here, alerts from
 ``model.Alert``), and :func:`check_names`, which every hand-written mirror of a record
 (a fast path, an output struct) calls at import so that drift fails loudly, naming the field.
@@ -35,6 +35,7 @@ class EventType(enum.StrEnum):
     CLASSIC_GENERATION = "classic_generation"
     CLASSIC_SYNC = "classic_sync"
     GROUP_STATE = "group_state"
+    STREAMS_TOPOLOGY = "streams_topology"
     OFFSET_COMMIT = "offset_commit"
     TXN_OFFSET_COMMIT = "txn_offset_commit"
     OFFSET_COMMITTED = "offset_committed"
@@ -153,11 +154,28 @@ OFFSET = Field("offset", LONG, "the committed offset")
 LEADER_EPOCH = Field("leader_epoch", INT, "the leader epoch of the committed offset's record; -1 unknown")
 METADATA = Field("metadata", STRING, "the commit's metadata string")
 
+PARTITIONS = Field("partitions", Array(INT), "partition numbers")
+ASSIGNMENT_EPOCHS = Field("assignment_epochs", Array(INT), "KIP-1251 AssignmentEpochs: one per partition, same order")
+SUBTOPOLOGY_ID = Field("subtopology_id", STRING, "a subtopology of a streams group's topology (KIP-1071)")
+
 TOPIC_PARTITIONS = Record(
     "TopicPartitions", "A topic and some of its partitions; assignment_epochs (KIP-1251) align with partitions.", (
-        required(TOPIC),
-        required(Field("partitions", Array(INT), "partition numbers")),
-        optional(Field("assignment_epochs", Array(INT), "KIP-1251 AssignmentEpochs: one per partition, same order")),
+        required(TOPIC), required(PARTITIONS), optional(ASSIGNMENT_EPOCHS),
+    ))
+
+STREAMS_TASKS = Record(
+    "StreamsTasks", "A streams member's tasks of one subtopology: task (subtopology_id, p) for each partition p; "
+    "assignment_epochs (Kafka 4.2+, active tasks) align with partitions, absent: the member epoch.", (
+        required(SUBTOPOLOGY_ID), required(PARTITIONS), optional(ASSIGNMENT_EPOCHS),
+    ))
+
+SUBTOPOLOGY = Record(
+    "Subtopology", "One subtopology of a streams group's topology: the topics its tasks read by name (a task "
+    "(subtopology_id, p) reads partition p of each).", (
+        required(SUBTOPOLOGY_ID),
+        optional(Field("source_topics", Array(STRING), "the subtopology's source topics"), []),
+        optional(Field("repartition_source_topics", Array(STRING), "the repartition topics the subtopology reads"),
+                 []),
     ))
 
 PARTITION_OFFSET = Record("PartitionOffset", "One partition of an OffsetCommit / TxnOffsetCommit request.", (
@@ -228,6 +246,13 @@ FIELDS = _table(
           "lists them (absent: a follower's response, which does not)", avro=False),
     Field("api_version", INT, "the commit request's API version (the request log's requestApiVersion): Kafka "
           "4.4's TxnOffsetCommit v6 (KIP-1319) answers a stale epoch differently from v5 and older", avro=False),
+    Field("active_tasks", Array(STREAMS_TASKS), "a streams member's active tasks (KIP-1071), with their assignment "
+          "epochs; the group's topology makes them partitions (contract §1.1)", avro=False),
+    Field("active_tasks_pending_revocation", Array(STREAMS_TASKS), "a streams member's active tasks pending "
+          "revocation, as active_tasks", avro=False),
+    Field("topology_epoch", INT, "the epoch of a streams group's topology (StreamsGroupTopologyValue)", avro=False),
+    Field("subtopologies", Array(SUBTOPOLOGY), "a streams group's subtopologies and the topics each reads",
+          avro=False),
 )
 
 LEAVE_REASONS = ("fenced", "leave", "rebalance_timeout", "session_timeout", "static_leave")
@@ -260,7 +285,8 @@ EVENTS: dict[EventType, Record] = {EventType(r.name): r for r in (
            required(_f["assigned"], null_means="unchanged: the member's last known assignment (request log)"),
            optional(_f["pending_revocation"], [], null_means="derive it from the assignment (request log)"),
            optional(_f["subscribed_topics"]), optional(_f["instance_id"]), optional(_f["group_epoch"]),
-           optional(_f["target_assignment_epoch"])),
+           optional(_f["target_assignment_epoch"]), optional(_f["active_tasks"]),
+           optional(_f["active_tasks_pending_revocation"])),
     _event(EventType.MEMBER_LEFT, InputTopic.HEARTBEATS, "A member leaving the group.",
            required(_f["member_id"]), optional(_f["reason"], "leave", values=LEAVE_REASONS),
            informational(_f["instance_id"]), informational(_f["member_epoch"])),
@@ -280,6 +306,9 @@ EVENTS: dict[EventType, Record] = {EventType(r.name): r for r in (
            required(_f["generation"]), required(_f["assignments"])),
     _event(EventType.GROUP_STATE, InputTopic.HEARTBEATS, "A group changing state.",
            required(_f["state"]), optional(_f["protocol"])),
+    _event(EventType.STREAMS_TOPOLOGY, InputTopic.HEARTBEATS,
+           "A streams group's topology (StreamsGroupTopologyValue, KIP-1071): what its members' tasks read.",
+           required(_f["topology_epoch"]), required(_f["subtopologies"])),
     _event(EventType.OFFSET_COMMIT, InputTopic.OFFSETS, "An OffsetCommit request as the coordinator got it.",
            *_COMMIT),
     _event(EventType.TXN_OFFSET_COMMIT, InputTopic.OFFSETS, "A TxnOffsetCommit request as the coordinator got it.",

@@ -79,10 +79,13 @@ def first_rejection(answers: Iterable[str]) -> str:
     return next(filter(_NONE.__ne__, answers), _NONE)
 
 
-def summarize_commit_verdicts(commits: Iterable[CommitVerdicts], broker_policy: str = "strict"
+def summarize_commit_verdicts(commits: Iterable[CommitVerdicts], broker_policy: str | Policy = "strict"
                               ) -> tuple[Counter, Counter]:
     """(VerdictShape -> count, RequestFacts -> count) for a batch's commit requests, without
     expanding them into per-partition records (executors ship these few counts, not verdicts).
+    ``broker_policy``: the broker's policy for the groups' type, ``RulesConfig.policy_for``
+    (contract §3.4: ``streams_broker_policy`` for a streams group), which says what the broker
+    stored of a request it did not answer; callers summarise groups of different types apart.
 
     Counted first by plain tuples, a request's :class:`UniformParts` once for all its partitions
     (and its answer from its one judgement), and made into shapes and facts once per distinct

@@ -15,13 +15,15 @@ from __future__ import annotations
 from typing import Any, Callable, Mapping
 
 from fencewatch.state.events import (ClassicGeneration, ClassicJoin, ClassicSync, GroupStateChange, Heartbeat, MemberAssignment,
-                                     MemberLeft, OffsetCommit, OffsetCommitted, OffsetDeleted, PartitionEpochs)
+                                     MemberLeft, OffsetCommit, OffsetCommitted, OffsetDeleted, PartitionEpochs,
+                                     StreamsTask, StreamsTopology, Subtopology)
 from fencewatch.state.model import MemberState, Protocol
-from fencewatch.state.records import (EPOCH_ENTRY, EVENTS, HEADER, PARTITION_OFFSET, STRING, TOPIC_PARTITIONS, Array,
-                                      EventType, MapOf, RecordDrift, Slot, check_names)
+from fencewatch.state.records import (ASSIGNMENT_EPOCHS, EPOCH_ENTRY, EVENTS, HEADER, INT, PARTITION_OFFSET, STREAMS_TASKS,
+                                      STRING, SUBTOPOLOGY, TOPIC_PARTITIONS, Array, EventType, MapOf, Record, RecordDrift,
+                                      Slot, check_names)
 from fencewatch.streaming.ingest.commit_offsets import offsets
 from fencewatch.streaming.ingest.fast_paths import fast_commit
-from fencewatch.streaming.ingest.fields import (Bad, DecodeError, UnknownType, header, list_of, req, req_str,
+from fencewatch.streaming.ingest.fields import (Bad, DecodeError, UnknownType, header, int_item, list_of, req, req_str,
                                                 scalar_reader, topic_partitions)
 
 # --------------------------------------------------------------------------- readers of declared fields
@@ -65,6 +67,58 @@ def _offsets(d: Mapping, name: str, _: Any):
     return offsets(d)
 
 
+def _item_reader(slot: Slot, where: str) -> Callable[[Mapping], Any]:
+    """A nested record's field: a string, or an array of integers or strings (None: absent)."""
+    t, name = slot.field.type, slot.name
+    if t == STRING:
+        return lambda e: req_str(e, name) if slot.required else (None if e.get(name) is None else req_str(e, name))
+    if t in (Array(INT), Array(STRING)):
+        item = (lambda v, n: int_item(v, n)) if t == Array(INT) else _str_item
+
+        def read(e: Mapping) -> tuple | None:
+            v = req(e, name) if slot.required else e.get(name)
+            if v is None:
+                return None if slot.default is None else tuple(slot.default)
+            return tuple(item(x, f"{where}.{name}") for x in list_of(v, f"{where}.{name}"))
+        return read
+    raise RecordDrift(f"{__name__}: no reader for field {name!r} of {where} ({t!r})")
+
+
+def _str_item(v: Any, where: str) -> str:
+    if type(v) is not str:
+        raise Bad("WRONG_TYPE", field=where, expected="string", got=type(v).__name__)
+    return v
+
+
+def _records(d: Mapping, name: str, arg: tuple[Record, type, bool]):
+    """A list of nested records (a streams member's tasks, a topology's subtopologies) -> a tuple of
+    ``cls``, fields in the record's order; None when absent and not required."""
+    record, cls, required = arg
+    raw = req(d, name) if required else d.get(name)
+    if raw is None:
+        return None
+    out = []
+    for i, entry in enumerate(list_of(raw, name)):
+        where = f"{name}[{i}]"
+        if type(entry) is not dict:
+            raise Bad("WRONG_TYPE", field=where, expected="object", got=type(entry).__name__)
+        extra = [k for k in entry if k not in record.names]
+        if extra:
+            raise Bad("INVALID_VALUE", field=f"{where}.{extra[0]}", problem=f"not a field of {record.name}")
+        values = [_item_reader(s, where)(entry) for s in record.slots]
+        if record is STREAMS_TASKS and values[2] is not None and len(values[2]) != len(values[1]):
+            raise Bad("INVALID_VALUE", field=f"{where}.{ASSIGNMENT_EPOCHS.name}",
+                      problem=f"{len(values[2])} epochs for {len(values[1])} partitions")
+        out.append(cls(*values))
+    return tuple(out)
+
+
+#: The nested records read as lists (:func:`_records`), and the class each item becomes.
+_NESTED = ((STREAMS_TASKS, StreamsTask), (SUBTOPOLOGY, Subtopology))  # by identity (a Record's defaults are lists)
+for _rec, _cls in _NESTED:
+    check_names(f"{__name__}.{_cls.__name__}", _cls._fields, _rec.names, record=_rec.name)
+
+
 def reader_for(slot: Slot) -> tuple[Callable, Any]:
     """(reader, its third argument) for one declared field, by its type."""
     scalar = scalar_reader(slot)
@@ -81,6 +135,9 @@ def reader_for(slot: Slot) -> tuple[Callable, Any]:
         return _epochs, None
     if t == Array(PARTITION_OFFSET) and slot.required:
         return _offsets, None
+    nested = next((cls for rec, cls in _NESTED if isinstance(t, Array) and t.items is rec), None)
+    if nested is not None and slot.default is None:
+        return _records, (t.items, nested, slot.required)
     raise RecordDrift(f"{__name__}: no reader for field {slot.name!r} "
                       f"({'required' if slot.required else f'default {slot.default!r}'}) of type {t!r}")
 
@@ -123,7 +180,7 @@ def _decoder(build: Callable, plan: list[tuple[Callable, Any, str]]) -> Callable
 @builds(EventType.MEMBER_ASSIGNMENT)
 def _member_assignment(ts, cluster, eid, seq, assigned, pending_revocation, subscribed_topics, group_id, member_id,
                        protocol, member_epoch, previous_member_epoch, state, instance_id, group_epoch,
-                       target_assignment_epoch):
+                       target_assignment_epoch, active_tasks, active_tasks_pending_revocation):
     # None: "unchanged" (assigned), "derive it" (pending): resolved by the group state (request log)
     assigned, assigned_epochs = (None, None) if assigned is None else assigned
     pending, pending_epochs = (None, None) if pending_revocation is None else pending_revocation
@@ -132,7 +189,8 @@ def _member_assignment(ts, cluster, eid, seq, assigned, pending_revocation, subs
         protocol=_PROTOCOLS[protocol], member_epoch=member_epoch, assigned=assigned, pending_revocation=pending,
         assigned_epochs=assigned_epochs, pending_epochs=pending_epochs, previous_member_epoch=previous_member_epoch,
         state=MemberState.parse(state), subscribed_topics=subscribed_topics, instance_id=instance_id,
-        group_epoch=group_epoch, target_assignment_epoch=target_assignment_epoch)
+        group_epoch=group_epoch, target_assignment_epoch=target_assignment_epoch, active_tasks=active_tasks,
+        active_tasks_pending_revocation=active_tasks_pending_revocation)
 
 
 _PROTOCOLS = {p.value: p for p in Protocol}
@@ -166,6 +224,11 @@ def _classic_sync(ts, cluster, eid, seq, assignments, group_id, generation):
 @builds(EventType.GROUP_STATE)
 def _group_state(ts, cluster, eid, seq, group_id, state, protocol):
     return GroupStateChange(ts, cluster, group_id, eid, seq, state, protocol)
+
+
+@builds(EventType.STREAMS_TOPOLOGY)
+def _streams_topology(ts, cluster, eid, seq, group_id, topology_epoch, subtopologies):
+    return StreamsTopology(ts, cluster, group_id, eid, seq, topology_epoch, subtopologies)
 
 
 @builds(EventType.OFFSET_COMMIT)

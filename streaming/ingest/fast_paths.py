@@ -16,10 +16,10 @@ from typing import Annotated, Any, Literal
 
 import msgspec
 
-from fencewatch.state.events import NO_OFFSETS, MemberAssignment, OffsetCommit
+from fencewatch.state.events import NO_OFFSETS, MemberAssignment, OffsetCommit, StreamsTask
 from fencewatch.state.model import MemberState, Protocol
-from fencewatch.state.records import (EVENTS, INT, LONG, PARTITION_OFFSET, STRING, TOPIC_PARTITIONS, Array,
-                                      EventType, FieldType, Record, RecordDrift)
+from fencewatch.state.records import (EVENTS, INT, LONG, PARTITION_OFFSET, STREAMS_TASKS, STRING, TOPIC_PARTITIONS,
+                                      Array, EventType, FieldType, Record, RecordDrift)
 from fencewatch.streaming.ingest.commit_offsets import columns, offsets, shared_tps
 from fencewatch.streaming.ingest.fields import INT64, MAX_STRING_CHARS
 
@@ -40,6 +40,8 @@ def _struct_type(t: FieldType) -> Any:
         return _PartitionsRow
     if t is PARTITION_OFFSET:
         return _OffsetRow
+    if t is STREAMS_TASKS:
+        return _TasksRow
     raise RecordDrift(f"{__name__}: no fast-path type for {t!r}")
 
 
@@ -68,6 +70,7 @@ def _line(name: str, etype: EventType) -> type:
 
 
 _PartitionsRow = _struct("PartitionsRow", TOPIC_PARTITIONS, TOPIC_PARTITIONS.names)
+_TasksRow = _struct("TasksRow", STREAMS_TASKS, STREAMS_TASKS.names)
 # A partition's row: every field but the optional metadata, all of them present (rows without a
 # leader epoch or with metadata take the general path); (topic, partition, offset, leader_epoch).
 _OffsetRow = _struct("OffsetRow", PARTITION_OFFSET, ("topic", "partition", "offset", "leader_epoch"),
@@ -128,12 +131,31 @@ def _typed_assignment(c, eid: str, seq: int) -> MemberAssignment | None:
     pending = _typed_partitions(c.pending_revocation)
     if assigned is None or pending is None:
         return None  # the general path names the bad value
+    active, active_pending = c.active_tasks, c.active_tasks_pending_revocation
+    if active is not None or active_pending is not None:
+        active, active_pending = _typed_tasks(active), _typed_tasks(active_pending)
+        if active is False or active_pending is False:
+            return None
     subscribed = c.subscribed_topics
     return _new_tuple(MemberAssignment, (
         c.ts, c.cluster, c.group_id, eid, seq, c.member_id, _PROTOCOLS[c.protocol], c.member_epoch, assigned[0],
         pending[0], assigned[1], pending[1],
         c.previous_member_epoch, MemberState.parse(c.state), None if subscribed is None else tuple(subscribed),
-        c.instance_id, c.group_epoch, c.target_assignment_epoch))
+        c.instance_id, c.group_epoch, c.target_assignment_epoch, active, active_pending))
+
+
+def _typed_tasks(rows: list | None) -> tuple[StreamsTask, ...] | None | bool:
+    """A streams member's tasks as ``builders`` makes them; False when an entry's epochs do not
+    match its partitions (the general path says so)."""
+    if rows is None:
+        return None
+    out = []
+    for r in rows:
+        epochs = r.assignment_epochs
+        if epochs is not None and len(epochs) != len(r.partitions):
+            return False
+        out.append(StreamsTask(r.subtopology_id, tuple(r.partitions), None if epochs is None else tuple(epochs)))
+    return tuple(out)
 
 
 def _typed_partitions(rows: list) -> tuple[tuple, tuple | None] | None:

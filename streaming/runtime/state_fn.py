@@ -273,7 +273,8 @@ class _Statuses:
     __slots__ = ("cfg", "statuses", "commits", "shapes", "requests", "ts")
 
     def __init__(self, cfg: RulesConfig) -> None:
-        self.cfg, self.statuses, self.commits = cfg, [], []
+        self.cfg, self.statuses = cfg, []
+        self.commits: dict = {}  # the broker's policy for the group's type -> its groups' commits
         self.shapes: Counter = Counter()
         self.requests: Counter = Counter()
         self.ts: int | None = None
@@ -295,17 +296,19 @@ class _Statuses:
             self.shapes.update(summary[0])
             self.requests.update(summary[1])
         elif out.commits:
-            self.commits += out.commits
-            if len(self.commits) >= _SUMMARY_FOLD:
+            commits = self.commits.setdefault(self.cfg.policy_for(st.group_type), [])
+            commits += out.commits
+            if len(commits) >= _SUMMARY_FOLD:
                 self._fold()
         if len(self.statuses) >= STATUS_ROW_GROUPS:
             self.flush(rows)
 
     def _fold(self) -> None:
-        shapes, requests = summarize_commit_verdicts(self.commits, self.cfg.broker_policy.value)
-        self.shapes.update(shapes)
-        self.requests.update(requests)
-        self.commits = []
+        for policy, commits in self.commits.items():
+            shapes, requests = summarize_commit_verdicts(commits, policy)
+            self.shapes.update(shapes)
+            self.requests.update(requests)
+        self.commits = {}
 
     def flush(self, rows: OutRows) -> None:
         if self.commits:
@@ -453,7 +456,7 @@ def _group_row(rows: OutRows, g, before: tuple | None, out: grp.Outputs, gone: b
     group is forgotten. Its verdict counts are the step's (docs/decisions.md, "The per-member
     group view"). Returns the step's verdict summary (``summarize_commit_verdicts``; None: no
     commit), which the group's status then takes as it is."""
-    summary = summarize_commit_verdicts(out.commits, cfg.broker_policy.value) if out.commits else None
+    summary = summarize_commit_verdicts(out.commits, cfg.policy_for(g.group_type)) if out.commits else None
     if gone:
         rows.add("group", g.last_ts, cluster=g.cluster, group_id=g.group_id)
         return summary

@@ -30,8 +30,12 @@ from fencewatch.sim.live.expect import read_request_log
 from fencewatch.streaming.ingest.consumer_offsets.record_types import STREAMS_RECORD_TYPES
 from fencewatch.streaming.commands.bridge import register
 from fencewatch.streaming.ingest.consumer_offsets.records import CoordinatorRecord, RecordDecodeError, decode, kafka_json
+from fencewatch.state.events import StreamsTask
+from fencewatch.state.streams import Topology, task_partitions
+from fencewatch.streaming.ingest.consumer_offsets.mapping import Bridge
 from fencewatch.streaming.ingest.consumer_offsets.streams import (StreamsCurrentAssignment, StreamsTopology, TaskIds,
-                                                                  streams_record, task_partitions)
+                                                                  streams_record)
+from fencewatch.streaming.ingest.events import event_from_dict
 from fencewatch.streaming.ingest.request_log.problems import Broken
 from fencewatch.streaming.ingest.request_log.streams_heartbeat import StreamsHeartbeat, parse_streams_heartbeat
 
@@ -239,13 +243,23 @@ def test_topology_is_the_one_the_first_heartbeat_declared(cap):
 
 
 def test_tasks_map_to_the_partitions_of_their_subtopologys_input_topics(cap):
+    """The topology record as the bridge maps it (``streams_topology``) and the rules keep it
+    (``state.streams.Topology``): task (s, p) owns partition p of each input topic of s, at the
+    task's epoch (the member epoch without one); a subtopology the topology lacks owns nothing."""
     topology = cap.topology
     [source_topic] = topology.subtopologies[0].source_topics
     repartition = topology.subtopologies[1].repartition_source_topics[0].name
-    every = tuple(TaskIds(s, tuple(range(INPUT_PARTITIONS))) for s in ("0", "1"))
-    assert task_partitions(topology, every) == tuple(sorted(
-        [(source_topic, (0, 1, 2, 3)), (repartition, (0, 1, 2, 3))]))
-    assert task_partitions(topology, (TaskIds("1", (2,)), TaskIds("9", (0,)))) == ((repartition, (2,)),)
+    (rec, ts), = cap.of_type(23)
+    [event] = Bridge(cap.topic_names).feed(*[(k, v) for k, v, _ in cap.raw if decode(k, v) == rec][0], ts, "t")
+    ev = event_from_dict(event, seq=0, default_event_id="t", coords="t")
+    rules = Topology(ev.topology_epoch, ev.subtopologies)
+    every = tuple(StreamsTask(s, tuple(range(INPUT_PARTITIONS))) for s in ("0", "1"))
+    tps, epochs = task_partitions(rules, every, 7)
+    assert tps == tuple(sorted((t, p) for t in (source_topic, repartition) for p in range(INPUT_PARTITIONS)))
+    assert set(epochs) == {7}
+    assert task_partitions(rules, (StreamsTask("1", (2,), (3,)), StreamsTask("9", (0,))), 7) == (
+        ((repartition, 2),), (3,))
+    assert rules.topics() == tuple(sorted({source_topic, repartition}))
 
 
 # -- members --------------------------------------------------------------------------------------

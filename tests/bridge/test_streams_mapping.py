@@ -1,8 +1,9 @@
 """Streams groups' records (KIP-1071) -> contract events, one edge at a time. Record sequences
 follow what Kafka's ``GroupMetadataManager.streamsGroupHeartbeat`` writes (member metadata,
 topology, group epoch, target assignment, current assignment) and what a compacted log may hold
-(a current assignment before its topology); the real sequences are the captures'
-(``test_streams_captures.py``, ``test_streams_model.py``)."""
+(a current assignment before its topology), and what the rules (``state.streams``) make of the
+events: the partitions each member's active tasks own through the topology. The real sequences
+are the captures' (``test_streams_captures.py``, ``test_streams_model.py``)."""
 
 from __future__ import annotations
 
@@ -13,6 +14,7 @@ import pytest
 from bridge_encoder import encode_record
 from fencewatch.streaming.ingest.consumer_offsets.mapping import Bridge, map_records
 from fencewatch.streaming.ingest.consumer_offsets.records import RecordDecodeError
+from fencewatch.streaming.runtime.replay import judge_events
 
 APP = "app"
 IN, REP = "app-in", "app-by-key-repartition"
@@ -75,56 +77,80 @@ def of(events, kind):
     return [e for e in events if e["type"] == kind]
 
 
-def test_a_current_assignment_is_the_active_tasks_partitions_through_the_topology():
-    """Task (s, p) owns partition p of each of subtopology s's source and repartition source
-    topics, with the task's assignment epoch; standby tasks own none (Kafka's
-    ``StreamsGroup.createAssignmentEpochValidator`` looks commits up among active tasks only)."""
+def model(events):
+    """The events through the rules (``state``): the group as the model then holds it."""
+    result = judge_events(events)
+    assert not result.errors and not result.unknown_types, result.errors[:3]
+    (g,) = result.groups
+    return g
+
+
+def test_a_current_assignment_is_its_active_tasks_and_the_topology_their_partitions():
+    """The bridge writes the active tasks with their epochs (standby tasks own no partition for
+    commits: Kafka's ``StreamsGroup.createAssignmentEpochValidator`` looks among active tasks only)
+    and the topology as ``streams_topology``; the rules make task (s, p) partition p of each of
+    s's source and repartition source topics, at the task's assignment epoch."""
     events, _ = run([member("m1"), topology(), group_epoch(5), target_epoch(5),
                      current("m1", 5, 4, active=[("0", [2, 0], [5, 3]), ("1", [1], [4])],
                              standby=[("1", [0, 2])])])
+    (t,) = of(events, "streams_topology")
+    assert (t["topology_epoch"], t["subtopologies"]) == (0, [
+        {"subtopology_id": "0", "source_topics": [IN], "repartition_source_topics": []},
+        {"subtopology_id": "1", "source_topics": [], "repartition_source_topics": [REP]}])
     (a,) = of(events, "member_assignment")
     assert a["protocol"] == "streams" and (a["member_epoch"], a["previous_member_epoch"]) == (5, 4)
-    assert a["assigned"] == [{"topic": REP, "partitions": [1], "assignment_epochs": [4]},
-                             {"topic": IN, "partitions": [0, 2], "assignment_epochs": [3, 5]}]
-    assert a["pending_revocation"] == [] and a["state"] == "STABLE"
-    assert a["subscribed_topics"] == sorted([IN, REP])
+    assert a["assigned"] == [] and a["active_tasks_pending_revocation"] == []
+    assert a["active_tasks"] == [{"subtopology_id": "0", "partitions": [2, 0], "assignment_epochs": [5, 3]},
+                                 {"subtopology_id": "1", "partitions": [1], "assignment_epochs": [4]}]
+    assert a["state"] == "STABLE" and "subscribed_topics" not in a
     assert (a["group_epoch"], a["target_assignment_epoch"]) == (5, 5)
     assert [e["state"] for e in of(events, "group_state")] == ["Stable"]
     assert {e["protocol"] for e in of(events, "group_state")} == {"streams"}
+    m = model(events).members["m1"]
+    assert dict(m.assigned_partitions) == {(IN, 0): 3, (IN, 2): 5, (REP, 1): 4}
+    assert m.subscribed_topics == {IN, REP}
 
 
 def test_tasks_pending_revocation_and_the_member_epoch_for_tasks_without_epochs():
     """UNREVOKED_TASKS reads as the contract's UNREVOKED_PARTITIONS; an active task without an
-    epoch (a record written before 4.2) reads the member epoch
+    epoch (a record written before 4.2) is written without one and reads the member epoch
     (``TasksTupleWithEpochs.fromCurrentAssignmentRecord``)."""
     events, _ = run([member("m1"), topology(), group_epoch(6),
                      current("m1", 6, 5, state=2, active=[("0", [0])], pending=[("0", [1], [2])])])
     (a,) = of(events, "member_assignment")
     assert a["state"] == "UNREVOKED_PARTITIONS"
-    assert a["assigned"] == [{"topic": IN, "partitions": [0], "assignment_epochs": [6]}]
-    assert a["pending_revocation"] == [{"topic": IN, "partitions": [1], "assignment_epochs": [2]}]
+    assert a["active_tasks"] == [{"subtopology_id": "0", "partitions": [0]}]
+    assert a["active_tasks_pending_revocation"] == [{"subtopology_id": "0", "partitions": [1],
+                                                     "assignment_epochs": [2]}]
+    m = model(events).members["m1"]
+    assert (dict(m.assigned_partitions), dict(m.partitions_pending_revocation)) == ({(IN, 0): 6}, {(IN, 1): 2})
 
 
-def test_an_assignment_before_its_topology_is_held_counted_and_emitted_when_it_arrives():
+def test_an_assignment_before_its_topology_maps_and_the_rules_hold_it_until_the_topology():
+    """Each record maps alone (nothing held in the bridge, nothing counted); the rules keep the
+    member's latest tasks while the group has no topology (the member is not yet known: its
+    partitions are not) and apply them when the topology arrives."""
     records = [member("m1"), group_epoch(3), current("m1", 2, 0, active=[("0", [0])]),
                current("m1", 3, 2, active=[("0", [0, 1], [2, 3])])]
     events, bridge = run(records, one_batch=False)
-    assert of(events, "member_assignment") == []
-    assert bridge.stats.problems == {"STREAMS_ASSIGNMENT_BEFORE_TOPOLOGY": 2}
+    assert [e["member_epoch"] for e in of(events, "member_assignment")] == [2, 3]
+    assert not bridge.stats.problems
     assert [e["state"] for e in of(events, "group_state")] == ["NotReady"]
-    bridge = pickle.loads(pickle.dumps(bridge))  # held across batches (the Spark state store)
-    events, _ = run([topology()], bridge)
-    (a,) = of(events, "member_assignment")  # the latest one, with its own time and id
-    assert (a["member_epoch"], a["ts"], a["event_id"]) == (3, 1003, "3")
-    assert a["assigned"] == [{"topic": IN, "partitions": [0, 1], "assignment_epochs": [2, 3]}]
+    g = model(events)
+    assert g.members == {} and g.topology is None and list(g.member_tasks) == ["m1"]
+    bridge = pickle.loads(pickle.dumps(bridge))  # the bridge across batches (the Spark state store)
+    later, _ = run([topology()], bridge)
+    g = model(events + later)
+    assert dict(g.members["m1"].assigned_partitions) == {(IN, 0): 2, (IN, 1): 3}
+    assert g.members["m1"].member_epoch == 3
 
 
 def test_a_tombstone_drops_a_held_assignment_and_the_member_leaves():
-    events, bridge = run([member("m1"), current("m1", 2, 0, active=[("0", [0])]), tomb(22, groupId=APP, memberId="m1"),
-                          tomb(19, groupId=APP, memberId="m1"), topology()])
-    assert of(events, "member_assignment") == []
+    events, _ = run([member("m1"), current("m1", 2, 0, active=[("0", [0])]), tomb(22, groupId=APP, memberId="m1"),
+                     tomb(19, groupId=APP, memberId="m1"), topology()])
     assert [(e["member_id"], e["reason"]) for e in of(events, "member_left")] == [("m1", "leave")]
-    assert bridge.groups[APP].held_assignments == {}
+    g = model(events)
+    assert g.members == {} and g.member_tasks == {} and g.topology is not None
 
 
 def test_a_static_leave_and_the_group_s_deletion():
@@ -147,8 +173,8 @@ def test_assignment_epochs_not_matching_their_partitions_fail_the_record_and_the
         bridge.feed(*bad, 5000, "x")
     assert bridge.stats.errors == {"MALFORMED_VALUE": 1}
     events, _ = run([current("m1", 2, active=[("1", [3], [2])])], bridge)
-    assert of(events, "member_assignment")[0]["assigned"] == [{"topic": REP, "partitions": [3],
-                                                               "assignment_epochs": [2]}]
+    assert of(events, "member_assignment")[0]["active_tasks"] == [{"subtopology_id": "1", "partitions": [3],
+                                                                   "assignment_epochs": [2]}]
 
 
 # -- StreamsGroupHeartbeat lines (request log) ------------------------------------------------------
@@ -195,12 +221,18 @@ def test_a_broken_streams_heartbeat_line_is_counted_not_raised():
     assert bridge.counts["broken.BAD_FIELD"] == 1 and bridge.problems[0][1] == "BAD_FIELD"
 
 
-def test_the_stateless_decoder_says_a_streams_assignment_needs_history():
-    """``decode_record`` (one record, no memory) cannot read tasks as partitions without the
-    topology: a skippable ``NEEDS_HISTORY``, not a silent nothing; the other streams records map."""
+def test_the_stateless_decoder_maps_every_streams_record_alone():
+    """``decode_record`` (one record, no memory: the Spark job's decoder) gives a streams current
+    assignment's tasks and a topology's subtopologies as the stateful bridge does (less the
+    instance id and group epochs history adds, and the derived group states): the rules join them."""
     from fencewatch.streaming.ingest.consumer_offsets.mapping import decode_record
-    with pytest.raises(RecordDecodeError) as exc:
-        decode_record(*current("m1", 2, active=[("0", [0], [2])]), 1, "x")
-    assert exc.value.code == "NEEDS_HISTORY" and exc.value.skippable
-    assert decode_record(*topology(), 1, "y") == []
+    [a] = decode_record(*current("m1", 2, active=[("0", [0], [2])]), 1, "x")
+    assert (a["type"], a["protocol"], a["active_tasks"]) == ("member_assignment", "streams", [
+        {"subtopology_id": "0", "partitions": [0], "assignment_epochs": [2]}])
+    [t] = decode_record(*topology(), 1, "y")
+    stateful, _ = run([topology()])
+    assert t == of(stateful, "streams_topology")[0] | {"ts": 1, "event_id": "y"}
     assert [e["state"] for e in decode_record(*tomb(17, groupId=APP), 1, "z")] == ["Dead"]
+    assert decode_record(*tomb(23, groupId=APP), 1, "w") == []
+    g = model([a, t])
+    assert dict(g.members["m1"].assigned_partitions) == {(IN, 0): 2}

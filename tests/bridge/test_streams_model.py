@@ -231,17 +231,87 @@ def test_the_broker_policies_by_version():
         (Policy.STRICT, Policy.KIP1251), (Policy.KIP1251, Policy.KIP1251), (Policy.KIP1251, Policy.KIP1251)]
 
 
-def test_assignments_carry_the_active_tasks_epochs_and_members_held_before_topology():
-    """Each ``member_assignment``'s partitions carry their active task's assignment epoch; the
-    group's topology is its first streams record in every capture, so none is held back."""
+def test_assignments_carry_the_active_tasks_epochs_and_the_rules_make_them_partitions():
+    """Each streams ``member_assignment`` names its active tasks with their assignment epochs (no
+    partitions: those are the rules', ``state.streams``); the group's topology is its first streams
+    record in every capture (a ``streams_topology`` before any assignment), and every member the
+    model holds owns its active tasks' partitions at the tasks' epochs."""
+    from fencewatch.state.streams import Topology, task_partitions
+    from fencewatch.state.events import StreamsTask, Subtopology
+
     for version in VERSIONS:
         co, _ = sources(version)
+        kinds = [e["type"] for e in co if e["type"] in ("streams_topology", "member_assignment")]
+        assert kinds[0] == "streams_topology" and kinds.count("streams_topology") == 1, version
+        (topo,) = [e for e in co if e["type"] == "streams_topology"]
+        topology = Topology(topo["topology_epoch"], tuple(Subtopology(s["subtopology_id"], tuple(s["source_topics"]),
+                                                                       tuple(s["repartition_source_topics"]))
+                                                            for s in topo["subtopologies"]))
         mixed = Counter()
         for e in co:
             if e["type"] != "member_assignment":
                 continue
-            for t in e["assigned"] + e["pending_revocation"]:
+            assert e["protocol"] == "streams" and e["assigned"] == [] and "pending_revocation" not in e
+            for t in e["active_tasks"] + e["active_tasks_pending_revocation"]:
                 assert len(t["assignment_epochs"]) == len(t["partitions"])
                 assert all(0 < x <= e["member_epoch"] for x in t["assignment_epochs"]), e
-            mixed[len({x for t in e["assigned"] for x in t["assignment_epochs"]}) > 1] += 1
+            mixed[len({x for t in e["active_tasks"] for x in t["assignment_epochs"]}) > 1] += 1
         assert mixed[True] >= 1, (version, mixed)  # some member holds tasks of two epochs
+        checked = 0
+        for i, e in enumerate(co):  # the model after each assignment: the member owns its tasks' partitions
+            if e["type"] != "member_assignment" or e["member_epoch"] < 0:
+                continue
+            (g,) = judge(version, co[:i + 1]).result.groups
+            assert g.topology == topology
+            tps, epochs = task_partitions(topology, [StreamsTask(t["subtopology_id"], tuple(t["partitions"]),
+                                                                 tuple(t["assignment_epochs"]))
+                                                     for t in e["active_tasks"]], e["member_epoch"])
+            assert dict(g.members[e["member_id"]].assigned_partitions) == dict(zip(tps, epochs)), e["event_id"]
+            checked += bool(tps)
+        assert checked >= 10, (version, checked)
+
+
+# -- the Spark job's decode path -------------------------------------------------------------------
+
+
+def _decoded_one_by_one(version: str) -> list[dict]:
+    """The capture's records as the Spark job's ``--source consumer-offsets`` decodes them
+    (``state_fn.make_bridge_mapper``): ``decode_record`` per record, no memory, skippable errors
+    skipped."""
+    from fencewatch.streaming.ingest.consumer_offsets.mapping import TopicNames, decode_record
+    from fencewatch.streaming.ingest.consumer_offsets.records import RecordDecodeError
+
+    d = CAPTURES / version
+    names = TopicNames(json.loads((d / "topic-ids.json").read_text(encoding="utf-8")))
+    events, skipped = [], Counter()
+    for n, line in enumerate((d / "consumer-offsets.jsonl").read_text(encoding="utf-8").splitlines()):
+        r = json.loads(line)
+        try:
+            events.extend(decode_record(base64.b64decode(r["key"]),
+                                        None if r["value"] is None else base64.b64decode(r["value"]),
+                                        r["timestamp"], f"co-{n}", names))
+        except RecordDecodeError as exc:
+            assert exc.skippable, exc
+            skipped[exc.code] += 1
+    assert not skipped, skipped
+    return events
+
+
+@pytest.mark.parametrize("version", VERSIONS)
+def test_the_spark_jobs_stateless_decoding_judges_as_the_stateful_bridge(version):
+    """Every record decoded alone (what the live job does, a fresh bridge per record) gives the
+    streams members to the rules as the stateful ``Bridge`` does: the same verdicts, commit by
+    commit and partition by partition, and the same figures against the broker (recall,
+    precision, agreement 100%). What the stateless decoder lacks (instance ids, group epochs,
+    derived group states) changes no verdict here."""
+    co, rl = sources(version)
+    stateless = _decoded_one_by_one(version)
+    assert Counter(e["type"] for e in stateless)["member_assignment"] == Counter(
+        e["type"] for e in co)["member_assignment"]
+    assert {e["type"] for e in stateless} >= {"streams_topology", "member_assignment", "member_left"}
+    stateful, alone = judge(version, co + rl), judge(version, stateless + rl)
+    assert alone.result.verdicts == stateful.result.verdicts
+    assert len(alone.result.verdicts) >= 200
+    assert figures(alone) == figures(stateful)
+    f = figures(alone)
+    assert f["caught"] == f["rejections"] == f["predicted"] and f["agreement"] == f["commits"], f

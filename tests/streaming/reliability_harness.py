@@ -335,7 +335,7 @@ def micro_batch(router, fn, states: dict, rows: list[tuple], *, batch_ms: int = 
 
 
 def stream_events(events: list[dict], *, batch: int, emit_groups: bool = False,
-                  now_ms: int = 4_000_000_000_000) -> list:
+                  now_ms: int = 4_000_000_000_000, cfg=None) -> list:
     """Contract events through the job's router and state function without Spark, ``batch`` events
     a micro-batch one second apart (heartbeats and offsets as their two sources), then five empty
     batches that release what the hold keeps: every output frame, in order."""
@@ -346,7 +346,7 @@ def stream_events(events: list[dict], *, batch: int, emit_groups: bool = False,
 
     router = make_router()
     wall = [now_ms / 1000 - 10_000.0]
-    fn = make_stream_fn(RulesConfig(), max_skew_ms=1_000, wall_clock=lambda: wall[0],
+    fn = make_stream_fn(cfg or RulesConfig(), max_skew_ms=1_000, wall_clock=lambda: wall[0],
                         sources=group_sources("events"), emit_groups=emit_groups)
     states: dict[str, SparkGroupStateStub] = {}
     out = []

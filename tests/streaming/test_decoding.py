@@ -43,6 +43,29 @@ def test_partition_epochs_sorted():
     assert isinstance(ev, PartitionEpochs) and ev.epochs == ((1, 0), (3, 5))
 
 
+_STREAMS = {"type": "member_assignment", "ts": 1, "group_id": "g", "member_id": "m", "member_epoch": 3,
+            "protocol": "streams", "assigned": []}
+
+
+def test_a_streams_assignment_and_topology_decode_alike_on_both_paths():
+    """The typed line (msgspec) and the dict path give the same tasks and subtopologies."""
+    from fencewatch.state.events import StreamsTask, StreamsTopology, Subtopology
+
+    obj = {**_STREAMS, "active_tasks": [{"subtopology_id": "1", "partitions": [2, 0], "assignment_epochs": [3, 1]},
+                                        {"subtopology_id": "0", "partitions": [1]}],
+           "active_tasks_pending_revocation": []}
+    line, parsed = dec(obj), event_from_dict(obj, seq=0, default_event_id="0", coords="event 0")
+    assert line == parsed
+    assert line.active_tasks == (StreamsTask("1", (2, 0), (3, 1)), StreamsTask("0", (1,), None))
+    assert line.active_tasks_pending_revocation == () and line.has_tasks
+    assert not dec({**_STREAMS, "protocol": "consumer"}).has_tasks
+    topo = dec({"type": "streams_topology", "ts": 1, "group_id": "g", "topology_epoch": 4,
+                "subtopologies": [{"subtopology_id": "0", "source_topics": ["in"]},
+                                  {"subtopology_id": "1", "repartition_source_topics": ["rep"]}]})
+    assert topo == StreamsTopology(1, "default", "g", "0", 0, 4, (Subtopology("0", ("in",), ()),
+                                                                  Subtopology("1", (), ("rep",))))
+
+
 def test_unknown_type_is_counted_not_an_error():
     assert isinstance(dec({"type": "shiny_new", "ts": 1}), UnknownType)
 
@@ -73,6 +96,21 @@ def test_unknown_type_is_counted_not_an_error():
     ({"type": "member_assignment", "ts": 1, "group_id": "g", "member_id": "m", "member_epoch": 1,
       "assigned": [{"topic": "o", "partitions": [2**64]}]}, "WRONG_TYPE", "assigned[0].partitions"),
     ('{"type": "offset_commit", "ts": NaN, "group_id": "g", "offsets": []}', "INVALID_JSON", None),
+    # A streams member's tasks and a topology's subtopologies (contract §1.1)
+    ({**_STREAMS, "active_tasks": [{"subtopology_id": "0", "partitions": [0, 1], "assignment_epochs": [2]}]},
+     "INVALID_VALUE", "active_tasks[0].assignment_epochs"),
+    ({**_STREAMS, "active_tasks": [{"partitions": [0]}]}, "MISSING_FIELD", "subtopology_id"),
+    ({**_STREAMS, "active_tasks": [{"subtopology_id": 0, "partitions": [0]}]}, "WRONG_TYPE", "subtopology_id"),
+    ({**_STREAMS, "active_tasks_pending_revocation": [{"subtopology_id": "0", "partitions": [2**64]}]},
+     "WRONG_TYPE", "active_tasks_pending_revocation[0].partitions"),
+    ({**_STREAMS, "active_tasks": [{"subtopology_id": "0", "partitions": [0], "standby": True}]},
+     "INVALID_VALUE", "active_tasks[0].standby"),
+    ({**_STREAMS, "active_tasks": {"0": [0]}}, "WRONG_TYPE", "active_tasks"),
+    ({"type": "streams_topology", "ts": 1, "group_id": "g", "topology_epoch": 0}, "MISSING_FIELD", "subtopologies"),
+    ({"type": "streams_topology", "ts": 1, "group_id": "g", "topology_epoch": 0, "subtopologies": ["0"]},
+     "WRONG_TYPE", "subtopologies[0]"),
+    ({"type": "streams_topology", "ts": 1, "group_id": "g", "topology_epoch": 0,
+      "subtopologies": [{"subtopology_id": "0", "source_topics": [1]}]}, "WRONG_TYPE", "subtopologies[0].source_topics"),
 ])
 def test_bad_input_has_code_field_and_coordinates(obj, code, field):
     res = dec(obj, n=41)

@@ -25,6 +25,7 @@ MINIMAL = {
     EventType.CLASSIC_GENERATION: {"member_id": "m", "generation": 2},
     EventType.CLASSIC_SYNC: {"generation": 2, "assignments": {}},
     EventType.GROUP_STATE: {"state": "Stable"},
+    EventType.STREAMS_TOPOLOGY: {"topology_epoch": 0, "subtopologies": []},
     EventType.OFFSET_COMMIT: {"offsets": []},
     EventType.TXN_OFFSET_COMMIT: {"offsets": []},
     EventType.OFFSET_COMMITTED: {"topic": "t", "partition": 0, "offset": 5},

@@ -107,3 +107,45 @@ def test_the_groups_topic_key_round_trips_and_refuses_what_it_did_not_write():
 
     assert parse_group_view_key(group_view_key("prod/eu", "a/b\"c")) == ("prod/eu", "a/b\"c")
     assert [parse_group_view_key(k) for k in (None, b"prod/g", b"[1, 2]", b'["only"]')] == [None] * 4
+
+
+def _lagging_txn_commits() -> list[dict]:
+    """A streams group and a consumer group, each with a member at epoch 3 holding ``in``-0 since
+    epoch 2 and a TxnOffsetCommit of it at epoch 2 the broker's answer of which the input lacks:
+    strict rejects it (the transaction aborts), kip1251 accepts it (stored)."""
+    head = {"ts": 1_000, "cluster": "c1"}
+    return [
+        {**head, "type": "streams_topology", "group_id": "s", "topology_epoch": 0,
+         "subtopologies": [{"subtopology_id": "0", "source_topics": ["in"]}]},
+        {**head, "type": "member_assignment", "group_id": "s", "member_id": "m", "protocol": "streams",
+         "member_epoch": 3, "assigned": [], "active_tasks": [{"subtopology_id": "0", "partitions": [0],
+                                                              "assignment_epochs": [2]}]},
+        {**head, "type": "member_assignment", "group_id": "c", "member_id": "m", "member_epoch": 3,
+         "assigned": [{"topic": "in", "partitions": [0], "assignment_epochs": [2]}]},
+        *({"type": "txn_offset_commit", "ts": 2_000, "cluster": "c1", "group_id": g, "member_id": "m",
+           "member_epoch": 2, "transactional_id": f"t-{g}", "offsets": [{"topic": "in", "partition": 0, "offset": 5}]}
+          for g in ("s", "c"))]
+
+
+def test_the_metrics_summary_takes_each_group_types_broker_policy():
+    """``summarize_commit_verdicts`` in the state function (the status rows' summary and the group
+    snapshot's) with the broker's policy of the group's type (``RulesConfig.policy_for``): with
+    ``broker_policy: strict`` and ``streams_broker_policy: kip1251`` a lagging transactional commit
+    aborts in the consumer group and is stored in the streams group, as the verdicts say."""
+    from fencewatch.state.config import RulesConfig
+    from fencewatch.state.model import Policy
+    from fencewatch.streaming.runtime.state_fn import read_status
+
+    cfg = RulesConfig(broker_policy=Policy.STRICT, streams_broker_policy=Policy.KIP1251)
+    verdicts = {v["group_id"]: v for v in judge_events(_lagging_txn_commits(), cfg).verdicts}
+    assert (verdicts["s"]["kip1251"], verdicts["c"]["strict"]) == ("NONE", "ILLEGAL_GENERATION")
+    assert verdicts["s"]["strict"] == "ILLEGAL_GENERATION"  # what broker_policy for every group made of it
+    for emit_groups in (False, True):
+        aborted = {}
+        for frame in stream_events(_lagging_txn_commits(), batch=10, emit_groups=emit_groups, cfg=cfg):
+            for row in read_frame(frame):
+                if row.record == "status":
+                    _, summary = read_status(row.raw)
+                    for facts, n in (summary[1] if summary else {}).items():
+                        aborted[facts.group_id] = (facts.aborted, n)
+        assert aborted == {"s": (False, 1), "c": (True, 1)}, emit_groups

@@ -3,8 +3,10 @@
 Coordinator records (encoded by the bridge's test encoder from the schema tables) on a
 topic of the embedded broker; the query decodes them with the bridge, keeps the groups'
 state and decides expiry; a malformed record goes to the dead-letter topic with the
-bridge's reason.
+bridge's reason. A Kafka Streams capture's records (``tests/fixtures/kafka-streams/``) give the
+job its streams members, their active tasks' partitions through the topology.
 """
+import base64
 import json
 import re
 import struct
@@ -72,3 +74,54 @@ def test_consumer_offsets_source_decides_expiry_and_dead_letters(spark, broker, 
     assert dict(dead.headers())["fencewatch.source"] == f"{source}[0]@2".encode()
     assert re.fullmatch(rb"[A-Z_]+\(detail=.+\)", dict(dead.headers())["fencewatch.reason"])
     assert writer.stats.events >= 2  # the member's assignment became an event of group "app"
+
+
+STREAMS_CAPTURE = Path(__file__).resolve().parents[1] / "fixtures" / "kafka-streams" / "4.3.1"
+
+
+def test_consumer_offsets_source_learns_streams_members_through_their_topology(spark, broker, topic_factory,
+                                                                                 tmp_path):
+    """The live job decodes each record alone (``decode_record``): a streams group's topology and
+    its members' tasks reach the rules as events, and the group snapshot (``sinks.groups_topic``)
+    shows each member holding its active tasks' partitions, member for member and partition for
+    partition what the local engine holds over the stateful bridge's events. The capture's records
+    up to its first member's removal (its members all in the group, two partitions each)."""
+    from fencewatch.sinks.group_views import GroupViews
+    from fencewatch.state.group_view import group_view
+    from fencewatch.streaming.ingest.consumer_offsets.mapping import Bridge, map_records
+    from fencewatch.streaming.ingest.consumer_offsets.records import decode
+    from fencewatch.streaming.runtime.replay import judge_events
+
+    source, groups_t = topic_factory(1, "coord"), topic_factory(1, "groups")
+    raw = [json.loads(line) for line in (STREAMS_CAPTURE / "consumer-offsets.jsonl").read_text().splitlines()]
+    records = [(base64.b64decode(r["key"]), None if r["value"] is None else base64.b64decode(r["value"]),
+                r["timestamp"]) for r in raw]
+    records = records[:next(i for i, (k, v, _) in enumerate(records) if v is None and decode(k, v).record_type == 22)]
+    p = Producer({"bootstrap.servers": broker, "linger.ms": 5})
+    for k, v, ts in records:
+        p.produce(source, key=k, value=v, timestamp=ts, partition=0)
+    p.flush(30)
+    cfg = cfgmod.load_config(environ={}, overrides={
+        "streaming": {"bootstrap_servers": broker, "source": "consumer-offsets", "consumer_offsets_topic": source,
+                      "starting_offsets": "earliest", "checkpoint_location": str(tmp_path / "cp"),
+                      "topic_ids_file": str(STREAMS_CAPTURE / "topic-ids.json")},
+        "sinks": {"groups_topic": groups_t}})
+    kafka = KafkaOutputs({"bootstrap.servers": broker}, verdicts_topic=None, alerts_topic=None, dlq_topic=None,
+                         groups_topic=groups_t)
+    writer = BatchWriter(cfg, kafka=kafka, stats=JobStats())
+    query = start_query(spark, cfg, writer, trigger="200 milliseconds")
+    assert drain(query, cfg, timeout_s=300, writer=writer)
+    kafka.close()
+    assert query_failure(query) is None
+    views = GroupViews()
+    snapshots = [json.loads(m.value()) for m in read_all(broker, groups_t) if m.value() is not None]
+    views.apply((s["cluster"], s["group_id"], s) for s in snapshots)
+    topic_ids = json.loads((STREAMS_CAPTURE / "topic-ids.json").read_text())
+    events, problems = map_records([(k, v, ts, f"co-{n}") for n, (k, v, ts) in enumerate(records)], Bridge(topic_ids))
+    assert problems == []
+    (g,) = [g for g in judge_events(events).groups if g.group_type == "streams"]
+    (view,) = [v for v in views.snapshot() if v["group_id"] == g.group_id]
+    assert view["group_type"] == "streams" and view["members"] == group_view(g)["members"]
+    held = [m for m in view["members"] if m["assigned_partitions"]]
+    assert len(held) >= 2 and {m["protocol"] for m in held} == {"streams"}
+    assert {p["topic"] for m in held for p in m["assigned_partitions"]} <= set(topic_ids.values())

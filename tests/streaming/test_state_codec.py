@@ -27,6 +27,8 @@ from hypothesis import strategies as st
 from fencewatch.state import group as grp
 from fencewatch.state.assignment import Member
 from fencewatch.state.config import RulesConfig
+from fencewatch.state.events import MemberAssignment, StreamsTask, Subtopology
+from fencewatch.state.streams import Topology
 from fencewatch.state.engine import LocalEngine, apply, new_state, route
 from fencewatch.state.expiry import CommittedOffset
 from fencewatch.state.group import Counters, Group
@@ -109,7 +111,23 @@ FIELDS: dict[type, dict] = {
                 spike=maybe(st.deferred(lambda: build(SpikeState))),
                 subscribed=maybe(st.frozensets(names, max_size=3)),
                 judged=st.just(None),  # derived: emptied before storing (below)
-                sees_join_phases=st.booleans()),
+                sees_join_phases=st.booleans(), topology=maybe(st.deferred(lambda: build(Topology))),
+                member_tasks=st.dictionaries(names, st.deferred(lambda: build(MemberAssignment)), max_size=2)),
+    Topology: dict(epoch=epochs, subtopologies=st.lists(st.deferred(lambda: build(Subtopology)), max_size=3).map(tuple)),
+    Subtopology: dict(subtopology_id=names, source_topics=st.lists(names, max_size=2).map(tuple),
+                      repartition_source_topics=st.lists(names, max_size=2).map(tuple)),
+    StreamsTask: dict(subtopology_id=names, partitions=st.lists(st.integers(0, 50), max_size=3).map(tuple),
+                      assignment_epochs=maybe(st.lists(epochs, max_size=3).map(tuple))),
+    MemberAssignment: dict(
+        ts=ts, cluster=names, group_id=names, event_id=names, seq=counts, member_id=names,
+        protocol=st.sampled_from(Protocol), member_epoch=epochs,
+        assigned=maybe(st.lists(tps, max_size=3).map(tuple)), pending_revocation=maybe(st.lists(tps, max_size=2).map(tuple)),
+        assigned_epochs=maybe(st.lists(epochs, max_size=3).map(tuple)),
+        pending_epochs=maybe(st.lists(epochs, max_size=2).map(tuple)), previous_member_epoch=maybe(epochs),
+        state=st.sampled_from(MemberState), subscribed_topics=maybe(st.lists(names, max_size=2).map(tuple)),
+        instance_id=maybe(names), group_epoch=maybe(epochs), target_assignment_epoch=maybe(epochs),
+        active_tasks=maybe(st.lists(st.deferred(lambda: build(StreamsTask)), max_size=2).map(tuple)),
+        active_tasks_pending_revocation=maybe(st.lists(st.deferred(lambda: build(StreamsTask)), max_size=2).map(tuple))),
     Hold: dict(pending=st.lists(_held(), max_size=5), seen=st.dictionaries(names, st.tuples(ts, counts), max_size=2),
                last_ts=ts, last_wall=ts, last_input=ts, idle_calls=st.integers(0, 100),
                input_walls=st.lists(ts, max_size=4)),
@@ -363,6 +381,55 @@ def test_keys_stored_after_every_event_decide_as_kept_in_memory(profile_name, se
     for key, g in kept.states.items():
         if key[0] == "g":
             assert dict(grp.committed_offsets(states[key])) == dict(grp.committed_offsets(g))
+
+
+@pytest.mark.parametrize("topology_late", [False, True], ids=["as-captured", "topology-late"])
+def test_a_streams_group_stored_after_every_event_decides_as_kept_in_memory(topology_late):
+    """A Kafka Streams capture (4.3.1, both sources): the group's topology and its members' last
+    task-level assignments survive storing after every event; verdicts equal the local engine's.
+    ``topology-late``: the topology moved after the first assignments (held while stored)."""
+    import base64
+
+    from fencewatch.streaming.ingest.consumer_offsets.mapping import Bridge, map_records
+    from fencewatch.streaming.ingest.request_log import RequestLogBridge
+    from fencewatch.state.engine import sort_key
+    from fencewatch.streaming.runtime.replay import decode_dicts
+
+    d = FIXTURES.parent / "kafka-streams" / "4.3.1"
+    ids = json.loads((d / "topic-ids.json").read_text())
+    raw = [json.loads(x) for x in (d / "consumer-offsets.jsonl").read_text().splitlines()]
+    co, problems = map_records([(base64.b64decode(r["key"]), None if r["value"] is None else
+                                 base64.b64decode(r["value"]), r["timestamp"], f"co-{n}") for n, r in enumerate(raw)],
+                               Bridge(ids))
+    assert problems == []
+    rl_bridge = RequestLogBridge(ids)
+    rl = [e for n, line in enumerate((d / "request-log.txt").read_text().splitlines())
+          for e in rl_bridge.map_line(line, f"rl-{n}")]
+    if topology_late:
+        (i,) = [n for n, e in enumerate(co) if e["type"] == "streams_topology"]
+        assigned = [n for n, e in enumerate(co) if e["type"] == "member_assignment"]
+        topo = co.pop(i)
+        at = assigned[2]  # after two assignments (indexes shift by one after the pop)
+        co.insert(at, {**topo, "ts": co[at - 1]["ts"]})
+    errors: list = []
+    events = sorted(decode_dicts(co + rl, errors, {}), key=sort_key)
+    assert not errors
+    cfg = RulesConfig(streams_broker_policy="kip1251")
+    kept = LocalEngine(cfg)
+    kept.feed_all(events)
+    states, out, held = {}, grp.Outputs(), 0
+    for ev in events:
+        for key, kev in route(ev):
+            st_ = apply(states.get(key) or new_state(key), kev, cfg, out)
+            if key[0] == "g":
+                held = max(held, len(st_.member_tasks) - len(st_.members))
+                states[key] = codec.decode(codec.encode_group(st_), GROUP)
+            else:
+                states[key] = codec.decode(codec.encode_topics({key[2]: st_}), TOPICS)[key[2]]
+    assert out.verdicts == kept.out.verdicts and len(out.verdicts) >= 200
+    assert (held > 0) is topology_late
+    (g,) = [g for k, g in states.items() if k[0] == "g" and g.group_type == "streams"]
+    assert g.topology is not None
 
 
 if __name__ == "__main__":

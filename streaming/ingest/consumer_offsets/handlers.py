@@ -98,10 +98,9 @@ class _Group:
     pending: _PendingRemoval | None = None
     # KIP-848 groups: "consumer", or "streams" (set by a streams record; streams_handlers)
     protocol: str = "consumer"
-    # streams groups: the topology (type 23) and current assignments awaiting it (member id ->
-    # (StreamsCurrentAssignment, ts, event id)); see streams_handlers
+    # streams groups: the topology (type 23), kept for the derived state (NotReady without one);
+    # the rules make tasks partitions through their own copy (streams_handlers, state.streams)
     topology: Any = None
-    held_assignments: dict[str, tuple[Any, int, str]] = field(default_factory=dict)
 
 
 class RecordHandlers:

@@ -34,12 +34,13 @@ Record -> events (Kafka 4.3 record types):
 20 StreamsGroupTargetAssignmentMetadata target assignment epoch
 21 StreamsGroupTargetAssignmentMember  nothing
 22 StreamsGroupCurrentMemberAssignment ``member_assignment`` protocol ``streams``: the
-                                       active tasks' partitions through the topology,
+                                       active tasks (and those pending revocation)
                                        with their assignment epochs (standby and
-                                       warm-up tasks own none); held until the
-                                       topology is known; -2 / tombstone as type 8
-23 StreamsGroupTopology                the topology tasks are read through
-                                       (``streams_handlers``)
+                                       warm-up tasks own none; the rules make them
+                                       partitions, ``state.streams``); -2 /
+                                       tombstone as type 8
+23 StreamsGroupTopology                ``streams_topology`` (each subtopology's source
+                                       and repartition source topics)
 =====================================  ==================================================
 
 For KIP-848 groups the bridge also derives ``group_state`` (Empty, Assigning,
@@ -68,8 +69,7 @@ What ``__consumer_offsets`` does not say, and what the bridge does about it:
 State (bounded by what the coordinator itself holds): per live group its
 epoch, target assignment epoch, derived state, resolved regexes, and per
 member its instance id, subscriptions, epoch and state; per streams group its
-topology and the current assignments awaiting it (one per member at most); per
-classic group its last members. A group's entry is dropped on its tombstone. Topic ids -> names
+topology (for the derived state only); per classic group its last members. A group's entry is dropped on its tombstone. Topic ids -> names
 learned from records (OffsetCommit v4 carries both; so does the partition
 metadata record) are kept for the life of the bridge (one entry per topic).
 """
@@ -309,18 +309,15 @@ def decode_record(
     """One record -> its contract §1 events, with no memory of earlier records (for a
     Spark pandas UDF). Without history: no ``member_left`` from generation
     diffs, no derived KIP-848 ``group_state``, no subscription join, and a
-    static member's removal is a plain ``leave``, and a streams group's current
-    assignment, whose tasks are partitions only through the group's topology (an
-    earlier record), cannot be mapped: it raises the skippable ``NEEDS_HISTORY``, so
-    the caller counts what a stateful ``Bridge`` would have given. Pass a
+    static member's removal is a plain ``leave``, and a streams member's assignment
+    has no instance id or group epochs. A streams group's records need none: its
+    topology is a ``streams_topology`` event and a current assignment names tasks,
+    which the rules make partitions through it (``state.streams``). Pass a
     ``TopicNames`` built once rather than a dict, to skip re-parsing the ids per call.
     Raises ``RecordDecodeError`` (see ``.skippable``)."""
     bridge = Bridge(topic_names, cluster=cluster, absent_assignment_epochs=absent_assignment_epochs)
     events = bridge.feed(key, value, timestamp_ms, event_id)
     events.extend(bridge.flush())
-    if bridge.stats.problems.get("STREAMS_ASSIGNMENT_BEFORE_TOPOLOGY"):
-        raise RecordDecodeError("NEEDS_HISTORY", "a streams group's current assignment maps to partitions through "
-                                "the group's topology, an earlier record: use a Bridge over the partition", 22)
     return [e for e in events if not (e["type"] == _GROUP_STATE and e.get("protocol") in ("consumer", "streams")
                                       and e["state"] != "Dead")]
 

@@ -54,11 +54,9 @@ __all__ = [
 class RecordDecodeError(ValueError):
     """A record that cannot be decoded. ``code`` is stable (for DLQ reasons and
     counters); ``skippable`` is true for unknown record types and value
-    versions, which Kafka itself treats as "not mine, skip", and for a record the
-    stateless ``mapping.decode_record`` cannot map without earlier ones
-    (``NEEDS_HISTORY``: a streams group's current assignment needs its topology)."""
+    versions, which Kafka itself treats as "not mine, skip"."""
 
-    SKIPPABLE = frozenset({"UNKNOWN_RECORD_TYPE", "UNKNOWN_VALUE_VERSION", "NEEDS_HISTORY"})
+    SKIPPABLE = frozenset({"UNKNOWN_RECORD_TYPE", "UNKNOWN_VALUE_VERSION"})
 
     def __init__(self, code: str, detail: str, record_type: int | None = None) -> None:
         super().__init__(f"{code}: {detail}")

@@ -1,11 +1,10 @@
 """Streams groups' records (KIP-1071, types 17 and 19-23) as typed values.
 
 What lives here: a decoded ``CoordinatorRecord`` of a streams group -> a frozen dataclass
-(:func:`streams_record`), and the partitions a set of tasks reads, through the group's
-topology (:func:`task_partitions`; with each active task's assignment epoch,
-:func:`task_partition_epochs`). No I/O. ``streams_handlers`` maps the values to contract
-events (``member_assignment`` of the active tasks' partitions, ``member_left``,
-``group_state``; docs/contract.md §1.1).
+(:func:`streams_record`). No I/O. ``streams_handlers`` maps the values to contract events
+(``streams_topology``, ``member_assignment`` of the active tasks, ``member_left``,
+``group_state``; docs/contract.md §1.1); which partitions tasks own is the rules'
+(``state.streams.task_partitions``).
 
 Sources (Kafka 4.2-4.4, group-coordinator): the ``StreamsGroup*Value.json`` schemas
 (``record_types.py``); ``streams.MemberState`` (STABLE 1, UNREVOKED_TASKS 2, UNRELEASED_TASKS 3,
@@ -40,8 +39,6 @@ __all__ = [
     "StreamsCurrentAssignment",
     "streams_record",
     "streams_value",
-    "task_partitions",
-    "task_partition_epochs",
 ]
 
 #: ``streams.MemberState`` by its int8 value (not the consumer groups' values); anything else
@@ -267,45 +264,3 @@ def streams_record(record: CoordinatorRecord) -> StreamsValue | None:
     if record.value is None:
         return None
     return reader(record.key, record.value)
-
-
-def task_partitions(topology: StreamsTopology, tasks: Tasks) -> tuple[tuple[str, tuple[int, ...]], ...]:
-    """The partitions ``tasks`` read, ``((topic, partitions), ...)`` sorted by topic: task
-    ``(s, p)`` reads partition ``p`` of every input topic of subtopology ``s``. A task of a
-    subtopology the topology does not have reads nothing known (left out)."""
-    by_topic: dict[str, set[int]] = {}
-    for t in tasks:
-        sub = topology.subtopology(t.subtopology_id)
-        if sub is None:
-            continue
-        for topic in sub.input_topics:
-            by_topic.setdefault(topic, set()).update(t.partitions)
-    return tuple((topic, tuple(sorted(parts))) for topic, parts in sorted(by_topic.items()))
-
-
-def task_partition_epochs(topology: StreamsTopology, tasks: Tasks, member_epoch: int
-                          ) -> tuple[tuple[str, tuple[int, ...], tuple[int, ...]], ...]:
-    """The partitions active ``tasks`` read with each one's assignment epoch, ``((topic,
-    partitions, epochs), ...)`` sorted by topic and partition: task ``(s, p)`` assigned at epoch
-    ``e`` gives partition ``p`` of every input topic of subtopology ``s`` epoch ``e``; a task
-    without an epoch (a record written before 4.2) reads ``member_epoch``, as Kafka's
-    ``TasksTupleWithEpochs.fromCurrentAssignmentRecord`` does. This is what Kafka's
-    ``StreamsGroup.createAssignmentEpochValidator`` (4.2) looks a committed partition up in:
-    the topic's subtopology (``StreamsTopology.sourceTopicMap``, source and repartition source
-    topics), then the partition among the member's active tasks. A subtopology the topology
-    does not have reads nothing known (left out)."""
-    by_topic: dict[str, dict[int, int]] = {}
-    for t in tasks:
-        sub = topology.subtopology(t.subtopology_id)
-        if sub is None:
-            continue
-        epochs = t.assignment_epochs if t.assignment_epochs is not None else (member_epoch,) * len(t.partitions)
-        for topic in sub.input_topics:
-            held = by_topic.setdefault(topic, {})
-            for p, e in zip(t.partitions, epochs):
-                held[p] = e
-    out = []
-    for topic in sorted(by_topic):
-        pairs = sorted(by_topic[topic].items())
-        out.append((topic, tuple(p for p, _ in pairs), tuple(e for _, e in pairs)))
-    return tuple(out)

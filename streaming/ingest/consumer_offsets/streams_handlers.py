@@ -5,36 +5,28 @@ What lives here: :class:`StreamsRecordHandlers`, the streams half of ``mapping.B
 handlers (:data:`STREAMS_HANDLERS`), over the same per-group state as the consumer groups'
 (``handlers._Group``). No I/O, no clock.
 
-Why a topology is kept: a streams member's assignment names *tasks* ``(subtopology, p)``, not
-partitions. What a commit of that member is checked against is the partitions of its active
-tasks (Kafka 4.2-4.4 ``StreamsGroup.validateOffsetCommit``: equal epochs pass, a newer one is
-STALE_MEMBER_EPOCH, an older one goes to ``createAssignmentEpochValidator``, which finds the
-committed topic's subtopology in the topology's ``sourceTopicMap`` and the partition among the
-member's active tasks, assigned or pending revocation, with their assignment epochs). Standby
-and warm-up tasks own no partition for commits and are left out. So the bridge keeps each
-group's topology (type 23) and turns a current assignment (type 22) into a
-``member_assignment`` whose ``assigned`` / ``pending_revocation`` are the partitions of the
-active tasks through it (``streams.task_partition_epochs``).
-
-A current assignment read before its group's topology (possible after compaction; Kafka's
-``StreamsGroup.maybeUpdateTaskProcessId`` notes the same of member metadata) is held, the
-latest per member, and emitted when the topology arrives, with its own ``ts`` and event id;
-each one held is counted (``problems['STREAMS_ASSIGNMENT_BEFORE_TOPOLOGY']``). A member's
-tombstone drops its held assignment. ``flush`` does not emit them: without the topology the
-partitions are unknown, and an assignment of no partitions would judge the member's lagging
-commits wrongly.
+A streams member's assignment names *tasks* ``(subtopology, p)``, not partitions, and the
+partitions are the rules' to work out (``state.streams``: through the group's topology, which
+the rules keep). So a topology (type 23) is a ``streams_topology`` event and a current assignment
+(type 22) a ``member_assignment`` of protocol ``streams`` carrying the member's active tasks
+(and those pending revocation) with their assignment epochs as the record has them; standby and
+warm-up tasks own no partition for commits and are left out. Each record maps alone, so the
+stateless ``decode_record`` of the Spark job gives the same events (less what history adds:
+instance ids, group epochs, derived group states). The bridge keeps whether a group has a
+topology only for its derived state (NotReady without one, as Kafka's ``StreamsGroup``).
 """
 
 from __future__ import annotations
 
 from typing import Any
 
+from fencewatch.state.records import EventType
 from fencewatch.streaming.ingest.consumer_offsets.handlers import (_GROUP_STATE, _MEMBER_ASSIGNMENT, _MEMBER_LEFT,
                                                                    LEAVE_GROUP_STATIC_MEMBER_EPOCH, MEMBER_STATES,
                                                                    RecordHandlers, _Group, _Member)
 from fencewatch.streaming.ingest.consumer_offsets.records import RecordDecodeError
-from fencewatch.streaming.ingest.consumer_offsets.streams import (StreamsCurrentAssignment, StreamsTopology,
-                                                                  streams_value, task_partition_epochs)
+from fencewatch.streaming.ingest.consumer_offsets.streams import (StreamsCurrentAssignment, StreamsTopology, Tasks,
+                                                                  streams_value)
 
 __all__ = ["STREAMS_HANDLERS", "StreamsRecordHandlers", "STREAMS_MEMBER_STATE"]
 
@@ -45,6 +37,7 @@ __all__ = ["STREAMS_HANDLERS", "StreamsRecordHandlers", "STREAMS_MEMBER_STATE"]
 STREAMS_MEMBER_STATE = {1: 0, 2: 1, 3: 2}
 _UNKNOWN_STATE = 127
 _PROTOCOL = "streams"
+_STREAMS_TOPOLOGY = EventType.STREAMS_TOPOLOGY.value
 
 
 class StreamsRecordHandlers(RecordHandlers):
@@ -64,15 +57,12 @@ class StreamsRecordHandlers(RecordHandlers):
 
     def _assignment_event(self, g: _Group, m: _Member, a: StreamsCurrentAssignment, ts: int,
                           eid: str) -> dict[str, Any]:
-        topology = g.topology
+        """The member's active tasks as the record has them; the rules make them partitions."""
         e = self._event(_MEMBER_ASSIGNMENT, ts, a.group_id, eid, member_id=a.member_id, protocol=_PROTOCOL,
                         member_epoch=a.member_epoch, previous_member_epoch=a.previous_member_epoch,
-                        state=MEMBER_STATES.get(m.state, "UNKNOWN"),
-                        assigned=_tp_epochs(task_partition_epochs(topology, a.active_tasks, a.member_epoch)),
-                        pending_revocation=_tp_epochs(task_partition_epochs(
-                            topology, a.active_tasks_pending_revocation, a.member_epoch)),
-                        # the topics its commits are checked against (Kafka's isSubscribedToTopic)
-                        subscribed_topics=sorted({t for s in topology.subtopologies for t in s.input_topics}))
+                        state=MEMBER_STATES.get(m.state, "UNKNOWN"), assigned=[],
+                        active_tasks=_tasks(a.active_tasks),
+                        active_tasks_pending_revocation=_tasks(a.active_tasks_pending_revocation))
         if m.instance_id is not None:
             e["instance_id"] = m.instance_id
         if g.group_epoch is not None:
@@ -107,7 +97,6 @@ class StreamsRecordHandlers(RecordHandlers):
         if v is None:
             out = self._before(group_id, g, removing_member=member_id)
             if g is not None:
-                g.held_assignments.pop(member_id, None)
                 if g.members.pop(member_id, None) is not None:
                     out.extend(self._derive_state(group_id, g, ts, eid))
             return out
@@ -122,14 +111,11 @@ class StreamsRecordHandlers(RecordHandlers):
 
     def _streams_current_assignment(self, k: dict, version: int | None, v: dict | None, ts: int,
                                     eid: str) -> list[dict]:
-        """Type 22: ``member_assignment`` of the active tasks' partitions (held until the topology
-        is known); member epoch -2: ``member_left`` ``static_leave``; a tombstone: as a consumer
-        group member's (``member_left`` ``leave``, or held back for a static takeover)."""
+        """Type 22: ``member_assignment`` of the active tasks; member epoch -2: ``member_left``
+        ``static_leave``; a tombstone: as a consumer group member's (``member_left`` ``leave``, or
+        held back for a static takeover)."""
         group_id, member_id = k["groupId"], k["memberId"]
         if v is None:
-            g = self.groups.get(group_id)
-            if g is not None:
-                g.held_assignments.pop(member_id, None)
             return self._current_assignment(k, version, None, ts, eid)
         a: StreamsCurrentAssignment = self._streams_value(22, k, v)
         g = self.groups.get(group_id)
@@ -141,20 +127,18 @@ class StreamsRecordHandlers(RecordHandlers):
         m.member_epoch = a.member_epoch
         m.state = STREAMS_MEMBER_STATE.get(v["state"], _UNKNOWN_STATE)
         if a.member_epoch == LEAVE_GROUP_STATIC_MEMBER_EPOCH:
-            g.held_assignments.pop(member_id, None)
             extra = {"instance_id": m.instance_id} if m.instance_id is not None else {}
             out.append(self._event(_MEMBER_LEFT, ts, group_id, eid, member_id=member_id, reason="static_leave",
                                    **extra))
-        elif g.topology is None:
-            g.held_assignments[member_id] = (a, ts, eid)
-            self.stats.problems["STREAMS_ASSIGNMENT_BEFORE_TOPOLOGY"] += 1
         else:
             out.append(self._assignment_event(g, m, a, ts, eid))
         out.extend(self._derive_state(group_id, g, ts, eid))
         return out
 
     def _streams_topology(self, k: dict, version: int | None, v: dict | None, ts: int, eid: str) -> list[dict]:
-        """Type 23: the topology tasks are read through; the assignments held for it follow."""
+        """Type 23: ``streams_topology``, the topics each subtopology's tasks read (the rules make
+        the members' tasks partitions through it); a tombstone (the group's deletion, with its
+        metadata's ``group_state`` Dead) gives nothing."""
         group_id = k["groupId"]
         g = self.groups.get(group_id)
         out = self._before(group_id, g)
@@ -165,11 +149,10 @@ class StreamsRecordHandlers(RecordHandlers):
         topology: StreamsTopology = self._streams_value(23, k, v)
         g = self._streams_group(group_id)
         g.topology = topology
-        held, g.held_assignments = g.held_assignments, {}
-        for member_id, (a, held_ts, held_eid) in held.items():
-            m = g.members.get(member_id)
-            if m is not None:
-                out.append(self._assignment_event(g, m, a, held_ts, held_eid))
+        out.append(self._event(_STREAMS_TOPOLOGY, ts, group_id, eid, topology_epoch=topology.epoch, subtopologies=[
+            {"subtopology_id": s.subtopology_id, "source_topics": list(s.source_topics),
+             "repartition_source_topics": [t.name for t in s.repartition_source_topics]}
+            for s in topology.subtopologies]))
         out.extend(self._derive_state(group_id, g, ts, eid))
         return out
 
@@ -186,8 +169,15 @@ class StreamsRecordHandlers(RecordHandlers):
         return self._target_metadata(k, version, v, ts, eid)
 
 
-def _tp_epochs(items: tuple[tuple[str, tuple[int, ...], tuple[int, ...]], ...]) -> list[dict[str, Any]]:
-    return [{"topic": t, "partitions": list(parts), "assignment_epochs": list(epochs)} for t, parts, epochs in items]
+def _tasks(tasks: Tasks) -> list[dict[str, Any]]:
+    """Tasks as the contract writes them (``records.STREAMS_TASKS``), in the record's order."""
+    out = []
+    for t in tasks:
+        e: dict[str, Any] = {"subtopology_id": t.subtopology_id, "partitions": list(t.partitions)}
+        if t.assignment_epochs is not None:
+            e["assignment_epochs"] = list(t.assignment_epochs)
+        out.append(e)
+    return out
 
 
 STREAMS_HANDLERS = {
