@@ -592,7 +592,8 @@ def _expectations(expectations: list, request_log: Path, verdicts: list[dict],
 
 
 def run_fidelity(version: str, workdir: Path, *, commits: int, groups: int = 8, seed: int = 1,
-                 master: str = "local[2]", scenarios: str = "all", timeout_s: float = 1800.0) -> FidelityRun:
+                 master: str = "local[2]", scenarios: str = "all", timeout_s: float = 1800.0,
+                 load: str = "steady") -> FidelityRun:
     """One version's run, start to finish; every process started here is stopped here."""
     from fencewatch.sim.live import capture, driver
     from fencewatch.streaming.brokers.kafka import KafkaBroker
@@ -612,7 +613,7 @@ def run_fidelity(version: str, workdir: Path, *, commits: int, groups: int = 8, 
             t = time.monotonic()
             # one run id for every version: the same group names, so reports compare group by group
             result = driver.run(broker.bootstrap, scenarios, groups=groups, commits=commits, seed=seed,
-                                run_id=f"seed{seed}")
+                                run_id=f"seed{seed}", load=load)
             seconds["traffic"] = time.monotonic() - t
             capture.wait_for_log(str(broker.request_log_path))
             lines = _wait_shipped(broker.bootstrap, broker.request_log_path)
@@ -726,13 +727,16 @@ def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--versions", default="4.2,4.3,4.4")
     p.add_argument("--commits", type=int, default=30_000, help="commits the load answers, per version")
+    p.add_argument("--load", choices=("steady", "fences"), default="steady",
+                   help="the organic traffic: steady (eight groups, members leaving and joining) or fences "
+                        "(sim/live/fence_load.py: members stalled past their session, replaced, scaled)")
     p.add_argument("--workdir", default="/tmp/fencewatch-fidelity")
     p.add_argument("--write-docs", action="store_true", help="write docs/fidelity.md's table")
     args = p.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s: %(message)s")
     runs = []
     for version in args.versions.split(","):
-        r = run_fidelity(version, Path(args.workdir) / version, commits=args.commits)
+        r = run_fidelity(version, Path(args.workdir) / version, commits=args.commits, load=args.load)
         log.info("%s", summary(r))
         runs.append(r)
     text = render(runs, "python bench/bench_fidelity.py " + " ".join(argv or sys.argv[1:]),
