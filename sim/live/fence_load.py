@@ -29,16 +29,20 @@ always have something to commit. :func:`plan` is the whole layout, without a bro
 
 from __future__ import annotations
 
+import hashlib
 import logging
 import multiprocessing
 import os
 import queue
 import random
+import shutil
 import signal
+import subprocess
 import threading
 import time
 from collections import Counter
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any, Callable
 
 from .context import Context, Worker
@@ -81,6 +85,7 @@ class GroupPlan:
     children: int = 0
     burst: int = 0
     conf: dict[str, Any] = field(default_factory=dict)
+    java: bool = False  # the children are Java KafkaConsumers (kafka-clients), not librdkafka
 
     @property
     def members(self) -> int:
@@ -104,6 +109,10 @@ def plan() -> list[GroupPlan]:
         GroupPlan(5, "classic-eager", "classic", 40, threads=1, children=1, burst=1,
                   conf={"assignor": "range", **classic}),
         GroupPlan(6, "classic-coop", "classic", 40, threads=1, children=1, burst=1,
+                  conf={"assignor": "cooperative-sticky", **classic}),
+        # Apache Kafka's own Java consumer (java/FenceConsumer.java), stopped from outside
+        GroupPlan(7, "java", "consumer", 40, threads=1, children=2, java=True),
+        GroupPlan(8, "java-classic", "classic", 40, threads=1, children=1, burst=1, java=True,
                   conf={"assignor": "cooperative-sticky", **classic}),
     ]
 
@@ -247,6 +256,100 @@ class Child:
                 self.proc.join(5)
 
 
+# --------------------------------------------------------------------------- Java members
+
+JAVA_SOURCE = Path(__file__).with_name("java") / "FenceConsumer.java"
+
+
+def java_classpath() -> str | None:
+    """The Java member's classpath: ``FenceConsumer`` compiled (once per source, with ``javac``)
+    against the kafka-clients jar of the newest Kafka folder of the jars cache (``make jars``;
+    ``FENCEWATCH_JARS_DIR`` moves it), and that folder's jars. None (and a warning) without a
+    JDK or the jars: the Java groups are left out."""
+    jars = Path(os.environ.get("FENCEWATCH_JARS_DIR", Path.home() / ".cache" / "fencewatch" / "jars"))
+
+    def version(d: Path) -> tuple[int, ...]:
+        return tuple(int(x) for x in d.name.split("-", 1)[1].split(".") if x.isdigit())
+
+    folders = sorted((d for d in jars.glob("kafka-[0-9]*") if list(d.glob("kafka-clients-*.jar"))), key=version)
+    if not folders or not shutil.which("javac") or not shutil.which("java"):
+        log.warning("fence load: no JDK or no Kafka jars in %s: the Java members are left out", jars)
+        return None
+    clients = next(folders[-1].glob("kafka-clients-*.jar"))
+    digest = hashlib.sha256(JAVA_SOURCE.read_bytes() + clients.name.encode()).hexdigest()[:16]
+    classes = jars / f"fence-consumer-{digest}"
+    if not (classes / "FenceConsumer.class").exists():
+        part = Path(f"{classes}.part{os.getpid()}")
+        shutil.rmtree(part, ignore_errors=True)
+        part.mkdir(parents=True)
+        subprocess.run(["javac", "-cp", str(clients), "-d", str(part), str(JAVA_SOURCE)], check=True,
+                       capture_output=True, text=True)
+        try:
+            part.rename(classes)
+        except OSError:  # another run compiled it meanwhile
+            shutil.rmtree(part, ignore_errors=True)
+    return f"{classes}{os.pathsep}{folders[-1]}/*"
+
+
+class JavaChild:
+    """A Java KafkaConsumer member in its own JVM, with :class:`Child`'s surface; stopped from
+    outside (SIGSTOP at any moment), its answers read from its stdout."""
+
+    def __init__(self, spec: "ChildSpec", bootstrap: str, classpath: str) -> None:
+        self.spec = spec
+        self.stall_event = threading.Event()  # never set: a JVM is stopped from outside
+        self.out: queue.Queue = queue.Queue()
+        assignor = {"range": "range", "cooperative-sticky": "cooperative"}.get(spec.conf.get("assignor", ""), "-")
+        seed = int(hashlib.sha256(spec.seed.encode()).hexdigest()[:8], 16)
+        self.proc = subprocess.Popen(
+            ["java", "-Xmx128m", "-XX:TieredStopAtLevel=1", "-XX:+UseSerialGC", "-cp", classpath, "FenceConsumer",
+             bootstrap, spec.group_id, spec.client_id, spec.topic, spec.protocol, assignor,
+             spec.conf.get("group.instance.id", "-"), str(seed)],
+            stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True, start_new_session=True)
+        threading.Thread(target=self._read, name=f"read-{spec.client_id}", daemon=True).start()
+        self.joined = False
+        self.exited = False
+        self.stopped_at: float | None = None
+        self.stalls = 0
+
+    def _read(self) -> None:
+        assert self.proc.stdout is not None
+        for line in self.proc.stdout:
+            what, _, name = line.strip().partition(" ")
+            if what == "joined":
+                self.out.put((self.spec.client_id, {"joined": 1}))
+            elif what == "commit" and name:
+                self.out.put((self.spec.client_id, {("local." + name) if name.startswith("_") else name: 1}))
+
+    def stopped(self) -> bool:
+        try:
+            with open(f"/proc/{self.proc.pid}/stat", encoding="ascii") as f:
+                return f.read().rsplit(")", 1)[1].split()[0] == "T"
+        except OSError:
+            return False
+
+    def stall(self) -> None:
+        self.stalls += 1
+        os.kill(self.proc.pid, signal.SIGSTOP)
+
+    def resume(self) -> None:
+        self.stopped_at = None
+        try:
+            os.kill(self.proc.pid, signal.SIGCONT)
+        except ProcessLookupError:
+            pass
+
+    def close(self) -> None:
+        if self.proc.poll() is None:
+            self.resume()
+            self.proc.terminate()
+            try:
+                self.proc.wait(10)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait(5)
+
+
 # --------------------------------------------------------------------------- the load
 
 class FenceLoad:
@@ -270,7 +373,8 @@ class FenceLoad:
         self.replacing: dict[str, Child] = {}  # old static instance's client id -> its replacement
         self.topics: dict[int, str] = {}
         self.groups: dict[int, str] = {}
-        self.reaped: list[Child] = []
+        self.reaped: list[Child | JavaChild] = []
+        self.classpath: str | None = None
         self.child_counts: Counter = Counter()
         self.joins = 0
         self._producing = threading.Event()
@@ -322,18 +426,25 @@ class FenceLoad:
         w.start()
         return w
 
-    def _child(self, gp: GroupPlan, instance: str | None = None) -> Child:
+    def _child(self, gp: GroupPlan, instance: str | None = None) -> Child | JavaChild:
         self.joins += 1
         group = self.groups[gp.index]
         conf = dict(gp.conf)
         if instance:
             conf["group.instance.id"] = instance
-        spec = ChildSpec(group, f"{group}-p{self.joins}", gp.protocol, self.topics[gp.index], conf,
-                         auto=bool(conf.get("enable.auto.commit")), once=instance is not None,
+        spec = ChildSpec(group, f"{group}-{'j' if gp.java else 'p'}{self.joins}", gp.protocol, self.topics[gp.index],
+                         conf, auto=gp.java or bool(conf.get("enable.auto.commit")), once=instance is not None,
                          seed=f"{self.ctx.seed}/{group}/{self.joins}")
+        if gp.java:
+            assert self.classpath is not None
+            return JavaChild(spec, self.ctx.bootstrap, self.classpath)
         return Child(spec, self.ctx.bootstrap, self.ctx.clients.extra)
 
     def setup(self) -> None:
+        if any(gp.java for gp in self.plan):
+            self.classpath = java_classpath()
+            if self.classpath is None:
+                self.plan = [gp for gp in self.plan if not gp.java]
         for gp in self.plan:
             group = self.ctx.name("load", f"g{gp.index}")
             self.groups[gp.index] = group

@@ -144,7 +144,8 @@ def test_fence_load_plan():
         fewest, most = g.per_member()
         assert 10 <= fewest <= most <= 50, (g.role, fewest, most)
     roles = {g.role: g for g in groups}
-    assert set(roles) == {"staller", "auto", "static", "scaling", "classic-eager", "classic-coop"}
+    assert set(roles) == {"staller", "auto", "static", "scaling", "classic-eager", "classic-coop", "java", "java-classic"}
+    assert {roles["java"].protocol, roles["java-classic"].protocol} == {"consumer", "classic"}
     assert all(g.children > 0 for g in groups if g.role in ("staller", "auto", "static", "classic-eager",
                                                              "classic-coop"))
     assert roles["scaling"].burst >= 2 and roles["scaling"].protocol == "consumer"
