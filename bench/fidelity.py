@@ -651,6 +651,12 @@ class Topology:
                 + (", judged live from latest" if self.live else ", judged from the backlog"))
 
 
+def _fence_groups() -> int:
+    from fencewatch.sim.live.fence_load import plan
+
+    return len(plan())
+
+
 def _start_kafka(version: str, brokers: int):
     from fencewatch.streaming.brokers.cluster import KafkaCluster
     from fencewatch.streaming.brokers.kafka import KafkaBroker
@@ -688,7 +694,7 @@ def _wait_first_batch(job: subprocess.Popen, workdir: Path, timeout_s: float) ->
 
 def run_fidelity(version: str, workdir: Path, *, commits: int, groups: int = 8, seed: int = 1,
                  master: str = "local[2]", scenarios: str = "all", timeout_s: float = 1800.0,
-                 topology: Topology | None = None) -> FidelityRun:
+                 topology: Topology | None = None, load: str = "steady") -> FidelityRun:
     """One version's run, start to finish; every process started here is stopped here."""
     import threading
 
@@ -731,14 +737,14 @@ def run_fidelity(version: str, workdir: Path, *, commits: int, groups: int = 8, 
                         judging.wait(timeout_s)
                     main_traffic.set()
                     outcome["result"] = driver.run(kafka.bootstrap, scenarios, groups=groups, commits=commits,
-                                                   seed=seed, run_id=f"seed{seed}")
+                                                   seed=seed, run_id=f"seed{seed}", load=load)
                 except BaseException as exc:  # noqa: BLE001 - reported below, in the main thread
                     outcome["error"] = exc
                     main_traffic.set()
 
             player = threading.Thread(target=traffic, name="traffic", daemon=True)
             player.start()
-            load_groups = [f"fw-seed{seed}-load-g{g}" for g in range(groups)]
+            load_groups = [f"fw-seed{seed}-load-g{g}" for g in range(groups if load == "steady" else _fence_groups())]
             if topology.live:
                 while _end_offset(kafka.bootstrap, LINES_TOPIC) < 2_000 and player.is_alive():
                     time.sleep(1.0)
@@ -893,6 +899,9 @@ def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--versions", default="4.2,4.3,4.4")
     p.add_argument("--commits", type=int, default=30_000, help="commits the load answers, per version")
+    p.add_argument("--load", choices=("steady", "fences"), default="steady",
+                   help="the organic traffic: steady (eight groups, members leaving and joining) or fences "
+                        "(sim/live/fence_load.py: members stalled past their session, replaced, scaled)")
     p.add_argument("--workdir", default="/tmp/fencewatch-fidelity")
     p.add_argument("--write-docs", action="store_true", help="write docs/fidelity.md's table")
     p.add_argument("--brokers", type=int, default=1, choices=(1, 3),
@@ -910,7 +919,7 @@ def main(argv: list[str] | None = None) -> int:
     runs = []
     for version in args.versions.split(","):
         r = run_fidelity(version, Path(args.workdir) / version, commits=args.commits, groups=args.groups,
-                         topology=topology)
+                         topology=topology, load=args.load)
         log.info("%s", summary(r))
         runs.append(r)
     text = render(runs, "python bench/bench_fidelity.py " + " ".join(argv or sys.argv[1:]),

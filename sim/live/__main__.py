@@ -14,7 +14,7 @@ import argparse
 import logging
 import sys
 
-from .driver import SCENARIOS, run, scenario_names
+from .driver import LOADS, SCENARIOS, run, scenario_names
 from .expect import check, dump_expectations, load_expectations, read_request_log
 
 log = logging.getLogger("fencewatch.sim.live")
@@ -31,6 +31,9 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--commits", type=int, default=0, help="load: run until this many commits were answered")
     p.add_argument("--rate", type=float, default=400.0,
                    help="load: commits per second over all members, roughly (0: as fast as they go)")
+    p.add_argument("--load", choices=LOADS, default="steady",
+                   help="load: steady (--groups x --members) or fences (fence_load.py's own groups: members "
+                        "stalled, replaced, scaled; any --groups > 0 switches it on)")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--short", action="store_true", help="the quick variant of every scenario (tests)")
     p.add_argument("-X", dest="client_config", action="append", default=[], metavar="KEY=VALUE",
@@ -75,7 +78,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"{exc}", file=sys.stderr)
         return 2
     result = run(args.bootstrap_servers, names, groups=args.groups, commits=args.commits, members=args.members,
-                 rate=args.rate, seed=args.seed, short=args.short, client_config=extra)
+                 rate=args.rate, seed=args.seed, short=args.short, client_config=extra, load=args.load)
     if args.expectations_out:
         with open(args.expectations_out, "w", encoding="utf-8") as f:
             f.write(dump_expectations(result.expectations))

@@ -81,19 +81,22 @@ class Context:
 
 
 class Worker(threading.Thread):
-    """One member: subscribes, consumes, commits every ``commit_every`` messages (synchronously
+    """One member: subscribes, consumes, commits every ``commit_every`` messages (with ``batch``:
+    every ``commit_every`` batches of up to ``batch`` messages, so one commit covers many partitions;
+    synchronously
     with probability ``sync_share``, else asynchronously), until :meth:`leave`. Sync commits'
     answers are kept (``seen``: (partition, offset, error name)) for ``client_saw``
     expectations; every commit counts in the context (``commits``, ``commit_errors.*``)."""
 
     def __init__(self, ctx: Context, group_id: str, client_id: str, topics: list[str], *, protocol: str = "consumer",
                  commit_every: int = 3, sync_share: float = 0.3, rng: random.Random | None = None,
-                 max_commits: int | None = None, pace_s: float = 0.0, record_seen: bool = True, **conf: Any) -> None:
+                 max_commits: int | None = None, pace_s: float = 0.0, record_seen: bool = True, batch: int = 0,
+                 **conf: Any) -> None:
         super().__init__(name=client_id, daemon=True)
         self.ctx, self.group_id, self.client_id, self.topics = ctx, group_id, client_id, topics
         self.protocol, self.commit_every, self.sync_share = protocol, commit_every, sync_share
         self.rng = rng or random.Random(client_id)
-        self.max_commits, self.pace_s, self.conf = max_commits, pace_s, conf
+        self.max_commits, self.pace_s, self.conf, self.batch = max_commits, pace_s, conf, batch
         self.member_id = ""
         self.partitions: set[tuple[str, int]] = set()
         self.seen: list[tuple[str, int, int, str]] = []
@@ -134,12 +137,16 @@ class Worker(threading.Thread):
                 if self.max_commits is not None and self.commits >= self.max_commits:
                     c.poll(0.1)
                     continue
-                m = c.poll(0.1)
+                if self.batch:  # up to ``batch`` messages of many partitions, one commit for them all
+                    got = [m for m in c.consume(self.batch, 0.1) if not m.error()]
+                else:
+                    m = c.poll(0.1)
+                    got = [] if m is None or m.error() else [m]
                 self.partitions = assigned(c)
                 if self.partitions and not self.joined.is_set():
                     self.member_id = c.memberid() or ""
                     self.joined.set()
-                if m is None or m.error():
+                if not got:
                     continue
                 n += 1
                 if n % self.commit_every == 0:

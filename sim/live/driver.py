@@ -20,7 +20,7 @@ from .clients import Clients
 from .context import Context, Worker
 from .expect import Expectation
 
-__all__ = ["SCENARIOS", "RunResult", "run", "scenario_names"]
+__all__ = ["LOADS", "SCENARIOS", "RunResult", "run", "scenario_names"]
 
 log = logging.getLogger(__name__)
 
@@ -43,6 +43,8 @@ def _registry() -> dict[str, Callable[[Context], None]]:
 
 
 SCENARIOS = tuple(_registry())
+#: The loads :func:`run` can play beside the scenarios.
+LOADS = ("steady", "fences")
 FIRST = "coordinator_routing"
 
 
@@ -83,10 +85,14 @@ class RunResult:
 def run(bootstrap: str, scenarios: str | list[str] = "all", *, groups: int = 0, commits: int = 0,
         members: int = 3, rate: float = 400.0, seed: int = 0, short: bool = False,
         client_config: dict[str, Any] | None = None,
-        run_id: str | None = None) -> RunResult:
+        run_id: str | None = None, load: str = "steady") -> RunResult:
     """Play ``scenarios`` (names, or ``all``; ``[]`` for the load alone) against ``bootstrap``;
     with ``groups`` and ``commits`` > 0, the load runs beside them until it made ``commits``
-    commits and every scenario ended."""
+    commits and every scenario ended. ``load``: ``steady`` (:mod:`.load`, ``groups`` x
+    ``members``) or ``fences`` (:mod:`.fence_load`, its own plan of groups: members stalled past
+    their session, replaced, scaled; ``groups`` > 0 only switches it on)."""
+    if load not in LOADS:
+        raise ValueError(f"unknown load {load!r}; valid: {', '.join(LOADS)}")
     names = scenario_names(scenarios) if scenarios else []
     ctx = Context(Clients(bootstrap, client_config), run_id or uuid.uuid4().hex[:8], seed=seed, short=short)
     result = RunResult(ctx.run_id, ctx.expectations, ctx.counts, ctx.topics)
@@ -100,18 +106,24 @@ def run(bootstrap: str, scenarios: str | list[str] = "all", *, groups: int = 0, 
         t = threading.Thread(target=_play, name=f"scenario-{name}", daemon=True,
                              args=(ctx, name, registry[name], result))
         threads.append(t)
-    load = None
-    if groups > 0 and commits > 0:
+    runner: Any = None
+    if groups > 0 and commits > 0 and load == "fences":
+        from .fence_load import FenceLoad
+
+        runner = FenceLoad(ctx, commits=commits)
+        what = f", the fence-heavy load for {commits} commits"
+    elif groups > 0 and commits > 0:
         from .load import Load
 
-        load = Load(ctx, groups=groups, members=members, commits=commits, rate=rate)
+        runner = Load(ctx, groups=groups, members=members, commits=commits, rate=rate)
+        what = f", load {groups} groups x {members} members for {commits} commits"
     log.info("run %s: scenarios %s%s against %s", ctx.run_id, ", ".join(names) or "none",
-             f", load {groups} groups x {members} members for {commits} commits" if load else "", bootstrap)
+             what if runner else "", bootstrap)
     for t in threads:
         t.start()
-    if load is not None:
-        load.run_until_done(lambda: not any(t.is_alive() for t in threads))
-        result.load_commits = load.committed
+    if runner is not None:
+        runner.run_until_done(lambda: not any(t.is_alive() for t in threads))
+        result.load_commits = runner.committed
     for t in threads:
         t.join()
     # A scenario that failed midway leaves its members running: stop them now, or their consumers

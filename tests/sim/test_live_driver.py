@@ -128,3 +128,35 @@ def test_sim_live_imports_no_monitor_code():
                 assert not name.startswith(("fencewatch.streaming", "fencewatch.sinks", "pyspark")), (path.name, name)
                 if name.startswith("fencewatch."):
                     assert name.startswith("fencewatch.state"), (path.name, name)
+
+
+def test_fence_load_plan():
+    """The fence-heavy load's layout (issue 44 item 2), without a broker: every member holds 10
+    to 50 partitions, at rest and with a burst in; both protocols, classic eager and cooperative
+    with joiners; stalled and replaced members are child processes (SIGSTOP), the auto-commit
+    group commits only by auto commit; and the groups are the load's (``fw-<run>-load-g<n>``,
+    what bench/fidelity_matrix.py counts as organic)."""
+    from fencewatch.sim.live.fence_load import plan
+
+    groups = plan()
+    assert [g.index for g in groups] == list(range(len(groups)))
+    for g in groups:
+        fewest, most = g.per_member()
+        assert 10 <= fewest <= most <= 50, (g.role, fewest, most)
+    roles = {g.role: g for g in groups}
+    assert set(roles) == {"staller", "auto", "static", "scaling", "classic-eager", "classic-coop", "java", "java-classic"}
+    assert {roles["java"].protocol, roles["java-classic"].protocol} == {"consumer", "classic"}
+    assert all(g.children > 0 for g in groups if g.role in ("staller", "auto", "static", "classic-eager",
+                                                             "classic-coop"))
+    assert roles["scaling"].burst >= 2 and roles["scaling"].protocol == "consumer"
+    assert roles["auto"].conf["enable.auto.commit"] is True and roles["auto"].conf["auto.commit.interval.ms"] < 1000
+    assert {roles["classic-eager"].conf["assignor"], roles["classic-coop"].conf["assignor"]} == {
+        "range", "cooperative-sticky"}
+    assert all(g.burst > 0 for g in groups if g.protocol == "classic")
+
+
+def test_unknown_load_is_a_value_error():
+    from fencewatch.sim.live.driver import run
+
+    with pytest.raises(ValueError, match="valid: steady, fences"):
+        run("127.0.0.1:1", [], groups=1, commits=1, load="storm")
