@@ -636,8 +636,8 @@ def _expectations(expectations: list, request_log: Path, verdicts: list[dict],
 class Topology:
     """How a run is laid out: ``brokers`` KRaft nodes (1: ``KafkaBroker``; 3: ``KafkaCluster``,
     ``__consumer_offsets`` at 50 partitions replicated 3 times, every node's request log shipped
-    by its own rsyslog); ``move``: restart, once during the traffic, the node that leads the
-    coordinator partitions of the most load groups (a coordinator move: NOT_COORDINATOR,
+    by its own rsyslog); ``move``: restart, once the scripted cases are over and while the
+    load goes on, the node that leads the coordinator partitions of the most load groups (a coordinator move: NOT_COORDINATOR,
     COORDINATOR_LOAD_IN_PROGRESS, the groups' commits on another node); ``live``: the job starts
     from ``latest`` while the traffic is on (``run``'s default warm-up), else from ``earliest`` on
     the finished backlog."""
@@ -723,7 +723,21 @@ def run_fidelity(version: str, workdir: Path, *, commits: int, groups: int = 8, 
             # one run id for every version: the same group names, so reports compare group by group
             outcome: dict = {}
             judging = threading.Event()  # live: the job has committed its first batch
-            main_traffic = threading.Event()  # the scenarios and the load began
+
+            load_groups = [f"fw-seed{seed}-load-g{g}" for g in range(groups if load == "steady" else _fence_groups())]
+
+            def move(load) -> None:
+                """After the scripted cases (a move must not cut them short), while the load goes
+                on: the coordinator move, then the load's commits on the new coordinators."""
+                if not topology.move:
+                    return
+                before = load.committed if load is not None else 0
+                _move_coordinator(kafka, load_groups, moves)
+                deadline = time.monotonic() + timeout_s
+                while load is not None and load.committed < before + max(200, commits // 4):
+                    if time.monotonic() > deadline:
+                        raise TimeoutError("the load made no commits after the coordinator move")
+                    time.sleep(0.5)
 
             def traffic() -> None:
                 try:
@@ -735,16 +749,14 @@ def run_fidelity(version: str, workdir: Path, *, commits: int, groups: int = 8, 
                                                        commits=max(1_000, commits // 4), seed=seed,
                                                        run_id=f"seed{seed}-pre")
                         judging.wait(timeout_s)
-                    main_traffic.set()
                     outcome["result"] = driver.run(kafka.bootstrap, scenarios, groups=groups, commits=commits,
-                                                   seed=seed, run_id=f"seed{seed}", load=load)
+                                                   seed=seed, run_id=f"seed{seed}", load=load,
+                                                   after_scenarios=move)
                 except BaseException as exc:  # noqa: BLE001 - reported below, in the main thread
                     outcome["error"] = exc
-                    main_traffic.set()
 
             player = threading.Thread(target=traffic, name="traffic", daemon=True)
             player.start()
-            load_groups = [f"fw-seed{seed}-load-g{g}" for g in range(groups if load == "steady" else _fence_groups())]
             if topology.live:
                 while _end_offset(kafka.bootstrap, LINES_TOPIC) < 2_000 and player.is_alive():
                     time.sleep(1.0)
@@ -753,14 +765,6 @@ def run_fidelity(version: str, workdir: Path, *, commits: int, groups: int = 8, 
                 _wait_first_batch(job, workdir, timeout_s)
                 judging.set()
                 start_lines = (launched, launched)  # the second: the first line judged, read below
-            if topology.move:
-                # halfway through the main traffic: its commits are answered before and after it
-                main_traffic.wait(timeout_s)
-                began = _end_offset(kafka.bootstrap, LINES_TOPIC)
-                while player.is_alive() and not moves:
-                    time.sleep(1.0)
-                    if _end_offset(kafka.bootstrap, LINES_TOPIC) >= began + commits // 2:
-                        _move_coordinator(kafka, load_groups, moves)
             player.join()
             if "error" in outcome:
                 raise outcome["error"]
@@ -907,7 +911,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--brokers", type=int, default=1, choices=(1, 3),
                    help="KRaft nodes: 1, or a 3-node cluster (__consumer_offsets 50 partitions, RF 3)")
     p.add_argument("--move", action="store_true", help="restart the node leading the most load groups' "
-                   "coordinators halfway through the traffic (needs --brokers 3)")
+                   "coordinators once the scenarios are over, while the load goes on (needs --brokers 3)")
     p.add_argument("--live", action="store_true", help="start the job from latest while the traffic is on "
                    "(run's default warm-up), not from earliest on the finished backlog")
     p.add_argument("--groups", type=int, default=8, help="load groups (default 8)")

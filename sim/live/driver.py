@@ -85,12 +85,16 @@ class RunResult:
 def run(bootstrap: str, scenarios: str | list[str] = "all", *, groups: int = 0, commits: int = 0,
         members: int = 3, rate: float = 400.0, seed: int = 0, short: bool = False,
         client_config: dict[str, Any] | None = None,
-        run_id: str | None = None, load: str = "steady") -> RunResult:
+        run_id: str | None = None, load: str = "steady",
+        after_scenarios: Callable[[Any], None] | None = None) -> RunResult:
     """Play ``scenarios`` (names, or ``all``; ``[]`` for the load alone) against ``bootstrap``;
     with ``groups`` and ``commits`` > 0, the load runs beside them until it made ``commits``
     commits and every scenario ended. ``load``: ``steady`` (:mod:`.load`, ``groups`` x
     ``members``) or ``fences`` (:mod:`.fence_load`, its own plan of groups: members stalled past
-    their session, replaced, scaled; ``groups`` > 0 only switches it on)."""
+    their session, replaced, scaled; ``groups`` > 0 only switches it on). ``after_scenarios(load)``:
+    called on a thread of its own once every scenario has ended, while the load goes on, which
+    then runs until it returns too (a coordinator move that must not cut the scripted cases
+    short, but must meet the load's commits)."""
     if load not in LOADS:
         raise ValueError(f"unknown load {load!r}; valid: {', '.join(LOADS)}")
     names = scenario_names(scenarios) if scenarios else []
@@ -121,9 +125,24 @@ def run(bootstrap: str, scenarios: str | list[str] = "all", *, groups: int = 0, 
              what if runner else "", bootstrap)
     for t in threads:
         t.start()
+    hook: list[threading.Thread] = []
+
+    def others_done() -> bool:
+        if any(t.is_alive() for t in threads):
+            return False
+        if after_scenarios is not None and not hook:
+            hook.append(threading.Thread(target=_after, name="after-scenarios", daemon=True,
+                                         args=(after_scenarios, runner, result)))
+            hook[0].start()
+        return not any(h.is_alive() for h in hook)
+
     if runner is not None:
-        runner.run_until_done(lambda: not any(t.is_alive() for t in threads))
+        runner.run_until_done(others_done)
         result.load_commits = runner.committed
+    elif after_scenarios is not None:
+        for t in threads:
+            t.join()
+        _after(after_scenarios, None, result)
     for t in threads:
         t.join()
     # A scenario that failed midway leaves its members running: stop them now, or their consumers
@@ -133,6 +152,15 @@ def run(bootstrap: str, scenarios: str | list[str] = "all", *, groups: int = 0, 
         w.join(30)
     log.info("%s", result.summary())
     return result
+
+
+def _after(fn: Callable[[Any], None], load: Any, result: RunResult) -> None:
+    """The caller's step after the scenarios; its failure is reported like a scenario's."""
+    try:
+        fn(load)
+    except Exception as exc:
+        log.exception("[after scenarios] failed")
+        result.failed["after_scenarios"] = f"{type(exc).__name__}: {exc}"
 
 
 def _play(ctx: Context, name: str, fn: Callable[[Context], None], result: RunResult) -> None:

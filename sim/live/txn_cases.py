@@ -22,6 +22,21 @@ __all__ = ["txn_fence", "txn_stale_metadata"]
 log = logging.getLogger(__name__)
 
 
+def _retried(call, attempts: int = 4) -> None:
+    """A transactional call, again while librdkafka says it may be (a timeout on a slow or moving
+    transaction coordinator: the call is still under way, and a new transaction begun now would
+    conflict with it, _CONFLICT)."""
+    for attempt in range(attempts):
+        try:
+            call()
+            return
+        except KafkaException as exc:
+            err = exc.args[0]
+            if attempt == attempts - 1 or not (hasattr(err, "retriable") and err.retriable()):
+                raise
+            log.info("transactional call retried: %s", err)
+
+
 def _transact(producer, out_topic: str, offsets: list[TopicPartition], metadata) -> str:
     """One consume-transform-produce transaction; the error name ("NONE" when committed). An
     abortable failure is aborted; a fatal one (fenced) leaves the producer unusable."""
@@ -29,8 +44,8 @@ def _transact(producer, out_topic: str, offsets: list[TopicPartition], metadata)
         producer.begin_transaction()
         for tp in offsets:
             producer.produce(out_topic, f"{tp.topic}/{tp.partition}/{tp.offset}".encode(), partition=tp.partition)
-        producer.send_offsets_to_transaction(offsets, metadata, 30)
-        producer.commit_transaction(30)
+        _retried(lambda: producer.send_offsets_to_transaction(offsets, metadata, 30))
+        _retried(lambda: producer.commit_transaction(30))
         return "NONE"
     except KafkaException as exc:
         err = exc.args[0]

@@ -160,3 +160,53 @@ def test_unknown_load_is_a_value_error():
 
     with pytest.raises(ValueError, match="valid: steady, fences"):
         run("127.0.0.1:1", [], groups=1, commits=1, load="storm")
+
+
+def test_after_scenarios_runs_once_the_scenarios_ended_and_holds_the_load(monkeypatch):
+    """The step after the scenarios (the fidelity harness's coordinator move) starts only when
+    every scenario has ended, the load runs until it returns too, and its failure is reported like
+    a scenario's. No broker: a scenario and a load of our own."""
+    import threading
+    import time
+
+    from fencewatch.sim.live import driver
+
+    order: list[str] = []
+    scenario_done = threading.Event()
+
+    def scenario(ctx):
+        time.sleep(0.3)
+        order.append("scenario")
+        scenario_done.set()
+
+    class FakeLoad:
+        committed = 0
+
+        def __init__(self, ctx, **kw):
+            pass
+
+        def run_until_done(self, others_done):
+            while not others_done():
+                self.committed += 1
+                time.sleep(0.01)
+            order.append("load")
+
+    def after(load):
+        assert scenario_done.is_set() and isinstance(load, FakeLoad)
+        seen = load.committed
+        while load.committed < seen + 5:  # the load goes on meanwhile
+            time.sleep(0.01)
+        order.append("after")
+
+    monkeypatch.setattr(driver, "_registry", lambda: {"s": scenario})
+    monkeypatch.setattr(driver, "SCENARIOS", ("s",))
+    import fencewatch.sim.live.load as load_module
+    monkeypatch.setattr(load_module, "Load", FakeLoad)
+    result = driver.run("127.0.0.1:1", ["s"], groups=1, commits=1, after_scenarios=after)
+    assert order == ["scenario", "after", "load"] and not result.failed
+
+    def failing(load):
+        raise RuntimeError("no node to restart")
+
+    result = driver.run("127.0.0.1:1", ["s"], groups=1, commits=1, after_scenarios=failing)
+    assert result.failed["after_scenarios"] == "RuntimeError: no node to restart"
