@@ -40,6 +40,7 @@ from fencewatch.state.engine import apply, is_gone, run_key, wakeup
 from fencewatch.streaming.runtime.gc_pause import no_cyclic_gc
 from fencewatch.streaming.runtime.hold import Hold
 from fencewatch.streaming.runtime.outputs import OutRows
+from fencewatch.streaming.runtime.request_log_input import EVENTS_PER_LINE, RECORDS_AFTER_LINES
 from fencewatch.streaming.runtime.routing import (ROUTED_COLUMNS, Rows, arrow_batch, decode_released, held_items,
                                                  make_checker, pack_bytes,
                                                  parse_key, read_bucket, read_dead, read_items, route_records,
@@ -560,8 +561,10 @@ def make_bridge_mapper(topic_ids: dict[str, str] | None = None, cluster: str | N
                         continue
                     rows = [(None if value is None else bytes(value), f"{exc.code}(detail={exc.detail[:200]})")]
                 for i, (payload, bad) in enumerate(rows):
-                    # seq: one partition per group, so offset order (up to 64 events per record)
-                    out.add(payload, int(offset) * 64 + i, eid, coords, "consumer_offsets", int(ts), bad)
+                    # seq: one partition per group, so offset order (up to 64 events per record),
+                    # after a request-log event of the same ts
+                    out.add(payload, RECORDS_AFTER_LINES + int(offset) * EVENTS_PER_LINE + i, eid, coords,
+                            "consumer_offsets", int(ts), bad)
             if out.cols["seq"]:  # no empty frame: its columns lose their types (see request_log_input)
                 yield pd.DataFrame(out.cols)
 
