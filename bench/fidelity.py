@@ -194,25 +194,35 @@ def _first(changes: Iterable[Change], moved: Callable[[int | None], bool]) -> Ch
     return min(hits, key=lambda c: (c.ts, c.earliest())) if hits else None
 
 
+def _model_read_first(c: Change, v: dict) -> bool:
+    """Whether the job applied change ``c`` before the commit ``v``: by ts, and at an equal ts a
+    request-log line before a ``__consumer_offsets`` record (contract §1), lines in their order."""
+    if c.ts != v["ts"]:
+        return c.ts < v["ts"]
+    if c.source == "record":
+        return False
+    mine, theirs = _line_number(c.event_id), _line_number(v.get("event_id"))
+    return mine is not None and theirs is not None and mine < theirs
+
+
 def _broker_first(c: Change | None, v: dict, m: Membership) -> Change | None:
     """The broker had made change ``c`` when it handled the commit, and the model had not seen
-    it: ``c`` reached the model at or after the commit (``c.ts >= v.ts``: the model orders by ts,
-    an equal millisecond by input), yet could be done before the coordinator's check of the
+    it (:func:`_model_read_first`), yet could be done before the coordinator's check of the
     commit, done by the commit's line (``c.earliest() <= the commit's done()``; with no timings,
     its ts). For a ``__consumer_offsets`` record that is the commit's own time in the broker; for
     a request-log line (a JoinGroup or heartbeat answered late) its own timings bound it too."""
-    if c is None or c.ts < v["ts"]:
+    if c is None or _model_read_first(c, v):
         return None
     t = m.commit_timing(v)
     return c if c.earliest() < (t.done() if t is not None else v["ts"]) + STAMP_MS else None
 
 
 def _commit_first(c: Change | None, v: dict, m: Membership) -> Change | None:
-    """The broker handled the commit before change ``c``, and the model saw ``c`` first:
-    ``c.ts <= v.ts``, and ``c`` was done no earlier than the coordinator could take the commit up
+    """The broker handled the commit before change ``c``, and the model saw ``c`` first
+    (:func:`_model_read_first`), and ``c`` was done no earlier than the coordinator could take the commit up
     (``c.latest() >= the commit's enqueued()``: its line's ts - totalTimeMs + requestQueueTimeMs
     + localTimeMs; with no timings, the commit's millisecond)."""
-    if c is None or c.ts > v["ts"]:
+    if c is None or not _model_read_first(c, v):
         return None
     t = m.commit_timing(v)
     earliest = t.enqueued() if t is not None else v["ts"]

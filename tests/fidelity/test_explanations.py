@@ -109,12 +109,16 @@ def test_a_commit_handled_before_the_move_the_model_read_first():
     """The broker accepted; the model read the member's new epoch first. Possible only if the
     move was stamped after the coordinator could take the commit up: no earlier than the commit
     line's ts - totalTimeMs + requestQueueTimeMs + localTimeMs (with no timings, its millisecond)."""
-    v = verdict("NONE", "STALE_MEMBER_EPOCH")
-    assert explain(v, membership((T - 5_000, 3), (T, 5)), "strict") == "commit-handled-first"
+    v = verdict("NONE", "STALE_MEMBER_EPOCH", event_id="fencewatch.request-log/0/10")
+    # a record of the commit's millisecond is read after the commit's line (contract §1): not this
+    assert explain(v, membership((T - 5_000, 3), (T, 5)), "strict") is None
+    # a heartbeat line of that millisecond written before the commit's line is read before it
+    assert explain(v, membership((T - 5_000, 3), (T, 5), source="line"), "strict") == "commit-handled-first"
     assert explain(v, membership((T - 5_000, 3), (T - 1, 5)), "strict") is None  # no timings: the millisecond only
     assert explain(v, membership((T - 5_000, 3), (T - 20, 5), commit=timing(total=40.0, queue=5.0, local=30.0)),
                    "strict") is None  # taken up at T - 5: the move at T - 20 came first
     commit = timing(total=40.0, queue=5.0)  # taken up from T - 35 on
+    v = verdict("NONE", "STALE_MEMBER_EPOCH")
     assert explain(v, membership((T - 5_000, 3), (T - 20, 5), commit=commit), "strict") == "commit-handled-first"
     assert explain(v, membership((T - 5_000, 3), (T - 60, 5), commit=commit), "strict") is None  # before: the model's
     assert explain(verdict("NONE", "NONE"), membership((T, 5)), "strict") is None  # no disagreement
@@ -148,7 +152,11 @@ def test_a_member_leaving_in_the_commits_millisecond():
     m.add({"type": "member_left", "group_id": "g", "member_id": "m", "ts": T + 1, "event_id": "5"})
     assert explain(v, m, "strict") is None  # a millisecond later: the model could not have read it first
     m.add({"type": "member_left", "group_id": "g", "member_id": "m", "ts": T, "event_id": "6"})
-    assert explain(v, m, "strict") == "commit-handled-first"
+    assert explain(v, m, "strict") is None  # a record of its millisecond is read after the commit's line
+    m.timings[0] = Timing(T, **{**ZERO, "total": 3.0})
+    assert explain(v, m, "strict") is None  # ... whatever the commit's timings
+    m.add({"type": "member_left", "group_id": "g", "member_id": "m", "ts": T - 2, "event_id": "7"})
+    assert explain(v, m, "strict") == "commit-handled-first"  # stamped after the commit arrived (T - 3)
 
 
 # -- the captures, with the rules and with mutants of them ------------------------------------------
