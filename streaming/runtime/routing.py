@@ -22,13 +22,18 @@ checked and routed by one msgspec parse in C (``decoding.commit_line``) without 
 event at all (docs/decisions.md, "Routing", records routed as themselves). Anything else is decoded in full
 here, so every dead letter is decided once, at the edge, with the reason the local engine
 would give.
+
+:func:`make_router` is the ``mapInArrow`` function that does this (the Kafka source runs
+:func:`route_records` inside ``read``); bad records become dead-letter rows under ``DLQ_KEY``
+with their reason, unknown types are counted the same way.
 """
 from __future__ import annotations
 
 import functools
 import struct
 import zlib
-from typing import Callable, Iterable
+from itertools import repeat
+from typing import Callable, Iterable, Iterator
 
 import msgspec
 
@@ -338,6 +343,65 @@ def _facts(rows: list) -> list[tuple]:
         ends = starts[1:] + [n]
         return [(topics[a], partitions[a:b], offsets[a:b], epochs[a:b]) for a, b in zip(starts, ends)]
     return columns_by_topic(zip(topics, partitions, offsets, epochs))
+
+
+def make_router(input_format: str = "json", schema_ids: Iterable[int] = (1,), registry=None,
+                group_buckets: int = 0, kafka_topics: Iterable[tuple[str, str, int]] = ()) -> Callable:
+    """The ``mapInArrow`` function (``mapInPandas`` too: pandas frames in, pandas frames out):
+    columns value, seq, event_id, coords, source, record_ts, bad_reason (``bad_reason`` set: an
+    upstream decoder already rejected the record; a missing column is null) -> ROUTED rows. Or
+    Spark's connector's own columns, value, offset, partition, rank, record_ts
+    (``inputs._event_inputs``), with ``kafka_topics`` naming each rank's topic and source as
+    ``RouterSpec.topics`` does: seq, event id and source are made here, as the Kafka source's
+    ``read`` makes them, rather than as strings per record in the JVM and again in Arrow.
+    ``registry``: a ``schema_registry.RegistryEventDecoder`` for Avro input (else the fixed ids).
+    ``group_buckets``: the stream's (``streaming.group_buckets``); replay keys each group alone."""
+    import pandas as pd
+
+    check = make_checker(input_format, schema_ids, registry)
+    ranks = {rank: (topic, source) for topic, source, rank in kafka_topics}
+
+    def route_batches(batches: Iterator) -> Iterator:
+        for batch in batches:
+            arrow = not isinstance(batch, pd.DataFrame)
+            cols = _input_columns(batch, arrow)
+            # One micro-batch per task: its rows share the source's caught-up mark (None: unknown);
+            # Spark's connector has no such column: the driver marks the batch (:func:`task_caught_up`).
+            marks = cols.get("caught_up")
+            if marks and None not in marks:
+                caught_up = all(marks)
+            else:
+                caught_up = bool(task_caught_up())
+            if "rank" in cols:
+                records = _connector_records(cols, ranks)
+            else:
+                n = len(cols["value"])
+                records = zip(*(cols.get(c) or repeat(None, n) for c in _RECORD_COLUMNS))
+            out = route_records(records, check, caught_up, group_buckets)
+            if out["key"]:  # no empty frame (see request_log_input)
+                yield arrow_batch(out) if arrow else pd.DataFrame(out, columns=ROUTED_COLUMNS)
+
+    return route_batches
+
+
+_RECORD_COLUMNS = ("value", "seq", "event_id", "coords", "source", "record_ts", "bad_reason")
+
+
+def _input_columns(batch, arrow: bool) -> dict[str, list]:
+    """A router input batch's columns as lists of Python values (None for null)."""
+    if arrow:
+        return {name: batch.column(i).to_pylist() for i, name in enumerate(batch.schema.names)}
+    return {name: [None if v is None or v != v else v for v in batch[name].tolist()]
+            if batch[name].dtype.kind == "f" else batch[name].tolist() for name in batch.columns}
+
+
+def _connector_records(cols: dict[str, list], ranks: dict[int, tuple[str, str]]) -> Iterator[tuple]:
+    """Spark's connector's records as the router takes them: seq = offset * 4 + rank, event id
+    ``topic/partition/offset`` (the coordinates are made from it when a record needs them)."""
+    for value, offset, partition, rank, record_ts in zip(cols["value"], cols["offset"], cols["partition"],
+                                                         cols["rank"], cols["record_ts"]):
+        topic, source = ranks[rank]
+        yield value, offset * 4 + rank, f"{topic}/{partition}/{offset}", None, source, record_ts, None
 
 
 # --------------------------------------------------------------------------- the state function's side

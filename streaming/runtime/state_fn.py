@@ -1,11 +1,9 @@
 """The Spark edge of the rules: pandas rows in, ``state`` calls, pandas rows out.
 
-Three functions, no business logic of their own (that is ``state.engine.run_key``):
+Two functions, no business logic of their own (that is ``state.engine.run_key``); what they read
+comes from the router (``routing.make_router``, a ``mapInArrow``, or inside the Kafka source's
+``read``: each record checked and routed to its keys as the record itself):
 
-- ``route_batches`` (``mapInArrow``): each record checked and routed to its keys as the
-  record itself (``streaming.routing``), one row per key and source per input batch; bad
-  records become dead-letter rows under ``DLQ_KEY`` with their reason, unknown types are
-  counted the same way. The Kafka source runs the same router inside ``read``.
 - ``stream_fn`` (``applyInPandasWithState``): per key, decode its records, hold the events
   back until every source topic has been read past them (see :class:`Hold`), apply them in
   (ts, seq) order, make the decisions due, and emit rendered records.
@@ -40,10 +38,8 @@ from fencewatch.state.engine import apply, is_gone, run_key, wakeup
 from fencewatch.streaming.runtime.gc_pause import no_cyclic_gc
 from fencewatch.streaming.runtime.hold import Hold
 from fencewatch.streaming.runtime.outputs import OutRows
-from fencewatch.streaming.runtime.routing import (ROUTED_COLUMNS, Rows, arrow_batch, decode_released, held_items,
-                                                 make_checker, pack_bytes,
-                                                 parse_key, read_bucket, read_dead, read_items, route_records,
-                                                 task_caught_up, unpack_bytes, unpack_frame)
+from fencewatch.streaming.runtime.routing import (Rows, decode_released, held_items, pack_bytes, parse_key,
+                                                 read_bucket, read_dead, read_items, unpack_bytes, unpack_frame)
 from fencewatch.streaming.runtime.columns import DLQ_KEY, OUTPUT
 from fencewatch.streaming.runtime.state_codec import (decode_bucket, decode_hold, decode_state, encode_bucket, encode_hold,
                                                      encode_state)
@@ -84,63 +80,6 @@ def _topic_step(tw, ts: int, item, cfg: RulesConfig, out: grp.Outputs):
         group_id, partitions, offsets, epochs = item
         return part.note_commits(tw, group_id, partitions, offsets, epochs, ts, out, cfg.group_retention_ms)
     return apply(tw, item, cfg, out)
-
-
-def make_router(input_format: str = "json", schema_ids: Iterable[int] = (1,), registry=None,
-                group_buckets: int = 0, kafka_topics: Iterable[tuple[str, str, int]] = ()) -> Callable:
-    """The ``mapInArrow`` function (``mapInPandas`` too: pandas frames in, pandas frames out):
-    columns value, seq, event_id, coords, source, record_ts, bad_reason (``bad_reason`` set: an
-    upstream decoder already rejected the record; a missing column is null) -> ROUTED rows. Or
-    Spark's connector's own columns, value, offset, partition, rank, record_ts
-    (``inputs._event_inputs``), with ``kafka_topics`` naming each rank's topic and source as
-    ``RouterSpec.topics`` does: seq, event id and source are made here, as the Kafka source's
-    ``read`` makes them, rather than as strings per record in the JVM and again in Arrow.
-    ``registry``: a ``schema_registry.RegistryEventDecoder`` for Avro input (else the fixed ids).
-    ``group_buckets``: the stream's (``streaming.group_buckets``); replay keys each group alone."""
-    check = make_checker(input_format, schema_ids, registry)
-    ranks = {rank: (topic, source) for topic, source, rank in kafka_topics}
-
-    def route_batches(batches: Iterator) -> Iterator:
-        for batch in batches:
-            arrow = not isinstance(batch, pd.DataFrame)
-            cols = _input_columns(batch, arrow)
-            # One micro-batch per task: its rows share the source's caught-up mark (None: unknown);
-            # Spark's connector has no such column: the driver marks the batch (routing.task_caught_up).
-            marks = cols.get("caught_up")
-            if marks and None not in marks:
-                caught_up = all(marks)
-            else:
-                caught_up = bool(task_caught_up())
-            if "rank" in cols:
-                records = _connector_records(cols, ranks)
-            else:
-                n = len(cols["value"])
-                records = zip(*(cols.get(c) or repeat(None, n) for c in _RECORD_COLUMNS))
-            out = route_records(records, check, caught_up, group_buckets)
-            if out["key"]:  # no empty frame (see request_log_input)
-                yield arrow_batch(out) if arrow else pd.DataFrame(out, columns=ROUTED_COLUMNS)
-
-    return route_batches
-
-
-_RECORD_COLUMNS = ("value", "seq", "event_id", "coords", "source", "record_ts", "bad_reason")
-
-
-def _input_columns(batch, arrow: bool) -> dict[str, list]:
-    """A router input batch's columns as lists of Python values (None for null)."""
-    if arrow:
-        return {name: batch.column(i).to_pylist() for i, name in enumerate(batch.schema.names)}
-    return {name: [None if v is None or v != v else v for v in batch[name].tolist()]
-            if batch[name].dtype.kind == "f" else batch[name].tolist() for name in batch.columns}
-
-
-def _connector_records(cols: dict[str, list], ranks: dict[int, tuple[str, str]]) -> Iterator[tuple]:
-    """Spark's connector's records as the router takes them: seq = offset * 4 + rank, event id
-    ``topic/partition/offset`` (the coordinates are made from it when a record needs them)."""
-    for value, offset, partition, rank, record_ts in zip(cols["value"], cols["offset"], cols["partition"],
-                                                         cols["rank"], cols["record_ts"]):
-        topic, source = ranks[rank]
-        yield value, offset * 4 + rank, f"{topic}/{partition}/{offset}", None, source, record_ts, None
 
 
 def _render(out: grp.Outputs, verdict_rows: Callable[[OutRows, list], None] | None,

@@ -30,9 +30,9 @@ from fencewatch.streaming.runtime.inputs import group_sources
 from fencewatch.streaming.sources.kafka import rate_limit
 from fencewatch.streaming.runtime.outputs import read_frame
 from fencewatch.streaming.runtime.state_codec import decode_bucket, decode_hold, decode_state
-from fencewatch.streaming.runtime.state_fn import make_router, make_stream_fn, read_status, unpack_lines
+from fencewatch.streaming.runtime.state_fn import make_stream_fn, read_status, unpack_lines
 from reliability_harness import SparkGroupStateStub, micro_batch
-from fencewatch.streaming.runtime.routing import parse_key
+from fencewatch.streaming.runtime.routing import make_router, parse_key
 
 SOURCES = ("heartbeats", "offsets")
 RANK = {"heartbeats": 0, "offsets": 1}

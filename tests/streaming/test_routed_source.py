@@ -13,9 +13,8 @@ from confluent_kafka import Producer
 
 from fencewatch.streaming.config import settings as cfgmod
 from fencewatch.streaming.runtime.inputs import build_inputs
-from fencewatch.streaming.runtime.routing import key_string, parse_key, read_bucket, unpack_frame
+from fencewatch.streaming.runtime.routing import key_string, make_router, parse_key, read_bucket, unpack_frame
 from fencewatch.streaming.runtime.columns import DLQ_KEY, ROUTED
-from fencewatch.streaming.runtime.state_fn import make_router
 
 pytestmark = [pytest.mark.spark, pytest.mark.broker]
 

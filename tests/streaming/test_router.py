@@ -8,8 +8,7 @@ import pytest
 
 from fencewatch.streaming.runtime.inputs import default_max_offsets
 from fencewatch.streaming.runtime.columns import DLQ_KEY, ROUTED
-from fencewatch.streaming.runtime.routing import parse_key, topic_bucket, unpack_frame
-from fencewatch.streaming.runtime.state_fn import make_router
+from fencewatch.streaming.runtime.routing import make_router, parse_key, topic_bucket, unpack_frame
 
 
 def frame(lines):
@@ -116,9 +115,9 @@ def test_spark_connectors_own_columns_route_as_the_records_they_name(caught_up, 
     _event_inputs``): value, offset, partition and the topic's rank, no string per record. The
     router makes seq, event id, source and coordinates as the full projection gives them, so the
     routed rows are the same; the caught-up mark is the driver's (``routing.task_caught_up``)."""
-    from fencewatch.streaming.runtime import state_fn
+    from fencewatch.streaming.runtime import routing
 
-    monkeypatch.setattr(state_fn, "task_caught_up", lambda: caught_up)
+    monkeypatch.setattr(routing, "task_caught_up", lambda: caught_up)
     lines = _mixed_lines()
     topics = (("hb.t", "heartbeats", 0), ("off.t", "offsets", 1))
     ranks = [0 if b'"heartbeat"' in line else 1 for line in lines]
@@ -147,9 +146,9 @@ def test_spark_connectors_own_columns_route_as_the_records_they_name(caught_up, 
     ([True, None], False, False),
 ])
 def test_the_caught_up_mark_of_a_batch(marks, driver, want, monkeypatch):
-    from fencewatch.streaming.runtime import state_fn
+    from fencewatch.streaming.runtime import routing
 
-    monkeypatch.setattr(state_fn, "task_caught_up", lambda: driver)
+    monkeypatch.setattr(routing, "task_caught_up", lambda: driver)
     df = frame([commit(100, "g1", [0]), commit(101, "g2", [1])]).assign(caught_up=marks)
     (out,) = list(make_router()([pa.RecordBatch.from_pandas(df, preserve_index=False)]))
     assert set(out.column("caught_up").to_pylist()) == {want}
