@@ -30,7 +30,6 @@ with their reason, unknown types are counted the same way.
 from __future__ import annotations
 
 import functools
-import struct
 import zlib
 from itertools import repeat
 from typing import Callable, Iterable, Iterator
@@ -44,33 +43,13 @@ from fencewatch.streaming.ingest.events import (DecodeError, UnknownType, avro_r
                                                 decode_accepted_json, decode_json_line, event_from_dict, event_type,
                                                 oversized, typed_event)
 from fencewatch.streaming.runtime.gc_pause import no_cyclic_gc
-from fencewatch.streaming.runtime.columns import DLQ_KEY, ROUTED
+from fencewatch.streaming.runtime.columns import DLQ_KEY, ROUTED, pack_bytes, unpack_bytes
 
 ROUTED_COLUMNS = ROUTED.fieldNames()
 _SEP = "\x1f"
 _encode = msgspec.msgpack.Encoder().encode
 _decode = msgspec.msgpack.Decoder().decode  # untyped: items come back as lists
 _ROW = msgspec.structs.astuple  # a commit line's offset row as (topic, partition, offset, leader_epoch)
-_LENGTH = struct.Struct("<Q")
-
-
-def pack_bytes(data: bytes) -> bytes:
-    """Bytes as they cross the JVM: LZ4 (pyarrow's codec), behind their length. Every byte of a
-    row is copied between Arrow and the JVM's rows (and, routed, written to the shuffle and
-    read back): the router's frames (:func:`pack_frame`) and the verdict lines
-    (``state_fn.pack_lines``) both travel this way (docs/decisions.md, "Routing" and "Outputs and
-    exactly-once")."""
-    import pyarrow as pa
-
-    return _LENGTH.pack(len(data)) + pa.compress(data, codec="lz4", asbytes=True)
-
-
-def unpack_bytes(packed: bytes) -> bytes:
-    """What :func:`pack_bytes` packed."""
-    import pyarrow as pa
-
-    (size,) = _LENGTH.unpack_from(packed)
-    return pa.decompress(memoryview(packed)[_LENGTH.size:], decompressed_size=size, codec="lz4", asbytes=True)
 
 
 def pack_frame(obj) -> bytes:

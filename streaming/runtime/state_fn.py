@@ -16,9 +16,6 @@ the two engines write identical bytes.
 from __future__ import annotations
 
 import json
-import pickle
-import sys
-from array import array
 from collections import Counter
 from itertools import repeat
 from operator import itemgetter
@@ -37,9 +34,9 @@ from fencewatch.state.engine import apply, is_gone, run_key, wakeup
 
 from fencewatch.streaming.runtime.gc_pause import no_cyclic_gc
 from fencewatch.streaming.runtime.hold import Hold
-from fencewatch.streaming.runtime.outputs import OutRows
-from fencewatch.streaming.runtime.routing import (Rows, decode_released, held_items, pack_bytes, parse_key,
-                                                 read_bucket, read_dead, read_items, unpack_bytes, unpack_frame)
+from fencewatch.streaming.runtime.outputs import OutRows, pack_lines, pack_stamps, pack_status
+from fencewatch.streaming.runtime.routing import (Rows, decode_released, held_items, parse_key, read_bucket, read_dead,
+                                                 read_items, unpack_frame)
 from fencewatch.streaming.runtime.columns import DLQ_KEY, OUTPUT
 from fencewatch.streaming.runtime.state_codec import (decode_bucket, decode_hold, decode_state, encode_bucket, encode_hold,
                                                      encode_state)
@@ -48,7 +45,6 @@ if TYPE_CHECKING:
     from pyspark.sql.streaming.state import GroupState as SparkGroupState  # PySpark's per-key handle
 
 _TS_SEQ = itemgetter(0, 1)
-_PICKLE = pickle.HIGHEST_PROTOCOL
 OUTPUT_COLUMNS = OUTPUT.fieldNames()
 _Rows = Rows
 
@@ -108,7 +104,7 @@ VERDICT_ROW_LINES = 2_000
 
 def _verdicts_row(rows: OutRows, commits: list) -> None:
     """All verdict lines of one state function call in one row: the lines as UTF-8 bytes in
-    judging order, each ending in a newline, compressed (``raw``, :func:`pack_lines`), how many
+    judging order, each ending in a newline, compressed (``raw``, ``outputs.pack_lines``), how many
     (``ord``), the newest ts, and each line's commit ts packed as little-endian int64 (``stamps``:
     the decision-latency samples). Per-row costs (pandas, Arrow, the JVM, the collect, the
     driver's columns) then follow keys, not commit requests, and the lines stay the bytes the
@@ -117,7 +113,7 @@ def _verdicts_row(rows: OutRows, commits: list) -> None:
 
     def flush():
         rows.add("verdicts", max(stamps), first.seq, len(stamps), first.cluster, first.group_id,
-                 raw=pack_lines(b"".join(pieces)), stamps=_packed(stamps))
+                 raw=pack_lines(b"".join(pieces)), stamps=pack_stamps(stamps))
 
     for cv in commits:
         parts = cv.parts
@@ -130,24 +126,6 @@ def _verdicts_row(rows: OutRows, commits: list) -> None:
                 pieces, stamps, first = [], [], None
     if pieces:
         flush()
-
-
-def pack_lines(data: bytes) -> bytes:
-    """Verdict lines as they cross the JVM and the collect (``routing.pack_bytes``). The lines are
-    ~1.8 KB of JSON per event and repeat themselves, so LZ4 shrinks them many-fold for little
-    CPU: uncompressed, moving them through Spark was a large share of the job's CPU
-    (docs/decisions.md, "Outputs and exactly-once")."""
-    return pack_bytes(data)
-
-
-unpack_lines = unpack_bytes  # the bytes :func:`pack_lines` packed
-
-
-def _packed(values: list[int]) -> bytes:
-    a = array("q", values)
-    if sys.byteorder != "little":
-        a.byteswap()
-    return a.tobytes()
 
 
 def _frame(cols: dict[str, list]) -> pd.DataFrame:
@@ -205,7 +183,7 @@ _SUMMARY_FOLD = 4_096
 class _Statuses:
     """A call's group statuses, shipped together in one ``status`` row (``raw``: the pickled list
     of the groups' gauges and counts, and the summary of all their verdicts for the metrics;
-    :func:`read_status`). One row per call, not per group: a bucket holds many groups, and every
+    ``outputs.read_status``). One row per call, not per group: a bucket holds many groups, and every
     output row costs again in pandas, Arrow, the JVM and the driver, in every micro-batch
     (docs/decisions.md, "A call's group statuses in one output row")."""
 
@@ -251,14 +229,9 @@ class _Statuses:
             self._fold()
         if self.statuses:
             summary = (self.shapes, self.requests) if self.shapes or self.requests else None
-            rows.add("status", self.ts, raw=pickle.dumps((self.statuses, summary), _PICKLE))
+            rows.add("status", self.ts, raw=pack_status(self.statuses, summary))
         self.statuses, self.ts = [], None
         self.shapes, self.requests = Counter(), Counter()
-
-
-def read_status(raw: bytes) -> tuple[list[dict], tuple[Counter, Counter] | None]:
-    """A ``status`` row's groups' statuses and their verdicts' summary (:class:`_Statuses`)."""
-    return pickle.loads(raw)
 
 
 class _KeySteps:

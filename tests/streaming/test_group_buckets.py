@@ -23,10 +23,10 @@ from fencewatch.streaming.ingest.events import MEMBERSHIP_TYPES
 from fencewatch.streaming.runtime import checkpoint as cp
 from fencewatch.streaming.runtime.columns import DLQ_KEY
 from fencewatch.streaming.runtime.inputs import group_sources
-from fencewatch.streaming.runtime.outputs import read_frame
+from fencewatch.streaming.runtime.outputs import read_frame, read_status, unpack_lines
 from fencewatch.streaming.runtime.routing import make_router, parse_key, read_bucket, unpack_frame
 from fencewatch.streaming.runtime.state_codec import decode_bucket
-from fencewatch.streaming.runtime.state_fn import make_stream_fn, read_status, unpack_lines
+from fencewatch.streaming.runtime.state_fn import make_stream_fn
 
 
 def _frame(lines: list[bytes], source: str = "offsets") -> pd.DataFrame:

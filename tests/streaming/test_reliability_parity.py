@@ -28,9 +28,9 @@ from fencewatch.state.engine import LocalEngine, sort_key
 from fencewatch.streaming.ingest.events import MEMBERSHIP_TYPES, DecodeError, UnknownType, decode_json_line
 from fencewatch.streaming.runtime.inputs import group_sources
 from fencewatch.streaming.sources.kafka import rate_limit
-from fencewatch.streaming.runtime.outputs import read_frame
+from fencewatch.streaming.runtime.outputs import read_frame, read_status, unpack_lines
 from fencewatch.streaming.runtime.state_codec import decode_bucket, decode_hold, decode_state
-from fencewatch.streaming.runtime.state_fn import make_stream_fn, read_status, unpack_lines
+from fencewatch.streaming.runtime.state_fn import make_stream_fn
 from reliability_harness import SparkGroupStateStub, micro_batch
 from fencewatch.streaming.runtime.routing import make_router, parse_key
 
