@@ -36,7 +36,7 @@ from typing import Callable, Iterable, Iterator
 
 import msgspec
 
-from fencewatch.state.engine import _by_topic, columns_by_topic, route
+from fencewatch.state.engine import Key, KeyKind, _by_topic, columns_by_topic, group_key, route
 from fencewatch.state.events import OffsetCommit
 
 from fencewatch.streaming.ingest.events import (DecodeError, UnknownType, avro_record_dict, bounded, commit_line,
@@ -93,14 +93,19 @@ class Rows:
 
 
 @functools.lru_cache(maxsize=1 << 16)
-def key_string(key: tuple) -> str:
+def key_string(key: Key) -> str:
+    """A key as the stream's string: its fields joined (the kind's letter first)."""
     # Memoised, bounded: a batch asks for the same few keys again and again.
     return _SEP.join(map(str, key))
 
 
-def parse_key(text: str) -> tuple:
+_KINDS = {kind.value: kind for kind in KeyKind}
+
+
+def parse_key(text: str) -> Key:
+    """The :class:`~fencewatch.state.engine.Key` a key string (:func:`key_string`) names."""
     kind, cluster, name = text.split(_SEP, 2)
-    return (kind, cluster, name)
+    return Key(_KINDS[kind], cluster, name)
 
 
 TOPIC_BUCKETS = 16
@@ -114,7 +119,7 @@ BUCKET_PREFIX = "#"  # '#' is not a legal character of a Kafka topic name: no to
 @functools.lru_cache(maxsize=1 << 16)
 def topic_bucket(cluster: str, topic: str) -> str:
     """The key string of ``topic``'s bucket (:data:`TOPIC_BUCKETS`)."""
-    return _SEP.join(("t", cluster, f"{BUCKET_PREFIX}{zlib.crc32(topic.encode()) % TOPIC_BUCKETS}"))
+    return _SEP.join((KeyKind.TOPIC, cluster, f"{BUCKET_PREFIX}{zlib.crc32(topic.encode()) % TOPIC_BUCKETS}"))
 
 
 @functools.lru_cache(maxsize=1 << 16)
@@ -124,12 +129,12 @@ def group_bucket(cluster: str, group_id: str, buckets: int) -> str:
     conversions, the state store's get and put) whatever the key holds: with one key per group,
     that cost, not the rules, set the live limit (docs/decisions.md, "Group buckets"). A bucket
     holds its groups' states side by side, each still encoded and judged alone."""
-    return _SEP.join(("G", cluster, f"{BUCKET_PREFIX}{zlib.crc32(group_id.encode()) % buckets}"))
+    return _SEP.join((KeyKind.GROUP_BUCKET, cluster, f"{BUCKET_PREFIX}{zlib.crc32(group_id.encode()) % buckets}"))
 
 
-def _bucket_of(key: tuple) -> str:
+def _bucket_of(key: Key) -> str:
     """The stream's key string for ``state.engine``'s ``key``: a topic key goes to its bucket."""
-    return topic_bucket(key[1], key[2]) if key[0] == "t" else key_string(key)
+    return topic_bucket(key.cluster, key.name) if key.kind is KeyKind.TOPIC else key_string(key)
 
 
 # --------------------------------------------------------------------------- the router
@@ -221,7 +226,7 @@ def _route(records: Iterable[tuple], check: Callable, caught_up: bool | None, gr
             ts, cluster, group_id = c.ts, c.cluster, c.group_id
             gk = group_keys.get((cluster, group_id))
             if gk is None:
-                gk = group_keys[(cluster, group_id)] = key_string(("g", cluster, group_id))
+                gk = group_keys[(cluster, group_id)] = key_string(group_key(cluster, group_id))
             etype = c.event_type
             slot = slots.get(gk)
             if slot is None:
@@ -247,7 +252,7 @@ def _route(records: Iterable[tuple], check: Callable, caught_up: bool | None, gr
         elif isinstance(res, UnknownType):
             dead(int(record_ts or 0), source, "unknown", seq, None, res.type, coords)
         elif type(res) is OffsetCommit:
-            _put(slots, key_string(("g", res.cluster, res.group_id)), res.ts, (seq, res.ts, payload, eid),
+            _put(slots, key_string(group_key(res.cluster, res.group_id)), res.ts, (seq, res.ts, payload, eid),
                  event_type(res))
             if res.error_code in (None, 0) and res.offsets.tps:
                 for topic, partitions, offsets, epochs in _by_topic(res.offsets):
@@ -272,10 +277,13 @@ def _in_buckets(slots: dict, buckets: int) -> dict[str, list]:
     """Take the group keys' slots out of ``slots`` into their buckets: bucket key -> [[[group id,
     items, counts], ...], newest ts, events] (:func:`read_bucket` reads one)."""
     out: dict[str, list] = {}
-    for key in [k for k in slots if k[0] == "g"]:
+    for key in list(slots):
+        k = parse_key(key)
+        if k.kind is not KeyKind.GROUP:
+            continue
         items, ts, counts = slots.pop(key)
-        _, cluster, group_id = parse_key(key)
-        bkey = group_bucket(cluster, group_id, buckets)
+        group_id = k.name
+        bkey = group_bucket(k.cluster, group_id, buckets)
         b = out.get(bkey)
         if b is None:
             out[bkey] = [[(group_id, items, counts)], ts, sum(counts.values())]
@@ -392,7 +400,7 @@ def read_dead(payload: bytes) -> tuple:
 
 
 
-def read_items(pkey: tuple, source: str | None, payload: bytes, counts, now: int = 0) -> list[tuple]:
+def read_items(pkey: Key, source: str | None, payload: bytes, counts, now: int = 0) -> list[tuple]:
     """A routed row's items as the key holds them (``Hold.admit_read``): (ts, seq, payload, now),
     the payload a record still to decode, ``(JSON, event id)`` (:func:`decode_released`), or a
     stored commit's columns for a topic bucket (topic, group id, partitions, offsets, leader epochs).
@@ -419,7 +427,7 @@ def held_items(frame, source: str | None, counts, now: int = 0) -> list[tuple]:
             for item in items]
 
 
-def decode_released(pkey: tuple, ready: list, dead: list) -> list:
+def decode_released(pkey: Key, ready: list, dead: list) -> list:
     """The released entries (ts, seq, payload, arrival) with their records decoded: a group
     key's into typed events, a topic bucket's into what ``state.engine.route`` gives a topic of
     the bucket (a ``partition_epochs`` event, an ``offset_committed``'s commit facts), paired with
@@ -428,7 +436,7 @@ def decode_released(pkey: tuple, ready: list, dead: list) -> list:
     longer decodes (a guard: the router accepted it) instead of an entry."""
     out = []
     append = out.append
-    is_group = pkey[0] == "g"
+    is_group = pkey.kind is KeyKind.GROUP
     own = None if is_group else key_string(pkey)
     typed = typed_event
     for entry in ready:
@@ -446,7 +454,7 @@ def decode_released(pkey: tuple, ready: list, dead: list) -> list:
             append((entry[0], seq, ev, entry[3]))
             continue
         for key, kev in route(ev):
-            if key[0] == "t" and key[1] == pkey[1] and topic_bucket(key[1], key[2]) == own:
+            if key.kind is KeyKind.TOPIC and key.cluster == pkey.cluster and topic_bucket(key.cluster, key.name) == own:
                 append((entry[0], seq, (key[2], kev), entry[3]))  # (topic, what the topic's watch applies)
                 break
     return out

@@ -30,7 +30,7 @@ from fencewatch.state import group as grp
 from fencewatch.state.group_view import count_verdicts, group_view, snapshot_due, view_key
 from fencewatch.state.config import RulesConfig
 from fencewatch.state import partition as part
-from fencewatch.state.engine import apply, is_gone, run_key, wakeup
+from fencewatch.state.engine import Key, KeyKind, apply, group_key, is_gone, run_key, wakeup
 
 from fencewatch.streaming.runtime.gc_pause import no_cyclic_gc
 from fencewatch.streaming.runtime.hold import Hold
@@ -49,19 +49,19 @@ OUTPUT_COLUMNS = OUTPUT.fieldNames()
 _Rows = Rows
 
 
-def _run(pkey: tuple, st, ready: list, cfg: RulesConfig, out: grp.Outputs, clock: int | None):
+def _run(pkey: Key, st, ready: list, cfg: RulesConfig, out: grp.Outputs, clock: int | None):
     """Apply a key's released items, (ts, seq, payload, _), in order. A group key's are typed
     events (``run_key``); a topic bucket's state is its topics' watches, and a stored commit's
     columns go straight to ``partition.note_commits``, as the local engine does, without a
     ``CommitFact`` per partition."""
-    if pkey[0] == "g":
+    if pkey.kind is KeyKind.GROUP:
         return run_key(pkey, st, [p for _, _, p, _ in ready], cfg, out, clock=clock)
     watches = {} if st is None else st
     for ts, _, payload, _ in ready:  # (topic, group id, partitions, offsets, epochs) or (topic, event)
         topic = payload[0]
         tw = watches.get(topic)
         if tw is None:
-            tw = part.new_topic_watch(pkey[1], topic)
+            tw = part.new_topic_watch(pkey.cluster, topic)
         watches[topic] = _topic_step(tw, ts, payload[1:] if len(payload) == 5 else payload[1], cfg, out)
     if clock is not None:  # a watch nothing refers to any more goes (contract §4.4)
         for topic in [t for t, tw in watches.items() if is_gone(tw, clock, cfg)]:
@@ -244,10 +244,10 @@ class _KeySteps:
         self.cfg, self.max_skew_ms, self.emit_verdicts = cfg, max_skew_ms, emit_verdicts
         self.wall_clock, self.sources, self.emit_groups = wall_clock, sources, emit_groups
 
-    def call(self, pkey: tuple, pdfs: Iterator[pd.DataFrame], spark_state: SparkGroupState) -> pd.DataFrame | None:
+    def call(self, pkey: Key, pdfs: Iterator[pd.DataFrame], spark_state: SparkGroupState) -> pd.DataFrame | None:
         wall_clock = self.wall_clock
         now = spark_state.getCurrentProcessingTimeMs() if wall_clock is None else int(wall_clock() * 1000)
-        if pkey[0] == "G":
+        if pkey.kind is KeyKind.GROUP_BUCKET:
             return self.bucket_call(pkey, pdfs, spark_state, now)
         reads, marks = [], []
         if not spark_state.hasTimedOut:
@@ -269,7 +269,7 @@ class _KeySteps:
                 spark_state.setTimeoutDuration(wait)
         return _frame(rows.cols) if len(rows) else None
 
-    def bucket_call(self, pkey: tuple, pdfs: Iterator[pd.DataFrame], spark_state: SparkGroupState,
+    def bucket_call(self, pkey: Key, pdfs: Iterator[pd.DataFrame], spark_state: SparkGroupState,
                     now: int) -> pd.DataFrame | None:
         """A group bucket's turn: each group with rows, and each whose wake-up has passed (what its
         own key's timeout would have been), takes its :func:`step` with its own stored values; the
@@ -291,7 +291,7 @@ class _KeySteps:
         rows, statuses = OutRows(), _Statuses(self.cfg)
         for group_id in [*reads, *due]:
             entry = groups.get(group_id)
-            stored, wait = self.step(("g", pkey[1], group_id), None if entry is None else (entry[0], entry[1]),
+            stored, wait = self.step(group_key(pkey.cluster, group_id), None if entry is None else (entry[0], entry[1]),
                                      reads.get(group_id, ()), marks.get(group_id, ()), now, rows, statuses)
             if stored is None:
                 groups.pop(group_id, None)
@@ -307,7 +307,7 @@ class _KeySteps:
                 spark_state.setTimeoutDuration(max(1, min(wakes) - now))
         return _frame(rows.cols) if len(rows) else None
 
-    def step(self, pkey: tuple, stored: tuple | None, reads, marks, now: int, rows: OutRows,
+    def step(self, pkey: Key, stored: tuple | None, reads, marks, now: int, rows: OutRows,
              statuses: _Statuses):
         """One key's turn in a micro-batch: admit its routed frames ``reads`` [(source, (items,
         counts))] to its hold, release what is due, judge it, render the outputs into ``rows``
@@ -315,7 +315,7 @@ class _KeySteps:
         ``marks``: the caught-up column of the rows read (none: a timeout). Returns the values to
         store (None: the key is forgotten) and the timeout it asks for (ms, None: none)."""
         cfg, max_skew_ms = self.cfg, self.max_skew_ms
-        is_group = pkey[0] == "g"
+        is_group = pkey.kind is KeyKind.GROUP
         st, hold = None, Hold()
         if stored is not None:
             blob, held = stored
@@ -346,7 +346,7 @@ class _KeySteps:
         if is_group:
             statuses.add(rows, st, counts, hb_before, out, forgotten=gone, summary=summary)
         elif counts:  # partition-scoped events (partition_epochs): counted with group=""
-            rows.add("counts", None, cluster=pkey[1], group_id="", json=json.dumps(_event_counts(counts)))
+            rows.add("counts", None, cluster=pkey.cluster, group_id="", json=json.dumps(_event_counts(counts)))
         if gone:
             return None, None
         waits = []
@@ -394,7 +394,7 @@ def make_stream_fn(cfg: RulesConfig, *, max_skew_ms: int = 2_000, emit_verdicts:
     steps = _KeySteps(cfg, max_skew_ms, emit_verdicts, wall_clock, sources, emit_groups)
 
     def stream_fn(key: tuple, pdfs: Iterator[pd.DataFrame], spark_state: SparkGroupState) -> Iterator[pd.DataFrame]:
-        k = key[0]
+        (k,) = key  # Spark's grouping key: the one "key" column
         if k == DLQ_KEY:
             yield from _dead_letters(pdfs)
             return
@@ -406,10 +406,10 @@ def make_stream_fn(cfg: RulesConfig, *, max_skew_ms: int = 2_000, emit_verdicts:
     return stream_fn
 
 
-def _wakeup(pkey: tuple, st, cfg: RulesConfig) -> int | None:
+def _wakeup(pkey: Key, st, cfg: RulesConfig) -> int | None:
     """The event time a key's state next has something to do without input (``engine.wakeup``;
     a topic bucket's: its watches' earliest)."""
-    if pkey[0] == "g":
+    if pkey.kind is KeyKind.GROUP:
         return wakeup(st, cfg)
     return min((w for w in map(wakeup, st.values(), repeat(cfg)) if w is not None), default=None)
 
@@ -418,7 +418,7 @@ def make_batch_fn(cfg: RulesConfig, clock: int | None) -> Callable:
     """The ``applyInPandas`` function for replay: a key's whole trace, decisions due at ``clock``."""
 
     def batch_fn(key: tuple, pdf: pd.DataFrame) -> pd.DataFrame:
-        k = key[0]
+        (k,) = key  # Spark's grouping key: the one "key" column
         if k == DLQ_KEY:
             frames = list(_dead_letters([pdf]))
             return frames[0] if frames else _frame({c: [] for c in OUTPUT_COLUMNS})
@@ -427,7 +427,7 @@ def make_batch_fn(cfg: RulesConfig, clock: int | None) -> Callable:
         with no_cyclic_gc(settle=False):
             items = read_whole(pkey, [pdf], dead)
             out = grp.Outputs()
-            _run(pkey, None, items, cfg, out, clock if pkey[0] == "g" else None)
+            _run(pkey, None, items, cfg, out, clock if pkey.kind is KeyKind.GROUP else None)
             rows = _render(out, _commit_rows)
             _add_dead(rows, dead)
             return _frame(rows.cols)
@@ -435,7 +435,7 @@ def make_batch_fn(cfg: RulesConfig, clock: int | None) -> Callable:
     return batch_fn
 
 
-def read_whole(pkey: tuple, pdfs: Iterable[pd.DataFrame], dead: list) -> list:
+def read_whole(pkey: Key, pdfs: Iterable[pd.DataFrame], dead: list) -> list:
     """A key's routed rows all at once, in (ts, seq) order, decoded: replay's input to
     :func:`_run` (no hold: nothing can arrive later). Records that no longer decode go to ``dead``."""
     items = [it for pdf in pdfs for source, blob in zip(pdf["source"].tolist(), pdf["payload"].tolist())

@@ -11,6 +11,7 @@ import msgspec
 import pytest
 from confluent_kafka import Producer
 
+from fencewatch.state.engine import group_key
 from fencewatch.streaming.config import settings as cfgmod
 from fencewatch.streaming.runtime.inputs import build_inputs
 from fencewatch.streaming.runtime.routing import key_string, make_router, parse_key, read_bucket, unpack_frame
@@ -53,7 +54,7 @@ def _items(rows):
             dead.append(tuple(msgspec.msgpack.decode(r["payload"])))  # (etype, seq, record, reason, coordinates)
             continue
         kind, cluster, _ = parse_key(r["key"])
-        frames = [(key_string(("g", cluster, g)), items) for g, (items, _) in read_bucket(r["payload"])] \
+        frames = [(key_string(group_key(cluster, g)), items) for g, (items, _) in read_bucket(r["payload"])] \
             if kind == "G" else [(r["key"], unpack_frame(r["payload"])[0])]
         for key, items in frames:
             by_key.setdefault(key, []).extend(

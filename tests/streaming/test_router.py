@@ -6,6 +6,7 @@ import pandas as pd
 import pyarrow as pa
 import pytest
 
+from fencewatch.state.engine import group_key
 from fencewatch.streaming.runtime.inputs import default_max_offsets
 from fencewatch.streaming.runtime.columns import DLQ_KEY, ROUTED
 from fencewatch.streaming.runtime.routing import make_router, parse_key, topic_bucket, unpack_frame
@@ -70,12 +71,12 @@ def test_held_records_are_decoded_when_released():
     (out,) = list(make_router()([frame(lines)]))
     row = out[out["key"] == "g\x1fdefault\x1fg1"].iloc[0]
     counts = __import__("collections").Counter()
-    held = read_items(("g", "default", "g1"), row.source, row.payload, counts, now=7)
+    held = read_items(group_key("default", "g1"), row.source, row.payload, counts, now=7)
     assert [(ts, seq, now) for ts, seq, _, now in held] == [(100, 0, 7), (101, 1, 7)]
     assert all(type(p) is tuple and len(p) == 2 and isinstance(p[0], bytes) for _, _, p, _ in held)
     assert counts == {("offset_commit", "offsets"): 2}
     dead: list = []
-    released = decode_released(("g", "default", "g1"), held, dead)
+    released = decode_released(group_key("default", "g1"), held, dead)
     assert dead == []
     assert [ev for _, _, ev, _ in released] == [
         decode_json_line(line, seq=i, default_event_id=f"e{i}", coords="") for i, line in enumerate(lines)]

@@ -27,7 +27,7 @@ from hypothesis import strategies as st
 from fencewatch.state import group as grp
 from fencewatch.state.assignment import Member
 from fencewatch.state.config import RulesConfig
-from fencewatch.state.engine import LocalEngine, apply, new_state, route
+from fencewatch.state.engine import LocalEngine, apply, group_key, new_state, route
 from fencewatch.state.expiry import CommittedOffset
 from fencewatch.state.group import Counters, Group
 from fencewatch.state.judgement_cache import JudgementCache
@@ -250,7 +250,7 @@ def test_a_value_pickled_by_0_1_0_is_refused_with_what_to_do():
     blob = pickle.dumps(grp.new_group("c", "g"), pickle.HIGHEST_PROTOCOL)
     assert codec.value_format(blob) == "0.1.0"
     with pytest.raises(StateFormatError, match=r"key g/c/g: written by fencewatch 0\.1\.0 .*checkpoint reset-state"):
-        codec.decode_state(("g", "c", "g"), blob)
+        codec.decode_state(group_key("c", "g"), blob)
 
 
 def test_a_newer_format_another_kind_garbage_and_damage_are_refused():
