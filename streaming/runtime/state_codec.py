@@ -36,7 +36,7 @@ from fencewatch.state.group import Group
 from fencewatch.state.judgement_cache import JudgementCache
 from fencewatch.state.offsets import committed_offsets
 from fencewatch.state.partition import TopicWatch, fold
-from fencewatch.streaming.runtime.hold import Hold
+from fencewatch.streaming.runtime.hold import Held, Hold, stored_payload
 
 FORMAT = 1
 """The state format this code writes. 0.1.0 (never released) pickled Python objects."""
@@ -136,9 +136,10 @@ def decode_state(pkey: Key, blob: bytes):
 
 
 def decode_hold(blob: bytes, pkey: Key | None = None) -> Hold:
-    """A key's hold; ``pkey`` None: any key's (a group key's holds records only)."""
+    """A key's hold, its entries :class:`~fencewatch.streaming.runtime.hold.Held` again."""
     hold = decode(blob, HOLD, _name(pkey) if pkey else "a stored hold")
-    return hold if pkey is not None and pkey.kind is KeyKind.GROUP else _held_tuples(hold)
+    hold.pending = [Held(ts, seq, stored_payload(payload), arrived) for ts, seq, payload, arrived in hold.pending]
+    return hold
 
 
 def _body(blob: bytes, kind: bytes, what: str) -> bytes:
@@ -172,17 +173,6 @@ def value_format(blob: bytes) -> int | str | None:
     if blob[:1] == bytes((_PICKLE,)):
         return "0.1.0"
     return None
-
-
-def _held_tuples(hold: Hold) -> Hold:
-    """A held topic-bucket commit, (topic, group, partitions, offsets, leader epochs), as it was
-    held: msgspec gives an untyped array's arrays back as lists."""
-    pending = hold.pending
-    for i, (ts, seq, payload, arrived) in enumerate(pending):
-        if len(payload) == 5:
-            topic, group_id, partitions, offsets, epochs = payload
-            pending[i] = (ts, seq, (topic, group_id, tuple(partitions), tuple(offsets), tuple(epochs)), arrived)
-    return hold
 
 
 def _name(pkey: Key) -> str:

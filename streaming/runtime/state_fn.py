@@ -18,7 +18,7 @@ from __future__ import annotations
 import json
 from collections import Counter
 from itertools import repeat
-from operator import itemgetter
+from operator import attrgetter
 from typing import TYPE_CHECKING, Callable, Iterable, Iterator
 
 import numpy as np
@@ -35,8 +35,9 @@ from fencewatch.state.engine import Key, KeyKind, apply, group_key, is_gone, run
 from fencewatch.streaming.runtime.gc_pause import no_cyclic_gc
 from fencewatch.streaming.runtime.hold import Hold
 from fencewatch.streaming.runtime.outputs import OutRows, pack_lines, pack_stamps, pack_status
+from fencewatch.streaming.runtime.hold import Held, StoredCommit
 from fencewatch.streaming.runtime.routing import (Rows, decode_released, held_items, parse_key, read_bucket, read_dead,
-                                                 read_items, unpack_frame)
+                                                 read_items, read_key_frame)
 from fencewatch.streaming.runtime.columns import DLQ_KEY, OUTPUT
 from fencewatch.streaming.runtime.state_codec import (decode_bucket, decode_hold, decode_state, encode_bucket, encode_hold,
                                                      encode_state)
@@ -44,38 +45,35 @@ from fencewatch.streaming.runtime.state_codec import (decode_bucket, decode_hold
 if TYPE_CHECKING:
     from pyspark.sql.streaming.state import GroupState as SparkGroupState  # PySpark's per-key handle
 
-_TS_SEQ = itemgetter(0, 1)
+_TS_SEQ = attrgetter("ts", "seq")
 OUTPUT_COLUMNS = OUTPUT.fieldNames()
 _Rows = Rows
 
 
-def _run(pkey: Key, st, ready: list, cfg: RulesConfig, out: grp.Outputs, clock: int | None):
-    """Apply a key's released items, (ts, seq, payload, _), in order. A group key's are typed
-    events (``run_key``); a topic bucket's state is its topics' watches, and a stored commit's
-    columns go straight to ``partition.note_commits``, as the local engine does, without a
-    ``CommitFact`` per partition."""
+def _run(pkey: Key, st, ready: list[Held], cfg: RulesConfig, out: grp.Outputs, clock: int | None):
+    """Apply a key's released entries (``routing.decode_released``), in order. A group key's are
+    typed events (``run_key``); a topic bucket's state is its topics' watches: a
+    :class:`StoredCommit` goes straight to ``partition.note_commits``, as the local engine does,
+    without a ``CommitFact`` per partition, and a ``TopicEvent`` to its topic's watch."""
     if pkey.kind is KeyKind.GROUP:
-        return run_key(pkey, st, [p for _, _, p, _ in ready], cfg, out, clock=clock)
+        return run_key(pkey, st, [held.payload for held in ready], cfg, out, clock=clock)
     watches = {} if st is None else st
-    for ts, _, payload, _ in ready:  # (topic, group id, partitions, offsets, epochs) or (topic, event)
-        topic = payload[0]
+    for held in ready:
+        item = held.payload
+        topic = item.topic
         tw = watches.get(topic)
         if tw is None:
             tw = part.new_topic_watch(pkey.cluster, topic)
-        watches[topic] = _topic_step(tw, ts, payload[1:] if len(payload) == 5 else payload[1], cfg, out)
+        if type(item) is StoredCommit:
+            tw = part.note_commits(tw, item.group_id, item.partitions, item.offsets, item.leader_epochs, held.ts,
+                                   out, cfg.group_retention_ms)
+        else:  # a TopicEvent
+            tw = apply(tw, item.event, cfg, out)
+        watches[topic] = tw
     if clock is not None:  # a watch nothing refers to any more goes (contract §4.4)
         for topic in [t for t, tw in watches.items() if is_gone(tw, clock, cfg)]:
             del watches[topic]
     return watches
-
-
-def _topic_step(tw, ts: int, item, cfg: RulesConfig, out: grp.Outputs):
-    """One item of a topic's watch: a stored commit's columns (group id, partitions, offsets,
-    leader epochs) or an event."""
-    if type(item) is tuple and type(item[0]) is str:
-        group_id, partitions, offsets, epochs = item
-        return part.note_commits(tw, group_id, partitions, offsets, epochs, ts, out, cfg.group_retention_ms)
-    return apply(tw, item, cfg, out)
 
 
 def _render(out: grp.Outputs, verdict_rows: Callable[[OutRows, list], None] | None,
@@ -254,8 +252,8 @@ class _KeySteps:
             for pdf in pdfs:
                 if "caught_up" in pdf:
                     marks += pdf["caught_up"].tolist()
-                reads += [(source, unpack_frame(blob)) for source, blob in zip(pdf["source"].tolist(),
-                                                                                pdf["payload"].tolist())]
+                reads += [(source, read_key_frame(blob)) for source, blob in zip(pdf["source"].tolist(),
+                                                                                  pdf["payload"].tolist())]
         rows, statuses = OutRows(), _Statuses(self.cfg)
         # the key's rules state and hold (``STATE``), as state_codec stored them
         stored, wait = self.step(pkey, spark_state.get if spark_state.exists else None, reads, marks, now, rows,
@@ -309,7 +307,7 @@ class _KeySteps:
 
     def step(self, pkey: Key, stored: tuple | None, reads, marks, now: int, rows: OutRows,
              statuses: _Statuses):
-        """One key's turn in a micro-batch: admit its routed frames ``reads`` [(source, (items,
+        """One key's turn in a micro-batch: admit its routed frames ``reads`` [(source, (records, commits,
         counts))] to its hold, release what is due, judge it, render the outputs into ``rows``
         (a group's status into ``statuses``).
         ``marks``: the caught-up column of the rows read (none: a timeout). Returns the values to

@@ -36,7 +36,7 @@ from fencewatch.state.offsets import ExpiryTrack
 from fencewatch.state.partition import PartitionState, TopicWatch
 from fencewatch.state.spike import SignalState, SpikeState
 from fencewatch.streaming.runtime import state_codec as codec
-from fencewatch.streaming.runtime.hold import Hold
+from fencewatch.streaming.runtime.hold import Held, Hold, Record, StoredCommit
 from fencewatch.streaming.runtime.state_codec import GROUP, HOLD, TOPICS, StateFormatError
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "state-format"
@@ -63,9 +63,9 @@ def _unfolded_entry():
 
 
 def _held():
-    record = st.tuples(st.binary(max_size=40), names)
-    columns = st.tuples(names, names, st.tuples(st.integers(0, 50)), st.tuples(counts), st.tuples(epochs))
-    return st.tuples(ts, st.integers(0, 2 ** 40), record | columns, ts)
+    record = st.builds(Record, st.binary(max_size=40), names)
+    columns = st.builds(StoredCommit, names, names, st.tuples(st.integers(0, 50)), st.tuples(counts), st.tuples(epochs))
+    return st.builds(Held, ts, st.integers(0, 2 ** 40), record | columns, ts)
 
 
 FIELDS: dict[type, dict] = {
@@ -223,7 +223,9 @@ def test_a_topic_buckets_watches_round_trip(watches):
 def test_a_hold_round_trips_with_its_payloads_as_held(hold):
     back = codec.decode_hold(codec.encode_hold(hold))
     assert back == hold
-    assert all(type(p) is tuple and all(type(x) is not list for x in p) for _, _, p, _ in back.pending)
+    assert all(type(h) is Held and type(h.payload) in (Record, StoredCommit) for h in back.pending)
+    assert all(type(x) is tuple for h in back.pending if type(h.payload) is StoredCommit
+               for x in (h.payload.partitions, h.payload.offsets, h.payload.leader_epochs))
 
 
 def test_folding_before_storing_keeps_the_newest_commit_of_each_partition():
@@ -317,8 +319,8 @@ def make_samples() -> dict[str, tuple[bytes, bytes]]:
     group = max(eng.groups(), key=lambda g: (g.counters.commits, g.group_id))
     watches = {k[2]: s for k, s in sorted(eng.states.items()) if k[0] == "t"}
     hold = Hold()
-    hold.admit_read("offsets", [(100, 4, (b'{"type":"offset_commit"}', "off/0/1"), 7)], 7)
-    hold.admit_read("offsets", [(101, 9, ("topic-0", "group-1", (0, 1), (40, 41), (2, 2)), 7)], 7)
+    hold.admit_read("offsets", [Held(100, 4, Record(b'{"type":"offset_commit"}', "off/0/1"), 7)], 7)
+    hold.admit_read("offsets", [Held(101, 9, StoredCommit("topic-0", "group-1", (0, 1), (40, 41), (2, 2)), 7)], 7)
     return {"group": (GROUP, codec.encode_group(group)), "topics": (TOPICS, codec.encode_topics(watches)),
             "hold": (HOLD, codec.encode_hold(hold))}
 
