@@ -462,9 +462,10 @@ def decode_released(pkey: Key, ready: list[Held], dead: list) -> list[Held]:
     """The released entries with their records decoded: a group key's into typed events, a topic
     bucket's into :class:`~fencewatch.streaming.runtime.hold.TopicEvent` (what ``state.engine.
     route`` gives a topic of the bucket: a ``partition_epochs`` event, an ``offset_committed``'s
-    commit facts); a bucket's stored commits pass as they are. ``dead`` gets (value, reason,
-    event id, seq) of a record that no longer decodes (a guard: the router accepted it) instead
-    of an entry."""
+    commit facts); a bucket's stored commits pass as they are. Each entry's payload is replaced
+    in place: released, the entries are the caller's alone, and a new ``Held`` per event cost
+    the state function ~0.1 us an event. ``dead`` gets (value, reason, event id, seq) of a record
+    that no longer decodes (a guard: the router accepted it) instead of an entry."""
     out = []
     append = out.append
     is_group = pkey.kind is KeyKind.GROUP
@@ -481,11 +482,13 @@ def decode_released(pkey: Key, ready: list[Held], dead: list) -> list[Held]:
             dead.append((value, ev.reason if type(ev) is DecodeError else f"UNKNOWN_TYPE({ev.type})", eid, seq))
             continue
         if is_group:
-            append(Held(held.ts, seq, ev, held.arrived))
+            held.payload = ev
+            append(held)
             continue
         for key, kev in route(ev):
             if key.kind is KeyKind.TOPIC and key.cluster == pkey.cluster and topic_bucket(key.cluster, key.name) == own:
-                append(Held(held.ts, seq, TopicEvent(key.name, kev), held.arrived))
+                held.payload = TopicEvent(key.name, kev)
+                append(held)
                 break
     return out
 
