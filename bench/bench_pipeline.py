@@ -228,7 +228,8 @@ def python_stages(n_events: int, groups: int) -> dict:
     from fencewatch.sim.profiles import profile
     from fencewatch.state.config import RulesConfig
     from fencewatch.streaming.runtime.replay import judge, decode_lines
-    from fencewatch.streaming.runtime.state_fn import make_router, make_stream_fn
+    from fencewatch.streaming.runtime.routing import make_router
+    from fencewatch.streaming.runtime.state_fn import make_stream_fn
 
     events = simulate(SimConfig(knobs=replace(profile("mixed"), groups=groups), seed=5, duration_ms=None,
                                 max_events=n_events, labels=False))

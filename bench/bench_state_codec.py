@@ -33,6 +33,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from fencewatch.state import group as grp  # noqa: E402
 from fencewatch.state.config import RulesConfig  # noqa: E402
+from fencewatch.state.engine import KeyKind  # noqa: E402
 from fencewatch.streaming.ingest.events import MEMBERSHIP_TYPES  # noqa: E402
 from fencewatch.streaming.runtime import state_codec as codec  # noqa: E402
 from fencewatch.streaming.runtime.columns import DLQ_KEY  # noqa: E402
@@ -84,7 +85,7 @@ def replay(path: Path, size: int, name: str, *, caught_up: bool = True, keep_cac
                 rows[key].append((source, payload))
         for key, items in rows.items():
             pkey, blob = parse_key(key), stored.get(key)
-            kind = "group" if pkey[0] == "g" else "topic bucket"
+            kind = "group" if pkey.kind is KeyKind.GROUP else "topic bucket"
             st, hold = None, Hold()
             if blob is not None:
                 t0 = CLOCK()
@@ -93,7 +94,7 @@ def replay(path: Path, size: int, name: str, *, caught_up: bool = True, keep_cac
                 hold = dec_hold(pkey, blob[1])
                 stats[kind + " decode"].append(t1 - t0)
                 stats["hold decode"].append(CLOCK() - t1)
-            is_group = pkey[0] == "g"
+            is_group = pkey.kind is KeyKind.GROUP
             if keep_cache and st is not None and key in caches:
                 st.judged = caches[key]
             t0 = CLOCK()

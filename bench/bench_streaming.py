@@ -222,7 +222,7 @@ def engine_floor(spark, bootstrap: str, hb: str, off: str, n_events: int, max_pe
     cfg = RulesConfig()
 
     def judge_records(key, pdfs, state):
-        gkey = ("g", "", key[0])  # a group key (the kind of state; the cluster is the events')
+        gkey = group_key("", key[0])  # a group key (the kind of state; the cluster is the events')
         st = decode_state(gkey, state.get[0]) if state.exists and state.get[0] is not None else None
         events = []
         for pdf in pdfs:

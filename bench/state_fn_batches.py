@@ -93,6 +93,7 @@ def main(argv=None) -> int:
     import pandas as pd
 
     import fencewatch.streaming.runtime.state_fn as sf
+    from fencewatch.streaming.runtime.routing import make_router
     from fencewatch.sim.profiles import profile
     from fencewatch.sim.world import SimConfig, simulate
     from fencewatch.state.config import RulesConfig
@@ -101,7 +102,7 @@ def main(argv=None) -> int:
                                 start_ts=1_700_000_000_000, duration_ms=args.seconds * 1000, labels=False))
     lines = [(e["ts"], json.dumps(e).encode()) for e in events]
     spent, calls = _timers(sf, TIMED)
-    router = sf.make_router(group_buckets=args.group_buckets)
+    router = make_router(group_buckets=args.group_buckets)
     fn = sf.make_stream_fn(RulesConfig(), sources=("heartbeats", "offsets"), emit_groups=args.groups_topic)
     store: dict = {}
     t0, i, seq, batch = lines[0][0], 0, 0, 0

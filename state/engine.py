@@ -1,8 +1,8 @@
 """Routing events to keyed state, shared by the local engine and the Spark state function.
 
-Two key spaces: a group key ``("g", cluster, group_id)`` for everything about a
-group, and a topic key ``("t", cluster, topic)`` for truncation (its partitions'
-log facts plus each group's stored commit to them). An event goes to its group
+Two key spaces, told apart by the key's :class:`KeyKind`: a group key ``Key(GROUP, cluster,
+group_id)`` for everything about a group, and a topic key ``Key(TOPIC, cluster, topic)`` for
+truncation (its partitions' log facts plus each group's stored commit to them). An event goes to its group
 key and, for stored commits, to the topic keys it touches (one routed item per
 topic, carrying that topic's commit facts).
 Within a key, events are applied in (ts, seq) order; keys are independent, so
@@ -11,8 +11,9 @@ any engine that keeps that order per key produces the same outputs.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from enum import StrEnum
 from operator import attrgetter
-from typing import Iterable, Iterator
+from typing import Iterable, Iterator, NamedTuple
 
 from fencewatch.state import group as grp
 from fencewatch.state import partition as part
@@ -20,17 +21,35 @@ from fencewatch.state.config import RulesConfig
 from fencewatch.state.events import (ClassicJoin, ClassicSync, CommitOffsets, GroupStateChange, Heartbeat,
                      MemberAssignment, MemberLeft, OffsetCommit, OffsetCommitted, OffsetDeleted, PartitionEpochs)
 
-GroupKey = tuple[str, str, str]
-TopicKey = tuple[str, str, str]
-Key = GroupKey | TopicKey
+class KeyKind(StrEnum):
+    """What a key's state is: a group's aggregate, a topic's truncation watch, or (the stream's
+    only, ``streaming.runtime.routing``) a bucket of groups keyed together. A ``str`` enum whose
+    values are the one letter each kind always had: a key's string in the stream starts with it,
+    and keys compare, sort and hash as the plain tuples did, so outputs keep their order."""
+
+    GROUP = "g"
+    TOPIC = "t"  # in the stream, a bucket of a cluster's topics (``routing.topic_bucket``)
+    GROUP_BUCKET = "G"
 
 
-def group_key(cluster: str, group_id: str) -> GroupKey:
-    return ("g", cluster, group_id)
+class Key(NamedTuple):
+    """A key of the state: its kind, its cluster, and the group id or topic it is about (a
+    bucket's key: the bucket's name, ``#n``)."""
+
+    kind: KeyKind
+    cluster: str
+    name: str
 
 
-def topic_key(cluster: str, topic: str) -> TopicKey:
-    return ("t", cluster, topic)
+GroupKey = TopicKey = Key
+
+
+def group_key(cluster: str, group_id: str) -> Key:
+    return Key(KeyKind.GROUP, cluster, group_id)
+
+
+def topic_key(cluster: str, topic: str) -> Key:
+    return Key(KeyKind.TOPIC, cluster, topic)
 
 
 def _by_topic(offsets: CommitOffsets) -> list[tuple[str, tuple, tuple, tuple]]:
@@ -81,9 +100,9 @@ def route(ev) -> Iterator[tuple[Key, object]]:
 
 
 def new_state(key: Key):
-    if key[0] == "g":
-        return grp.new_group(key[1], key[2])
-    return part.new_topic_watch(key[1], key[2])
+    if key.kind is KeyKind.GROUP:
+        return grp.new_group(key.cluster, key.name)
+    return part.new_topic_watch(key.cluster, key.name)
 
 
 def apply(state, ev, cfg: RulesConfig, out: grp.Outputs):
@@ -163,7 +182,7 @@ class LocalEngine:
             kind = type(ev)
             if kind is OffsetCommit or kind in _GROUP_ONLY:
                 # The keys and order of ``route``, without a CommitFact per partition.
-                key = ("g", ev.cluster, ev.group_id)
+                key = Key(KeyKind.GROUP, ev.cluster, ev.group_id)
                 st = states.get(key)
                 if st is None:
                     st = new_state(key)
@@ -186,7 +205,7 @@ class LocalEngine:
             self.max_ts = last_ts
 
     def _note_commits(self, ev: OffsetCommit, topic: str, partitions, offsets, epochs) -> None:
-        tkey = ("t", ev.cluster, topic)
+        tkey = Key(KeyKind.TOPIC, ev.cluster, topic)
         tw = self.states.get(tkey)
         if tw is None:
             tw = self.states[tkey] = part.new_topic_watch(ev.cluster, topic)
@@ -203,10 +222,10 @@ class LocalEngine:
         """What the stream does on a state timeout, for every key: the decisions due at ``clock``,
         then the removal of the states gone by then (groups in key order, as ``finish`` always
         made their decisions). ``clock`` must not pass an event still to be fed."""
-        for key in sorted(k for k in self.states if k[0] == "g"):
+        for key in sorted(k for k in self.states if k.kind is KeyKind.GROUP):
             self.states[key] = grp.advance(self.states[key], clock, self.cfg, self.out)
         for key in [k for k, st in self.states.items() if is_gone(st, clock, self.cfg)]:
             del self.states[key]
 
     def groups(self) -> list[grp.Group]:
-        return [s for k, s in sorted(self.states.items()) if k[0] == "g"]
+        return [s for k, s in sorted(self.states.items()) if k.kind is KeyKind.GROUP]

@@ -19,7 +19,7 @@ And the same two for the broker request log (contract §10, ``ingest/request_log
 ``--request-log-topic T`` (a topic whose record values are request-log lines,
 as a log shipper writes them) -> the heartbeats / offsets topics.
 
-This module parses and wires; the live loops are ``runtime/bridge_loop.py``. A live
+This module parses and wires; the live loops are ``bridge_loop.py`` beside it. A live
 bridge serves its own metrics and probes (``--metrics-port``, default 9465).
 """
 
@@ -40,7 +40,7 @@ from fencewatch.streaming.ingest.consumer_offsets.mapping import ABSENT_EPOCH_MO
 from fencewatch.streaming.ingest.consumer_offsets.records import RecordDecodeError, decode, kafka_json
 from fencewatch.streaming.ingest.consumer_offsets.topic_names import load_topic_ids
 from fencewatch.streaming.ingest.request_log import BATCH_LINES, RequestLogBridge, events_json_lines
-from fencewatch.streaming.runtime.bridge_loop import (DEFAULT_HEARTBEATS_TOPIC, DEFAULT_OFFSETS_TOPIC,
+from fencewatch.streaming.commands.bridge_loop import (DEFAULT_HEARTBEATS_TOPIC, DEFAULT_OFFSETS_TOPIC,
                                                       DEFAULT_SOURCE_TOPIC, POLL_TIMEOUT_S, run_bridge,
                                                       run_request_log_bridge, tune_gc)
 

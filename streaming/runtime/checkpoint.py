@@ -396,6 +396,8 @@ def state_figures(spark, checkpoint_location: str, batch_id: int | None = None) 
     (``memoryUsedBytes``) follow RocksDB's caches and memtables, not what is stored; this is."""
     from pyspark.sql import functions as F
 
+    from fencewatch.state.engine import KeyKind
+
     reader = state_reader(spark)
     if batch_id is not None:
         reader = reader.option("batchId", batch_id)
@@ -404,16 +406,16 @@ def state_figures(spark, checkpoint_location: str, batch_id: int | None = None) 
     rows = (df.selectExpr("substring(key.key, 1, 1) AS kind", f"{size} AS size").groupBy("kind")
             .agg(F.count(F.lit(1)).alias("n"), F.sum("size").alias("size")).collect())
     by_kind = {r["kind"]: (int(r["n"]), int(r["size"] or 0)) for r in rows}
-    names = {"g": "group", "G": "group_bucket", "t": "topic"}
+    names = {KeyKind.GROUP: "group", KeyKind.GROUP_BUCKET: "group_bucket", KeyKind.TOPIC: "topic"}
     out = {"rows": sum(n for n, _ in by_kind.values()), "bytes": sum(b for _, b in by_kind.values())}
     for k, (n, b) in sorted(by_kind.items()):
         out[f"{names.get(k, k)}_rows"], out[f"{names.get(k, k)}_bytes"] = n, b
     # groups: a key each (0.2.0's layout), or side by side in their buckets (at most
     # streaming.group_buckets rows per cluster, so read back and counted here)
-    out["groups"] = by_kind.get("g", (0, 0))[0]
-    if "G" in by_kind:
+    out["groups"] = by_kind.get(KeyKind.GROUP, (0, 0))[0]
+    if KeyKind.GROUP_BUCKET in by_kind:
         from fencewatch.streaming.runtime.state_codec import decode_bucket
 
-        blobs = df.where("substring(key.key, 1, 1) = 'G'").selectExpr("value.groupState.blob AS blob").collect()
+        blobs = df.where(f"substring(key.key, 1, 1) = '{KeyKind.GROUP_BUCKET.value}'").selectExpr("value.groupState.blob AS blob").collect()
         out["groups"] += sum(len(decode_bucket(bytes(r["blob"]))) for r in blobs if r["blob"] is not None)
     return out

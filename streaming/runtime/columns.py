@@ -12,6 +12,8 @@ alert, dead letter and group status.
 """
 from __future__ import annotations
 
+import struct
+
 from pyspark.sql.types import BinaryType, BooleanType, LongType, StringType, StructField, StructType
 
 DLQ_KEY = "\x00dlq"  # key of dead letters and skipped unknown types: passed through, no state
@@ -48,3 +50,27 @@ STATE = StructType([
     StructField("blob", BinaryType(), True),
     StructField("pending", BinaryType(), True),
 ])
+
+
+# --------------------------------------------------------------------------- binary columns
+
+_LENGTH = struct.Struct("<Q")
+
+
+def pack_bytes(data: bytes) -> bytes:
+    """Bytes as they cross the JVM: LZ4 (pyarrow's codec), behind their length. Every byte of a
+    row is copied between Arrow and the JVM's rows (and, routed, written to the shuffle and
+    read back): the router's frames (``routing.pack_frame``) and the verdict lines
+    (``outputs.pack_lines``) both travel this way (docs/decisions.md, "Routing" and "Outputs and
+    exactly-once")."""
+    import pyarrow as pa
+
+    return _LENGTH.pack(len(data)) + pa.compress(data, codec="lz4", asbytes=True)
+
+
+def unpack_bytes(packed: bytes) -> bytes:
+    """What :func:`pack_bytes` packed."""
+    import pyarrow as pa
+
+    (size,) = _LENGTH.unpack_from(packed)
+    return pa.decompress(memoryview(packed)[_LENGTH.size:], decompressed_size=size, codec="lz4", asbytes=True)

@@ -9,16 +9,29 @@ for decisions made without input (offset expiry), so an idle group's clock keeps
 
 No Spark, no pandas: ``state_fn.stream_fn`` calls it once per key per micro-batch, and stores it
 between micro-batches through ``state_codec`` (its field annotations are its stored form).
+
+What a key holds is named here, once, for the router, the hold, the codec and the state function:
+a :class:`Held` entry (ts, seq, payload, arrival) whose payload is a :class:`Record` (a routed
+record still to decode) or a :class:`StoredCommit` (what one stored commit wrote to a topic of a
+topic bucket); once released and decoded, an event, or for a topic bucket a :class:`TopicEvent`
+or the :class:`StoredCommit` as it was. The payload's type is its tag: nothing reads a payload by
+its length or by field number. msgspec Structs (``array_like``) rather than NamedTuples or tagged
+tuples: msgspec decodes the router's frames straight into them in C, which cost the state
+function what the untyped frames did, where building NamedTuples from them cost ~2.5x as much
+per item (docs/decisions.md, "Named records"); and each encodes to the array its plain tuple
+did, so the stored hold's bytes (state format 1) are unchanged.
 """
 from __future__ import annotations
 
 from bisect import bisect_right
 from dataclasses import dataclass, field
 from itertools import islice
-from operator import itemgetter
-from typing import Collection, Iterable
+from operator import attrgetter
+from typing import Any, Collection, Generic, Iterable, TypeVar
 
-_TS_SEQ = itemgetter(0, 1)
+import msgspec
+
+_TS_SEQ = attrgetter("ts", "seq")
 _NOTHING = (float("-inf"), -1)
 _ALL = float("inf")
 
@@ -33,6 +46,58 @@ retried micro-batches, e.g. after an executor loss, do not release it early)."""
 
 QUIET_CALLS = 2
 """Calls in a row without input (state timeouts) after which a backlog key counts as quiet."""
+
+P = TypeVar("P")
+
+
+class Record(msgspec.Struct, array_like=True, frozen=True, gc=False):
+    """A routed record, held undecoded (``routing.decode_released`` decodes it when released):
+    its JSON and its event id."""
+
+    value: bytes
+    event_id: str | None
+
+
+class StoredCommit(msgspec.Struct, array_like=True, frozen=True, gc=False):
+    """What one stored commit wrote to one topic, held by the topic's bucket (the router reads it
+    from the commit; ``partition.note_commits`` applies it): no event is built for it."""
+
+    topic: str
+    group_id: str
+    partitions: tuple
+    offsets: tuple
+    leader_epochs: tuple
+
+
+class TopicEvent(msgspec.Struct, array_like=True, frozen=True, gc=False):
+    """A released record of a topic bucket, decoded: the topic of the bucket it is about and what
+    that topic's watch applies (``state.engine.route``'s item for the topic's key)."""
+
+    topic: str
+    event: Any
+
+
+class Held(msgspec.Struct, Generic[P], array_like=True, gc=False):
+    """One entry of a key's hold: the event's ts and seq (the order it is applied in), its payload,
+    and the wall time (ms) it arrived at. Routed frames leave ``arrived`` 0; the state function
+    sets it as it admits them (the entries are its own, fresh from the frame)."""
+
+    ts: int
+    seq: int
+    payload: P
+    arrived: int = 0
+
+
+def stored_payload(stored: list | tuple) -> Record | StoredCommit:
+    """A held payload as the stored hold gives it back (format 1: an untyped array; see
+    ``state_codec``): a :class:`Record` is ``[JSON, event id]``, a :class:`StoredCommit` ``[topic,
+    group id, partitions, offsets, leader epochs]``. Read by the first field's type, the one
+    place that tells the two stored forms apart: a record's JSON is bytes, a topic is text."""
+    if type(stored[0]) is bytes:
+        value, event_id = stored
+        return Record(value, event_id)
+    topic, group_id, partitions, offsets, epochs = stored
+    return StoredCommit(topic, group_id, tuple(partitions), tuple(offsets), tuple(epochs))
 
 
 @dataclass
@@ -60,8 +125,9 @@ class Hold:
     ``input_walls`` the wall times of the calls with input since the oldest held event arrived.
     """
 
-    # (ts, seq, payload, arrival wall ms); the payload a routed record (bytes, event id) or a
-    # topic bucket's stored commit (topic, group id, partitions, offsets, leader epochs)
+    # Held entries. Annotated as the arrays they are stored as (ts, seq, payload, arrival): the
+    # stored form of format 1, which schema.json records; ``state_codec.decode_hold`` makes them
+    # Held again (:func:`stored_payload`).
     pending: list[tuple[int, int, tuple, int]] = field(default_factory=list)
     seen: dict[str, tuple[int, int]] = field(default_factory=dict)  # source -> newest (ts, seq) read
     last_ts: int = 0
@@ -77,13 +143,13 @@ class Hold:
             entries = by_source.get(source)
             if entries is None:
                 entries = by_source[source] = []
-            entries.append((ts, seq, payload, now))
+            entries.append(Held(ts, seq, payload, now))
         for source, entries in by_source.items():
             self.admit_read(source, entries, now)
 
     def admit_read(self, source: str, entries: list, now: int) -> None:
-        """Events read from one source this micro-batch, as held entries: (ts, seq, payload, now)
-        each (what the state function builds once per event, instead of a tuple for here)."""
+        """Events read from one source this micro-batch, as :class:`Held` entries arrived ``now``
+        (what the router's frames decode to: no second object per event for here)."""
         if not entries:
             return
         self.pending += entries
@@ -141,8 +207,9 @@ class Hold:
             # Sorted: every event at or before ``safe`` is a prefix (found by bisection, not a
             # step per held event); the wait rules go on from there, event by event.
             cut = bisect_right(pending, safe, key=_TS_SEQ)
-            for ts, _, _, arrived in islice(pending, cut, None):
-                if arrived <= forced or (arrived <= expired and arrived - ts <= LIVE_LAG_MS):
+            for held in islice(pending, cut, None):
+                arrived = held.arrived
+                if arrived <= forced or (arrived <= expired and arrived - held.ts <= LIVE_LAG_MS):
                     cut += 1
                 else:
                     break
@@ -150,7 +217,7 @@ class Hold:
             return []
         ready, self.pending = pending[:cut], pending[cut:]
         if self.pending and walls:
-            oldest = min(item[3] for item in self.pending)
+            oldest = min(held.arrived for held in self.pending)
             self.input_walls = [w for w in walls if w >= oldest]
         elif not self.pending:
             self.input_walls = []
@@ -161,7 +228,7 @@ class Hold:
         never at or past a held event (decisions must not overtake input still held)."""
         clock = self.last_ts + max(0, now - self.last_wall)
         if self.pending:
-            clock = min(clock, self.pending[0][0] - 1)
+            clock = min(clock, self.pending[0].ts - 1)
         return clock
 
     def wait_ms(self, now: int, max_skew_ms: int) -> int | None:
@@ -171,6 +238,6 @@ class Hold:
         first = self.pending[0]
         # Quiet needs max_skew without input and QUIET_CALLS calls: at least one more call.
         due = max(self.last_input + max_skew_ms, now + 1)
-        if first[3] - first[0] <= LIVE_LAG_MS:
-            due = min(due, first[3] + max_skew_ms)
+        if first.arrived - first.ts <= LIVE_LAG_MS:
+            due = min(due, first.arrived + max_skew_ms)
         return due - now

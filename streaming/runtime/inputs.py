@@ -18,7 +18,7 @@ def build_inputs(spark, cfg: cfgmod.Config):
     (``--source request-log,consumer-offsets``): sources read by ``fencewatch-kafka`` route inside
     the source (``routed_source``), the others through the ``mapInArrow`` router."""
     from fencewatch.streaming.runtime.columns import ROUTED
-    from fencewatch.streaming.runtime.state_fn import make_router
+    from fencewatch.streaming.runtime.routing import make_router
 
     s = cfg.streaming
     options = {"startingOffsets": s.starting_offsets, "failOnDataLoss": str(s.fail_on_data_loss).lower(),
@@ -93,7 +93,7 @@ def _ranks(cfg: cfgmod.Config) -> tuple[tuple[str, str, int], ...]:
 def _event_inputs(spark, cfg: cfgmod.Config, options: dict, alone: bool = False):
     """``--source events``: the heartbeats and offsets topics of contract §1 events. ``alone``:
     no other source goes through the router with it, which then takes Spark's connector's own
-    columns (``state_fn.make_router``)."""
+    columns (``routing.make_router``)."""
     from pyspark.sql import functions as F
 
     from fencewatch.streaming.sources import read_kafka_stream

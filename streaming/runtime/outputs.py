@@ -9,23 +9,35 @@ the alerts), so unpacking them on the driver costs nothing that counts.
 A row, unpacked (:class:`OutRow`), by ``record``:
 
 - ``verdicts`` (stream): ``seq`` of the first commit, ``ord`` lines, ``cluster``, ``group_id``,
-  ``raw`` the lines packed (``state_fn.pack_lines``), ``stamps`` each line's commit ts (int64 LE);
+  ``raw`` the lines packed (:func:`pack_lines`), ``stamps`` each line's commit ts (:func:`pack_stamps`);
 - ``verdict`` (replay): one commit request's lines in ``json``, ``seq``, ``ord``;
 - ``alert``: ``json``, ``alert_id``, ``cluster``, ``group_id``;
-- ``status``: a call's groups' gauges and its verdicts' summary, pickled in ``raw`` (``state_fn.read_status``);
+- ``status``: a call's groups' gauges and its verdicts' summary, pickled in ``raw`` (:func:`read_status`);
 - ``group``: a group's snapshot (``state.group_view``) in ``json``, ``cluster``, ``group_id``;
   ``json`` None: the group was forgotten (a tombstone on the compacted groups topic);
 - ``counts``: a topic key's partition-scoped event counts in ``json``, ``cluster``;
 - ``dlq`` / ``unknown``: ``seq``, the coordinates in ``json``, the record in ``raw``, ``reason``.
+
+Each field's encoding is written and read here, once: the state function (on the workers) packs,
+the writer (on the driver) and the tests unpack, both through this module.
 """
 from __future__ import annotations
 
+import pickle
+import sys
+from array import array
+from collections import Counter
 from typing import NamedTuple
 
 import msgspec
 
+from fencewatch.streaming.runtime.columns import pack_bytes, unpack_bytes
+
 _encode = msgspec.msgpack.Encoder().encode
 _decode = msgspec.msgpack.Decoder().decode
+_PICKLE = pickle.HIGHEST_PROTOCOL
+STAMPS_DTYPE = "<i8"
+"""A ``verdicts`` row's ``stamps``: each line's commit ts, little-endian int64 (numpy's dtype)."""
 
 
 class OutRow(NamedTuple):
@@ -69,3 +81,34 @@ def read_rows(records, tss, datas) -> list[OutRow]:
 def read_frame(pdf) -> list[OutRow]:
     """A pandas frame of OUTPUT rows unpacked."""
     return read_rows(pdf["record"].tolist(), pdf["ts"].tolist(), pdf["data"].tolist())
+
+
+# --------------------------------------------------------------------------- the fields' encodings
+
+def pack_lines(data: bytes) -> bytes:
+    """Verdict lines as they cross the JVM and the collect (``columns.pack_bytes``). The lines are
+    ~1.8 KB of JSON per event and repeat themselves, so LZ4 shrinks them many-fold for little
+    CPU: uncompressed, moving them through Spark was a large share of the job's CPU
+    (docs/decisions.md, "Outputs and exactly-once")."""
+    return pack_bytes(data)
+
+
+unpack_lines = unpack_bytes  # the bytes :func:`pack_lines` packed
+
+
+def pack_stamps(values: list[int]) -> bytes:
+    """Commit timestamps as :data:`STAMPS_DTYPE` bytes (the writer reads them with numpy)."""
+    a = array("q", values)
+    if sys.byteorder != "little":
+        a.byteswap()
+    return a.tobytes()
+
+
+def pack_status(statuses: list[dict], summary: tuple[Counter, Counter] | None) -> bytes:
+    """A ``status`` row's ``raw``: a call's groups' statuses and their verdicts' summary."""
+    return pickle.dumps((statuses, summary), _PICKLE)
+
+
+def read_status(raw: bytes) -> tuple[list[dict], tuple[Counter, Counter] | None]:
+    """What :func:`pack_status` packed."""
+    return pickle.loads(raw)

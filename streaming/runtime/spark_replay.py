@@ -1,7 +1,7 @@
 """``replay --engine spark``: the same trace through Spark, byte-identical to the local engine.
 
 The file is read with its line numbers (the input order and default event id),
-routed by ``state_fn.make_router``, grouped by key, and each key's events run
+routed by ``routing.make_router``, grouped by key, and each key's events run
 through ``state.engine.run_key`` with the clock at the trace's last ``ts`` —
 exactly what the local engine does, one key at a time.
 """
@@ -32,7 +32,8 @@ def replay_file_spark(path: str, cfg: RulesConfig, *, master: str | None = None,
     from pyspark.sql import functions as F
 
     from fencewatch.streaming.runtime.session import spark_session
-    from fencewatch.streaming.runtime.state_fn import make_batch_fn, make_router
+    from fencewatch.streaming.runtime.routing import make_router
+    from fencewatch.streaming.runtime.state_fn import make_batch_fn
 
     session = spark or spark_session(master or "local[2]", app_name="fencewatch-replay", shuffle_partitions=8)
     lines = session.sparkContext.textFile(path).zipWithIndex().filter(lambda li: li[0].strip() != "")

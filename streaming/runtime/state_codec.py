@@ -31,11 +31,12 @@ from typing import Callable
 
 import msgspec
 
+from fencewatch.state.engine import Key, KeyKind
 from fencewatch.state.group import Group
 from fencewatch.state.judgement_cache import JudgementCache
 from fencewatch.state.offsets import committed_offsets
 from fencewatch.state.partition import TopicWatch, fold
-from fencewatch.streaming.runtime.hold import Hold
+from fencewatch.streaming.runtime.hold import Held, Hold, stored_payload
 
 FORMAT = 1
 """The state format this code writes. 0.1.0 (never released) pickled Python objects."""
@@ -106,15 +107,15 @@ def encode_bucket(groups: dict[str, BucketEntry]) -> bytes:
     return _HEADERS[BUCKET] + _encode(groups)
 
 
-def decode_bucket(blob: bytes, pkey: tuple | None = None) -> dict[str, list]:
+def decode_bucket(blob: bytes, pkey: Key | None = None) -> dict[str, list]:
     """A group bucket's groups, each as a mutable [group value, hold value, wake-up]."""
     groups = decode(blob, BUCKET, _name(pkey) if pkey else "a stored group bucket")
     return {g: list(entry) for g, entry in groups.items()}
 
 
-def encode_state(pkey: tuple, st) -> bytes:
+def encode_state(pkey: Key, st) -> bytes:
     """A key's rules state: a group key's aggregate, or a topic bucket's watches."""
-    return encode_group(st) if pkey[0] == "g" else encode_topics(st)
+    return encode_group(st) if pkey.kind is KeyKind.GROUP else encode_topics(st)
 
 
 # --------------------------------------------------------------------------- decoding
@@ -129,15 +130,16 @@ def decode(blob: bytes, kind: bytes, what: str = "a stored value"):
     return value
 
 
-def decode_state(pkey: tuple, blob: bytes):
+def decode_state(pkey: Key, blob: bytes):
     """A key's rules state (:func:`encode_state`'s)."""
-    return decode(blob, GROUP if pkey[0] == "g" else TOPICS, _name(pkey))
+    return decode(blob, GROUP if pkey.kind is KeyKind.GROUP else TOPICS, _name(pkey))
 
 
-def decode_hold(blob: bytes, pkey: tuple | None = None) -> Hold:
-    """A key's hold; ``pkey`` None: any key's (a group key's holds records only)."""
+def decode_hold(blob: bytes, pkey: Key | None = None) -> Hold:
+    """A key's hold, its entries :class:`~fencewatch.streaming.runtime.hold.Held` again."""
     hold = decode(blob, HOLD, _name(pkey) if pkey else "a stored hold")
-    return hold if pkey is not None and pkey[0] == "g" else _held_tuples(hold)
+    hold.pending = [Held(ts, seq, stored_payload(payload), arrived) for ts, seq, payload, arrived in hold.pending]
+    return hold
 
 
 def _body(blob: bytes, kind: bytes, what: str) -> bytes:
@@ -173,18 +175,7 @@ def value_format(blob: bytes) -> int | str | None:
     return None
 
 
-def _held_tuples(hold: Hold) -> Hold:
-    """A held topic-bucket commit, (topic, group, partitions, offsets, leader epochs), as it was
-    held: msgspec gives an untyped array's arrays back as lists."""
-    pending = hold.pending
-    for i, (ts, seq, payload, arrived) in enumerate(pending):
-        if len(payload) == 5:
-            topic, group_id, partitions, offsets, epochs = payload
-            pending[i] = (ts, seq, (topic, group_id, tuple(partitions), tuple(offsets), tuple(epochs)), arrived)
-    return hold
-
-
-def _name(pkey: tuple) -> str:
+def _name(pkey: Key) -> str:
     return "key " + "/".join(map(str, pkey))
 
 

@@ -1,11 +1,9 @@
 """The Spark edge of the rules: pandas rows in, ``state`` calls, pandas rows out.
 
-Three functions, no business logic of their own (that is ``state.engine.run_key``):
+Two functions, no business logic of their own (that is ``state.engine.run_key``); what they read
+comes from the router (``routing.make_router``, a ``mapInArrow``, or inside the Kafka source's
+``read``: each record checked and routed to its keys as the record itself):
 
-- ``route_batches`` (``mapInArrow``): each record checked and routed to its keys as the
-  record itself (``streaming.routing``), one row per key and source per input batch; bad
-  records become dead-letter rows under ``DLQ_KEY`` with their reason, unknown types are
-  counted the same way. The Kafka source runs the same router inside ``read``.
 - ``stream_fn`` (``applyInPandasWithState``): per key, decode its records, hold the events
   back until every source topic has been read past them (see :class:`Hold`), apply them in
   (ts, seq) order, make the decisions due, and emit rendered records.
@@ -18,12 +16,9 @@ the two engines write identical bytes.
 from __future__ import annotations
 
 import json
-import pickle
-import sys
-from array import array
 from collections import Counter
 from itertools import repeat
-from operator import itemgetter
+from operator import attrgetter
 from typing import TYPE_CHECKING, Callable, Iterable, Iterator
 
 import numpy as np
@@ -35,16 +30,15 @@ from fencewatch.state import group as grp
 from fencewatch.state.group_view import count_verdicts, group_view, snapshot_due, view_key
 from fencewatch.state.config import RulesConfig
 from fencewatch.state import partition as part
-from fencewatch.state.engine import apply, is_gone, run_key, wakeup
+from fencewatch.state.engine import Key, KeyKind, apply, group_key, is_gone, run_key, wakeup
 
 from fencewatch.streaming.runtime.gc_pause import no_cyclic_gc
 from fencewatch.streaming.runtime.hold import Hold
-from fencewatch.streaming.runtime.outputs import OutRows
+from fencewatch.streaming.runtime.outputs import OutRows, pack_lines, pack_stamps, pack_status
 from fencewatch.streaming.runtime.request_log_input import EVENTS_PER_LINE, RECORDS_AFTER_LINES
-from fencewatch.streaming.runtime.routing import (ROUTED_COLUMNS, Rows, arrow_batch, decode_released, held_items,
-                                                 make_checker, pack_bytes,
-                                                 parse_key, read_bucket, read_dead, read_items, route_records,
-                                                 task_caught_up, unpack_bytes, unpack_frame)
+from fencewatch.streaming.runtime.hold import Held, StoredCommit
+from fencewatch.streaming.runtime.routing import (Rows, decode_released, held_items, parse_key, read_bucket, read_dead,
+                                                 read_items, read_key_frame)
 from fencewatch.streaming.runtime.columns import DLQ_KEY, OUTPUT
 from fencewatch.streaming.runtime.state_codec import (decode_bucket, decode_hold, decode_state, encode_bucket, encode_hold,
                                                      encode_state)
@@ -52,96 +46,35 @@ from fencewatch.streaming.runtime.state_codec import (decode_bucket, decode_hold
 if TYPE_CHECKING:
     from pyspark.sql.streaming.state import GroupState as SparkGroupState  # PySpark's per-key handle
 
-_TS_SEQ = itemgetter(0, 1)
-_PICKLE = pickle.HIGHEST_PROTOCOL
+_TS_SEQ = attrgetter("ts", "seq")
 OUTPUT_COLUMNS = OUTPUT.fieldNames()
 _Rows = Rows
 
 
-def _run(pkey: tuple, st, ready: list, cfg: RulesConfig, out: grp.Outputs, clock: int | None):
-    """Apply a key's released items, (ts, seq, payload, _), in order. A group key's are typed
-    events (``run_key``); a topic bucket's state is its topics' watches, and a stored commit's
-    columns go straight to ``partition.note_commits``, as the local engine does, without a
-    ``CommitFact`` per partition."""
-    if pkey[0] == "g":
-        return run_key(pkey, st, [p for _, _, p, _ in ready], cfg, out, clock=clock)
+def _run(pkey: Key, st, ready: list[Held], cfg: RulesConfig, out: grp.Outputs, clock: int | None):
+    """Apply a key's released entries (``routing.decode_released``), in order. A group key's are
+    typed events (``run_key``); a topic bucket's state is its topics' watches: a
+    :class:`StoredCommit` goes straight to ``partition.note_commits``, as the local engine does,
+    without a ``CommitFact`` per partition, and a ``TopicEvent`` to its topic's watch."""
+    if pkey.kind is KeyKind.GROUP:
+        return run_key(pkey, st, [held.payload for held in ready], cfg, out, clock=clock)
     watches = {} if st is None else st
-    for ts, _, payload, _ in ready:  # (topic, group id, partitions, offsets, epochs) or (topic, event)
-        topic = payload[0]
+    for held in ready:
+        item = held.payload
+        topic = item.topic
         tw = watches.get(topic)
         if tw is None:
-            tw = part.new_topic_watch(pkey[1], topic)
-        watches[topic] = _topic_step(tw, ts, payload[1:] if len(payload) == 5 else payload[1], cfg, out)
+            tw = part.new_topic_watch(pkey.cluster, topic)
+        if type(item) is StoredCommit:
+            tw = part.note_commits(tw, item.group_id, item.partitions, item.offsets, item.leader_epochs, held.ts,
+                                   out, cfg.group_retention_ms)
+        else:  # a TopicEvent
+            tw = apply(tw, item.event, cfg, out)
+        watches[topic] = tw
     if clock is not None:  # a watch nothing refers to any more goes (contract §4.4)
         for topic in [t for t, tw in watches.items() if is_gone(tw, clock, cfg)]:
             del watches[topic]
     return watches
-
-
-def _topic_step(tw, ts: int, item, cfg: RulesConfig, out: grp.Outputs):
-    """One item of a topic's watch: a stored commit's columns (group id, partitions, offsets,
-    leader epochs) or an event."""
-    if type(item) is tuple and type(item[0]) is str:
-        group_id, partitions, offsets, epochs = item
-        return part.note_commits(tw, group_id, partitions, offsets, epochs, ts, out, cfg.group_retention_ms)
-    return apply(tw, item, cfg, out)
-
-
-def make_router(input_format: str = "json", schema_ids: Iterable[int] = (1,), registry=None,
-                group_buckets: int = 0, kafka_topics: Iterable[tuple[str, str, int]] = ()) -> Callable:
-    """The ``mapInArrow`` function (``mapInPandas`` too: pandas frames in, pandas frames out):
-    columns value, seq, event_id, coords, source, record_ts, bad_reason (``bad_reason`` set: an
-    upstream decoder already rejected the record; a missing column is null) -> ROUTED rows. Or
-    Spark's connector's own columns, value, offset, partition, rank, record_ts
-    (``inputs._event_inputs``), with ``kafka_topics`` naming each rank's topic and source as
-    ``RouterSpec.topics`` does: seq, event id and source are made here, as the Kafka source's
-    ``read`` makes them, rather than as strings per record in the JVM and again in Arrow.
-    ``registry``: a ``schema_registry.RegistryEventDecoder`` for Avro input (else the fixed ids).
-    ``group_buckets``: the stream's (``streaming.group_buckets``); replay keys each group alone."""
-    check = make_checker(input_format, schema_ids, registry)
-    ranks = {rank: (topic, source) for topic, source, rank in kafka_topics}
-
-    def route_batches(batches: Iterator) -> Iterator:
-        for batch in batches:
-            arrow = not isinstance(batch, pd.DataFrame)
-            cols = _input_columns(batch, arrow)
-            # One micro-batch per task: its rows share the source's caught-up mark (None: unknown);
-            # Spark's connector has no such column: the driver marks the batch (routing.task_caught_up).
-            marks = cols.get("caught_up")
-            if marks and None not in marks:
-                caught_up = all(marks)
-            else:
-                caught_up = bool(task_caught_up())
-            if "rank" in cols:
-                records = _connector_records(cols, ranks)
-            else:
-                n = len(cols["value"])
-                records = zip(*(cols.get(c) or repeat(None, n) for c in _RECORD_COLUMNS))
-            out = route_records(records, check, caught_up, group_buckets)
-            if out["key"]:  # no empty frame (see request_log_input)
-                yield arrow_batch(out) if arrow else pd.DataFrame(out, columns=ROUTED_COLUMNS)
-
-    return route_batches
-
-
-_RECORD_COLUMNS = ("value", "seq", "event_id", "coords", "source", "record_ts", "bad_reason")
-
-
-def _input_columns(batch, arrow: bool) -> dict[str, list]:
-    """A router input batch's columns as lists of Python values (None for null)."""
-    if arrow:
-        return {name: batch.column(i).to_pylist() for i, name in enumerate(batch.schema.names)}
-    return {name: [None if v is None or v != v else v for v in batch[name].tolist()]
-            if batch[name].dtype.kind == "f" else batch[name].tolist() for name in batch.columns}
-
-
-def _connector_records(cols: dict[str, list], ranks: dict[int, tuple[str, str]]) -> Iterator[tuple]:
-    """Spark's connector's records as the router takes them: seq = offset * 4 + rank, event id
-    ``topic/partition/offset`` (the coordinates are made from it when a record needs them)."""
-    for value, offset, partition, rank, record_ts in zip(cols["value"], cols["offset"], cols["partition"],
-                                                         cols["rank"], cols["record_ts"]):
-        topic, source = ranks[rank]
-        yield value, offset * 4 + rank, f"{topic}/{partition}/{offset}", None, source, record_ts, None
 
 
 def _render(out: grp.Outputs, verdict_rows: Callable[[OutRows, list], None] | None,
@@ -170,7 +103,7 @@ VERDICT_ROW_LINES = 2_000
 
 def _verdicts_row(rows: OutRows, commits: list) -> None:
     """All verdict lines of one state function call in one row: the lines as UTF-8 bytes in
-    judging order, each ending in a newline, compressed (``raw``, :func:`pack_lines`), how many
+    judging order, each ending in a newline, compressed (``raw``, ``outputs.pack_lines``), how many
     (``ord``), the newest ts, and each line's commit ts packed as little-endian int64 (``stamps``:
     the decision-latency samples). Per-row costs (pandas, Arrow, the JVM, the collect, the
     driver's columns) then follow keys, not commit requests, and the lines stay the bytes the
@@ -179,7 +112,7 @@ def _verdicts_row(rows: OutRows, commits: list) -> None:
 
     def flush():
         rows.add("verdicts", max(stamps), first.seq, len(stamps), first.cluster, first.group_id,
-                 raw=pack_lines(b"".join(pieces)), stamps=_packed(stamps))
+                 raw=pack_lines(b"".join(pieces)), stamps=pack_stamps(stamps))
 
     for cv in commits:
         parts = cv.parts
@@ -192,24 +125,6 @@ def _verdicts_row(rows: OutRows, commits: list) -> None:
                 pieces, stamps, first = [], [], None
     if pieces:
         flush()
-
-
-def pack_lines(data: bytes) -> bytes:
-    """Verdict lines as they cross the JVM and the collect (``routing.pack_bytes``). The lines are
-    ~1.8 KB of JSON per event and repeat themselves, so LZ4 shrinks them many-fold for little
-    CPU: uncompressed, moving them through Spark was a large share of the job's CPU
-    (docs/decisions.md, "Outputs and exactly-once")."""
-    return pack_bytes(data)
-
-
-unpack_lines = unpack_bytes  # the bytes :func:`pack_lines` packed
-
-
-def _packed(values: list[int]) -> bytes:
-    a = array("q", values)
-    if sys.byteorder != "little":
-        a.byteswap()
-    return a.tobytes()
 
 
 def _frame(cols: dict[str, list]) -> pd.DataFrame:
@@ -267,7 +182,7 @@ _SUMMARY_FOLD = 4_096
 class _Statuses:
     """A call's group statuses, shipped together in one ``status`` row (``raw``: the pickled list
     of the groups' gauges and counts, and the summary of all their verdicts for the metrics;
-    :func:`read_status`). One row per call, not per group: a bucket holds many groups, and every
+    ``outputs.read_status``). One row per call, not per group: a bucket holds many groups, and every
     output row costs again in pandas, Arrow, the JVM and the driver, in every micro-batch
     (docs/decisions.md, "A call's group statuses in one output row")."""
 
@@ -316,14 +231,9 @@ class _Statuses:
             self._fold()
         if self.statuses:
             summary = (self.shapes, self.requests) if self.shapes or self.requests else None
-            rows.add("status", self.ts, raw=pickle.dumps((self.statuses, summary), _PICKLE))
+            rows.add("status", self.ts, raw=pack_status(self.statuses, summary))
         self.statuses, self.ts = [], None
         self.shapes, self.requests = Counter(), Counter()
-
-
-def read_status(raw: bytes) -> tuple[list[dict], tuple[Counter, Counter] | None]:
-    """A ``status`` row's groups' statuses and their verdicts' summary (:class:`_Statuses`)."""
-    return pickle.loads(raw)
 
 
 class _KeySteps:
@@ -336,18 +246,18 @@ class _KeySteps:
         self.cfg, self.max_skew_ms, self.emit_verdicts = cfg, max_skew_ms, emit_verdicts
         self.wall_clock, self.sources, self.emit_groups = wall_clock, sources, emit_groups
 
-    def call(self, pkey: tuple, pdfs: Iterator[pd.DataFrame], spark_state: SparkGroupState) -> pd.DataFrame | None:
+    def call(self, pkey: Key, pdfs: Iterator[pd.DataFrame], spark_state: SparkGroupState) -> pd.DataFrame | None:
         wall_clock = self.wall_clock
         now = spark_state.getCurrentProcessingTimeMs() if wall_clock is None else int(wall_clock() * 1000)
-        if pkey[0] == "G":
+        if pkey.kind is KeyKind.GROUP_BUCKET:
             return self.bucket_call(pkey, pdfs, spark_state, now)
         reads, marks = [], []
         if not spark_state.hasTimedOut:
             for pdf in pdfs:
                 if "caught_up" in pdf:
                     marks += pdf["caught_up"].tolist()
-                reads += [(source, unpack_frame(blob)) for source, blob in zip(pdf["source"].tolist(),
-                                                                                pdf["payload"].tolist())]
+                reads += [(source, read_key_frame(blob)) for source, blob in zip(pdf["source"].tolist(),
+                                                                                  pdf["payload"].tolist())]
         rows, statuses = OutRows(), _Statuses(self.cfg)
         # the key's rules state and hold (``STATE``), as state_codec stored them
         stored, wait = self.step(pkey, spark_state.get if spark_state.exists else None, reads, marks, now, rows,
@@ -361,7 +271,7 @@ class _KeySteps:
                 spark_state.setTimeoutDuration(wait)
         return _frame(rows.cols) if len(rows) else None
 
-    def bucket_call(self, pkey: tuple, pdfs: Iterator[pd.DataFrame], spark_state: SparkGroupState,
+    def bucket_call(self, pkey: Key, pdfs: Iterator[pd.DataFrame], spark_state: SparkGroupState,
                     now: int) -> pd.DataFrame | None:
         """A group bucket's turn: each group with rows, and each whose wake-up has passed (what its
         own key's timeout would have been), takes its :func:`step` with its own stored values; the
@@ -383,7 +293,7 @@ class _KeySteps:
         rows, statuses = OutRows(), _Statuses(self.cfg)
         for group_id in [*reads, *due]:
             entry = groups.get(group_id)
-            stored, wait = self.step(("g", pkey[1], group_id), None if entry is None else (entry[0], entry[1]),
+            stored, wait = self.step(group_key(pkey.cluster, group_id), None if entry is None else (entry[0], entry[1]),
                                      reads.get(group_id, ()), marks.get(group_id, ()), now, rows, statuses)
             if stored is None:
                 groups.pop(group_id, None)
@@ -399,15 +309,15 @@ class _KeySteps:
                 spark_state.setTimeoutDuration(max(1, min(wakes) - now))
         return _frame(rows.cols) if len(rows) else None
 
-    def step(self, pkey: tuple, stored: tuple | None, reads, marks, now: int, rows: OutRows,
+    def step(self, pkey: Key, stored: tuple | None, reads, marks, now: int, rows: OutRows,
              statuses: _Statuses):
-        """One key's turn in a micro-batch: admit its routed frames ``reads`` [(source, (items,
+        """One key's turn in a micro-batch: admit its routed frames ``reads`` [(source, (records, commits,
         counts))] to its hold, release what is due, judge it, render the outputs into ``rows``
         (a group's status into ``statuses``).
         ``marks``: the caught-up column of the rows read (none: a timeout). Returns the values to
         store (None: the key is forgotten) and the timeout it asks for (ms, None: none)."""
         cfg, max_skew_ms = self.cfg, self.max_skew_ms
-        is_group = pkey[0] == "g"
+        is_group = pkey.kind is KeyKind.GROUP
         st, hold = None, Hold()
         if stored is not None:
             blob, held = stored
@@ -438,7 +348,7 @@ class _KeySteps:
         if is_group:
             statuses.add(rows, st, counts, hb_before, out, forgotten=gone, summary=summary)
         elif counts:  # partition-scoped events (partition_epochs): counted with group=""
-            rows.add("counts", None, cluster=pkey[1], group_id="", json=json.dumps(_event_counts(counts)))
+            rows.add("counts", None, cluster=pkey.cluster, group_id="", json=json.dumps(_event_counts(counts)))
         if gone:
             return None, None
         waits = []
@@ -486,7 +396,7 @@ def make_stream_fn(cfg: RulesConfig, *, max_skew_ms: int = 2_000, emit_verdicts:
     steps = _KeySteps(cfg, max_skew_ms, emit_verdicts, wall_clock, sources, emit_groups)
 
     def stream_fn(key: tuple, pdfs: Iterator[pd.DataFrame], spark_state: SparkGroupState) -> Iterator[pd.DataFrame]:
-        k = key[0]
+        (k,) = key  # Spark's grouping key: the one "key" column
         if k == DLQ_KEY:
             yield from _dead_letters(pdfs)
             return
@@ -498,10 +408,10 @@ def make_stream_fn(cfg: RulesConfig, *, max_skew_ms: int = 2_000, emit_verdicts:
     return stream_fn
 
 
-def _wakeup(pkey: tuple, st, cfg: RulesConfig) -> int | None:
+def _wakeup(pkey: Key, st, cfg: RulesConfig) -> int | None:
     """The event time a key's state next has something to do without input (``engine.wakeup``;
     a topic bucket's: its watches' earliest)."""
-    if pkey[0] == "g":
+    if pkey.kind is KeyKind.GROUP:
         return wakeup(st, cfg)
     return min((w for w in map(wakeup, st.values(), repeat(cfg)) if w is not None), default=None)
 
@@ -510,7 +420,7 @@ def make_batch_fn(cfg: RulesConfig, clock: int | None) -> Callable:
     """The ``applyInPandas`` function for replay: a key's whole trace, decisions due at ``clock``."""
 
     def batch_fn(key: tuple, pdf: pd.DataFrame) -> pd.DataFrame:
-        k = key[0]
+        (k,) = key  # Spark's grouping key: the one "key" column
         if k == DLQ_KEY:
             frames = list(_dead_letters([pdf]))
             return frames[0] if frames else _frame({c: [] for c in OUTPUT_COLUMNS})
@@ -519,7 +429,7 @@ def make_batch_fn(cfg: RulesConfig, clock: int | None) -> Callable:
         with no_cyclic_gc(settle=False):
             items = read_whole(pkey, [pdf], dead)
             out = grp.Outputs()
-            _run(pkey, None, items, cfg, out, clock if pkey[0] == "g" else None)
+            _run(pkey, None, items, cfg, out, clock if pkey.kind is KeyKind.GROUP else None)
             rows = _render(out, _commit_rows)
             _add_dead(rows, dead)
             return _frame(rows.cols)
@@ -527,7 +437,7 @@ def make_batch_fn(cfg: RulesConfig, clock: int | None) -> Callable:
     return batch_fn
 
 
-def read_whole(pkey: tuple, pdfs: Iterable[pd.DataFrame], dead: list) -> list:
+def read_whole(pkey: Key, pdfs: Iterable[pd.DataFrame], dead: list) -> list:
     """A key's routed rows all at once, in (ts, seq) order, decoded: replay's input to
     :func:`_run` (no hold: nothing can arrive later). Records that no longer decode go to ``dead``."""
     items = [it for pdf in pdfs for source, blob in zip(pdf["source"].tolist(), pdf["payload"].tolist())

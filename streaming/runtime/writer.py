@@ -121,8 +121,7 @@ class BatchWriter:
         """One chunk of a batch's output rows: produced to Kafka, added to the batch's totals."""
         import numpy as np
 
-        from fencewatch.streaming.runtime.outputs import read_frame
-        from fencewatch.streaming.runtime.state_fn import read_status, unpack_lines
+        from fencewatch.streaming.runtime.outputs import STAMPS_DTYPE, read_frame, read_status, unpack_lines
 
         now_ms = int(time.time() * 1000)
         # "unknown" rows (unknown types) are counted by the "counts" row that comes with them.
@@ -131,7 +130,7 @@ class BatchWriter:
             by_kind.setdefault(row.record, []).append(row)
         verdict_rows, alert_rows, status_rows = by_kind["verdicts"], by_kind["alert"], by_kind["status"]
         # "verdicts": a state function call's verdict lines as bytes, each ending in "\n", packed
-        # (``raw``), and their commits' ts in ``stamps`` (state_fn._verdicts_row).
+        # (``raw``), and their commits' ts in ``stamps`` (``outputs``).
         verdict_lines = [line for r in verdict_rows for line in unpack_lines(r.raw).split(b"\n")[:-1]]
         alert_dicts = [json.loads(r.json) for r in alert_rows]
         dead = [(r.raw, r.reason, r.json) for r in by_kind["dlq"]]
@@ -148,7 +147,7 @@ class BatchWriter:
             self.metrics.note_group_views(views)  # the /groups page on the metrics port
         # One sample per decision (verdict line), kept in numpy: ~10^6 a backlog's batch.
         if verdict_rows:
-            stamps = np.frombuffer(b"".join(r.stamps for r in verdict_rows), dtype="<i8")
+            stamps = np.frombuffer(b"".join(r.stamps for r in verdict_rows), dtype=STAMPS_DTYPE)
             acc.latencies.append((now_ms - stamps) / 1000.0)
             acc.stamps.append(stamps)
         if alert_rows:

@@ -24,7 +24,7 @@ from fencewatch.sinks.bridge_metrics import BridgeMetrics
 from fencewatch.sinks.health import HealthConfig
 from fencewatch.streaming.commands.bridge import _bridge_metrics, register
 from fencewatch.streaming.ingest.request_log import RequestLogBridge
-from fencewatch.streaming.runtime.bridge_loop import run_bridge, run_request_log_bridge
+from fencewatch.streaming.commands.bridge_loop import run_bridge, run_request_log_bridge
 from request_log_lines import heartbeat, kafka_id, log_line, offset_commit
 
 HEALTH = HealthConfig(trigger_s=0.5, ready_triggers=20)

@@ -342,7 +342,8 @@ def stream_events(events: list[dict], *, batch: int, emit_groups: bool = False,
     from fencewatch.state.config import RulesConfig
     from fencewatch.streaming.ingest.events import MEMBERSHIP_TYPES
     from fencewatch.streaming.runtime.inputs import group_sources
-    from fencewatch.streaming.runtime.state_fn import make_router, make_stream_fn
+    from fencewatch.streaming.runtime.routing import make_router
+    from fencewatch.streaming.runtime.state_fn import make_stream_fn
 
     router = make_router()
     wall = [now_ms / 1000 - 10_000.0]

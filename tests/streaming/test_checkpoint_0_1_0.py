@@ -15,6 +15,7 @@ import pytest
 from fencewatch.streaming.cli import main
 from fencewatch.streaming.runtime import checkpoint as cp
 from fencewatch.streaming.runtime import state_codec as codec
+from fencewatch.streaming.runtime.routing import parse_key
 
 FIXTURE = Path(__file__).resolve().parents[1] / "fixtures" / "checkpoints" / "0.1.0"
 COMMITTED = {"fw010-heartbeats": {"0": 36, "1": 31}, "fw010-offsets": {"0": 969, "1": 964}}  # offsets/3
@@ -85,7 +86,7 @@ def test_every_stored_value_is_a_pickle_the_codec_refuses(spark, old):
     for r in rows:
         blob, held = r.value.groupState.blob, r.value.groupState.pending
         assert codec.value_format(blob) == codec.value_format(held) == "0.1.0"
-        pkey = tuple(r.key.key.split("\x1f"))
+        pkey = parse_key(r.key.key)
         with pytest.raises(codec.StateFormatError, match="written by fencewatch 0.1.0 .*checkpoint reset-state"):
             codec.decode_state(pkey, blob)
         with pytest.raises(ModuleNotFoundError, match="fencewatch.streaming.hold"):

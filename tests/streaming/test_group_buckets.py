@@ -23,10 +23,10 @@ from fencewatch.streaming.ingest.events import MEMBERSHIP_TYPES
 from fencewatch.streaming.runtime import checkpoint as cp
 from fencewatch.streaming.runtime.columns import DLQ_KEY
 from fencewatch.streaming.runtime.inputs import group_sources
-from fencewatch.streaming.runtime.outputs import read_frame
-from fencewatch.streaming.runtime.routing import parse_key, read_bucket, unpack_frame
+from fencewatch.streaming.runtime.outputs import read_frame, read_status, unpack_lines
+from fencewatch.streaming.runtime.routing import make_router, parse_key, read_bucket, read_key_frame
 from fencewatch.streaming.runtime.state_codec import decode_bucket
-from fencewatch.streaming.runtime.state_fn import make_router, make_stream_fn, read_status, unpack_lines
+from fencewatch.streaming.runtime.state_fn import make_stream_fn
 
 
 def _frame(lines: list[bytes], source: str = "offsets") -> pd.DataFrame:
@@ -51,16 +51,16 @@ def test_a_groups_records_go_to_its_bucket_in_a_frame_of_its_own():
     seen = Counter()
     for key in buckets:
         (payload,) = by_key[key]["payload"].tolist()
-        for group_id, (items, counts) in read_bucket(payload):
-            assert parse_key(key)[2] == f"#{zlib.crc32(group_id.encode()) % 5}"
-            assert [json.loads(it[2])["group_id"] for it in items] == [group_id, group_id]  # in input order
-            assert counts == {"offset_commit": 2}
-            seen[group_id] += len(items)
+        for group_id, (records, commits, counts) in read_bucket(payload):
+            assert parse_key(key).name == f"#{zlib.crc32(group_id.encode()) % 5}"
+            assert [json.loads(h.payload.value)["group_id"] for h in records] == [group_id, group_id]  # input order
+            assert counts == {"offset_commit": 2} and not commits
+            seen[group_id] += len(records)
         assert by_key[key]["events"].tolist() == [2 * len(read_bucket(payload))]
     assert seen == Counter({g: 2 for g in groups})
     # topic buckets are not group buckets: the stored commits' facts still go to theirs
     topic_rows = [k for k in by_key if parse_key(k)[0] == "t"]
-    assert topic_rows and sum(len(unpack_frame(p)[0]) for k in topic_rows for p in by_key[k]["payload"]) == 24
+    assert topic_rows and sum(len(read_key_frame(p)[1]) for k in topic_rows for p in by_key[k]["payload"]) == 24
 
 
 def test_without_buckets_each_group_has_its_own_key():

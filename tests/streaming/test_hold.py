@@ -15,7 +15,7 @@ def admit(hold, now, *events):
 
 
 def payloads(ready):
-    return [p for _, _, p, _ in ready]
+    return [held.payload for held in ready]
 
 
 def test_group_waits_for_the_topic_that_is_behind():
@@ -135,7 +135,7 @@ def test_clock_follows_wall_time_but_never_passes_a_held_event():
     assert h.clock(8_000) == 4_000  # idle group: the clock moves with the wall
     admit(h, 8_000, (1_500, 2, "heartbeats"), (1_400, 3, "offsets"))
     h.release(8_000, SKEW, all_sources=True)
-    assert [p for _, _, p, _ in h.pending] == [(1_500, 2)]
+    assert payloads(h.pending) == [(1_500, 2)]
     assert h.clock(8_000) == 1_499  # not past the held heartbeat
     assert h.last_ts == 1_500 and h.last_wall == 8_000
 
@@ -150,11 +150,16 @@ def test_old_event_does_not_move_the_clock_back():
 def test_hold_is_stored_with_its_pending_events():
     from fencewatch.streaming.runtime.state_codec import decode_hold, encode_hold
 
+    from fencewatch.streaming.runtime.hold import Record, StoredCommit
+
     h = Hold()
-    admit(h, 0, (10, 1, "heartbeats"), (20, 2, "offsets"), (30, 3, "heartbeats"))
+    h.admit([(10, 1, "heartbeats", Record(b"{}", "h/0/1")), (20, 2, "offsets", Record(b"{}", "o/0/2")),
+             (30, 3, "heartbeats", Record(b'{"n":3}', "h/0/3")),
+             (30, 4, "heartbeats", StoredCommit("orders", "g1", (0, 1), (40, 41), (2, -1)))], 0)
     h.release(0, SKEW, all_sources=True)
     back = decode_hold(encode_hold(h))
-    assert back == h and payloads(back.pending) == [(30, 3)]
+    assert back == h and payloads(back.pending) == [Record(b'{"n":3}', "h/0/3"),
+                                                    StoredCommit("orders", "g1", (0, 1), (40, 41), (2, -1))]
 
 
 def test_a_caught_up_batch_releases_at_once_in_order():
@@ -187,9 +192,9 @@ def test_release_takes_the_longest_prefix_that_may_go(pending, seen, last_input,
     """The rule as the class states it, applied event by event in (ts, seq) order: an event goes
     if every source has passed it, the key is quiet, it waited past the hold's bounds, or it was
     read live and waited ``max_skew``; the first that may not stops the release."""
-    from fencewatch.streaming.runtime.hold import LIVE_LAG_MS, MAX_HOLD_BATCHES, MAX_HOLD_MS, QUIET_CALLS
+    from fencewatch.streaming.runtime.hold import LIVE_LAG_MS, MAX_HOLD_BATCHES, MAX_HOLD_MS, QUIET_CALLS, Held
 
-    entries = [(ts, seq, (ts, seq, arrived), arrived) for ts, seq, arrived in pending]
+    entries = [Held(ts, seq, (ts, seq, arrived), arrived) for ts, seq, arrived in pending]
     h = Hold(pending=list(entries), seen=dict(seen), last_input=last_input, idle_calls=idle_calls,
              input_walls=sorted(walls))
     expected_sources = ("heartbeats", "offsets")
@@ -199,13 +204,13 @@ def test_release_takes_the_longest_prefix_that_may_go(pending, seen, last_input,
     quiet = last_input <= now - SKEW and idle >= QUIET_CALLS
     ws = sorted(walls)
     forced = min(now - MAX_HOLD_MS, ws[-MAX_HOLD_BATCHES] - 1 if len(ws) >= MAX_HOLD_BATCHES else -1)
-    ordered = sorted(entries, key=lambda e: (e[0], e[1]))
+    ordered = sorted(entries, key=lambda e: (e.ts, e.seq))
     n = 0
-    for ts, seq, _, arrived in ordered:
+    for ts, seq, arrived in ((e.ts, e.seq, e.arrived) for e in ordered):
         if not ((ts, seq) <= safe or quiet or arrived <= forced
                 or (arrived <= now - SKEW and arrived - ts <= LIVE_LAG_MS)):
             break
         n += 1
     ready = h.release(now, SKEW, all_sources=True, expected=expected_sources)
-    assert [e[2] for e in ready] == [e[2] for e in ordered[:n]]
-    assert sorted(e[2] for e in h.pending) == sorted(e[2] for e in ordered[n:])
+    assert payloads(ready) == payloads(ordered[:n])
+    assert sorted(payloads(h.pending)) == sorted(payloads(ordered[n:]))

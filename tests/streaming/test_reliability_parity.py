@@ -24,15 +24,15 @@ from fencewatch.sim.profiles import profile
 from fencewatch.sinks.jsonl import alert_json, commit_verdicts_block
 from fencewatch.state import group as grp
 from fencewatch.state.config import RulesConfig
-from fencewatch.state.engine import LocalEngine, sort_key
+from fencewatch.state.engine import KeyKind, LocalEngine, group_key, sort_key
 from fencewatch.streaming.ingest.events import MEMBERSHIP_TYPES, DecodeError, UnknownType, decode_json_line
 from fencewatch.streaming.runtime.inputs import group_sources
 from fencewatch.streaming.sources.kafka import rate_limit
-from fencewatch.streaming.runtime.outputs import read_frame
+from fencewatch.streaming.runtime.outputs import read_frame, read_status, unpack_lines
 from fencewatch.streaming.runtime.state_codec import decode_bucket, decode_hold, decode_state
-from fencewatch.streaming.runtime.state_fn import make_router, make_stream_fn, read_status, unpack_lines
+from fencewatch.streaming.runtime.state_fn import make_stream_fn
 from reliability_harness import SparkGroupStateStub, micro_batch
-from fencewatch.streaming.runtime.routing import parse_key
+from fencewatch.streaming.runtime.routing import make_router, parse_key
 
 SOURCES = ("heartbeats", "offsets")
 RANK = {"heartbeats": 0, "offsets": 1}
@@ -70,8 +70,8 @@ def stored_by_key(states: dict) -> dict[tuple, tuple]:
     out = {}
     for key, st in states.items():
         pkey = parse_key(key)
-        if pkey[0] == "G":
-            out.update({("g", pkey[1], g): (e[0], e[1]) for g, e in decode_bucket(st.get[0], pkey).items()})
+        if pkey.kind is KeyKind.GROUP_BUCKET:
+            out.update({group_key(pkey.cluster, g): (e[0], e[1]) for g, e in decode_bucket(st.get[0], pkey).items()})
         else:
             out[pkey] = st.get
     return out

@@ -11,11 +11,11 @@ import msgspec
 import pytest
 from confluent_kafka import Producer
 
+from fencewatch.state.engine import KeyKind, group_key
 from fencewatch.streaming.config import settings as cfgmod
 from fencewatch.streaming.runtime.inputs import build_inputs
-from fencewatch.streaming.runtime.routing import key_string, parse_key, read_bucket, unpack_frame
+from fencewatch.streaming.runtime.routing import key_string, make_router, parse_key, read_bucket, read_key_frame
 from fencewatch.streaming.runtime.columns import DLQ_KEY, ROUTED
-from fencewatch.streaming.runtime.state_fn import make_router
 
 pytestmark = [pytest.mark.spark, pytest.mark.broker]
 
@@ -45,26 +45,23 @@ def _collect(df):
 
 
 def _items(rows):
-    """key -> its items (seq, source, item) in seq order (records: seq, ts first; stored-commit
-    facts: ts, seq), a group bucket's groups each under its own group key; dead letters; caught-up
-    marks."""
+    """key -> its items (seq, source, the Held entry's bytes) in seq order, a group bucket's groups
+    each under its own group key; dead letters; caught-up marks."""
     by_key, dead, marks = {}, [], set()
     for r in rows:
         if r["key"] == DLQ_KEY:
             dead.append(tuple(msgspec.msgpack.decode(r["payload"])))  # (etype, seq, record, reason, coordinates)
             continue
         kind, cluster, _ = parse_key(r["key"])
-        frames = [(key_string(("g", cluster, g)), items) for g, (items, _) in read_bucket(r["payload"])] \
-            if kind == "G" else [(r["key"], unpack_frame(r["payload"])[0])]
+        if kind is KeyKind.GROUP_BUCKET:
+            frames = [(key_string(group_key(cluster, g)), records) for g, (records, _, _) in read_bucket(r["payload"])]
+        else:
+            records, commits, _ = read_key_frame(r["payload"])
+            frames = [(r["key"], records + commits)]
         for key, items in frames:
-            by_key.setdefault(key, []).extend(
-                (it[0] if len(it) == 4 else it[1], r["source"], tuple(map(_hashable, it))) for it in items)
+            by_key.setdefault(key, []).extend((h.seq, r["source"], msgspec.msgpack.encode(h)) for h in items)
         marks.add(r["caught_up"])
     return {k: sorted(v) for k, v in by_key.items()}, sorted(dead), marks
-
-
-def _hashable(x):
-    return tuple(x) if isinstance(x, list) else x
 
 
 def test_routed_source_gives_the_routers_items(spark, broker, topic_factory):

@@ -6,10 +6,11 @@ import pandas as pd
 import pyarrow as pa
 import pytest
 
+from fencewatch.state.engine import group_key
 from fencewatch.streaming.runtime.inputs import default_max_offsets
 from fencewatch.streaming.runtime.columns import DLQ_KEY, ROUTED
-from fencewatch.streaming.runtime.routing import parse_key, topic_bucket, unpack_frame
-from fencewatch.streaming.runtime.state_fn import make_router
+from fencewatch.streaming.runtime.hold import Held, Record, StoredCommit
+from fencewatch.streaming.runtime.routing import make_router, parse_key, read_key_frame, topic_bucket, unpack_frame
 
 
 def frame(lines):
@@ -36,15 +37,17 @@ def test_one_row_per_key_with_its_records_in_input_order():
     assert orders_key != pay_key and orders_key.startswith("t\x1fdefault\x1f#")
     assert set(rows) == {"g\x1fdefault\x1fg1", "g\x1fdefault\x1fg2", orders_key, pay_key, DLQ_KEY}
     # A group key gets its records themselves (decoded where they are judged), in input order.
-    g1, counts = unpack_frame(rows["g\x1fdefault\x1fg1"].payload)
-    assert g1 == [[0, 100, lines[0], "e0"], [3, 102, lines[3], "e3"], [4, 103, lines[4], "e4"]]
-    assert counts == {"offset_commit": 2, "heartbeat": 1}
+    g1, commits, counts = read_key_frame(rows["g\x1fdefault\x1fg1"].payload)
+    assert g1 == [Held(100, 0, Record(lines[0], "e0")), Held(102, 3, Record(lines[3], "e3")),
+                  Held(103, 4, Record(lines[4], "e4"))]
+    assert commits == [] and counts == {"offset_commit": 2, "heartbeat": 1}
     assert rows["g\x1fdefault\x1fg1"].events == 3 and rows["g\x1fdefault\x1fg1"].ts == 103
     assert rows["g\x1fdefault\x1fg1"].source == "offsets"
     # A topic's bucket gets each stored commit's columns and the topic; they are not counted as events.
-    orders, counts = unpack_frame(rows[orders_key].payload)
-    assert orders == [[100, 0, "g1", [0, 1], [0, 10], [1, 1], "orders"], [101, 1, "g2", [2], [20], [1], "orders"]]
-    assert counts == {}
+    records, orders, counts = read_key_frame(rows[orders_key].payload)
+    assert orders == [Held(100, 0, StoredCommit("orders", "g1", (0, 1), (0, 10), (1, 1))),
+                      Held(101, 1, StoredCommit("orders", "g2", (2,), (20,), (1,)))]
+    assert records == [] and counts == {}
     assert rows[orders_key].events == 0
     assert sum(out["events"]) == 4  # every good input event once
     # The bad line stays a row of its own, with its bytes, reason and coordinates.
@@ -71,14 +74,14 @@ def test_held_records_are_decoded_when_released():
     (out,) = list(make_router()([frame(lines)]))
     row = out[out["key"] == "g\x1fdefault\x1fg1"].iloc[0]
     counts = __import__("collections").Counter()
-    held = read_items(("g", "default", "g1"), row.source, row.payload, counts, now=7)
-    assert [(ts, seq, now) for ts, seq, _, now in held] == [(100, 0, 7), (101, 1, 7)]
-    assert all(type(p) is tuple and len(p) == 2 and isinstance(p[0], bytes) for _, _, p, _ in held)
+    held = read_items(group_key("default", "g1"), row.source, row.payload, counts, now=7)
+    assert [(h.ts, h.seq, h.arrived) for h in held] == [(100, 0, 7), (101, 1, 7)]
+    assert [h.payload for h in held] == [Record(lines[0], "e0"), Record(lines[1], "e1")]
     assert counts == {("offset_commit", "offsets"): 2}
     dead: list = []
-    released = decode_released(("g", "default", "g1"), held, dead)
+    released = decode_released(group_key("default", "g1"), held, dead)
     assert dead == []
-    assert [ev for _, _, ev, _ in released] == [
+    assert [h.payload for h in released] == [
         decode_json_line(line, seq=i, default_event_id=f"e{i}", coords="") for i, line in enumerate(lines)]
 
 
@@ -116,9 +119,9 @@ def test_spark_connectors_own_columns_route_as_the_records_they_name(caught_up, 
     _event_inputs``): value, offset, partition and the topic's rank, no string per record. The
     router makes seq, event id, source and coordinates as the full projection gives them, so the
     routed rows are the same; the caught-up mark is the driver's (``routing.task_caught_up``)."""
-    from fencewatch.streaming.runtime import state_fn
+    from fencewatch.streaming.runtime import routing
 
-    monkeypatch.setattr(state_fn, "task_caught_up", lambda: caught_up)
+    monkeypatch.setattr(routing, "task_caught_up", lambda: caught_up)
     lines = _mixed_lines()
     topics = (("hb.t", "heartbeats", 0), ("off.t", "offsets", 1))
     ranks = [0 if b'"heartbeat"' in line else 1 for line in lines]
@@ -147,9 +150,9 @@ def test_spark_connectors_own_columns_route_as_the_records_they_name(caught_up, 
     ([True, None], False, False),
 ])
 def test_the_caught_up_mark_of_a_batch(marks, driver, want, monkeypatch):
-    from fencewatch.streaming.runtime import state_fn
+    from fencewatch.streaming.runtime import routing
 
-    monkeypatch.setattr(state_fn, "task_caught_up", lambda: driver)
+    monkeypatch.setattr(routing, "task_caught_up", lambda: driver)
     df = frame([commit(100, "g1", [0]), commit(101, "g2", [1])]).assign(caught_up=marks)
     (out,) = list(make_router()([pa.RecordBatch.from_pandas(df, preserve_index=False)]))
     assert set(out.column("caught_up").to_pylist()) == {want}

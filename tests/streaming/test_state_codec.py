@@ -29,7 +29,7 @@ from fencewatch.state.assignment import Member
 from fencewatch.state.config import RulesConfig
 from fencewatch.state.events import MemberAssignment, StreamsTask, Subtopology
 from fencewatch.state.streams import Topology
-from fencewatch.state.engine import LocalEngine, apply, new_state, route
+from fencewatch.state.engine import LocalEngine, apply, group_key, new_state, route
 from fencewatch.state.expiry import CommittedOffset
 from fencewatch.state.group import Counters, Group
 from fencewatch.state.judgement_cache import JudgementCache
@@ -38,7 +38,7 @@ from fencewatch.state.offsets import ExpiryTrack
 from fencewatch.state.partition import PartitionState, TopicWatch
 from fencewatch.state.spike import SignalState, SpikeState
 from fencewatch.streaming.runtime import state_codec as codec
-from fencewatch.streaming.runtime.hold import Hold
+from fencewatch.streaming.runtime.hold import Held, Hold, Record, StoredCommit
 from fencewatch.streaming.runtime.state_codec import GROUP, HOLD, TOPICS, StateFormatError
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "state-format"
@@ -65,9 +65,9 @@ def _unfolded_entry():
 
 
 def _held():
-    record = st.tuples(st.binary(max_size=40), names)
-    columns = st.tuples(names, names, st.tuples(st.integers(0, 50)), st.tuples(counts), st.tuples(epochs))
-    return st.tuples(ts, st.integers(0, 2 ** 40), record | columns, ts)
+    record = st.builds(Record, st.binary(max_size=40), names)
+    columns = st.builds(StoredCommit, names, names, st.tuples(st.integers(0, 50)), st.tuples(counts), st.tuples(epochs))
+    return st.builds(Held, ts, st.integers(0, 2 ** 40), record | columns, ts)
 
 
 FIELDS: dict[type, dict] = {
@@ -241,7 +241,9 @@ def test_a_topic_buckets_watches_round_trip(watches):
 def test_a_hold_round_trips_with_its_payloads_as_held(hold):
     back = codec.decode_hold(codec.encode_hold(hold))
     assert back == hold
-    assert all(type(p) is tuple and all(type(x) is not list for x in p) for _, _, p, _ in back.pending)
+    assert all(type(h) is Held and type(h.payload) in (Record, StoredCommit) for h in back.pending)
+    assert all(type(x) is tuple for h in back.pending if type(h.payload) is StoredCommit
+               for x in (h.payload.partitions, h.payload.offsets, h.payload.leader_epochs))
 
 
 def test_folding_before_storing_keeps_the_newest_commit_of_each_partition():
@@ -268,7 +270,7 @@ def test_a_value_pickled_by_0_1_0_is_refused_with_what_to_do():
     blob = pickle.dumps(grp.new_group("c", "g"), pickle.HIGHEST_PROTOCOL)
     assert codec.value_format(blob) == "0.1.0"
     with pytest.raises(StateFormatError, match=r"key g/c/g: written by fencewatch 0\.1\.0 .*checkpoint reset-state"):
-        codec.decode_state(("g", "c", "g"), blob)
+        codec.decode_state(group_key("c", "g"), blob)
 
 
 def test_a_newer_format_another_kind_garbage_and_damage_are_refused():
@@ -335,8 +337,8 @@ def make_samples() -> dict[str, tuple[bytes, bytes]]:
     group = max(eng.groups(), key=lambda g: (g.counters.commits, g.group_id))
     watches = {k[2]: s for k, s in sorted(eng.states.items()) if k[0] == "t"}
     hold = Hold()
-    hold.admit_read("offsets", [(100, 4, (b'{"type":"offset_commit"}', "off/0/1"), 7)], 7)
-    hold.admit_read("offsets", [(101, 9, ("topic-0", "group-1", (0, 1), (40, 41), (2, 2)), 7)], 7)
+    hold.admit_read("offsets", [Held(100, 4, Record(b'{"type":"offset_commit"}', "off/0/1"), 7)], 7)
+    hold.admit_read("offsets", [Held(101, 9, StoredCommit("topic-0", "group-1", (0, 1), (40, 41), (2, 2)), 7)], 7)
     return {"group": (GROUP, codec.encode_group(group)), "topics": (TOPICS, codec.encode_topics(watches)),
             "hold": (HOLD, codec.encode_hold(hold))}
 

@@ -20,8 +20,7 @@ from fencewatch.streaming.runtime.writer import BatchWriter, _BatchTotals
 from fencewatch.streaming.runtime.stats import JobStats
 from fencewatch.streaming.runtime.replay import judge_events
 from fencewatch.sinks.jsonl import alert_json, commit_verdicts_block
-from fencewatch.streaming.runtime.outputs import read_frame
-from fencewatch.streaming.runtime.state_fn import unpack_lines
+from fencewatch.streaming.runtime.outputs import read_frame, unpack_lines
 from reliability_harness import stream_events
 
 NOW_MS = 4_000_000_000_000

@@ -19,7 +19,8 @@ from fencewatch.state.config import RulesConfig
 from fencewatch.streaming.ingest.events import MEMBERSHIP_TYPES
 from fencewatch.streaming.runtime.inputs import group_sources
 from fencewatch.streaming.runtime.outputs import read_frame
-from fencewatch.streaming.runtime.state_fn import make_router, make_stream_fn
+from fencewatch.streaming.runtime.routing import make_router
+from fencewatch.streaming.runtime.state_fn import make_stream_fn
 from reliability_harness import SparkGroupStateStub, micro_batch
 
 
