@@ -136,6 +136,11 @@ def _sim_config(args: argparse.Namespace, cfg: cfgmod.Config, request_log: bool)
         knobs = replace(knobs, groups=args.groups)
     for assignment in args.knobs:
         knobs = parse_knob(knobs, assignment)
+    from fencewatch.sim.run import streams_format_problem
+
+    problem = streams_format_problem(knobs, "request-log" if request_log else "json")
+    if problem:
+        raise cfgmod.ConfigError(f"--source request-log: {problem.split(': ', 1)[1]}")
     sim_cfg = SimConfig(knobs=knobs, seed=args.seed, start_ts=int(time.time() * 1000), duration_ms=None,
                         labels=False)
     if request_log:
