@@ -209,6 +209,34 @@ class MetricsSink:
         with self._write_lock, self._lock:
             self._delete((cluster or _DEFAULT_CLUSTER, group_id))
 
+    def protocol_totals(self, protocol: str) -> dict:
+        """What the exporter counted for the groups whose last status row says ``protocol`` (e.g.
+        ``streams``): how many, their verdicts by class (``commits_judged_total`` of one policy, so
+        each verdict once) and their alerts by kind. A group folded into ``other`` (past
+        ``max_groups``) shares its series and cannot be told apart: counted in ``folded`` only.
+        For the demo's closing summary, which counts verdicts but not by group type."""
+        from collections import Counter
+
+        one_policy = m.POLICIES[0]
+        classes: Counter = Counter()
+        alerts: Counter = Counter()
+        with self._lock:
+            keys = [key for key, status in self._status.items() if status.protocol == protocol]
+            folded = 0
+            for key in keys:
+                if self._limiter.label(key) != key[1]:
+                    folded += 1
+                    continue
+                for source in (self._grouped.get(key, {}), self._held.get(key, {})):
+                    for (_, policy, _, cls), n in source.get(m.PREFIX + "commits_judged_total", {}).items():
+                        if policy == one_policy:
+                            classes[cls] += n
+                    for (kind, _), n in source.get(m.PREFIX + "alerts_total", {}).items():
+                        alerts[kind] += n
+        return {"groups": len(keys), "folded": folded,
+                "classes": {k: int(v) for k, v in sorted(classes.items()) if v},
+                "alerts": {k: int(v) for k, v in sorted(alerts.items()) if v}}
+
     # ------------------------------------------------------- aggregation (no lock)
 
     def _aggregate(self, batch: MetricsBatch) -> Aggregate:
