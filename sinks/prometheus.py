@@ -35,12 +35,12 @@ from prometheus_client import CollectorRegistry, generate_latest
 
 from fencewatch.sinks import metrics as m
 from fencewatch.sinks.exposition import adder, empty_families, serve
-from fencewatch.sinks.group_series import firing_series, group_model_series
+from fencewatch.sinks.group_series import firing_series, group_model_series, protocol_totals
 from fencewatch.sinks.group_views import GroupViews, group_pages
 from fencewatch.sinks.health import Health
 from fencewatch.sinks.build_info import running_versions  # noqa: F401  (callers import it from here)
 from fencewatch.sinks.metrics import OTHER, GroupKey, GroupLimiter, MetricsConfig
-from fencewatch.sinks.metrics_batch import Aggregate, GroupStatus, Histogram, MetricsBatch
+from fencewatch.sinks.metrics_batch import Aggregate, GroupStatus, Histogram, MetricsBatch, int_or_none, ts_or_none
 from fencewatch.sinks.verdict_summary import attr_getter, summarize_verdicts  # noqa: F401  (callers import it)
 from fencewatch.state.model import OUTPUT_NAMES, POLICY_ANSWER_FIELD, Policy
 from fencewatch.state.status import (DEFAULT_CLUSTER, RequestFacts, VerdictShape,
@@ -210,32 +210,9 @@ class MetricsSink:
             self._delete((cluster or _DEFAULT_CLUSTER, group_id))
 
     def protocol_totals(self, protocol: str) -> dict:
-        """What the exporter counted for the groups whose last status row says ``protocol`` (e.g.
-        ``streams``): how many, their verdicts by class (``commits_judged_total`` of one policy, so
-        each verdict once) and their alerts by kind. A group folded into ``other`` (past
-        ``max_groups``) shares its series and cannot be told apart: counted in ``folded`` only.
-        For the demo's closing summary, which counts verdicts but not by group type."""
-        from collections import Counter
-
-        one_policy = m.POLICIES[0]
-        classes: Counter = Counter()
-        alerts: Counter = Counter()
+        """Verdicts and alerts of the groups of ``protocol`` (``group_series.protocol_totals``)."""
         with self._lock:
-            keys = [key for key, status in self._status.items() if status.protocol == protocol]
-            folded = 0
-            for key in keys:
-                if self._limiter.label(key) != key[1]:
-                    folded += 1
-                    continue
-                for source in (self._grouped.get(key, {}), self._held.get(key, {})):
-                    for (_, policy, _, cls), n in source.get(m.PREFIX + "commits_judged_total", {}).items():
-                        if policy == one_policy:
-                            classes[cls] += n
-                    for (kind, _), n in source.get(m.PREFIX + "alerts_total", {}).items():
-                        alerts[kind] += n
-        return {"groups": len(keys), "folded": folded,
-                "classes": {k: int(v) for k, v in sorted(classes.items()) if v},
-                "alerts": {k: int(v) for k, v in sorted(alerts.items()) if v}}
+            return protocol_totals(protocol, self._status, self._limiter.label, (self._grouped, self._held))
 
     # ------------------------------------------------------- aggregation (no lock)
 
@@ -366,7 +343,7 @@ class MetricsSink:
             if status == "resolved":
                 continue
             if (severity == m.PINNING_SEVERITY or kind in m.PINNING_KINDS) and group:
-                agg.critical_finding(key, _ts_or_none(get("ts")))
+                agg.critical_finding(key, ts_or_none(get("ts")))
             agg.inc(m.PREFIX + "alerts_total", (cluster, group, kind, severity))
             if kind in m.TRUNCATION_REASONS:
                 agg.inc(m.PREFIX + "truncations_total", (cluster, group, kind))
@@ -378,12 +355,12 @@ class MetricsSink:
         cluster = record.get("cluster") or _DEFAULT_CLUSTER
         status = GroupStatus(
             protocol=self._closed("protocol", record.get("protocol"), m.PROTOCOLS),
-            members=_int_or_none(record.get("members")),
-            partitions_held=_int_or_none(record.get("partitions_held")),
-            group_epoch=_int_or_none(record.get("group_epoch")),
-            max_member_epoch=_int_or_none(record.get("max_member_epoch")),
-            expiry_deadline_ms=_int_or_none(record.get("expiry_deadline_ms")),
-            rebalances_total=_int_or_none(record.get("rebalances_total")),
+            members=int_or_none(record.get("members")),
+            partitions_held=int_or_none(record.get("partitions_held")),
+            group_epoch=int_or_none(record.get("group_epoch")),
+            max_member_epoch=int_or_none(record.get("max_member_epoch")),
+            expiry_deadline_ms=int_or_none(record.get("expiry_deadline_ms")),
+            rebalances_total=int_or_none(record.get("rebalances_total")),
             state=self._closed("state", record.get("state"), m.GROUP_STATES),
         )
         return (cluster, group), status
@@ -608,21 +585,3 @@ class MetricsSink:
             (self._build["version"], self._build["python_version"], self._build["pyspark_version"]),
             1.0,
         )
-
-
-# ------------------------------------------------------------------ helpers
-
-
-def _ts_or_none(value: Any) -> int | None:
-    """An alert's `ts` (epoch ms), None when absent or not a number (the pin then uses the
-    batch's event time: a bad ts must not drop a critical finding)."""
-    try:
-        return None if value is None or isinstance(value, bool) else int(value)
-    except (TypeError, ValueError, OverflowError):
-        return None
-
-
-def _int_or_none(value: Any) -> int | None:
-    if value is None:
-        return None
-    return int(value)
