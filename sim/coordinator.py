@@ -194,6 +194,7 @@ class ConsumerGroup:
         "offsets",
         "empty_since_ms",
         "version",
+        "relaxed",
     )
 
     def __init__(self, group_id: str, partition_count: int) -> None:
@@ -213,6 +214,8 @@ class ConsumerGroup:
         self.empty_since_ms = -1
         # Bumped on every change of membership or assignment: lets callers cache derived truths.
         self.version = 0
+        # A streams group on Kafka 4.2+: commits judged with KIP-1251's check (validate_offset_commit).
+        self.relaxed = False
 
     # ------------------------------------------------------------------ heartbeat
 
@@ -460,8 +463,14 @@ class ConsumerGroup:
 
     # ------------------------------------------------------------------ commits
 
-    def validate_offset_commit(self, member_id: str, member_epoch: int, transactional: bool) -> int:
-        """The error code Kafka up to 4.2 answers (``ConsumerGroup.validateOffsetCommit``, strict)."""
+    def validate_offset_commit(self, member_id: str, member_epoch: int, transactional: bool,
+                               partitions: Sequence[int] = ()) -> int:
+        """The error code Kafka up to 4.2 answers (``ConsumerGroup.validateOffsetCommit``, strict).
+
+        A streams group with ``relaxed`` (Kafka 4.2+, ``StreamsGroup.validateOffsetCommit`` with
+        ``createAssignmentEpochValidator``) also accepts an older epoch when the member holds every
+        committed task (assigned or pending revocation) since an epoch <= the one it sent (KIP-1251).
+        """
         if member_epoch < 0 and member_id == "":
             # Admin client or a consumer without group management: only into an empty group.
             return NONE if not self.members else UNKNOWN_MEMBER_ID
@@ -469,6 +478,10 @@ class ConsumerGroup:
         if member is None:
             return UNKNOWN_MEMBER_ID
         if member_epoch != member.member_epoch:
+            if self.relaxed and 0 <= member_epoch < member.member_epoch and partitions:
+                held = member.assignment_epoch
+                if all((e := held(p)) is not None and e <= member_epoch for p in partitions):
+                    return NONE
             return ILLEGAL_GENERATION if transactional else STALE_MEMBER_EPOCH
         return NONE
 

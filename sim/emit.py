@@ -45,6 +45,7 @@ _TXN_OFFSET_COMMIT = EventType.TXN_OFFSET_COMMIT.value
 _OFFSET_COMMITTED = EventType.OFFSET_COMMITTED.value
 _OFFSET_DELETED = EventType.OFFSET_DELETED.value
 _PARTITION_EPOCHS = EventType.PARTITION_EPOCHS.value
+_STREAMS_TOPOLOGY = EventType.STREAMS_TOPOLOGY.value
 
 Write = Callable[[int, str, Any], None]
 
@@ -113,6 +114,20 @@ class Truth:
 
     def __repr__(self) -> str:
         return f"Truth({self.as_dict()!r})"
+
+
+def _tasks(epochs: dict[int, int], partitions_per_topic: int) -> list[dict]:
+    """Task indexes -> contract §1.1 ``[{"subtopology_id", "partitions", "assignment_epochs"}]``."""
+    out: list[dict] = []
+    current = None
+    for i in sorted(epochs):
+        s = str(i // partitions_per_topic)
+        if current is None or current["subtopology_id"] != s:
+            current = {"subtopology_id": s, "partitions": [], "assignment_epochs": []}
+            out.append(current)
+        current["partitions"].append(i % partitions_per_topic)
+        current["assignment_epochs"].append(epochs[i])
+    return out
 
 
 class DictEmitter:
@@ -192,6 +207,45 @@ class DictEmitter:
         event["subscribed_topics"] = list(topology.topics)
         if member.instance_id is not None:
             event["instance_id"] = member.instance_id
+        event["group_epoch"] = group_epoch
+        event["target_assignment_epoch"] = target_assignment_epoch
+        self._out(HEARTBEATS, group_id, event)
+
+    def streams_topology(self, ts: int, group_id: str, topology: GroupTopology) -> None:
+        """A streams group's topology as the simulator builds it (``world/simulator.py``,
+        ``_streams_group``): subtopology ``i`` reads source topic ``topics[i]``, the last one the
+        repartition topic ``topics[-1]``; one epoch, the application never changes its topology."""
+        event = self._base(_STREAMS_TOPOLOGY, ts, group_id)
+        event["topology_epoch"] = 0
+        *sources, repartition = topology.topics
+        event["subtopologies"] = [{"subtopology_id": str(i), "source_topics": [t]} for i, t in enumerate(sources)] + [
+            {"subtopology_id": str(len(sources)), "repartition_source_topics": [repartition]}]
+        self._out(HEARTBEATS, group_id, event)
+
+    def streams_member_assignment(
+        self,
+        ts: int,
+        group_id: str,
+        member: ConsumerGroupMember,
+        topology: GroupTopology,
+        group_epoch: int,
+        target_assignment_epoch: int,
+    ) -> None:
+        """A streams member's current assignment (``StreamsGroupCurrentMemberAssignmentValue``,
+        contract §1.1): its active tasks and those pending revocation, with their assignment epochs
+        (Kafka 4.2+ records carry them), and no partitions: the monitor makes the tasks partitions
+        through the group's ``streams_topology``. The coordinator's partition index ``i`` is task
+        ``(i // partitions_per_topic, i % partitions_per_topic)``."""
+        event = self._base(_MEMBER_ASSIGNMENT, ts, group_id)
+        event["member_id"] = member.member_id
+        event["protocol"] = "streams"
+        event["member_epoch"] = member.member_epoch
+        event["previous_member_epoch"] = member.previous_member_epoch
+        event["state"] = member.state
+        event["assigned"] = []
+        event["pending_revocation"] = []
+        event["active_tasks"] = _tasks(member.assigned, topology.partitions_per_topic)
+        event["active_tasks_pending_revocation"] = _tasks(member.pending_revocation, topology.partitions_per_topic)
         event["group_epoch"] = group_epoch
         event["target_assignment_epoch"] = target_assignment_epoch
         self._out(HEARTBEATS, group_id, event)

@@ -4,7 +4,8 @@ What lives here: :class:`Knobs` (every tunable of a simulation, with the
 defaults of a healthy cluster running Kafka's default client and broker
 configs) and :data:`PROFILES`, the named mixes of the issue: ``steady``,
 ``rolling-restart``, ``zombie-storm``, ``eos-heavy``, ``expiry-hazard``,
-``unclean-election``, ``mixed``, and ``ephemeral`` (groups that come and go, issue 36). A profile is just a ``Knobs`` value; the CLI
+``unclean-election``, ``mixed``, ``ephemeral`` (groups that come and go, issue 36) and
+``streams`` (Kafka Streams groups under exactly-once, KIP-1071, issue 45). A profile is just a ``Knobs`` value; the CLI
 overrides any knob with ``--set name=value``. Rates are per simulated hour
 (per group unless the name says cluster), durations in simulated ms.
 """
@@ -32,6 +33,8 @@ class Knobs:
     classic_fraction: float = 0.0  # share of groups using the classic protocol (sticky assignor)
     static_fraction: float = 0.0  # share of KIP-848 groups whose members have group.instance.id
     eos_fraction: float = 0.0  # share of KIP-848 groups committing through transactions (EOS)
+    streams_fraction: float = 0.0  # share of KIP-848 groups that are Kafka Streams groups (KIP-1071, EOS v2)
+    streams_relaxed: bool = True  # streams commits judged with KIP-1251's check (Kafka 4.2+); false: exact epoch (4.1)
     # client and broker configs (Kafka defaults)
     heartbeat_interval_ms: int = 5000  # group.consumer.heartbeat.interval.ms
     session_timeout_ms: int = 45000  # group.consumer.session.timeout.ms
@@ -126,6 +129,21 @@ PROFILES: dict[str, Knobs] = {
         retention_minutes=30,
         committed_records=True,
         churn_per_hour=0.5,
+    ),
+    # Kafka Streams applications (KIP-1071) under exactly-once v2: every group a streams group whose
+    # tasks read a source topic each and a repartition topic, committing through transactions every
+    # 100 ms while scaling, crashes and delayed requests move tasks under commits in flight. The
+    # broker judges them as Kafka 4.2+ does (KIP-1251's check); --set streams_relaxed=false: as 4.1.
+    "streams": Knobs(
+        streams_fraction=1.0,
+        members_per_group=4,
+        rolling_restart_every_ms=600000,
+        churn_per_hour=6.0,
+        crash_fraction=0.2,
+        race_rate=0.5,
+        delayed_commit_rate=0.5,
+        delayed_commit_ms=5000,
+        pause_per_hour=2.0,
     ),
     # Unclean leader elections truncate logs under committed offsets (KIP-320).
     "unclean-election": Knobs(

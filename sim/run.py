@@ -20,6 +20,16 @@ from typing import Any
 __all__ = ["run_simulation"]
 
 
+def streams_format_problem(knobs, fmt: str) -> str | None:
+    """Why ``fmt`` cannot carry these knobs' streams groups (None: it can). A streams member's tasks
+    and its group's topology are JSON-only events (contract §1.1: the Avro schema, id 1, is fixed),
+    and the request-log encoder writes ConsumerGroupHeartbeat lines only, no StreamsGroupHeartbeat."""
+    if fmt == "json" or knobs.streams_fraction <= 0:
+        return None
+    return (f"--format {fmt} cannot carry streams groups (streams_fraction={knobs.streams_fraction:g}): their tasks "
+            "and topology are JSON events only; use --format json")
+
+
 def run_simulation(
     config,
     *,
@@ -50,6 +60,9 @@ def run_simulation(
     from fencewatch.sim.emit import HEARTBEATS
     from fencewatch.sim.world import Simulator
 
+    problem = streams_format_problem(config.knobs, fmt)
+    if problem:
+        raise ValueError(problem)
     encoder = None
     if fmt == "request-log":
         from fencewatch.sim.request_log import RequestLogEncoder

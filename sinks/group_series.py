@@ -62,3 +62,32 @@ def firing_series(grouped: Iterable[GroupKey], firing_by_group: Mapping[GroupKey
             firing[(cluster, shown, kind)] += 1 if on else 0
     for labels, n in firing.items():
         add(m.PREFIX + "alerts_firing", labels, n)
+
+
+def protocol_totals(protocol: str, statuses: Mapping[GroupKey, Any], label: Callable[[GroupKey], str],
+                    stores: Iterable[Mapping[GroupKey, Mapping[str, Mapping[tuple, float]]]]) -> dict:
+    """What the exporter counted for the groups whose last status says ``protocol`` (``streams``):
+    how many, their verdicts by class (``commits_judged_total`` of one policy, so each verdict
+    once) and alerts by kind, summed over ``stores`` (the series, and increments held for a
+    group just promoted). A group folded into ``other`` (past ``max_groups``) shares its series
+    and cannot be told apart: counted in ``folded`` only. For the demo's closing summary, which
+    counts verdicts but not by group type."""
+    one_policy = m.POLICIES[0]
+    classes: Counter = Counter()
+    alerts: Counter = Counter()
+    keys = [key for key, status in statuses.items() if status.protocol == protocol]
+    folded = 0
+    for key in keys:
+        if label(key) != key[1]:
+            folded += 1
+            continue
+        for store in stores:
+            series = store.get(key, {})
+            for (_, policy, _, cls), n in series.get(m.PREFIX + "commits_judged_total", {}).items():
+                if policy == one_policy:
+                    classes[cls] += n
+            for (kind, _), n in series.get(m.PREFIX + "alerts_total", {}).items():
+                alerts[kind] += n
+    return {"groups": len(keys), "folded": folded,
+            "classes": {k: int(v) for k, v in sorted(classes.items()) if v},
+            "alerts": {k: int(v) for k, v in sorted(alerts.items()) if v}}

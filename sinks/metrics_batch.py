@@ -137,3 +137,22 @@ class Aggregate:
         if counter is None:
             counter = self.ungrouped[metric] = Counter()
         counter[labels] += n
+
+
+# Record fields as the exporter reads them.
+
+
+def ts_or_none(value: Any) -> int | None:
+    """An alert's `ts` (epoch ms), None when absent or not a number (the pin then uses the
+    batch's event time: a bad ts must not drop a critical finding)."""
+    try:
+        return None if value is None or isinstance(value, bool) else int(value)
+    except (TypeError, ValueError, OverflowError):
+        return None
+
+
+def int_or_none(value: Any) -> int | None:
+    """A status field: None stays None, anything else an int."""
+    if value is None:
+        return None
+    return int(value)

@@ -35,12 +35,12 @@ from prometheus_client import CollectorRegistry, generate_latest
 
 from fencewatch.sinks import metrics as m
 from fencewatch.sinks.exposition import adder, empty_families, serve
-from fencewatch.sinks.group_series import firing_series, group_model_series
+from fencewatch.sinks.group_series import firing_series, group_model_series, protocol_totals
 from fencewatch.sinks.group_views import GroupViews, group_pages
 from fencewatch.sinks.health import Health
 from fencewatch.sinks.build_info import running_versions  # noqa: F401  (callers import it from here)
 from fencewatch.sinks.metrics import OTHER, GroupKey, GroupLimiter, MetricsConfig
-from fencewatch.sinks.metrics_batch import Aggregate, GroupStatus, Histogram, MetricsBatch
+from fencewatch.sinks.metrics_batch import Aggregate, GroupStatus, Histogram, MetricsBatch, int_or_none, ts_or_none
 from fencewatch.sinks.verdict_summary import attr_getter, summarize_verdicts  # noqa: F401  (callers import it)
 from fencewatch.state.model import OUTPUT_NAMES, POLICY_ANSWER_FIELD, Policy
 from fencewatch.state.status import (DEFAULT_CLUSTER, RequestFacts, VerdictShape,
@@ -209,6 +209,11 @@ class MetricsSink:
         with self._write_lock, self._lock:
             self._delete((cluster or _DEFAULT_CLUSTER, group_id))
 
+    def protocol_totals(self, protocol: str) -> dict:
+        """Verdicts and alerts of the groups of ``protocol`` (``group_series.protocol_totals``)."""
+        with self._lock:
+            return protocol_totals(protocol, self._status, self._limiter.label, (self._grouped, self._held))
+
     # ------------------------------------------------------- aggregation (no lock)
 
     def _aggregate(self, batch: MetricsBatch) -> Aggregate:
@@ -338,7 +343,7 @@ class MetricsSink:
             if status == "resolved":
                 continue
             if (severity == m.PINNING_SEVERITY or kind in m.PINNING_KINDS) and group:
-                agg.critical_finding(key, _ts_or_none(get("ts")))
+                agg.critical_finding(key, ts_or_none(get("ts")))
             agg.inc(m.PREFIX + "alerts_total", (cluster, group, kind, severity))
             if kind in m.TRUNCATION_REASONS:
                 agg.inc(m.PREFIX + "truncations_total", (cluster, group, kind))
@@ -350,12 +355,12 @@ class MetricsSink:
         cluster = record.get("cluster") or _DEFAULT_CLUSTER
         status = GroupStatus(
             protocol=self._closed("protocol", record.get("protocol"), m.PROTOCOLS),
-            members=_int_or_none(record.get("members")),
-            partitions_held=_int_or_none(record.get("partitions_held")),
-            group_epoch=_int_or_none(record.get("group_epoch")),
-            max_member_epoch=_int_or_none(record.get("max_member_epoch")),
-            expiry_deadline_ms=_int_or_none(record.get("expiry_deadline_ms")),
-            rebalances_total=_int_or_none(record.get("rebalances_total")),
+            members=int_or_none(record.get("members")),
+            partitions_held=int_or_none(record.get("partitions_held")),
+            group_epoch=int_or_none(record.get("group_epoch")),
+            max_member_epoch=int_or_none(record.get("max_member_epoch")),
+            expiry_deadline_ms=int_or_none(record.get("expiry_deadline_ms")),
+            rebalances_total=int_or_none(record.get("rebalances_total")),
             state=self._closed("state", record.get("state"), m.GROUP_STATES),
         )
         return (cluster, group), status
@@ -580,21 +585,3 @@ class MetricsSink:
             (self._build["version"], self._build["python_version"], self._build["pyspark_version"]),
             1.0,
         )
-
-
-# ------------------------------------------------------------------ helpers
-
-
-def _ts_or_none(value: Any) -> int | None:
-    """An alert's `ts` (epoch ms), None when absent or not a number (the pin then uses the
-    batch's event time: a bad ts must not drop a critical finding)."""
-    try:
-        return None if value is None or isinstance(value, bool) else int(value)
-    except (TypeError, ValueError, OverflowError):
-        return None
-
-
-def _int_or_none(value: Any) -> int | None:
-    if value is None:
-        return None
-    return int(value)

@@ -170,7 +170,7 @@ class Commits(Schedule):
         if isinstance(coord, ClassicGroup):
             error = coord.validate_offset_commit(member_id, epoch)
         else:
-            error = coord.validate_offset_commit(member_id, epoch, transactional)
+            error = coord.validate_offset_commit(member_id, epoch, transactional, partitions)
         truth = None
         if self._labels:
             scenario, current_owner, owners, expect = coord.commit_truth(member_id, epoch, partitions)

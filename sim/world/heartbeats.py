@@ -51,9 +51,12 @@ class Heartbeats(Schedule):
                 emit.member_left(self._stamp(group, t, HEARTBEATS), gid, member_id, "fenced", before_epoch, client.instance_id)
             if flags & HB_CHANGED:
                 if member is not None:
-                    emit.member_assignment(
-                        self._stamp(group, t, HEARTBEATS), gid, member, group.topology, coord.group_epoch, coord.target_assignment_epoch
-                    )
+                    if group.protocol == "streams":
+                        self._streams_assignment(group, t, member)
+                    else:
+                        emit.member_assignment(
+                            self._stamp(group, t, HEARTBEATS), gid, member, group.topology, coord.group_epoch, coord.target_assignment_epoch
+                        )
             if flags & HB_UNREVOKED:
                 self._push(t + self.knobs.rebalance_timeout_ms, REBALANCE, group, member_id, member.unrevoked_since_ms)
             self._emit_state(group, t)
@@ -81,6 +84,17 @@ class Heartbeats(Schedule):
         if t_next < t_learn:
             t_next = t_learn
         self._push(t_next + self._latency(), HB, client, token, t_next)
+
+    def _streams_assignment(self, group: SimGroup, t: int, member) -> None:
+        """A streams member's assignment record; the group's topology first, at its first join
+        (Kafka records the topology the first member's StreamsGroupHeartbeat carries)."""
+        coord = group.coord
+        if not group.topology_sent:
+            group.topology_sent = True
+            self.emit.streams_topology(self._stamp(group, t, HEARTBEATS), group.group_id, group.topology)
+        self.emit.streams_member_assignment(
+            self._stamp(group, t, HEARTBEATS), group.group_id, member, group.topology, coord.group_epoch, coord.target_assignment_epoch
+        )
 
     def _on_heartbeat_error(self, client: ConsumerClient, error: int, t: int, t_learn: int) -> None:
         if error == UNRELEASED_INSTANCE_ID:
@@ -131,9 +145,11 @@ class Heartbeats(Schedule):
         client.revoking = False
         if not client.alive or client.frozen:
             return
-        # onPartitionsRevoked commits the revoked partitions (commitSync) before returning.
+        # onPartitionsRevoked commits the revoked partitions (commitSync) before returning; a
+        # Kafka Streams task under exactly-once commits its revoked tasks in its transaction.
         latency = self._latency()
-        self._push(t + latency, XCOMMIT, client, None, (t, epoch, revoked, "revocation_callback", False, client.member_id))
+        txn = client.group.protocol == "streams" and client.txn is not None
+        self._push(t + latency, XCOMMIT, client, None, (t, epoch, revoked, "revocation_callback", txn, client.member_id))
         if not client.view_at(t)[3]:
             return  # fenced meanwhile (and the client knows): the rejoin is already under way
         # The revocation applies on top of the newest knowledge, including a response in flight.

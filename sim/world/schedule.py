@@ -65,6 +65,7 @@ class SimGroup:
         "empty_since",
         "producer_epochs",
         "commits",
+        "topology_sent",
     )
 
     def __init__(self, index: int, group_id: str, protocol: str, coord, topology: GroupTopology, logs: list[PartitionLog]) -> None:
@@ -95,6 +96,7 @@ class SimGroup:
         # Exactly-once: slot -> (producer id, producer epoch) of its transactional id.
         self.producer_epochs: dict[int, tuple[int, int]] = {}
         self.commits = True  # False: its clients never commit (a console consumer without --group)
+        self.topology_sent = False  # a streams group: its streams_topology was written (at its first join)
 
 
 class Schedule:
@@ -162,7 +164,8 @@ class Schedule:
                     truth = self._expiry_truth(group, t)
             else:
                 self.empty_groups.discard(group.index)
-            self.emit.group_state(self._stamp(group, t, HEARTBEATS), group.group_id, state, "consumer", truth)
+            protocol = "streams" if group.protocol == "streams" else "consumer"
+            self.emit.group_state(self._stamp(group, t, HEARTBEATS), group.group_id, state, protocol, truth)
 
     def _expiry_truth(self, group: SimGroup, t: int) -> Truth | None:
         """Label of a group going Empty with committed offsets: when they will expire.

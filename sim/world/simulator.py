@@ -117,6 +117,8 @@ class Simulator(Lifecycle, Heartbeats, Commits, Rebalances, Scenarios, Cluster):
             if classic:
                 coord = ClassicGroup(group_id, topology.partition_count, user_data_v0=rng.random() < k.classic_user_data_v0_fraction)
                 group = SimGroup(g, group_id, "classic", coord, topology, logs)
+            elif k.streams_fraction > 0 and rng.random() < k.streams_fraction:  # (no draw otherwise: profiles unchanged)
+                group = self._streams_group(g, group_id, topic_indexes, logs)
             else:
                 group = SimGroup(g, group_id, "consumer", ConsumerGroup(group_id, topology.partition_count), topology, logs)
                 group.static = rng.random() < k.static_fraction
@@ -128,6 +130,28 @@ class Simulator(Lifecycle, Heartbeats, Commits, Rebalances, Scenarios, Cluster):
                 self._start_client(group, t0 + rng.randrange(0, 3000), slot)
             self._schedule_group_scenarios(group)
         self._schedule_cluster_tasks(t0)
+
+    def _streams_group(self, g: int, group_id: str, topic_indexes: list[int], logs: list[PartitionLog]) -> SimGroup:
+        """A Kafka Streams application (KIP-1071) under exactly-once v2: subtopology ``i`` reads the
+        group's source topic ``i``, a last one the application's repartition topic (which the first
+        writes), every topic with the group's partition count. Task ``(s, p)`` is the coordinator's
+        partition index ``s * partitions + p``: the assignor, the reconciliation and the ground
+        truth run on tasks as they do on partitions, and a task's one input partition is what its
+        commits carry (``GroupTopology`` maps the index to it)."""
+        k, rng = self.knobs, self.rng
+        repartition = f"{group_id}-KSTREAM-AGGREGATE-STATE-STORE-0000000003-repartition"
+        for p in range(k.partitions_per_topic):
+            rate = max(1, round(k.produce_rate * rng.uniform(0.5, 1.5))) if k.produce_rate > 0 else 0
+            log_ = PartitionLog(repartition, p, self.config.start_ts, rng.randrange(0, 1_000_000), rate)
+            self.logs[(-1 - g, p)] = log_  # below every source topic's key: sorted apart
+            logs.append(log_)
+        topics = tuple(f"topic-{i}" for i in topic_indexes) + (repartition,)
+        topology = GroupTopology(topics, k.partitions_per_topic)
+        coord = ConsumerGroup(group_id, topology.partition_count)
+        coord.relaxed = k.streams_relaxed
+        group = SimGroup(g, group_id, "streams", coord, topology, logs)
+        group.transactional = True  # processing.guarantee=exactly_once_v2
+        return group
 
     # ------------------------------------------------------------------ loop
 

@@ -84,8 +84,56 @@ def assemble(agg, facts: dict) -> dict:
                    "folded_by_cooldown": dict(sorted(agg.alerts.suppressed_by_kind().items())),
                    "duplicates_dropped": agg.alerts.duplicates},
     }
+    doc["streams"] = streams_section(agg)
     doc["limits"] = limits(doc, agg, facts)
     return doc
+
+
+_STRICT, _KIP1251 = POLICIES.index("strict"), POLICIES.index("kip1251")
+
+
+def streams_section(agg) -> dict:
+    """What the relaxed check saves the streams groups (KIP-1071) under exactly-once: per streams
+    group, its transactional commit requests that ``strict`` rejects and ``kip1251`` accepts whole
+    (``eos_aborts_avoided``: each one a transaction the exact epoch check aborts; verdicts: their
+    lines, class ``avoidable``), whatever ``broker_policy`` says about consumer groups, and whether
+    the brokers already run the relaxed check on streams groups (``streams_broker_policy``: Kafka
+    4.2+ does, contract §3.4), in which case nothing is left to gain."""
+    policy = agg.streams_broker_policy
+    rows: dict[tuple, dict] = {key: {"cluster": key[0], "group_id": key[1], "txn_requests": 0,
+                                     "eos_aborts_avoided": {"requests": 0, "verdicts": 0}, "aborted_transactions": 0}
+                               for key in sorted(agg.streams_groups)}
+    for (cluster, group, kind, rejects, _, aborted), n in agg.rshapes.items():
+        row = rows.get((cluster, group))
+        if row is None or kind != "txn_commit":
+            continue
+        row["txn_requests"] += n
+        row["aborted_transactions"] += n if aborted else 0
+        if rejects >> _STRICT & 1 and not rejects >> _KIP1251 & 1:
+            row["eos_aborts_avoided"]["requests"] += n
+    for (cluster, group, kind, _, cls, *_), n in agg.vshapes.items():
+        row = rows.get((cluster, group))
+        if row is not None and kind == "txn_commit" and cls == "avoidable":
+            row["eos_aborts_avoided"]["verdicts"] += n
+    groups = sorted(rows.values(), key=lambda r: (-r["eos_aborts_avoided"]["requests"], r["cluster"], r["group_id"]))
+    avoided = sum(r["eos_aborts_avoided"]["requests"] for r in groups)
+    lines = sum(r["eos_aborts_avoided"]["verdicts"] for r in groups)
+    already = policy != "strict"
+    if not groups:
+        statement = ("No streams groups in the input: a trace's streams_topology or streams member_assignment "
+                     "events name them (--events), or --streams-group.")
+    elif already:
+        statement = (f"The brokers run {policy} on streams groups (Kafka 4.2+ does): it accepted {avoided:,} "
+                     f"transactional commits of {len(groups):,} streams groups ({lines:,} verdicts) that the exact "
+                     "epoch check rejects. Those EOS aborts were avoided already: nothing is left to gain for "
+                     "streams groups.")
+    else:
+        statement = (f"The brokers run the exact epoch check (strict) on streams groups (Kafka 4.1): {avoided:,} "
+                     f"transactional commits of {len(groups):,} streams groups ({lines:,} verdicts) were rejected "
+                     "that KIP-1251's check (Kafka 4.2+) accepts: EOS aborts an upgrade avoids.")
+    return {"broker_policy": policy, "already_relaxed": already, "groups_count": len(groups),
+            "eos_aborts_avoided": {"requests": avoided, "verdicts": lines}, "statement": statement,
+            "groups": groups[:TOP * 5]}
 
 
 def _avoidable(g: dict, policy: str) -> int:

@@ -226,6 +226,21 @@ def _who(s: dict) -> str:
                             ["cluster", "group", "transactional id"]), tids, "none"))
 
 
+def _streams(s: dict) -> str:
+    """Streams groups: what the relaxed check saves them (EOS aborts), or that it already does."""
+    st = s.get("streams")
+    if not st or not st["groups"]:
+        return ""
+    head = "<tr><th>cluster</th><th>streams group</th><th>txn commits</th><th>EOS aborts avoided</th>" \
+           "<th>verdicts</th><th>aborted</th></tr>"
+    rows = "".join(f"<tr><td>{escape(g['cluster'])}</td><td>{escape(g['group_id'])}</td><td>{g['txn_requests']:,}</td>"
+                   f"<td>{g['eos_aborts_avoided']['requests']:,}</td><td>{g['eos_aborts_avoided']['verdicts']:,}</td>"
+                   f"<td>{g['aborted_transactions']:,}</td></tr>" for g in st["groups"])
+    return (f'<h2 id="streams">Streams groups (KIP-1071) <span class="range">{escape(_range_text(s))}; the brokers '
+            f'run {escape(st["broker_policy"])} on them</span></h2><p id="streams-statement">{escape(st["statement"])}</p>'
+            + _table(head, rows, "none"))
+
+
 def _table(head: str, rows: str, empty: str) -> str:
     if not rows:
         return f'<p class="note">{escape(empty)}</p>'
@@ -333,7 +348,7 @@ def render(summary: dict, *, json_name: str | None = None) -> str:
             f'<b id="rank-policy">{escape(r)}</b> &middot; range <span id="range" '
             f'data-from-ms="{s["range"]["from_ms"]}" data-to-ms="{s["range"]["to_ms"]}">'
             f"{escape(_range_text(s))}</span></p>"
-            + intro + _headline(s) + _limits(s) + _scopes(s) + _plots(s) + _groups(s) + _who(s) + _expiry(s)
+            + intro + _headline(s) + _limits(s) + _scopes(s) + _plots(s) + _groups(s) + _streams(s) + _who(s) + _expiry(s)
             + _truncation(s) + _alerts(s) + _inputs(s))
     return (f'<!DOCTYPE html><html lang="en"><head><meta charset="utf-8"><title>{escape(title)}</title>'
             f'<meta name="viewport" content="width=device-width, initial-scale=1"><style>{_CSS}</style></head>'

@@ -108,8 +108,13 @@ class ReportAggregator:
     :meth:`summary`. ``from_ms`` / ``to_ms`` (inclusive, epoch ms) keep records in that range."""
 
     def __init__(self, broker_policy: str = "strict", *, from_ms: int | None = None, to_ms: int | None = None,
-                 open_requests: int = OPEN_REQUESTS, max_members: int = MAX_MEMBERS) -> None:
+                 open_requests: int = OPEN_REQUESTS, max_members: int = MAX_MEMBERS,
+                 streams_broker_policy: str = "kip1251") -> None:
         self.broker_policy = Policy(broker_policy).value
+        # Streams groups (KIP-1071): the brokers' check on their commits (contract §3.4: kip1251 from
+        # Kafka 4.2) and which groups are streams groups: verdicts do not say, a trace or the caller does.
+        self.streams_broker_policy = Policy(streams_broker_policy).value
+        self.streams_groups: set[tuple[str, str]] = set()
         self._b = POLICIES.index(self.broker_policy)
         self._relaxed = [(i, p) for i, p in enumerate(POLICIES) if i != self._b]
         self.from_ms, self.to_ms = from_ms, to_ms
@@ -137,6 +142,11 @@ class ReportAggregator:
         self._last_key = None
         self._last = None
         self.input("records", "(unnamed)")
+
+    def mark_streams_group(self, cluster: str | None, group: str) -> None:
+        """``group`` is a streams group: the summary's ``streams`` section counts what the relaxed
+        check saves it (:func:`.assemble.streams_section`)."""
+        self.streams_groups.add((cluster or DEFAULT_CLUSTER, group))
 
     # -- inputs
 

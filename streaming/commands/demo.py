@@ -96,6 +96,9 @@ def _run_demo(args: argparse.Namespace, cfg: cfgmod.Config, broker, request_log:
              "simulator": "error: " + str(sim_error[0]) if sim_error else "ok"}
     if args.brokers > 1:
         facts["brokers"] = f"{args.brokers}" + (f", {len(shippers)} request logs shipped" if shippers else "")
+    streams = streams_line(metrics.protocol_totals("streams"))
+    if streams:
+        facts["streams groups"] = streams
     print(summary_table(writer.stats, facts))
     if failure is not None:
         from fencewatch.streaming.config.logsetup import redact
@@ -104,6 +107,20 @@ def _run_demo(args: argparse.Namespace, cfg: cfgmod.Config, broker, request_log:
         print(f"query failed: {redact(str(writer.fatal or failure))}")
         return 1
     return 0
+
+
+def streams_line(totals: dict) -> str | None:
+    """The summary's streams-groups row (None: no streams group seen): their verdicts by class and
+    alerts by kind, as the metrics exporter counted them (``MetricsSink.protocol_totals``)."""
+    if not totals["groups"]:
+        return None
+    classes, alerts = totals["classes"], totals["alerts"]
+    text = (f"{totals['groups']:,} groups, {sum(classes.values()):,} verdicts ("
+            + (", ".join(f"{k} {v:,}" for k, v in classes.items()) or "none") + ")")
+    text += ", alerts " + (", ".join(f"{k} {v:,}" for k, v in alerts.items()) or "none")
+    if totals["folded"]:
+        text += f" ({totals['folded']:,} groups folded into 'other' not counted)"
+    return text
 
 
 def _ship_request_logs(cluster, topic: str, workdir: Path) -> list:
@@ -136,6 +153,11 @@ def _sim_config(args: argparse.Namespace, cfg: cfgmod.Config, request_log: bool)
         knobs = replace(knobs, groups=args.groups)
     for assignment in args.knobs:
         knobs = parse_knob(knobs, assignment)
+    from fencewatch.sim.run import streams_format_problem
+
+    problem = streams_format_problem(knobs, "request-log" if request_log else "json")
+    if problem:
+        raise cfgmod.ConfigError(f"--source request-log: {problem.split(': ', 1)[1]}")
     sim_cfg = SimConfig(knobs=knobs, seed=args.seed, start_ts=int(time.time() * 1000), duration_ms=None,
                         labels=False)
     if request_log:

@@ -133,6 +133,8 @@ def read_events(agg: ReportAggregator, path: str, cfg) -> dict | None:
     alerts = agg.input("alerts (replayed)", path)
     for a in result.alert_records:
         agg.add_alert(alert_dict(a), alerts)
+    for cluster, group in (facts or {}).get("streams_groups", ()):
+        agg.mark_streams_group(cluster, group)
     return facts
 
 
@@ -140,10 +142,20 @@ class _Typed(msgspec.Struct):
     type: str | None = None
 
 
+class _Grouped(msgspec.Struct):
+    cluster: str | None = None
+    group_id: str | None = None
+    protocol: str | None = None
+
+
 def _trace_facts(path: str) -> dict:
+    """Event types, assignments with epochs, and the streams groups (a ``streams_topology``, or a
+    ``member_assignment`` with ``protocol: streams``): verdicts do not carry a group's type."""
     decode = msgspec.json.Decoder(_Typed).decode
+    grouped = msgspec.json.Decoder(_Grouped).decode
     types: dict[str, int] = {}
     with_epochs = 0
+    streams: set[tuple[str, str]] = set()
     with open(path, "rb") as fh:
         for line in fh:
             try:
@@ -153,7 +165,14 @@ def _trace_facts(path: str) -> dict:
             types[t] = types.get(t, 0) + 1
             if t == "member_assignment" and b'"assignment_epochs"' in line:
                 with_epochs += 1
-    return {"types": types, "assignments_with_epochs": with_epochs}
+            if t == "streams_topology" or (t == "member_assignment" and b'"streams"' in line):
+                try:
+                    g = grouped(line)
+                except (msgspec.DecodeError, msgspec.ValidationError):
+                    continue
+                if g.group_id and (t == "streams_topology" or g.protocol == "streams"):
+                    streams.add((g.cluster or "default", g.group_id))
+    return {"types": types, "assignments_with_epochs": with_epochs, "streams_groups": sorted(streams)}
 
 
 # --------------------------------------------------------------------------- the command
@@ -176,6 +195,9 @@ def register(subparsers) -> None:
     add_kafka_client_flags(k, "read --verdicts-topic and --alerts-topic from this cluster")
     k.add_argument("--verdicts-topic", help="the job's verdicts topic (e.g. fencewatch.verdicts)")
     k.add_argument("--alerts-topic", help="the job's alerts topic (Avro or JSON; e.g. fencewatch.alerts)")
+    p.add_argument("--streams-group", dest="streams_groups", action="append", default=[], metavar="[CLUSTER/]GROUP",
+                   help="a streams group (KIP-1071) of the verdicts read, repeatable: the report's streams section "
+                        "counts what the relaxed check saves it (a trace given with --events names its own)")
     r = p.add_argument_group("range and output")
     r.add_argument("--from", dest="from_time", help="keep records at or after this time (epoch ms or ISO 8601)")
     r.add_argument("--to", dest="to_time", help="keep records at or before this time (epoch ms or ISO 8601)")
@@ -207,7 +229,11 @@ def _cmd_report(args: argparse.Namespace) -> int:
         raise ConfigError("nothing to read: give verdict files, --alerts, --events, or topics (see --help)")
     agg = ReportAggregator(cfg.state.broker_policy.value,
                            from_ms=parse_time(args.from_time, "--from") if args.from_time else None,
-                           to_ms=parse_time(args.to_time, "--to") if args.to_time else None)
+                           to_ms=parse_time(args.to_time, "--to") if args.to_time else None,
+                           streams_broker_policy=cfg.state.streams_broker_policy.value)
+    for group in args.streams_groups:
+        cluster, sep, gid = group.rpartition("/")
+        agg.mark_streams_group(cluster if sep else None, gid)
     facts: dict = {"verdicts_read": bool(args.verdicts or args.events or args.verdicts_topic),
                    "alerts_read": bool(args.alerts or args.events or args.alerts_topic), "topics": topics}
     for path in args.verdicts:
@@ -276,6 +302,8 @@ def summary_text(s: dict, out: str | None = None, json_out: str | None = None) -
                  f"{s['expiry']['counts']['expired_offsets']:,} offsets expired; "
                  f"{s['truncation']['counts']['LOG_TRUNCATION']:,} log truncations, "
                  f"{s['truncation']['counts']['OFFSET_OUT_OF_RANGE']:,} out of range")
+    if s.get("streams", {}).get("groups"):
+        lines.append("  streams groups: " + s["streams"]["statement"])
     if s["limits"]:
         lines.append("  the input could not show: " + ", ".join(x["code"] for x in s["limits"]))
     if out:

@@ -79,7 +79,8 @@ def test_every_simulated_event_writes_the_declared_fields_of_its_type():
 NOT_SIMULATED = {EventType.CLASSIC_GENERATION, EventType.STREAMS_TOPOLOGY}
 """Types only a real input writes: a JoinGroup response (the request log); the simulator's classic
 rebalance goes from its joins to its SyncGroup at one instant (sim/world/rebalances.py); a streams
-group's topology (``__consumer_offsets``; the simulator has no streams groups)."""
+group's topology is written by the ``streams`` profile only, not by this test's mixed run
+(``test_streams_profile.py`` checks its events)."""
 
 
 def test_a_field_the_declaration_lacks_is_named():
