@@ -134,7 +134,7 @@ def test_the_metrics_summary_takes_each_group_types_broker_policy():
     aborts in the consumer group and is stored in the streams group, as the verdicts say."""
     from fencewatch.state.config import RulesConfig
     from fencewatch.state.model import Policy
-    from fencewatch.streaming.runtime.state_fn import read_status
+    from fencewatch.streaming.runtime.outputs import read_status
 
     cfg = RulesConfig(broker_policy=Policy.STRICT, streams_broker_policy=Policy.KIP1251)
     verdicts = {v["group_id"]: v for v in judge_events(_lagging_txn_commits(), cfg).verdicts}
