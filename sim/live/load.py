@@ -66,6 +66,12 @@ class Load:
         log.info("load: %d groups x %d members, %d partitions and %d messages each", self.groups, self.members,
                  self.partitions, per_group)
 
+    def top_up(self, messages_per_group: int) -> None:
+        """More messages on every group's topic, so its members commit again (a step that comes
+        after the scenarios, when the first supply may be used up: the harness's coordinator move)."""
+        for topic in self.topics.values():
+            self.ctx.clients.produce(topic, messages_per_group, self.partitions)
+
     def run_until_done(self, others_done: Callable[[], bool]) -> None:
         self.setup()
         next_churn = next_report = time.monotonic() + self.churn_s
