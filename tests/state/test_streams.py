@@ -41,6 +41,23 @@ def test_a_task_owns_its_partition_of_each_input_topic_at_its_epoch():
     assert task_partitions(TWO, [StreamsTask("9", (0,))], 7) == ((), ())  # a subtopology it lacks: nothing known
 
 
+def test_a_task_of_an_unknown_subtopology_hides_none_of_the_others():
+    """A task the topology does not name (an older topology, say) owns nothing known, and the
+    tasks after it still own theirs (a mutant that stopped at it survived the tests before)."""
+    tps, epochs = task_partitions(TWO, [StreamsTask("9", (0,)), StreamsTask("0", (1,), (4,))], 7)
+    assert dict(zip(tps, epochs)) == {(IN, 1): 4}
+
+
+def test_partitions_the_event_lists_with_their_epochs_keep_them():
+    """Partitions the event lists itself with one epoch each keep those epochs (a list of epochs
+    of another length is not theirs: the member epoch); a task's epoch wins where both name one."""
+    listed = tasks_event(epoch=6)._replace(assigned=((IN, 0), (IN, 9)), assigned_epochs=(1, 4))
+    ev = resolve(listed, TWO)
+    assert dict(zip(ev.assigned, ev.assigned_epochs)) == {(IN, 0): 2, (IN, 1): 3, (IN, 9): 4}
+    uneven = tasks_event(epoch=6)._replace(assigned=((IN, 9),), assigned_epochs=(1, 4))
+    assert dict(zip(*(lambda e: (e.assigned, e.assigned_epochs))(resolve(uneven, TWO))))[(IN, 9)] == 6
+
+
 def test_resolve_gives_partitions_pending_revocation_and_the_subscription():
     ev = resolve(tasks_event(active=(("1", (2,), (3,)),), pending=(("0", (1,), (2,)),)), TWO)
     assert (ev.assigned, ev.assigned_epochs, ev.pending_revocation, ev.pending_epochs) == (
