@@ -19,7 +19,6 @@ import contextlib
 import json
 import logging
 import signal
-import struct
 import time
 import uuid
 from collections import Counter
@@ -29,6 +28,7 @@ from fencewatch.state.records import EventType
 from fencewatch.streaming.ingest.consumer_offsets.mapping import Bridge, TopicNames, event_role
 from fencewatch.streaming.ingest.consumer_offsets.records import RecordDecodeError
 from fencewatch.streaming.ingest.request_log import BATCH_LINES, RequestLogBridge, event_json
+from fencewatch.streaming.sources.topic_metadata import MetadataTopicNames
 
 log = logging.getLogger(__name__)
 
@@ -48,50 +48,6 @@ def tune_gc() -> None:
 
     gen0, gen1, gen2 = gc.get_threshold()
     gc.set_threshold(max(gen0, 50_000), gen1, gen2)
-
-
-def _uuid_bytes(topic_id: Any) -> bytes | None:
-    """confluent-kafka's Uuid -> 16 bytes."""
-    if topic_id is None:
-        return None
-    raw = struct.pack(">qq", topic_id.get_most_significant_bits(), topic_id.get_least_significant_bits())
-    return None if raw == bytes(16) else raw
-
-
-class MetadataTopicNames:
-    """Looks topic ids up in cluster metadata when the bridge meets an unknown one
-    (at most once per ``min_interval_s``)."""
-
-    def __init__(self, admin: Any, names: TopicNames, min_interval_s: float = 30.0, timeout_s: float = 10.0):
-        self.admin, self.names = admin, names
-        self.min_interval_s, self.timeout_s = min_interval_s, timeout_s
-        self.last = float("-inf")
-
-    def refresh(self) -> int:
-        from confluent_kafka import TopicCollection
-
-        self.last = time.monotonic()
-        try:
-            topics = list(self.admin.list_topics(timeout=self.timeout_s).topics)
-            futures = self.admin.describe_topics(TopicCollection(topics), request_timeout=self.timeout_s)
-        except Exception as exc:
-            log.warning("topic metadata: %s", exc)
-            return 0
-        learned = 0
-        for name, fut in futures.items():
-            try:
-                raw = _uuid_bytes(fut.result().topic_id)
-            except Exception as exc:
-                log.debug("describe_topics %s: %s", name, exc)
-                continue
-            if raw is not None and not self.names.known(raw):
-                self.names.learn(raw, name)
-                learned += 1
-        return learned
-
-    def maybe_refresh(self) -> None:
-        if time.monotonic() - self.last >= self.min_interval_s:
-            self.refresh()
 
 
 def _unresolved_ids(events: list[dict[str, Any]]) -> bool:

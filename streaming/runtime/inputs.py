@@ -41,7 +41,8 @@ def build_inputs(spark, cfg: cfgmod.Config):
             # With __consumer_offsets, membership comes from the coordinator's records (exact epochs).
             raw.append(request_log_inputs(spark, cfg, start(options, s.request_log_topic), _topic_ids(cfg),
                                           membership="consumer-offsets" not in sources,
-                                          implementation=kafka_source(spark, cfg).source))
+                                          implementation=kafka_source(spark, cfg).source,
+                                          metadata=cfgmod.kafka_client_config(cfg, "admin")))
         else:
             raise cfgmod.ConfigError(f"unknown streaming.source {name!r}")
     if raw:
@@ -274,7 +275,10 @@ def _consumer_offsets_inputs(spark, cfg: cfgmod.Config, options: dict):
                          (F.unix_micros(F.col("timestamp")) / 1000).cast("long").alias("record_ts"))
     schema = ("value binary, seq long, event_id string, coords string, source string, record_ts long, "
               "bad_reason string")
-    return records.mapInPandas(make_bridge_mapper(_topic_ids(cfg), cluster=cfgmod.job_cluster(s)), schema)
+    # the admin settings go with the mapper: a worker meeting a topic created after the start
+    # learns its id from cluster metadata (the start's names are _topic_ids')
+    return records.mapInPandas(make_bridge_mapper(_topic_ids(cfg), cluster=cfgmod.job_cluster(s),
+                                                  metadata=cfgmod.kafka_client_config(cfg, "admin")), schema)
 
 
 def group_sources(source: str) -> tuple[str, ...]:

@@ -24,6 +24,7 @@ from typing import Callable, Iterator, Mapping
 import pandas as pd
 
 from fencewatch.state.records import EventType
+from fencewatch.streaming.sources.topic_metadata import names_learner
 
 log = logging.getLogger(__name__)
 
@@ -44,15 +45,20 @@ _LEAVE_GROUP_KEY = b'"requestHeader":{"requestApiKey":13,'  # (read where Kafka 
 
 
 def make_request_log_mapper(topic_ids: Mapping[str, str] | None = None, *, cluster: str | None = None,
-                            tz=None, membership: bool = True) -> Callable:
+                            tz=None, membership: bool = True, metadata: Mapping[str, str] | None = None) -> Callable:
     """The ``mapInPandas`` function: records (value, topic, partition, offset, record_ts) ->
     router input rows, one per contract §1 event; a broken line -> one row with ``bad_reason`` (the
     router sends it to the dead-letter topic); lines of other APIs or loggers -> nothing.
-    ``membership`` False drops ``member_assignment`` / ``member_left``, but a LeaveGroup's."""
+    ``membership`` False drops ``member_assignment`` / ``member_left``, but a LeaveGroup's.
+    ``metadata``: an admin client's settings; a chunk of lines naming a topic id the names lack (a
+    topic created after the job started) makes the worker learn every topic's id from cluster
+    metadata, at most every ``topic_metadata.TOPIC_REFRESH_S``, and decode the chunk again (the decoder
+    keeps no state across lines here: ``carry=False``)."""
     from fencewatch.streaming.ingest.consumer_offsets.mapping import TopicNames
     from fencewatch.streaming.ingest.request_log import BATCH_LINES, RequestLogBridge, event_json
 
     names = TopicNames(topic_ids or {})
+    learned_names = names_learner(names, None if metadata is None else dict(metadata))
 
     def map_lines(batches: Iterator[pd.DataFrame]) -> Iterator[pd.DataFrame]:
         bridge = RequestLogBridge(names, tz=tz, cluster=cluster, carry=False)
@@ -80,7 +86,12 @@ def make_request_log_mapper(topic_ids: Mapping[str, str] | None = None, *, clust
                     chunk.append((None if value is None else bytes(value), offset, f"{topic}/{partition}/{offset}",
                                   f"{topic}[{partition}]@{offset}", ts))
                 kept = [c for c in chunk if c[0] is not None]
-                per_line = iter(events_many([c[0] for c in kept], [c[2] for c in kept], [c[4] for c in kept]))
+                unresolved = bridge.unresolved_ids
+                decoded = events_many([c[0] for c in kept], [c[2] for c in kept], [c[4] for c in kept])
+                if bridge.unresolved_ids > unresolved and learned_names():
+                    problems.clear()  # the chunk's own (drained after each chunk): made again below
+                    decoded = events_many([c[0] for c in kept], [c[2] for c in kept], [c[4] for c in kept])
+                per_line = iter(decoded)
                 bad = {}
                 while problems:  # at most one per line: a broken line stops there
                     eid, code, detail = problems.popleft()
@@ -105,7 +116,7 @@ def make_request_log_mapper(topic_ids: Mapping[str, str] | None = None, *, clust
 
 
 def request_log_inputs(spark, cfg, options: dict, topic_ids: Mapping[str, str], *, membership: bool = True,
-                       implementation: str = "auto"):
+                       implementation: str = "auto", metadata: Mapping[str, str] | None = None):
     """The lines topic as router input (the columns every source gives, ``SCHEMA``), read by
     ``implementation`` (the job's choice: ``inputs.kafka_source``)."""
     from pyspark.sql import functions as F
@@ -120,5 +131,5 @@ def request_log_inputs(spark, cfg, options: dict, topic_ids: Mapping[str, str], 
     records = src.select("value", "topic", "partition", "offset",
                          (F.unix_micros(F.col("timestamp")) / 1000).cast("long").alias("record_ts"))
     mapper = make_request_log_mapper(topic_ids, cluster=job_cluster(s), tz=parse_timezone(s.log_timezone),
-                                     membership=membership)
+                                     membership=membership, metadata=metadata)
     return records.mapInPandas(mapper, SCHEMA)

@@ -16,6 +16,7 @@ the two engines write identical bytes.
 from __future__ import annotations
 
 import json
+import uuid
 from collections import Counter
 from itertools import repeat
 from operator import attrgetter
@@ -36,6 +37,7 @@ from fencewatch.streaming.runtime.gc_pause import no_cyclic_gc
 from fencewatch.streaming.runtime.hold import Hold
 from fencewatch.streaming.runtime.outputs import OutRows, pack_lines, pack_stamps, pack_status
 from fencewatch.streaming.runtime.request_log_input import EVENTS_PER_LINE, RECORDS_AFTER_LINES
+from fencewatch.streaming.sources.topic_metadata import names_learner
 from fencewatch.streaming.runtime.hold import Held, StoredCommit
 from fencewatch.streaming.runtime.routing import (Rows, decode_released, held_items, parse_key, read_bucket, read_dead,
                                                  read_items, read_key_frame)
@@ -446,14 +448,22 @@ def read_whole(pkey: Key, pdfs: Iterable[pd.DataFrame], dead: list) -> list:
     return decode_released(pkey, items, dead)
 
 
-def make_bridge_mapper(topic_ids: dict[str, str] | None = None, cluster: str | None = None) -> Callable:
+def make_bridge_mapper(topic_ids: dict[str, str] | None = None, cluster: str | None = None,
+                       metadata: dict[str, str] | None = None) -> Callable:
     """``mapInPandas`` over ``__consumer_offsets`` records: each record -> its contract §1 events (the
     bridge's stateless ``decode_record``) as router input rows; undecodable records carry
-    ``bad_reason`` (unknown record types and versions are skipped, as Kafka does)."""
+    ``bad_reason`` (unknown record types and versions are skipped, as Kafka does). ``metadata``:
+    an admin client's settings; a record naming a topic id the names lack (a topic created after
+    the job started) then makes the worker learn every topic's id from cluster metadata, at most
+    every ``topic_metadata.TOPIC_REFRESH_S``, and is decoded again (it has no memory to undo)."""
     from fencewatch.streaming.ingest.consumer_offsets.mapping import TopicNames, decode_record
     from fencewatch.streaming.ingest.consumer_offsets.records import RecordDecodeError
 
     names = TopicNames(topic_ids or {})
+    learn = names_learner(names, metadata)
+
+    def learned_names(events: list[dict]) -> bool:
+        return metadata is not None and _names_an_id(events) and learn()
 
     def bridge_batches(batches: Iterator[pd.DataFrame]) -> Iterator[pd.DataFrame]:
         for pdf in batches:
@@ -462,9 +472,10 @@ def make_bridge_mapper(topic_ids: dict[str, str] | None = None, cluster: str | N
                                                                 pdf["partition"], pdf["offset"], pdf["record_ts"]):
                 eid, coords = f"{topic}/{partition}/{offset}", f"{topic}[{partition}]@{offset}"
                 try:
-                    events = decode_record(None if key is None else bytes(key),
-                                           None if value is None else bytes(value), int(ts), eid, names,
-                                           cluster=cluster)
+                    k, v = None if key is None else bytes(key), None if value is None else bytes(value)
+                    events = decode_record(k, v, int(ts), eid, names, cluster=cluster)
+                    if learned_names(events):
+                        events = decode_record(k, v, int(ts), eid, names, cluster=cluster)
                     rows = [(json.dumps(e).encode(), None) for e in events]
                 except RecordDecodeError as exc:
                     if exc.code in RecordDecodeError.SKIPPABLE:
@@ -479,3 +490,18 @@ def make_bridge_mapper(topic_ids: dict[str, str] | None = None, cluster: str | N
                 yield pd.DataFrame(out.cols)
 
     return bridge_batches
+
+
+def _names_an_id(events: list[dict]) -> bool:
+    """Whether an event names a topic by its id (a UUID string: no name was known for it)."""
+    for e in events:
+        for key in ("assigned", "pending_revocation", "subscribed_topics"):
+            for tp in e.get(key) or ():
+                t = tp["topic"] if isinstance(tp, dict) else tp
+                if len(t) == 36 and t.count("-") == 4:
+                    try:
+                        uuid.UUID(t)
+                        return True
+                    except ValueError:
+                        pass
+    return False
