@@ -28,7 +28,7 @@ from fencewatch.state.records import EventType
 from fencewatch.streaming.ingest.consumer_offsets.mapping import Bridge, TopicNames, event_role
 from fencewatch.streaming.ingest.consumer_offsets.records import RecordDecodeError
 from fencewatch.streaming.ingest.request_log import BATCH_LINES, RequestLogBridge, event_json
-from fencewatch.streaming.sources.topic_metadata import MetadataTopicNames
+from fencewatch.streaming.sources.topic_metadata import MetadataTopicNames, names_an_id
 
 log = logging.getLogger(__name__)
 
@@ -48,20 +48,6 @@ def tune_gc() -> None:
 
     gen0, gen1, gen2 = gc.get_threshold()
     gc.set_threshold(max(gen0, 50_000), gen1, gen2)
-
-
-def _unresolved_ids(events: list[dict[str, Any]]) -> bool:
-    for e in events:
-        for key in ("assigned", "pending_revocation"):
-            for tp in e.get(key, ()):
-                t = tp["topic"]
-                if len(t) == 36 and t.count("-") == 4:
-                    try:
-                        uuid.UUID(t)
-                        return True
-                    except ValueError:
-                        pass
-    return False
 
 
 def _with_logger(conf: dict[str, Any]) -> dict[str, Any]:
@@ -210,7 +196,7 @@ def _feed_records(msgs: list, bridge: Bridge, topic_ids: MetadataTopicNames, com
             if not exc.skippable:  # Kafka skips unknown types and versions itself
                 undecodable[exc.code] += 1
             continue
-        if _unresolved_ids(events) and time.monotonic() - topic_ids.last >= topic_ids.min_interval_s:
+        if names_an_id(events) and time.monotonic() - topic_ids.last >= topic_ids.min_interval_s:
             topic_ids.refresh()  # a topic created since start-up; later records resolve
         committed.track(events)
         out.publish(events)

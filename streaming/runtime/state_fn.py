@@ -16,7 +16,6 @@ the two engines write identical bytes.
 from __future__ import annotations
 
 import json
-import uuid
 from collections import Counter
 from itertools import repeat
 from operator import attrgetter
@@ -37,7 +36,7 @@ from fencewatch.streaming.runtime.gc_pause import no_cyclic_gc
 from fencewatch.streaming.runtime.hold import Hold
 from fencewatch.streaming.runtime.outputs import OutRows, pack_lines, pack_stamps, pack_status
 from fencewatch.streaming.runtime.request_log_input import EVENTS_PER_LINE, RECORDS_AFTER_LINES
-from fencewatch.streaming.sources.topic_metadata import names_learner
+from fencewatch.streaming.sources.topic_metadata import names_an_id, names_learner
 from fencewatch.streaming.runtime.hold import Held, StoredCommit
 from fencewatch.streaming.runtime.routing import (Rows, decode_released, held_items, parse_key, read_bucket, read_dead,
                                                  read_items, read_key_frame)
@@ -463,7 +462,7 @@ def make_bridge_mapper(topic_ids: dict[str, str] | None = None, cluster: str | N
     learn = names_learner(names, metadata)
 
     def learned_names(events: list[dict]) -> bool:
-        return metadata is not None and _names_an_id(events) and learn()
+        return metadata is not None and names_an_id(events) and learn()
 
     def bridge_batches(batches: Iterator[pd.DataFrame]) -> Iterator[pd.DataFrame]:
         for pdf in batches:
@@ -490,18 +489,3 @@ def make_bridge_mapper(topic_ids: dict[str, str] | None = None, cluster: str | N
                 yield pd.DataFrame(out.cols)
 
     return bridge_batches
-
-
-def _names_an_id(events: list[dict]) -> bool:
-    """Whether an event names a topic by its id (a UUID string: no name was known for it)."""
-    for e in events:
-        for key in ("assigned", "pending_revocation", "subscribed_topics"):
-            for tp in e.get(key) or ():
-                t = tp["topic"] if isinstance(tp, dict) else tp
-                if len(t) == 36 and t.count("-") == 4:
-                    try:
-                        uuid.UUID(t)
-                        return True
-                    except ValueError:
-                        pass
-    return False

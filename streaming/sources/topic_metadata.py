@@ -11,11 +11,12 @@ from __future__ import annotations
 import logging
 import struct
 import time
+import uuid
 from typing import Any
 
 log = logging.getLogger(__name__)
 
-__all__ = ["MetadataTopicNames", "TOPIC_REFRESH_S", "names_learner"]
+__all__ = ["MetadataTopicNames", "TOPIC_REFRESH_S", "names_an_id", "names_learner"]
 
 #: How often one process may ask cluster metadata for topic ids it does not know (the job's workers).
 TOPIC_REFRESH_S = 10.0
@@ -85,3 +86,18 @@ def names_learner(names: Any, metadata: dict[str, str] | None):
         return made[0].refresh() > 0
 
     return learn
+
+
+def names_an_id(events: list[dict[str, Any]]) -> bool:
+    """Whether a decoded event names a topic by its id (a UUID string: no name was known for it)."""
+    for e in events:
+        for key in ("assigned", "pending_revocation", "subscribed_topics"):
+            for tp in e.get(key) or ():
+                t = tp["topic"] if isinstance(tp, dict) else tp
+                if len(t) == 36 and t.count("-") == 4:
+                    try:
+                        uuid.UUID(t)
+                        return True
+                    except ValueError:
+                        pass
+    return False
