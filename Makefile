@@ -26,10 +26,13 @@ JARS_DIR ?= $(or $(FENCEWATCH_JARS_DIR),$(or $(XDG_CACHE_HOME),$(HOME)/.cache)/f
 # changed files are recompiled.
 BYTECODE := $(PY) -m compileall -q state streaming sinks sim dashboards
 
-$(STAMP): pyproject.toml
+# The runtime's dependency tree installs at the versions deploy/constraints.txt pins (the image's),
+# so the tests run on what ships and a release on the index cannot change them between two runs
+# (tests/deploy/test_constraints.py holds the two equal).
+$(STAMP): pyproject.toml deploy/constraints.txt
 	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PIP) install -q --upgrade pip setuptools wheel
-	$(PIP) install -q -e '.[test,demo]'
+	$(PIP) install -q -c deploy/constraints.txt -e '.[test,demo]'
 	$(BYTECODE)
 	@touch $(STAMP)
 
