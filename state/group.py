@@ -24,14 +24,8 @@ from dataclasses import dataclass, field
 from itertools import repeat
 from typing import Callable
 
-from fencewatch.state import alerts
-from fencewatch.state import classic
-from fencewatch.state import expiry as exp
-from fencewatch.state import judging
-from fencewatch.state import membership as ms
-from fencewatch.state import offsets as offs
-from fencewatch.state import spike as spk
-from fencewatch.state import streams
+from fencewatch.state import alerts, classic, judging, streams
+from fencewatch.state import expiry as exp, membership as ms, offsets as offs, spike as spk
 from fencewatch.state.assignment import (Member, apply_classic_generation, apply_classic_join, apply_member_assignment,
                                         apply_static_leave, resolve_unchanged_assignment)
 from fencewatch.state.config import RulesConfig
@@ -122,6 +116,8 @@ class Group:
     # re-resolved when the topology changes (held, not applied, while the group has none).
     topology: streams.Topology | None = None
     member_tasks: dict[str, MemberAssignment] = field(default_factory=dict)
+    # Members the model itself removed during the warm-up (None outside it): ``ms.watch_departures``.
+    departed: tuple[str, ...] | None = None
 
 
 def new_group(cluster: str, group_id: str) -> Group:
@@ -435,7 +431,7 @@ def _judge_unknown(g: Group, ev: OffsetCommit, cfg: RulesConfig,
                     member_id=mid, client_epoch=ev.member_epoch, transactional=ev.transactional,
                     txn_v6=_commit_kind(ev) == 2)
     warming = (pre.commit_class in (CommitClass.UNKNOWN_MEMBER, CommitClass.OTHER) and mid != ""
-               and cfg.warmup_ms > 0 and ev.ts < g.first_seen_ts + cfg.warmup_ms)
+               and cfg.warmup_ms > 0 and ev.ts < g.first_seen_ts + cfg.warmup_ms and mid not in (g.departed or ()))
     return judging.judge_before_policies(g, mid, ev.offsets.tps, pre, warming), warming
 
 
@@ -521,6 +517,8 @@ def process(g: Group, event, cfg: RulesConfig, out: Outputs) -> Group:
     if (gap >= 0 and (not g.members or gap >= cfg.group_retention_ms > 0) and g.first_seen_ts is not None
             and drop_due(g, event.ts - 1, cfg)):
         g = new_group(g.cluster, g.group_id)
+    if g.departed is not None or g.first_seen_ts is None:
+        ms.watch_departures(g, g.first_seen_ts, event.ts, cfg.warmup_ms)
     return _HANDLERS[type(event)](g, event, cfg, out)
 
 

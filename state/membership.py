@@ -27,6 +27,7 @@ class Roster(Protocol):
     pending_owners: dict[TopicPartition, tuple[str, ...]]
     subscribed: frozenset[str] | None
     judged: JudgementCache
+    departed: tuple[str, ...] | None
 
 
 # --------------------------------------------------------------------------- owner indexes
@@ -68,6 +69,8 @@ def replace_member(g: Roster, old: Member | None, new: Member | None, also_remov
         _index_remove(g.owners, gone, gone.assigned_partitions)
         _index_remove(g.pending_owners, gone, gone.partitions_pending_revocation)
         g.members.pop(gone.member_id, None)
+        if g.departed is not None and (new is None or new.member_id != gone.member_id):
+            g.departed += (gone.member_id,)
     if new is not None:
         g.members[new.member_id] = new
         _index_add(g.owners, new.member_id, new.assigned_partitions)
@@ -80,6 +83,16 @@ def replace_member(g: Roster, old: Member | None, new: Member | None, also_remov
                 g.subscribed = g.subscribed | topics
             return
     g.subscribed = subscribed_topics(g)
+
+
+def watch_departures(g: Roster, first_seen_ts: int | None, ts: int, warmup_ms: int) -> None:
+    """contract §3.5: during a group's warm-up the members the model removes are recorded
+    (``replace_member``): known gone, their commits are judged, not excused as members it may not
+    have seen join. Outside the warm-up nothing is recorded, so state does not grow with churn."""
+    if first_seen_ts is None:
+        g.departed = () if warmup_ms > 0 else None
+    elif ts >= first_seen_ts + warmup_ms:
+        g.departed = None
 
 
 def remove_all(g: Roster) -> None:

@@ -303,6 +303,40 @@ def test_warmup_unknown_member_is_other():
     assert verdict(late, cfg).cls == "unknown_member"
 
 
+@pytest.mark.parametrize("removal", [
+    [left("A", ts=1500)],
+    [group_state("Empty", ts=1500)],
+    [assignment("B", 2, tp("t", 0), ts=1400), left("A", ts=1500)],
+], ids=["leave", "group-empty", "leave-after-heir"])
+def test_a_member_seen_gone_during_the_warmup_is_judged_unknown(removal):
+    """contract §3.5: the warm-up excuses members the monitor may not have seen join; one it saw
+    join and then removed is known gone, its commit UNKNOWN_MEMBER_ID as outside the warm-up
+    (the live scripted zombie: stopped past its session, removed, resumes and commits)."""
+    cfg = RulesConfig(warmup_ms=45_000, alert_cooldown_ms=0)
+    events = [assignment("A", 1, tp("t", 0), ts=1000), *removal,
+              commit("A", 1, tp("t", 0), ts=2000, error_code=25)]
+    v = verdict(events, cfg)
+    assert (v.cls, v.warming_up, v.strict, v.model_agrees) == ("unknown_member", False, "UNKNOWN_MEMBER_ID", True)
+    # a member never seen in the same group is still excused
+    unseen = verdict(events[:-1] + [commit("Z", 1, tp("t", 0), ts=2000)], cfg)
+    assert (unseen.cls, unseen.warming_up) == ("other", True)
+
+
+def test_the_departed_members_are_kept_only_during_the_warmup():
+    """The record of removed members lives as long as the warm-up, so state does not grow with churn."""
+    cfg = RulesConfig(warmup_ms=45_000)
+    g, _ = run([assignment("A", 1, tp("t", 0), ts=1000), left("A", ts=1500)], cfg)
+    assert g.departed == ("A",)
+    g, _ = run([assignment("A", 1, tp("t", 0), ts=1000), left("A", ts=1500),
+                assignment("B", 2, tp("t", 0), ts=46_000), left("B", ts=46_500)], cfg)
+    assert g.departed is None
+    g, _ = run([assignment("A", 1, tp("t", 0), ts=1000), left("A", ts=1500)], RulesConfig())
+    assert g.departed is None
+    # an update of the same member is no departure
+    g, _ = run([assignment("A", 1, tp("t", 0), ts=1000), assignment("A", 2, tp("t", 0, 1), ts=1200)], cfg)
+    assert g.departed == ()
+
+
 def test_static_member_takeover_keeps_zero_epochs():
     """SPEC 2: a static leave keeps the partitions at epoch 0; the rejoining instance takes them over."""
     events = [assignment("A", 5, tp("t", 0, 1), instance_id="i-1", ts=100), left("A", "static_leave", ts=200),

@@ -112,7 +112,8 @@ FIELDS: dict[type, dict] = {
                 subscribed=maybe(st.frozensets(names, max_size=3)),
                 judged=st.just(None),  # derived: emptied before storing (below)
                 sees_join_phases=st.booleans(), topology=maybe(st.deferred(lambda: build(Topology))),
-                member_tasks=st.dictionaries(names, st.deferred(lambda: build(MemberAssignment)), max_size=2)),
+                member_tasks=st.dictionaries(names, st.deferred(lambda: build(MemberAssignment)), max_size=2),
+                departed=maybe(st.lists(names, max_size=3).map(tuple))),
     Topology: dict(epoch=epochs, subtopologies=st.lists(st.deferred(lambda: build(Subtopology)), max_size=3).map(tuple)),
     Subtopology: dict(subtopology_id=names, source_topics=st.lists(names, max_size=2).map(tuple),
                       repartition_source_topics=st.lists(names, max_size=2).map(tuple)),
