@@ -116,10 +116,13 @@ def reassign_inflight(ctx: Context) -> None:
     group = ctx.name(s, "g")
     rng = ctx.rng(s)
     pace = 0.03 if ctx.short else 0.005  # without a pause the commits queue up behind each other
-    a = _start(ctx, group, "a", [topic], commit_every=1, sync_share=0.0, rng=rng, pace_s=pace)
+    # Four unanswered commits at most: enough for some to meet each epoch bump in flight, few
+    # enough that the heartbeats queued behind them still reach the coordinator on a loaded host.
+    a = _start(ctx, group, "a", [topic], commit_every=1, sync_share=0.0, rng=rng, pace_s=pace, max_in_flight=4)
     rounds = 1 if ctx.short else 3
     for r in range(rounds):
-        b = _start(ctx, group, f"b{r}", [topic], commit_every=2, sync_share=0.0, rng=rng, pace_s=pace)
+        b = _start(ctx, group, f"b{r}", [topic], commit_every=2, sync_share=0.0, rng=rng, pace_s=pace,
+                   max_in_flight=4)
         wait_for(lambda: len(a.partitions) < partitions and b.partitions, 60, "the joiner taking partitions")
         time.sleep(0.5)
         b.leave()

@@ -84,19 +84,23 @@ class Worker(threading.Thread):
     """One member: subscribes, consumes, commits every ``commit_every`` messages (with ``batch``:
     every ``commit_every`` batches of up to ``batch`` messages, so one commit covers many partitions;
     synchronously
-    with probability ``sync_share``, else asynchronously), until :meth:`leave`. Sync commits'
+    with probability ``sync_share``, else asynchronously, with at most ``max_in_flight`` asynchronous
+    ones unanswered), until :meth:`leave`. Sync commits'
     answers are kept (``seen``: (partition, offset, error name)) for ``client_saw``
     expectations; every commit counts in the context (``commits``, ``commit_errors.*``)."""
 
     def __init__(self, ctx: Context, group_id: str, client_id: str, topics: list[str], *, protocol: str = "consumer",
                  commit_every: int = 3, sync_share: float = 0.3, rng: random.Random | None = None,
                  max_commits: int | None = None, pace_s: float = 0.0, record_seen: bool = True, batch: int = 0,
-                 **conf: Any) -> None:
+                 max_in_flight: int | None = None, **conf: Any) -> None:
         super().__init__(name=client_id, daemon=True)
         self.ctx, self.group_id, self.client_id, self.topics = ctx, group_id, client_id, topics
         self.protocol, self.commit_every, self.sync_share = protocol, commit_every, sync_share
         self.rng = rng or random.Random(client_id)
         self.max_commits, self.pace_s, self.conf, self.batch = max_commits, pace_s, conf, batch
+        # librdkafka sends a coordinator's requests in order: a queue of unanswered commits holds
+        # the member's heartbeats back, and on a loaded host its reassignment then never completes.
+        self.max_in_flight, self._in_flight = max_in_flight, 0
         self.member_id = ""
         self.partitions: set[tuple[str, int]] = set()
         self.seen: list[tuple[str, int, int, str]] = []
@@ -112,6 +116,7 @@ class Worker(threading.Thread):
         self.join(timeout_s)
 
     def _on_commit(self, err: Any, partitions: Any) -> None:
+        self._in_flight = max(0, self._in_flight - 1)
         if err is not None and err.name().startswith("_"):  # a local error: no request went out
             self.ctx.count(f"commit_local.{err.name()}")
             return
@@ -164,13 +169,17 @@ class Worker(threading.Thread):
     def _commit(self, c: Any) -> None:
         """Asynchronous: positions of every partition (librdkafka's ``commit()``); synchronous:
         the same offsets given explicitly, so the answer can be matched to its request line."""
-        self.commits += 1
         if self.rng.random() >= self.sync_share:
+            if self.max_in_flight is not None and self._in_flight >= self.max_in_flight:
+                return  # the next message tries again
+            self.commits += 1
             try:
                 c.commit(asynchronous=True)
+                self._in_flight += 1
             except KafkaException as exc:  # a local refusal (nothing to commit): no request
                 self.ctx.count(f"commit_local.{error_name(exc)}")
             return
+        self.commits += 1
         offsets = [tp for tp in c.position(list(c.assignment())) if tp.offset >= 0]
         if not offsets:
             return
