@@ -52,8 +52,11 @@ def topic_key(cluster: str, topic: str) -> Key:
     return Key(KeyKind.TOPIC, cluster, topic)
 
 
-def _by_topic(offsets: CommitOffsets) -> list[tuple[str, tuple, tuple, tuple]]:
-    """(topic, partitions, offsets, leader epochs) per topic; a request is usually one topic."""
+def offsets_by_topic(offsets: CommitOffsets) -> list[tuple[str, tuple, tuple, tuple]]:
+    """(topic, partitions, offsets, leader epochs) per topic of a commit's offsets, topics in order
+    of first appearance; a request is usually one topic. Public because the stream's router puts
+    a decoded commit's facts in its topics' buckets with it (``streaming.runtime.routing``), the
+    same columns the local engine notes here: one split, so both engines see the same facts."""
     if offsets.topic is not None:
         return [(offsets.topic, offsets.partitions, offsets.offsets, offsets.leader_epochs)]
     return columns_by_topic((topic, partition, offset, epoch) for (topic, partition), offset, epoch
@@ -75,7 +78,7 @@ def columns_by_topic(rows: Iterable[tuple]) -> list[tuple[str, tuple, tuple, tup
 
 
 def _facts_by_topic(ev) -> Iterator[tuple[Key, tuple]]:
-    for topic, partitions, offsets, epochs in _by_topic(ev.offsets):
+    for topic, partitions, offsets, epochs in offsets_by_topic(ev.offsets):
         yield topic_key(ev.cluster, topic), tuple(
             part.CommitFact(ev.ts, ev.cluster, ev.group_id, ev.event_id, ev.seq, topic, p, o, e)
             for p, o, e in zip(partitions, offsets, epochs))
@@ -193,7 +196,7 @@ class LocalEngine:
                         self._note_commits(ev, offsets.topic, offsets.partitions, offsets.offsets,
                                            offsets.leader_epochs)
                     else:
-                        for columns in _by_topic(offsets):
+                        for columns in offsets_by_topic(offsets):
                             self._note_commits(ev, *columns)
                 continue
             for key, kev in route(ev):

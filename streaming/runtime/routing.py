@@ -39,7 +39,7 @@ from typing import Callable, Iterable, Iterator
 
 import msgspec
 
-from fencewatch.state.engine import Key, KeyKind, _by_topic, columns_by_topic, group_key, route
+from fencewatch.state.engine import Key, KeyKind, columns_by_topic, group_key, offsets_by_topic, route
 from fencewatch.state.events import OffsetCommit
 
 from fencewatch.streaming.ingest.events import (DecodeError, UnknownType, avro_record_dict, bounded, commit_line,
@@ -266,7 +266,7 @@ def _route(records: Iterable[tuple], check: Callable, caught_up: bool | None, gr
             _put(slots, key_string(group_key(res.cluster, res.group_id)), res.ts,
                  Held(res.ts, seq, Record(payload, eid)), event_type(res))
             if res.error_code in (None, 0) and res.offsets.tps:
-                for topic, partitions, offsets, epochs in _by_topic(res.offsets):
+                for topic, partitions, offsets, epochs in offsets_by_topic(res.offsets):
                     _put_commit(slots, topic_bucket(res.cluster, topic), res.ts,
                                 Held(res.ts, seq, StoredCommit(topic, res.group_id, partitions, offsets, epochs)))
         else:
@@ -343,7 +343,7 @@ def _put_commit(slots: dict, key: str, ts: int, commit: Held) -> None:
 
 def _facts(rows: list) -> list[tuple]:
     """(topic, partitions, offsets, leader epochs) per topic of a commit line's offset rows, in
-    order of first appearance: what ``state.engine._by_topic`` gives for the decoded event."""
+    order of first appearance: what ``state.engine.offsets_by_topic`` gives for the decoded event."""
     topics, partitions, offsets, epochs = zip(*map(_ROW, rows))
     first = topics[0]
     n = len(topics)
