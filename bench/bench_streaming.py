@@ -209,7 +209,7 @@ def engine_floor(spark, bootstrap: str, hb: str, off: str, n_events: int, max_pe
     from fencewatch.state.engine import group_key, run_key, sort_key
     from fencewatch.streaming.config import settings as cfgmod
     from fencewatch.streaming.ingest.events import DecodeError, UnknownType, decode_json_line
-    from fencewatch.streaming.runtime.inputs import batch_limit_options, task_options
+    from fencewatch.streaming.runtime.input_plan import InputPlan
     from fencewatch.streaming.runtime.state_codec import decode_state, encode_state
     from fencewatch.streaming.sources import read_kafka_stream
 
@@ -258,9 +258,10 @@ def engine_floor(spark, bootstrap: str, hb: str, off: str, n_events: int, max_pe
 
         df, judge = build_inputs(spark, job_cfg).select("key", "source", "payload"), judge_routed
     else:
+        plan = InputPlan.build(spark, job_cfg)
         src = read_kafka_stream(spark, bootstrap=bootstrap, topics=[hb, off],
-                                options={"startingOffsets": "earliest", **batch_limit_options(job_cfg, spark),
-                                         **task_options(spark, job_cfg)}, implementation="python")
+                                options={"startingOffsets": "earliest", **plan.batch_limits, **plan.tasks},
+                                implementation="python")
         rank = F.when(F.col("topic") == hb, 0).otherwise(1)
         df = src.select(F.col("key").cast("string").alias("key"), "value", (F.col("offset") * 4 + rank).alias("seq"))
         judge = judge_records

@@ -16,6 +16,7 @@ from pathlib import Path
 
 from fencewatch.state.records import EventType
 from fencewatch.streaming.config import settings as cfgmod
+from fencewatch.streaming.runtime.input_plan import InputPlan
 from fencewatch.streaming.runtime.query import make_sinks, query_facts, start_query, startup_line, stop_between_batches
 from fencewatch.streaming.runtime.stats import progress_line, summary_table
 from fencewatch.streaming.runtime.writer import BatchWriter
@@ -81,9 +82,10 @@ def _run_demo(args: argparse.Namespace, cfg: cfgmod.Config, broker, request_log:
           f"profile {args.profile}, {'until Ctrl-C' if duration is None else f'{duration:.0f}s'}"
           + (f", a malformed record every {args.bad_record_every} (to the DLQ)" if args.bad_record_every else ""),
           flush=True)
-    log.info("%s", startup_line(cfg, spark))
+    plan = InputPlan.build(spark, cfg)
+    log.info("%s", startup_line(cfg, spark, plan))
     sim_cfg = _sim_config(args, cfg, request_log)
-    query = start_query(spark, cfg, writer)
+    query = start_query(spark, cfg, writer, plan=plan)
     sim_error: list = []
     stop = threading.Event()
     producers = [_start_simulator(sim_cfg, cfg, broker.bootstrap, request_log, sim_error, stop)]

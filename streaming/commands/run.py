@@ -12,6 +12,7 @@ import time
 from dataclasses import replace
 
 from fencewatch.streaming.config import settings as cfgmod
+from fencewatch.streaming.runtime.input_plan import InputPlan
 from fencewatch.streaming.runtime.query import (make_sinks, query_facts, query_failure, start_query, startup_line,
                                                 stop_between_batches)
 from fencewatch.streaming.runtime.stats import progress_line
@@ -137,9 +138,10 @@ def _cmd_run(args: argparse.Namespace) -> int:
     host, port = metrics.start()
     writer = BatchWriter(cfg, kafka=kafka, metrics=metrics)
     writer.progress = lambda: query_facts(writer.query)
-    log.info("%s", startup_line(cfg, spark))
+    plan = InputPlan.build(spark, cfg)  # the first start's inputs; a restart works its own out
+    log.info("%s", startup_line(cfg, spark, plan))
     log.info("metrics on http://%s:%d/metrics", host, port)
-    query = start_query(spark, cfg, writer)
+    query = start_query(spark, cfg, writer, plan=plan)
     stop = threading.Event()
 
     def on_signal(signum, _frame):

@@ -1,6 +1,8 @@
 """The streaming query: inputs -> per-key state (``applyInPandasWithState``) -> the batch writer;
 starting it on a checkpoint, draining it, stopping it between micro-batches, and the facts the
-exporter reads from its progress. Also the job's sinks and its start-up line."""
+exporter reads from its progress. Also the job's sinks and its start-up line. Each start works
+out its inputs once (``input_plan.InputPlan``) and hands that plan to the inputs, the output
+batching, the connector's pacer and the start-up line."""
 from __future__ import annotations
 
 import contextlib
@@ -10,8 +12,8 @@ import time
 from dataclasses import replace
 
 from fencewatch.streaming.config import settings as cfgmod
-from fencewatch.streaming.runtime.inputs import (_registry, build_inputs, connector_pacer, group_sources, kafka_source,
-                                                 router_sources)
+from fencewatch.streaming.runtime.input_plan import InputPlan, connector_pacer
+from fencewatch.streaming.runtime.inputs import build_inputs, group_sources
 from fencewatch.streaming.runtime.writer import BatchWriter, StopRequested
 
 log = logging.getLogger(__name__)
@@ -39,7 +41,7 @@ _MAX_RECORDS_PER_BATCH = "spark.sql.execution.arrow.maxRecordsPerBatch"
 
 
 @contextlib.contextmanager
-def _collect_batching(spark, cfg: cfgmod.Config):
+def _collect_batching(spark, cfg: cfgmod.Config, plan: InputPlan):
     """Small Arrow batches for the query's outputs, so the driver writes a state task's outputs
     while the other tasks still run; set while the query starts (a streaming query runs in a copy
     of the session made at its start), then the session's own value again.
@@ -54,9 +56,10 @@ def _collect_batching(spark, cfg: cfgmod.Config):
     (docs/decisions.md, "Outputs and exactly-once" and "State partitions"). The same
     setting sizes the router's ``mapInArrow`` input batches, where 40 rows would cost a Python call per 40
     records: only a query without one gets it (the events source routing inside ``read``), and a
-    ``streaming.spark_conf`` value wins."""
+    ``streaming.spark_conf`` value wins (``plan``: the query start's, which says whether a source
+    goes through the router)."""
     s = cfg.streaming
-    if _MAX_RECORDS_PER_BATCH in s.spark_conf or router_sources(spark, cfg):
+    if _MAX_RECORDS_PER_BATCH in s.spark_conf or plan.through_router:
         yield
         return
     before = spark.conf.get(_MAX_RECORDS_PER_BATCH, None)
@@ -70,26 +73,31 @@ def _collect_batching(spark, cfg: cfgmod.Config):
             spark.conf.set(_MAX_RECORDS_PER_BATCH, before)
 
 
-def start_query(spark, cfg: cfgmod.Config, writer: BatchWriter, *, trigger: str | None = None):
+def start_query(spark, cfg: cfgmod.Config, writer: BatchWriter, *, trigger: str | None = None,
+                plan: InputPlan | None = None):
     """Start the query on a checkpoint whose state this version reads (``checkpoint.
-    ensure_state_format``) and whose Kafka reader is the one chosen (``inputs.kafka_source``).
-    (No ``availableNow``: processing-time timeouts keep a stateful query scheduling batches, so it
-    would never finish; use :func:`drain` to process a backlog.)"""
+    ensure_state_format``) and whose Kafka reader is the one chosen (the plan's ``reader``).
+    ``plan``: this start's inputs, when the caller built it for the start-up line
+    (:func:`startup_line`); else built here. Either way once per start: a restart builds a new one
+    (the topics' ids as they are then). (No ``availableNow``: processing-time timeouts keep a
+    stateful query scheduling batches, so it would never finish; use :func:`drain` to process a
+    backlog.)"""
     from fencewatch.streaming.runtime.checkpoint import CONNECTOR_MARK, ensure_state_format, record_source, sink_log
     from fencewatch.streaming.sources.connector import ConnectorBatches
 
     location = cfg.streaming.checkpoint_location
-    choice = kafka_source(spark, cfg)  # refuses a checkpoint written with the other reader
+    if plan is None:
+        plan = InputPlan.build(spark, cfg)  # refuses a checkpoint written with the other reader
     buckets = ensure_state_format(location, spark, cfg.streaming.group_buckets)
     if buckets != cfg.streaming.group_buckets:  # the checkpoint's keys decide
         cfg = replace(cfg, streaming=replace(cfg.streaming, group_buckets=buckets))
-    record_source(spark, location, choice.source)
+    record_source(spark, location, plan.reader.source)
     # Spark's connector: the driver marks each batch caught up (or not; a rerun as its first
     # attempt, from the checkpoint) and paces the next one.
-    batches = writer if not choice.connector else ConnectorBatches(
-        writer, connector_pacer(cfg, spark), spark, marks=sink_log(spark, location, CONNECTOR_MARK))
-    with _collect_batching(spark, cfg):
-        outputs = build_outputs(build_inputs(spark, cfg), cfg)
+    batches = writer if not plan.connector else ConnectorBatches(
+        writer, connector_pacer(cfg, plan), spark, marks=sink_log(spark, location, CONNECTOR_MARK))
+    with _collect_batching(spark, cfg, plan):
+        outputs = build_outputs(build_inputs(spark, cfg, plan), cfg)
         query = (outputs.writeStream.queryName("fencewatch").foreachBatch(batches)
                  .option("checkpointLocation", location).outputMode("append")
                  .trigger(processingTime=trigger or _spark_interval(cfg.streaming.trigger_interval)).start())
@@ -215,7 +223,7 @@ def make_sinks(cfg: cfgmod.Config, spark, *, metrics_port: int | None = None):
              else "no Schema Registry is configured")
     kafka = KafkaOutputs(client, verdicts_topic=k.verdicts_topic, alerts_topic=k.alerts_topic,
                          dlq_topic=k.dlq_topic, groups_topic=k.groups_topic, alerts_format=fmt, marker=marker,
-                         alert_serializer=_registry(cfg, "encoder") if fmt == "avro" else None,
+                         alert_serializer=alert_encoder(cfg) if fmt == "avro" else None,
                          topics_gone=topics_gone(cfg))
     metrics = MetricsSink(MetricsConfig(host=k.metrics_host, port=k.metrics_port if metrics_port is None else metrics_port,
                                         max_groups=k.metrics_top_groups,
@@ -223,6 +231,16 @@ def make_sinks(cfg: cfgmod.Config, spark, *, metrics_port: int | None = None):
                                         expiry_warning_s=cfg.state.expiry_warning_ms / 1000,
                                         broker_policy=cfg.state.broker_policy.value, health=health_config(cfg)))
     return kafka, metrics
+
+
+def alert_encoder(cfg: cfgmod.Config):
+    """The Schema Registry encoder of the alerts when a registry is configured, else None."""
+    settings = cfg.streaming.schema_registry
+    if not settings:
+        return None
+    from fencewatch.streaming.ingest.schema_registry import RegistryAlertEncoder
+
+    return RegistryAlertEncoder(settings)
 
 
 def cluster_note(s: cfgmod.StreamingConfig) -> str:
@@ -236,7 +254,9 @@ def cluster_note(s: cfgmod.StreamingConfig) -> str:
     return ""
 
 
-def startup_line(cfg: cfgmod.Config, spark) -> str:
+def startup_line(cfg: cfgmod.Config, spark, plan: InputPlan) -> str:
+    """The job's first line: version, config digest, inputs, rules, outputs, and which reader
+    reads Kafka and why (``plan``: the one the first start uses, so the line says what runs)."""
     from fencewatch.sinks.build_info import installed
 
     s = cfg.streaming
@@ -248,4 +268,4 @@ def startup_line(cfg: cfgmod.Config, spark) -> str:
             f"{s.starting_offsets}), skew {s.max_skew_ms} ms, warm-up {cfg.state.warmup_ms} ms, trigger "
             f"{s.trigger_interval}, checkpoint {s.checkpoint_location}; alerts -> {cfg.sinks.alerts_topic} "
             f"({cfgmod.alerts_format(cfg)}), verdicts -> {cfg.sinks.verdicts_topic or 'off'}, "
-            f"DLQ -> {cfg.sinks.dlq_topic}{f', groups -> {cfg.sinks.groups_topic}' if cfg.sinks.groups_topic else ''}; Kafka read by {kafka_source(spark, cfg).describe()}")
+            f"DLQ -> {cfg.sinks.dlq_topic}{f', groups -> {cfg.sinks.groups_topic}' if cfg.sinks.groups_topic else ''}; Kafka read by {plan.read_by}")

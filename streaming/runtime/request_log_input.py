@@ -115,10 +115,11 @@ def make_request_log_mapper(topic_ids: Mapping[str, str] | None = None, *, clust
     return map_lines
 
 
-def request_log_inputs(spark, cfg, options: dict, topic_ids: Mapping[str, str], *, membership: bool = True,
-                       implementation: str = "auto", metadata: Mapping[str, str] | None = None):
+def request_log_inputs(spark, cfg, options: dict, topic_ids: Mapping[str, str] | None, *, membership: bool = True,
+                       implementation: str = "auto", cores: int = 1, metadata: Mapping[str, str] | None = None):
     """The lines topic as router input (the columns every source gives, ``SCHEMA``), read by
-    ``implementation`` (the job's choice: ``inputs.kafka_source``)."""
+    ``implementation`` in at most ``cores`` tasks (the query start's ``input_plan.InputPlan``
+    gives both)."""
     from pyspark.sql import functions as F
 
     from fencewatch.streaming.config.settings import job_cluster, parse_timezone
@@ -127,7 +128,7 @@ def request_log_inputs(spark, cfg, options: dict, topic_ids: Mapping[str, str], 
     s = cfg.streaming
     src = read_kafka_stream(spark, bootstrap=s.bootstrap_servers, topics=[s.request_log_topic], options=options,
                             implementation=implementation)
-    src = src.coalesce(max(1, spark.sparkContext.defaultParallelism))  # as inputs._few_partitions, and why
+    src = src.coalesce(max(1, cores))  # as inputs._few_partitions, and why
     records = src.select("value", "topic", "partition", "offset",
                          (F.unix_micros(F.col("timestamp")) / 1000).cast("long").alias("record_ts"))
     mapper = make_request_log_mapper(topic_ids, cluster=job_cluster(s), tz=parse_timezone(s.log_timezone),

@@ -18,6 +18,7 @@ import json
 from dataclasses import dataclass
 from typing import Any, Iterator, Mapping
 
+from fencewatch.streaming.runtime.input_plan import OTHER
 from fencewatch.streaming.sources.kafka.consumer import read_split
 from fencewatch.streaming.sources.kafka.datasource import KafkaBatchReader, KafkaDataSource, KafkaStreamReader
 from fencewatch.streaming.sources.kafka.options import parse_options
@@ -30,7 +31,7 @@ ROUTER_OPTION = "fencewatch.router"  # JSON: topics -> (source name, seq rank), 
 class RouterSpec:
     """What ``read`` needs to route a topic-partition's records (pickled to the executors)."""
 
-    topics: tuple[tuple[str, str, int], ...]  # (topic, source name, rank in seq = offset * 4 + rank)
+    topics: tuple[tuple[str, str, int], ...]  # input_plan.topic_ranks: (topic, source name, rank in seq)
     input_format: str = "json"
     schema_ids: tuple[int, ...] = (1,)
     group_buckets: int = 0  # streaming.group_buckets, as the checkpoint froze it
@@ -60,7 +61,7 @@ class _Router:
         from fencewatch.streaming.runtime.routing import arrow_batch, route_records
 
         topic, part = builder.topic, builder.partition
-        source, rank = self.names.get(topic, ("other", 2))
+        source, rank = self.names.get(topic, OTHER)
         # (librdkafka timestamp type, ms): type 0 is "none" (the JVM path gave a null there). The
         # coordinates are made from the event id by the router, only for a record that needs them.
         prefix = f"{topic}/{part}/"

@@ -108,14 +108,18 @@ def test_the_events_query_gets_small_output_batches_and_the_session_keeps_its_ow
     while the session itself gets its value back; a query with a ``mapInPandas`` (here
     consumer-offsets) and a ``spark_conf`` value are left alone."""
     from fencewatch.streaming.config import settings as cfgmod
+    from fencewatch.streaming.runtime.input_plan import InputPlan, resolve_reader
     from fencewatch.streaming.runtime.query import COLLECT_BATCH_ROWS, _collect_batching
+
+    def plan(cfg):  # the start's plan, without the cluster's topic ids (no broker here)
+        return InputPlan.from_facts(cfg, resolve_reader(spark, cfg), spark.sparkContext.defaultParallelism)
 
     key = "spark.sql.execution.arrow.maxRecordsPerBatch"
     before = spark.conf.get(key)
     seen: list = []
 
     def start(cfg):
-        with _collect_batching(spark, cfg):
+        with _collect_batching(spark, cfg, plan(cfg)):
             inside = spark.conf.get(key)
             q = (spark.readStream.format("rate").option("rowsPerSecond", 5).load().writeStream
                  .foreachBatch(lambda df, _: seen.append(df.sparkSession.conf.get(key)))
@@ -137,7 +141,7 @@ def test_the_events_query_gets_small_output_batches_and_the_session_keeps_its_ow
     offsets = cfgmod.load_config(environ={}, overrides={"streaming": {"source": "consumer-offsets"}})
     assert start(offsets) == before and set(seen) == {before}
     chosen = cfgmod.load_config(environ={}, overrides={"streaming": {"spark_conf": {key: "500"}}})
-    with _collect_batching(spark, chosen):
+    with _collect_batching(spark, chosen, plan(chosen)):
         assert spark.conf.get(key) == before
 
 
@@ -146,10 +150,11 @@ def test_router_sources_name_the_sources_the_mapinpandas_router_decodes(spark):
     routes inside ``read`` unless a Schema Registry decoder is configured; every other source goes
     through the router."""
     from fencewatch.streaming.config import settings as cfgmod
-    from fencewatch.streaming.runtime.inputs import router_sources
+    from fencewatch.streaming.runtime.input_plan import InputPlan, resolve_reader
 
     def chosen(**streaming):
-        return router_sources(spark, cfgmod.load_config(environ={}, overrides={"streaming": streaming}))
+        cfg = cfgmod.load_config(environ={}, overrides={"streaming": streaming})
+        return InputPlan.from_facts(cfg, resolve_reader(spark, cfg), 2).through_router
 
     assert chosen() == ()
     assert chosen(source="consumer-offsets") == ("consumer-offsets",)

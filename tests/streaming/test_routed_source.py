@@ -78,9 +78,10 @@ def test_routed_source_gives_the_routers_items(spark, broker, topic_factory):
     routed = build_inputs(spark, cfg)  # our source: routes inside read()
     assert routed.schema == ROUTED
 
+    from fencewatch.streaming.runtime.input_plan import InputPlan
     from fencewatch.streaming.runtime.inputs import _event_inputs
     options = {"startingOffsets": "earliest", "maxOffsetsPerTrigger": "100000"}
-    legacy = _event_inputs(spark, cfg, options).mapInPandas(
+    legacy = _event_inputs(spark, cfg, InputPlan.build(spark, cfg), options).mapInPandas(
         make_router("json", group_buckets=cfg.streaming.group_buckets), ROUTED)
 
     routed_rows = _collect(routed)

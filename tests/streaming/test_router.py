@@ -7,7 +7,7 @@ import pyarrow as pa
 import pytest
 
 from fencewatch.state.engine import group_key
-from fencewatch.streaming.runtime.inputs import default_max_offsets
+from fencewatch.streaming.runtime.input_plan import default_max_offsets
 from fencewatch.streaming.runtime.columns import DLQ_KEY, ROUTED
 from fencewatch.streaming.runtime.hold import Held, Record, StoredCommit
 from fencewatch.streaming.runtime.routing import make_router, parse_key, read_key_frame, topic_bucket, unpack_frame

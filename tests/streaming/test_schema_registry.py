@@ -187,13 +187,14 @@ def test_kafka_outputs_write_registry_encoded_alerts(registry, broker, topic_fac
 
 def test_settings_come_from_the_config_and_the_secret_is_redacted():
     from fencewatch.streaming.config import settings as cfgmod
-    from fencewatch.streaming.runtime.inputs import _registry
+    from fencewatch.streaming.runtime.inputs import event_decoder
+    from fencewatch.streaming.runtime.query import alert_encoder
 
     cfg = cfgmod.load_config(environ={"FENCEWATCH_STREAMING__SCHEMA_REGISTRY__URL": "mock://cfg",
                                       "FENCEWATCH_STREAMING__SCHEMA_REGISTRY__BASIC_AUTH_USER_INFO": "u:s3cret"})
     assert cfg.streaming.schema_registry == {"url": "mock://cfg", "basic.auth.user.info": "u:s3cret"}
     shown = json.dumps(cfgmod.redacted(cfg))
     assert "s3cret" not in shown and "mock://cfg" in shown
-    assert isinstance(_registry(cfg, "decoder"), RegistryEventDecoder)
-    assert isinstance(_registry(cfg, "encoder"), RegistryAlertEncoder)
-    assert _registry(cfgmod.Config(), "decoder") is None and _registry(cfgmod.Config(), "encoder") is None
+    assert isinstance(event_decoder(cfg), RegistryEventDecoder)
+    assert isinstance(alert_encoder(cfg), RegistryAlertEncoder)
+    assert event_decoder(cfgmod.Config()) is None and alert_encoder(cfgmod.Config()) is None
