@@ -117,6 +117,7 @@ class Change:
     source: str  # "record": __consumer_offsets, its ts the write's; "line": a request-log line
     event_id: str
     timing: Timing | None = None
+    what: str | None = None  # what the event says when it is no epoch (a coordinator's answer)
 
     def earliest(self) -> float:
         return self.timing.enqueued() if self.source == "line" and self.timing else self.ts
@@ -127,7 +128,7 @@ class Change:
     def cite(self) -> str:
         where = (f"request-log line {self.event_id}" if self.source == "line"
                  else f"__consumer_offsets record {self.event_id}")
-        what = "left" if self.epoch is None else f"epoch {self.epoch}"
+        what = self.what or ("left" if self.epoch is None else f"epoch {self.epoch}")
         return f"{where} ({what}, ts {self.ts})"
 
 
@@ -145,15 +146,25 @@ class Membership:
     emptied: dict[str, list[Change]] = field(default_factory=lambda: collections.defaultdict(list))
     left: dict[tuple[str, str], list[Change]] = field(default_factory=lambda: collections.defaultdict(list))
     timings: dict[int, Timing] = field(default_factory=dict)  # request-log line number -> its timings
+    # a group's coordinator loading or moved: its lines answered COORDINATOR_LOAD_IN_PROGRESS or
+    # NOT_COORDINATOR (the bridge maps them to no event, contract §10.1 a)
+    loads: dict[str, list[Change]] = field(default_factory=lambda: collections.defaultdict(list))
 
     def add_lines(self, lines: Iterable[str]) -> None:
-        """The request log's timings, by line number (as its events' and the verdicts' ids name them)."""
+        """The request log's timings, by line number (as its events' and the verdicts' ids name
+        them), and the lines that show a group's coordinator loading or moved."""
         from fencewatch.sim.live.expect import read_request_log
 
         for i, line in enumerate(lines):
             objects = read_request_log([line])
-            if objects and (ts := _line_ts(line)) is not None and (t := Timing.of(ts, objects[0])) is not None:
+            if not objects or (ts := _line_ts(line)) is None:
+                continue
+            t = Timing.of(ts, objects[0])
+            if t is not None:
                 self.timings[i] = t
+            group = (objects[0].get("request") or {}).get("groupId")
+            if group and _coordinator_answer(objects[0].get("response") or {}):
+                self.loads[group].append(Change(ts, None, "line", str(i), t, "coordinator moving"))
 
     def add(self, e: dict, source: str = "record") -> None:
         """An event of the run decoded offline; ``source``: "record" (``bridge --from-file``) or
@@ -178,6 +189,19 @@ class Membership:
 
     def commit_timing(self, v: dict) -> Timing | None:
         return self.timings.get(_line_number(v.get("event_id")))
+
+
+_COORDINATOR_MOVES = (14, 16)  # COORDINATOR_LOAD_IN_PROGRESS, NOT_COORDINATOR
+
+
+def _coordinator_answer(resp: dict) -> bool:
+    """A response that says the group's coordinator is loading it or is elsewhere: its top-level
+    code, or an OffsetCommit's first partition's."""
+    if resp.get("errorCode") in _COORDINATOR_MOVES:
+        return True
+    topics = resp.get("topics") or ()
+    parts = (topics[0].get("partitions") or ()) if topics else ()
+    return bool(parts) and parts[0].get("errorCode") in _COORDINATOR_MOVES
 
 
 def _line_number(event_id) -> int | None:
@@ -250,6 +274,31 @@ def _classic_rebalance(v: dict, m: Membership, policy: str) -> Change | None:
                                     lambda e: True), v, m))
 
 
+def _classic_coordinator_load(v: dict, m: Membership, policy: str) -> Change | None:
+    """A classic group's coordinator moved (a line for it answered COORDINATOR_LOAD_IN_PROGRESS
+    or NOT_COORDINATOR, at or before the commit) while the commit's generation was the old
+    coordinator's alone: the last GroupMetadata record before the move holds an older generation
+    (a classic group's record is written when its leader's SyncGroup completes, so a generation
+    whose sync had not completed lives only in memory), and no record of that generation or a
+    later one was written from the move to the commit. The new coordinator loaded the stored
+    generation and answered the commit against it; the model, whose generation came from the
+    JoinGroup lines, does not go back to it (docs/fidelity.md, "What the model does not see")."""
+    if not (v["group_id"] in m.classic and _model_accepts(v, policy)
+            and v["broker_error"] in ("ILLEGAL_GENERATION", "REBALANCE_IN_PROGRESS", "UNKNOWN_MEMBER_ID")):
+        return None
+    epoch, ts = v["client_epoch"], v["ts"]
+    stored = [c for c in m.generations.get(v["group_id"], ()) if c.source == "record" and c.epoch is not None]
+    load = max((c for c in m.loads.get(v["group_id"], ()) if c.ts <= ts), key=lambda c: c.ts, default=None)
+    if load is None:
+        return None
+    before = max((c for c in stored if c.ts <= load.ts), key=lambda c: c.ts, default=None)
+    if before is not None and before.epoch >= epoch:
+        return None  # the commit's generation was stored before the move: the load kept it
+    if any(load.ts <= c.ts < ts and c.epoch >= epoch for c in stored):
+        return None  # stored again after the move, before the commit
+    return load
+
+
 def _epoch_race(v: dict, m: Membership, policy: str) -> Change | None:
     """A KIP-848 member had been moved to a new epoch (or removed) when the broker handled the
     commit, and the event that shows it reached the model after the commit's line."""
@@ -292,6 +341,10 @@ EXPLANATIONS: list[tuple[str, str, Callable[[dict, Membership, str], Change | No
     ("classic-rebalance-race", "a classic group's join phase had completed (or its last members had left) when "
      "the broker handled the commit, and the line or record that shows it reached the model after the "
      "commit's line, within that line's own measured timings", _classic_rebalance),
+    ("classic-coordinator-load", "a classic group's coordinator moved (a line for it answered "
+     "COORDINATOR_LOAD_IN_PROGRESS or NOT_COORDINATOR) while the commit's generation had not been stored: "
+     "the last GroupMetadata record before the move holds an older one and none of it was written from the "
+     "move to the commit; the new coordinator judged the commit against the stored generation", _classic_coordinator_load),
     ("member-epoch-race", "the member had been moved to a new epoch (or removed) when the broker handled the "
      "commit, and the line or record that shows it reached the model after the commit's line, within that "
      "line's own measured timings (for a record: the same millisecond)", _epoch_race),

@@ -146,6 +146,51 @@ def test_a_classic_group_emptied_by_its_last_members_leaving():
     assert explain(v, m, "strict") == "classic-rebalance-race"
 
 
+def _load_line(m: Membership, ts: int, answer: int = 14, api: str = "JOIN_GROUP") -> None:
+    """A request-log line for group ``g`` answered ``answer`` (14: COORDINATOR_LOAD_IN_PROGRESS)."""
+    stamp = f"[1970-01-01 00:{ts // 60_000 % 60:02d}:{ts // 1000 % 60:02d},{ts % 1000:03d}]"
+    body = {"requestHeader": {"requestApiKey": 11, "requestApiKeyName": api}, "request": {"groupId": "g"},
+            "response": {"errorCode": answer}, "totalTimeMs": 1.0, "requestQueueTimeMs": 0.0,
+            "responseQueueTimeMs": 0.0, "sendTimeMs": 0.0}
+    m.add_lines([f"{stamp} DEBUG Completed request:{json.dumps(body)} (kafka.request.logger)"])
+
+
+def test_a_classic_generation_the_coordinator_lost_when_it_moved():
+    """A classic group's generation lives in memory until its leader's SyncGroup completes, which
+    writes its GroupMetadata record; the coordinator moving in between, the new one loads the
+    stored generation and answers the old one's ILLEGAL_GENERATION (the 4.2.2 short run of
+    2026-12-04: generation 7 joined, never stored, the node restarted, four commits of it
+    rejected). The load must come after the stored generation and before the commit, and the
+    generation must not have been stored again in between."""
+    v = verdict("ILLEGAL_GENERATION", "NONE", client_epoch=7)
+    m = membership((T - 9_000, 6), classic=True)  # generation 6: stored (its record)
+    m.add({"type": "classic_generation", "group_id": "g", "ts": T - 6_000, "generation": 7, "event_id": "3",
+           "member_id": "m"}, "line")  # 7: joined, in memory only
+    assert explain(v, m, "strict") is None  # no move: nothing explains it
+    _load_line(m, T - 80)
+    assert explain(v, m, "strict") == "classic-coordinator-load"
+    assert cite(v, m, "strict")[1].cite().startswith("request-log line 0 (coordinator moving")
+    assert explain(v, m, "kip1251") == "classic-coordinator-load"
+    assert explain(verdict("ILLEGAL_GENERATION", "ILLEGAL_GENERATION", client_epoch=7), m, "strict") is None
+    assert explain(verdict("STALE_MEMBER_EPOCH", "NONE", client_epoch=7), m, "strict") is None
+
+    stored = membership((T - 9_000, 6), (T - 5_000, 7), classic=True)  # 7 stored before the move
+    _load_line(stored, T - 80)
+    assert explain(v, stored, "strict") is None
+    again = membership((T - 9_000, 6), (T - 50, 7), classic=True)  # stored again after the move
+    _load_line(again, T - 80)
+    assert explain(v, again, "strict") is None
+    later = membership((T - 9_000, 6), classic=True)  # the move after the commit
+    _load_line(later, T + 5)
+    assert explain(v, later, "strict") is None
+    other = membership((T - 9_000, 6), classic=True)  # an answer that is no move
+    _load_line(other, T - 80, answer=22)
+    assert explain(v, other, "strict") is None
+    moved = membership((T - 9_000, 6), classic=True)  # NOT_COORDINATOR from the old node
+    _load_line(moved, T - 80, answer=16, api="HEARTBEAT")
+    assert explain(v, moved, "strict") == "classic-coordinator-load"
+
+
 def test_a_member_leaving_in_the_commits_millisecond():
     v = verdict("NONE", "UNKNOWN_MEMBER_ID")
     m = membership((T - 5_000, 3))
