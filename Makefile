@@ -127,8 +127,12 @@ $(HELM):
 	@command -v go >/dev/null 2>&1 || { echo "error: go not found; helm is built with it" >&2; exit 1; }
 	GOBIN=$(dir $(HELM)) GOFLAGS=-mod=mod go install helm.sh/helm/v3/cmd/helm@$(HELM_VERSION)
 
+# Two pytest workers (pytest-xdist), each file on one worker (its module fixtures shared): most
+# of a test's time waits on a broker, Spark or a timer, and one worker used 60% of one core
+# (tests/README.md, "When CI runs what"). TEST_WORKERS=0 runs in one process.
+TEST_WORKERS ?= 2
 test: $(STAMP) system-deps jars connector-jars streams-app kustomize helm
-	$(PY) -m pytest -q --durations=25 -m "not full_fault_table"
+	$(PY) -m pytest -q --durations=25 -n $(TEST_WORKERS) --dist loadfile -m "not full_fault_table"
 
 # The long fault trials (tests/conftest.py FULL_TABLE_ONLY: one to four minutes each), which `make test` leaves
 # out to stay near 20 minutes; CI runs them nightly with `make bench` (.ci/nightly, tests/README.md).

@@ -8,6 +8,7 @@ rewritten from it, one column per reader.
 """
 from __future__ import annotations
 
+import fcntl
 import json
 import os
 import signal
@@ -34,13 +35,21 @@ _COLUMNS = {"python": "fencewatch-kafka (Python)", "spark": "Spark's Kafka conne
 def record_row(test: str, *, load: str, fault: str, outcome: str, verdicts: str, alerts: str,
                lost: int, duplicated: int, source: str = "python") -> None:
     """Store this test's cell for ``source`` and rewrite docs/reliability.md from all rows.
-    ``source`` ``any``: a test that reads Kafka with neither (the sink alone, the decoders)."""
+    ``source`` ``any``: a test that reads Kafka with neither (the sink alone, the decoders).
+    Under a lock: ``make test`` runs two pytest workers, and a read-modify-write of one file by
+    both would lose a row."""
+    with open(TABLE_JSON.with_suffix(".lock"), "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        _write_row(test, source, dict(load=load, fault=fault, outcome=outcome, verdicts=verdicts, alerts=alerts,
+                                      lost=lost, duplicated=duplicated))
+
+
+def _write_row(test: str, source: str, cells: dict) -> None:
     rows = json.loads(TABLE_JSON.read_text()) if TABLE_JSON.exists() else {}
     row = rows.get(test, {})
     if "load" in row and "python" not in row:  # a row written before the readers had columns
         row = {"python": row}
-    row[source] = {"load": load, "fault": fault, "outcome": outcome, "verdicts": verdicts, "alerts": alerts,
-                   "lost": lost, "duplicated": duplicated, "date": time.strftime("%Y-%m-%d", time.gmtime())}
+    row[source] = {**cells, "date": time.strftime("%Y-%m-%d", time.gmtime())}
     rows[test] = row
     TABLE_JSON.write_text(json.dumps(rows, indent=1, sort_keys=True) + "\n")
     TABLE_MD.write_text(render_table(rows))
