@@ -25,7 +25,8 @@ import numpy as np
 import pandas as pd
 
 from fencewatch.sinks.jsonl import alert_json, commit_verdicts_block, commit_verdicts_pieces, forget_layouts
-from fencewatch.state.status import DEFAULT_CLUSTER, summarize_commit_verdicts
+from fencewatch.state.status import (DEFAULT_CLUSTER, event_counts, heartbeat_marks, step_status,
+                                     summarize_commit_verdicts)
 from fencewatch.state import group as grp
 from fencewatch.state.group_view import count_verdicts, group_view, snapshot_due, view_key
 from fencewatch.state.config import RulesConfig
@@ -157,7 +158,7 @@ def _dead_letters(pdfs: Iterable[pd.DataFrame]) -> Iterator[pd.DataFrame]:
             if etype == "unknown":
                 unknown[("unknown", source or "other")] += 1
         if unknown:
-            rows.add("counts", None, cluster=DEFAULT_CLUSTER, group_id="", json=json.dumps(_event_counts(unknown)))
+            rows.add("counts", None, cluster=DEFAULT_CLUSTER, group_id="", json=json.dumps(event_counts(unknown)))
         yield _frame(rows.cols)
 
 
@@ -167,11 +168,6 @@ def _add_dead(rows: OutRows, dead: list) -> None:
     event ids the router gave them."""
     for value, reason, eid, seq in dead:
         rows.add("dlq", None, seq, json=eid, raw=bytes(value), reason=reason)
-
-
-def _event_counts(counts: Counter) -> dict[str, int]:
-    """{(type, source): n} as a status or counts row carries it: {"type/source": n}."""
-    return {f"{t}/{s}": n for (t, s), n in sorted(counts.items())}
 
 
 STATUS_ROW_GROUPS = 500
@@ -198,15 +194,11 @@ class _Statuses:
 
     def add(self, rows: OutRows, st, counts: dict, hb_before: tuple[int, int], out: grp.Outputs,
             forgotten: bool = False, summary: tuple[Counter, Counter] | None = None) -> None:
-        """A group's status after its step; ``forgotten``: its last, as its state goes (state
+        """A group's status after its step (``status.step_status``: with the step's event counts and
+        heartbeat errors since ``hb_before``); ``forgotten``: its last, as its state goes (state
         ``Dead``: the metrics drop the group). ``summary``: its commits' verdict summary, when the
         step made it already (the group's snapshot counts them): added as it is, not made again."""
-        status = grp.status(st, self.cfg, forgotten=forgotten)
-        status["events"] = _event_counts(counts)
-        status["heartbeat_errors"] = {
-            "FENCED_MEMBER_EPOCH": st.counters.heartbeat_fenced - hb_before[0],
-            "UNKNOWN_MEMBER_ID": st.counters.heartbeat_unknown_member - hb_before[1]}
-        self.statuses.append(status)
+        self.statuses.append(step_status(st, self.cfg, counts, hb_before, forgotten=forgotten))
         if st.last_ts is not None and (self.ts is None or st.last_ts > self.ts):
             self.ts = st.last_ts
         if summary is not None:
@@ -334,8 +326,7 @@ class _KeySteps:
                                                    caught_up=caught_up), dead)
         clock = hold.clock(now)
         out = grp.Outputs()
-        hb_before = (st.counters.heartbeat_fenced, st.counters.heartbeat_unknown_member) if (
-            is_group and st is not None) else (0, 0)
+        hb_before = heartbeat_marks(st if is_group else None)
         before = view_key(st) if is_group and self.emit_groups else None
         st = _run(pkey, st, ready, cfg, out, clock if hold.last_ts else None)
         # Forgotten (contract §4.4; the rule is state/'s): the key's state goes, held events none.
@@ -349,7 +340,7 @@ class _KeySteps:
         if is_group:
             statuses.add(rows, st, counts, hb_before, out, forgotten=gone, summary=summary)
         elif counts:  # partition-scoped events (partition_epochs): counted with group=""
-            rows.add("counts", None, cluster=pkey.cluster, group_id="", json=json.dumps(_event_counts(counts)))
+            rows.add("counts", None, cluster=pkey.cluster, group_id="", json=json.dumps(event_counts(counts)))
         if gone:
             return None, None
         waits = []

@@ -12,7 +12,7 @@ from collections import Counter
 from dataclasses import dataclass, field
 
 from fencewatch.sinks.kafka_topics import OutputTopicError
-from fencewatch.state.status import VerdictShape
+from fencewatch.state.status import VerdictShape, read_event_counts, step_counts
 from fencewatch.streaming.config import settings as cfgmod
 from fencewatch.streaming.runtime.stats import JobStats
 
@@ -154,12 +154,11 @@ class BatchWriter:
             alert_ts = np.array([r.ts for r in alert_rows], dtype=np.int64)
             acc.latencies.append((now_ms - alert_ts) / 1000.0)
             acc.stamps.append(alert_ts)
-        for st in status:
-            _count_events(acc.events, st["cluster"], st["group_id"], st.pop("events", {}))
-            for err, n in st.pop("heartbeat_errors", {}).items():
-                if n:
-                    acc.hb_errors[(st["cluster"], st["group_id"], err)] += n
-            st.setdefault("rebalances_total", 0)
+        for st in status:  # each group's step: its status, and what it counted (``state.status.step_counts``)
+            events, hb_errors = step_counts(st)
+            _count_events(acc.events, st["cluster"], st["group_id"], events)
+            for err, n in hb_errors.items():
+                acc.hb_errors[(st["cluster"], st["group_id"], err)] += n
         acc.status += status
         for r in by_kind["counts"]:
             _count_events(acc.events, r.cluster, "", json.loads(r.json))  # partition-scoped events, unknown types
@@ -178,9 +177,8 @@ class BatchWriter:
 
 
 def _count_events(events: Counter, cluster: str, group_id: str, counts: dict) -> None:
-    """A state function row's {"type/source": n} into the batch's event counts."""
-    for key, n in counts.items():
-        etype, _, source = key.partition("/")
+    """A state function row's event counts (``state.status.event_counts``) into the batch's."""
+    for etype, source, n in read_event_counts(counts):
         events[(cluster, group_id, etype, source)] += n
 
 
