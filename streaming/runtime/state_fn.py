@@ -30,8 +30,8 @@ from fencewatch.state.status import (DEFAULT_CLUSTER, event_counts, heartbeat_ma
 from fencewatch.state import group as grp
 from fencewatch.state.group_view import count_verdicts, group_view, snapshot_due, view_key
 from fencewatch.state.config import RulesConfig
-from fencewatch.state import partition as part
-from fencewatch.state.engine import Key, KeyKind, apply, group_key, is_gone, run_key, wakeup
+from fencewatch.state.engine import (Key, KeyKind, group_key, key_forgotten, key_wakeup, run_key, run_topics,
+                                     timeout_ms)
 
 from fencewatch.streaming.runtime.gc_pause import no_cyclic_gc
 from fencewatch.streaming.runtime.hold import Hold
@@ -54,29 +54,12 @@ _Rows = Rows
 
 
 def _run(pkey: Key, st, ready: list[Held], cfg: RulesConfig, out: grp.Outputs, clock: int | None):
-    """Apply a key's released entries (``routing.decode_released``), in order. A group key's are
-    typed events (``run_key``); a topic bucket's state is its topics' watches: a
-    :class:`StoredCommit` goes straight to ``partition.note_commits``, as the local engine does,
-    without a ``CommitFact`` per partition, and a ``TopicEvent`` to its topic's watch."""
+    """Apply a key's released entries (``routing.decode_released``), in order: a group key's are
+    typed events (``engine.run_key``); a topic bucket's, its topics' watches' stored commits
+    (:class:`StoredCommit`) and its :class:`TopicEvent` entries (``engine.run_topics``)."""
     if pkey.kind is KeyKind.GROUP:
         return run_key(pkey, st, [held.payload for held in ready], cfg, out, clock=clock)
-    watches = {} if st is None else st
-    for held in ready:
-        item = held.payload
-        topic = item.topic
-        tw = watches.get(topic)
-        if tw is None:
-            tw = part.new_topic_watch(pkey.cluster, topic)
-        if type(item) is StoredCommit:
-            tw = part.note_commits(tw, item.group_id, item.partitions, item.offsets, item.leader_epochs, held.ts,
-                                   out, cfg.group_retention_ms)
-        else:  # a TopicEvent
-            tw = apply(tw, item.event, cfg, out)
-        watches[topic] = tw
-    if clock is not None:  # a watch nothing refers to any more goes (contract §4.4)
-        for topic in [t for t, tw in watches.items() if is_gone(tw, clock, cfg)]:
-            del watches[topic]
-    return watches
+    return run_topics(pkey.cluster, st, ready, cfg, out, clock, commit_type=StoredCommit)
 
 
 def _render(out: grp.Outputs, verdict_rows: Callable[[OutRows, list], None] | None,
@@ -330,7 +313,7 @@ class _KeySteps:
         before = view_key(st) if is_group and self.emit_groups else None
         st = _run(pkey, st, ready, cfg, out, clock if hold.last_ts else None)
         # Forgotten (contract §4.4; the rule is state/'s): the key's state goes, held events none.
-        gone = bool(hold.last_ts) and not hold.pending and (is_gone(st, clock, cfg) if is_group else not st)
+        gone = key_forgotten(pkey.kind, st, clock, cfg, started=bool(hold.last_ts), holding=bool(hold.pending))
         _render(out, _verdicts_row if self.emit_verdicts else None, rows)
         summary = None
         if is_group and self.emit_groups and st is not None:
@@ -343,13 +326,8 @@ class _KeySteps:
             rows.add("counts", None, cluster=pkey.cluster, group_id="", json=json.dumps(event_counts(counts)))
         if gone:
             return None, None
-        waits = []
-        if hold.pending:
-            waits.append(hold.wait_ms(now, max_skew_ms))
-        due = _wakeup(pkey, st, cfg)
-        if due is not None:
-            waits.append(due - clock)
-        return (encode_state(pkey, st), encode_hold(hold)), (max(1, min(waits)) if waits else None)
+        wait = timeout_ms(key_wakeup(pkey.kind, st, cfg), clock, hold.wait_ms(now, max_skew_ms))
+        return (encode_state(pkey, st), encode_hold(hold)), wait
 
 
 def _group_row(rows: OutRows, g, before: tuple | None, out: grp.Outputs, gone: bool,
@@ -398,14 +376,6 @@ def make_stream_fn(cfg: RulesConfig, *, max_skew_ms: int = 2_000, emit_verdicts:
             yield frame
 
     return stream_fn
-
-
-def _wakeup(pkey: Key, st, cfg: RulesConfig) -> int | None:
-    """The event time a key's state next has something to do without input (``engine.wakeup``;
-    a topic bucket's: its watches' earliest)."""
-    if pkey.kind is KeyKind.GROUP:
-        return wakeup(st, cfg)
-    return min((w for w in map(wakeup, st.values(), repeat(cfg)) if w is not None), default=None)
 
 
 def make_batch_fn(cfg: RulesConfig, clock: int | None) -> Callable:
