@@ -34,6 +34,11 @@ def request(rows, error_code=None, *, ts=2000, group="g"):
 @pytest.mark.parametrize("code, stored", [(None, True), (0, True), (22, False), (25, False), (113, False)])
 def test_the_broker_stored_the_offsets_when_it_answered_0_or_gave_no_answer(code, stored):
     assert offsets_stored(code) is stored
+    rows = [("a", 0, 10, 1)]
+    # the event's topics and the router's (each tests the answer inline) follow the one rule
+    assert bool(stored_topics(request(rows, code))) is stored
+    assert bool(commit_topics(code, rows)) is stored
+    assert (len(list(route(request(rows, code)))) == 2) is stored
 
 
 def test_a_stored_commit_goes_to_its_topics_with_their_columns_and_a_rejected_one_to_none():
