@@ -54,19 +54,23 @@ def topic_key(cluster: str, topic: str) -> Key:
     return Key(KeyKind.TOPIC, cluster, topic)
 
 
+STORED_ANSWERS = frozenset({None, 0})
+"""The broker's answers (``error_code``) with which it stored a commit request's offsets: 0, or no
+answer given (assumed stored: the input may lack the broker's answer; docs/decisions.md). Only
+stored offsets reach their topics' truncation watches (contract §5: a rejected commit moved no
+consumer). A set, tested inline where a commit is routed (no call per commit on the hot paths)."""
+
+
 def offsets_stored(error_code: int | None) -> bool:
-    """Whether the broker stored a commit request's offsets: it answered 0, or no answer was given
-    (assumed stored: the input may lack the broker's answer; docs/decisions.md). Only stored offsets
-    reach their topics' truncation watches (contract §5: a rejected commit moved no consumer)."""
-    return error_code is None or error_code == 0
+    """Whether the broker stored a commit request's offsets (:data:`STORED_ANSWERS`)."""
+    return error_code in STORED_ANSWERS
 
 
 def stored_topics(ev: OffsetCommit) -> list[tuple[str, tuple, tuple, tuple]]:
     """The topics a commit request's stored offsets go to besides its group (:func:`route`), each
     with its (partitions, offsets, leader epochs); none when the broker did not store them
     (:func:`offsets_stored`)."""
-    code = ev.error_code
-    if (code is None or code == 0) and ev.offsets.tps:  # offsets_stored, inlined: the router's path per commit
+    if ev.error_code in STORED_ANSWERS and ev.offsets.tps:
         return _by_topic(ev.offsets)
     return []
 
@@ -77,7 +81,7 @@ def commit_topics(error_code: int | None, rows: Iterable[tuple]) -> list[tuple[s
     partition, in the request's order. Topics in order of first appearance, as
     :func:`columns_by_topic`; a request's partitions of a topic are usually listed together, and
     then each topic's columns are slices, with no step per partition."""
-    if error_code is not None and error_code != 0:  # not offsets_stored, inlined: the router's fast path
+    if error_code not in STORED_ANSWERS:
         return []
     try:
         topics, partitions, offsets, epochs = zip(*rows)
@@ -293,7 +297,7 @@ class LocalEngine:
                 if st is None:
                     st = new_state(key)
                 states[key] = grp.process(st, ev, cfg, out)
-                if kind is OffsetCommit and offsets_stored(ev.error_code) and ev.offsets.tps:
+                if kind is OffsetCommit and ev.error_code in STORED_ANSWERS and ev.offsets.tps:
                     offsets = ev.offsets
                     if offsets.topic is not None:  # one topic: the usual request
                         self._note_commits(ev, offsets.topic, offsets.partitions, offsets.offsets,
