@@ -83,3 +83,22 @@ def test_the_exporter_counts_what_the_steps_brought_without_the_driver_naming_a_
     assert ('fencewatch_broker_errors_total{api="ConsumerGroupHeartbeat",cluster="default",error="FENCED_MEMBER_EPOCH",'
             'group="g1"} 3.0') in text
     assert 'fencewatch_group_rebalances_total{cluster="default",group="g1"} 4.0' in text
+
+
+def test_the_runtime_names_no_metric_nor_a_steps_count():
+    """The Spark glue hands rows over; the metrics (``sinks.metrics``) and what a step counts
+    (``state.status``) are named where they are declared. Any string in ``streaming/runtime/`` that
+    is a job metric's name, a step count's field or a heartbeat error it counts fails here (the
+    state function and the writer named three of them before issue 47 item 4)."""
+    import ast
+    from pathlib import Path
+
+    from fencewatch.sinks import metrics as m
+    from fencewatch.state.status import HEARTBEAT_ERRORS
+
+    named = {s.name for s in m.JOB_METRICS} | {"heartbeat_errors", "rebalances_total", *HEARTBEAT_ERRORS}
+    runtime = Path(__file__).resolve().parents[2] / "streaming" / "runtime"
+    found = [f"{p.name}:{node.lineno} {node.value!r}" for p in sorted(runtime.glob("*.py"))
+             for node in ast.walk(ast.parse(p.read_text()))
+             if isinstance(node, ast.Constant) and isinstance(node.value, str) and node.value in named]
+    assert found == []
