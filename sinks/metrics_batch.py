@@ -1,7 +1,8 @@
 """What one micro-batch brings to the exporter, and the plain structures it is counted into.
 
-What lives here: :class:`MetricsBatch` (the driver's input, plain Python only), the parsed
-:class:`GroupStatus` of one group, the exporter's own :class:`Histogram` (cumulative buckets
+What lives here: :class:`MetricsBatch` (the driver's input, plain Python only), :class:`StepCounts`
+(what the state function's status and counts rows bring it, gathered as the driver reads them:
+the driver names none of their fields), the parsed :class:`GroupStatus` of one group, the exporter's own :class:`Histogram` (cumulative buckets
 counted per batch), and :class:`Aggregate`, one batch counted outside the exporter's lock.
 No prometheus_client import: `sinks/prometheus.py` turns these into metric families.
 """
@@ -16,6 +17,7 @@ from typing import Any, Iterable, Mapping
 import numpy as np
 
 from fencewatch.sinks.metrics import GroupKey
+from fencewatch.state.status import read_event_counts, step_counts
 
 
 @dataclass(frozen=True, slots=True)
@@ -50,6 +52,56 @@ class MetricsBatch:
     state_memory_bytes: int | None = None
     last_event_ts_ms: int | None = None
     deleted_groups: Iterable[tuple[str, str]] = ()
+
+
+class StepCounts:
+    """What a micro-batch's groups' steps bring the exporter, gathered chunk by chunk as the driver
+    reads the state function's rows, and handed over as :class:`MetricsBatch` fields
+    (:meth:`fields`): each status row's group statuses (``state.status.step_status``: a group's
+    status, its step's events and heartbeats answered with an error) and verdict summary, and each
+    counts row's events (partition-scoped ones and unknown types, with group ""). The metrics they
+    feed (``events_total``, ``broker_errors_total``'s heartbeats, the group gauges and
+    ``group_rebalances_total``, ``commits_judged_total`` and the rest of the verdicts') are counted
+    in the order the rows came, so the exporter's series are made in that order."""
+
+    __slots__ = ("statuses", "summaries", "events", "heartbeat_errors")
+
+    def __init__(self) -> None:
+        self.statuses: list[dict] = []
+        self.summaries: list[tuple[Counter, Counter]] = []
+        self.events: Counter = Counter()  # (cluster, group_id, type, source) -> events
+        self.heartbeat_errors: Counter = Counter()  # (cluster, group_id, error) -> heartbeats
+
+    def add_status_row(self, statuses: list[dict], summary: tuple[Counter, Counter] | None) -> None:
+        """One status row (``streaming.runtime.outputs.read_status``): its groups' step statuses,
+        taken apart (``state.status.step_counts``), and the summary of their verdicts."""
+        if summary is not None:
+            self.summaries.append(summary)
+        for status in statuses:
+            events, errors = step_counts(status)
+            cluster, group_id = status["cluster"], status["group_id"]
+            self._count_events(cluster, group_id, events)
+            for error, n in errors.items():
+                self.heartbeat_errors[(cluster, group_id, error)] += n
+        self.statuses += statuses
+
+    def add_counts_row(self, cluster: str, counts: dict[str, int]) -> None:
+        """One counts row's events (``state.status.event_counts``), counted with group ""."""
+        self._count_events(cluster, "", counts)
+
+    def _count_events(self, cluster: str, group_id: str, counts: dict[str, int]) -> None:
+        events = self.events
+        for etype, source, n in read_event_counts(counts):
+            events[(cluster, group_id, etype, source)] += n
+
+    def events_read(self) -> int:
+        """Every input event the batch's rows counted (the job's totals)."""
+        return sum(self.events.values())
+
+    def fields(self) -> dict[str, Any]:
+        """The :class:`MetricsBatch` fields these give."""
+        return {"verdict_summaries": self.summaries, "group_status": self.statuses,
+                "events": dict(self.events), "heartbeat_errors": dict(self.heartbeat_errors)}
 
 
 @dataclass(frozen=True, slots=True)

@@ -1,4 +1,5 @@
-"""Routing events to keyed state, shared by the local engine and the Spark state function.
+"""Routing events to keyed state, shared by the local engine and the Spark state function; and
+what a stream's key decides in its turn (its topic watches' step, whether it goes, when it wakes).
 
 Two key spaces, told apart by the key's :class:`KeyKind`: a group key ``Key(GROUP, cluster,
 group_id)`` for everything about a group, and a topic key ``Key(TOPIC, cluster, topic)`` for
@@ -11,6 +12,7 @@ any engine that keeps that order per key produces the same outputs.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from itertools import repeat
 from enum import StrEnum
 from operator import attrgetter
 from typing import Iterable, Iterator, NamedTuple
@@ -52,6 +54,50 @@ def topic_key(cluster: str, topic: str) -> Key:
     return Key(KeyKind.TOPIC, cluster, topic)
 
 
+STORED_ANSWERS = frozenset({None, 0})
+"""The broker's answers (``error_code``) with which it stored a commit request's offsets: 0, or no
+answer given (assumed stored: the input may lack the broker's answer; docs/decisions.md). Only
+stored offsets reach their topics' truncation watches (contract §5: a rejected commit moved no
+consumer). A set, tested inline where a commit is routed (no call per commit on the hot paths)."""
+
+
+def offsets_stored(error_code: int | None) -> bool:
+    """Whether the broker stored a commit request's offsets (:data:`STORED_ANSWERS`)."""
+    return error_code in STORED_ANSWERS
+
+
+def stored_topics(ev: OffsetCommit) -> list[tuple[str, tuple, tuple, tuple]]:
+    """The topics a commit request's stored offsets go to besides its group (:func:`route`), each
+    with its (partitions, offsets, leader epochs); none when the broker did not store them
+    (:func:`offsets_stored`)."""
+    if ev.error_code in STORED_ANSWERS and ev.offsets.tps:
+        return offsets_by_topic(ev.offsets)
+    return []
+
+
+def commit_topics(error_code: int | None, rows: Iterable[tuple]) -> list[tuple[str, tuple, tuple, tuple]]:
+    """:func:`stored_topics` for a commit whose event is not built (the router's fast path reads a
+    commit line's fields without it): ``rows`` its (topic, partition, offset, leader epoch) per
+    partition, in the request's order. Topics in order of first appearance, as
+    :func:`columns_by_topic`; a request's partitions of a topic are usually listed together, and
+    then each topic's columns are slices, with no step per partition."""
+    if error_code not in STORED_ANSWERS:
+        return []
+    try:
+        topics, partitions, offsets, epochs = zip(*rows)
+    except ValueError:  # no rows
+        return []
+    first = topics[0]
+    n = len(topics)
+    if topics.count(first) == n:
+        return [(first, partitions, offsets, epochs)]
+    starts = [0] + [i for i in range(1, n) if topics[i] != topics[i - 1]]
+    if len(starts) == len(set(topics)):
+        ends = starts[1:] + [n]
+        return [(topics[a], partitions[a:b], offsets[a:b], epochs[a:b]) for a, b in zip(starts, ends)]
+    return columns_by_topic(zip(topics, partitions, offsets, epochs))
+
+
 def offsets_by_topic(offsets: CommitOffsets) -> list[tuple[str, tuple, tuple, tuple]]:
     """(topic, partitions, offsets, leader epochs) per topic of a commit's offsets, topics in order
     of first appearance; a request is usually one topic. Public because the stream's router puts
@@ -78,7 +124,7 @@ def columns_by_topic(rows: Iterable[tuple]) -> list[tuple[str, tuple, tuple, tup
 
 
 def _facts_by_topic(ev) -> Iterator[tuple[Key, tuple]]:
-    for topic, partitions, offsets, epochs in offsets_by_topic(ev.offsets):
+    for topic, partitions, offsets, epochs in stored_topics(ev):
         yield topic_key(ev.cluster, topic), tuple(
             part.CommitFact(ev.ts, ev.cluster, ev.group_id, ev.event_id, ev.seq, topic, p, o, e)
             for p, o, e in zip(partitions, offsets, epochs))
@@ -91,9 +137,7 @@ def route(ev) -> Iterator[tuple[Key, object]]:
         return
     yield group_key(ev.cluster, ev.group_id), ev
     if isinstance(ev, OffsetCommit):
-        # Stored by the broker: its answer 0, or no answer given (assumed stored; docs/decisions.md).
-        if ev.error_code in (None, 0) and ev.offsets.tps:
-            yield from _facts_by_topic(ev)
+        yield from _facts_by_topic(ev)  # the offsets the broker stored (:func:`stored_topics`)
     elif isinstance(ev, OffsetCommitted):
         yield topic_key(ev.cluster, ev.topic), (part.CommitFact(
             ev.ts, ev.cluster, ev.group_id, ev.event_id, ev.seq, ev.topic, ev.partition, ev.offset, ev.leader_epoch),)
@@ -151,6 +195,72 @@ def wakeup(state, cfg: RulesConfig) -> int | None:
     return part.topic_wakeup(state, cfg.group_retention_ms)
 
 
+# --------------------------------------------------------------------------- a stream's keys (contract §4.4)
+# The stream keys a cluster's topics in buckets, each holding its topics' watches by topic, and
+# runs a key when it has input or when its wake-up has passed: what each of those turns decides.
+
+
+def run_topics(cluster: str, watches: dict | None, entries: Iterable, cfg: RulesConfig, out: grp.Outputs,
+               clock: int | None = None, *, commit_type: type) -> dict:
+    """Apply a bucket of a cluster's topics' truncation watches (topic -> watch) to its entries, in
+    (ts, seq) order; then, at ``clock``, remove each watch nothing refers to any more
+    (:func:`is_gone`). Returns the watches left.
+
+    Each entry has a ``ts`` and a ``payload`` with a ``topic``. A payload of ``commit_type`` (the
+    stream's stored commit: ``group_id``, ``partitions``, ``offsets``, ``leader_epochs``) is what
+    one stored commit wrote to the topic, noted as :class:`LocalEngine` notes it, without a
+    ``CommitFact`` per partition; any other carries the ``event`` :func:`route` gave the topic's key
+    (a ``partition_epochs``, an ``offset_committed``'s or ``offset_deleted``'s commit facts)."""
+    watches = {} if watches is None else watches
+    retention_ms = cfg.group_retention_ms
+    for entry in entries:
+        item = entry.payload
+        topic = item.topic
+        tw = watches.get(topic)
+        if tw is None:
+            tw = part.new_topic_watch(cluster, topic)
+        if type(item) is commit_type:
+            tw = part.note_commits(tw, item.group_id, item.partitions, item.offsets, item.leader_epochs, entry.ts,
+                                   out, retention_ms)
+        else:
+            tw = apply(tw, item.event, cfg, out)
+        watches[topic] = tw
+    if clock is not None:
+        for topic in [t for t, tw in watches.items() if is_gone(tw, clock, cfg)]:
+            del watches[topic]
+    return watches
+
+
+def key_wakeup(kind: KeyKind, state, cfg: RulesConfig) -> int | None:
+    """The event time a key's state next has something to do without input (:func:`wakeup`): a
+    group's; a bucket of topic watches' (:func:`run_topics`), its watches' earliest."""
+    if kind is KeyKind.GROUP:
+        return wakeup(state, cfg)
+    return min((w for w in map(wakeup, state.values(), repeat(cfg)) if w is not None), default=None)
+
+
+def key_forgotten(kind: KeyKind, state, clock: int, cfg: RulesConfig, *, started: bool, holding: bool) -> bool:
+    """Whether a key's state goes after its turn, decisions made up to ``clock`` (contract §4.4):
+    never before the key has read an event (``started``: its clock starts there) nor while it still
+    holds one (``holding``: a held event must meet the state it was routed to); then a group key
+    once its group is forgotten (:func:`is_gone`), a topic bucket once no watch is left
+    (:func:`run_topics` removed those gone)."""
+    if not started or holding:
+        return False
+    return is_gone(state, clock, cfg) if kind is KeyKind.GROUP else not state
+
+
+def timeout_ms(wake_at: int | None, clock: int, hold_wait_ms: int | None) -> int | None:
+    """The wall ms after which a key runs again without input (the Spark state timeout): the
+    earlier of its held events' wait (``hold_wait_ms``, None: none held) and its state's wake-up
+    (:func:`key_wakeup`, event time), which an idle key's clock reaches as wall time passes (its
+    clock moves with wall time from its newest event); at least 1 ms. None: nothing to wait for."""
+    if wake_at is None:
+        return None if hold_wait_ms is None else max(1, hold_wait_ms)
+    due = wake_at - clock
+    return max(1, due if hold_wait_ms is None else min(hold_wait_ms, due))
+
+
 # Events that touch their group's key only (``route`` yields nothing else for them).
 _GROUP_ONLY = frozenset({MemberAssignment, MemberLeft, Heartbeat, ClassicJoin, ClassicSync, GroupStateChange})
 
@@ -190,7 +300,7 @@ class LocalEngine:
                 if st is None:
                     st = new_state(key)
                 states[key] = grp.process(st, ev, cfg, out)
-                if kind is OffsetCommit and ev.error_code in (None, 0) and ev.offsets.tps:
+                if kind is OffsetCommit and ev.error_code in STORED_ANSWERS and ev.offsets.tps:
                     offsets = ev.offsets
                     if offsets.topic is not None:  # one topic: the usual request
                         self._note_commits(ev, offsets.topic, offsets.partitions, offsets.offsets,

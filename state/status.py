@@ -2,9 +2,10 @@
 that metrics count (contract §8.3). Pure: no Prometheus here (the exporter, ``sinks/``,
 turns these into series), so the Spark state function imports nothing of it.
 
-Owns: :func:`status` (a group's gauges and counters), :class:`VerdictShape` and
-:class:`RequestFacts` (the keys metrics count verdicts by) and
-:func:`summarize_commit_verdicts`.
+Owns: :func:`status` (a group's gauges and counters), :func:`step_status` (the status a step
+ships, with what the step counted: its events and its heartbeats' errors) and its reader
+:func:`step_counts`, :class:`VerdictShape` and :class:`RequestFacts` (the keys metrics count
+verdicts by) and :func:`summarize_commit_verdicts`.
 """
 from __future__ import annotations
 
@@ -40,6 +41,68 @@ def status(g: OffsetStore, cfg, *, forgotten: bool = False) -> dict:
         **{total: getattr(counters, name) for name, total in _counter_names(type(counters))},
         **({"forgotten": True} if forgotten else {}),
     }
+
+
+# --------------------------------------------------------------------------- what a step counted
+
+HEARTBEAT_ERRORS = ("FENCED_MEMBER_EPOCH", "UNKNOWN_MEMBER_ID")
+"""The errors a heartbeat is counted by (``Counters.heartbeat_fenced``,
+``Counters.heartbeat_unknown_member``), by Kafka's names: what ``broker_errors_total`` labels
+them with (api ``ConsumerGroupHeartbeat``)."""
+
+
+def heartbeat_marks(g: OffsetStore | None) -> tuple[int, int]:
+    """The group's heartbeat error counters before a step, in :data:`HEARTBEAT_ERRORS`' order
+    (no group yet: none answered)."""
+    if g is None:
+        return (0, 0)
+    counters = g.counters
+    return (counters.heartbeat_fenced, counters.heartbeat_unknown_member)
+
+
+def heartbeat_errors(g: OffsetStore, marks: tuple[int, int]) -> dict[str, int]:
+    """The heartbeats one step answered with an error, by Kafka's error name: the counters' growth
+    since ``marks`` (:func:`heartbeat_marks`). A step's share, not the totals: the exporter adds
+    each step's to ``broker_errors_total``, a counter that outlives the group's state."""
+    counters = g.counters
+    return {"FENCED_MEMBER_EPOCH": counters.heartbeat_fenced - marks[0],
+            "UNKNOWN_MEMBER_ID": counters.heartbeat_unknown_member - marks[1]}
+
+
+def event_counts(counts) -> dict[str, int]:
+    """A step's events, {(type, source): n}, as a status or counts row carries them:
+    ``{"type/source": n}``, sorted. Text keys, so the counts cross JSON as they are; neither part
+    holds a "/" (a type is a contract §1 name or ``unknown``, a source a role name), so
+    :func:`read_event_counts` splits at the first."""
+    return {f"{t}/{s}": n for (t, s), n in sorted(counts.items())}
+
+
+def read_event_counts(counts: dict[str, int]):
+    """(type, source, n) for each of :func:`event_counts`' entries, in its order."""
+    for key, n in counts.items():
+        etype, _, source = key.partition("/")
+        yield etype, source, n
+
+
+def step_status(g: OffsetStore, cfg, counts, marks: tuple[int, int], *, forgotten: bool = False) -> dict:
+    """What a group's step ships for the metrics: its :func:`status` after the step, with the
+    step's events (``events``, :func:`event_counts` of ``counts``) and its heartbeats answered
+    with an error (``heartbeat_errors``, :func:`heartbeat_errors` since ``marks``)."""
+    snapshot = status(g, cfg, forgotten=forgotten)
+    snapshot["events"] = event_counts(counts)
+    snapshot["heartbeat_errors"] = heartbeat_errors(g, marks)
+    return snapshot
+
+
+def step_counts(snapshot: dict) -> tuple[dict[str, int], dict[str, int]]:
+    """A :func:`step_status` taken apart: (its events, its heartbeat errors that grew), removed
+    from ``snapshot``, which is then the group's status alone. A snapshot without a rebalance count
+    gets 0 (:func:`status` always counts them; the exporter's rebalances then start from 0, not
+    unset). Errors that did not grow are left out: no zero increment makes a series."""
+    events = snapshot.pop("events", {})
+    errors = {err: n for err, n in snapshot.pop("heartbeat_errors", {}).items() if n}
+    snapshot.setdefault("rebalances_total", 0)
+    return events, errors
 
 
 @cache

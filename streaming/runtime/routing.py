@@ -39,7 +39,7 @@ from typing import Callable, Iterable, Iterator
 
 import msgspec
 
-from fencewatch.state.engine import Key, KeyKind, columns_by_topic, group_key, offsets_by_topic, route
+from fencewatch.state.engine import Key, KeyKind, commit_topics, group_key, route, stored_topics
 from fencewatch.state.events import OffsetCommit
 
 from fencewatch.streaming.ingest.events import (DecodeError, UnknownType, avro_record_dict, bounded, commit_line,
@@ -249,8 +249,8 @@ def _route(records: Iterable[tuple], check: Callable, caught_up: bool | None, gr
                 counts = slot[3]
                 counts[etype] = counts.get(etype, 0) + 1
             rows_ = c.offsets
-            if rows_ and (c.error_code is None or c.error_code == 0):
-                for topic, partitions, offsets, epochs in _facts(rows_):
+            if rows_:  # the topics ``state.engine.route`` sends the stored offsets to
+                for topic, partitions, offsets, epochs in commit_topics(c.error_code, map(_ROW, rows_)):
                     _put_commit(slots, topic_bucket(cluster, topic), ts,
                                 Held(ts, seq, StoredCommit(topic, group_id, partitions, offsets, epochs)))
             continue
@@ -265,10 +265,9 @@ def _route(records: Iterable[tuple], check: Callable, caught_up: bool | None, gr
         elif type(res) is OffsetCommit:
             _put(slots, key_string(group_key(res.cluster, res.group_id)), res.ts,
                  Held(res.ts, seq, Record(payload, eid)), event_type(res))
-            if res.error_code in (None, 0) and res.offsets.tps:
-                for topic, partitions, offsets, epochs in offsets_by_topic(res.offsets):
-                    _put_commit(slots, topic_bucket(res.cluster, topic), res.ts,
-                                Held(res.ts, seq, StoredCommit(topic, res.group_id, partitions, offsets, epochs)))
+            for topic, partitions, offsets, epochs in stored_topics(res):
+                _put_commit(slots, topic_bucket(res.cluster, topic), res.ts,
+                            Held(res.ts, seq, StoredCommit(topic, res.group_id, partitions, offsets, epochs)))
         else:
             etype = event_type(res)  # counted at the first key it goes to, its own (``state.engine.route``)
             record = Held(res.ts, seq, Record(payload, eid))
@@ -339,22 +338,6 @@ def _put_commit(slots: dict, key: str, ts: int, commit: Held) -> None:
     slot[1].append(commit)
     if ts > slot[2]:
         slot[2] = ts
-
-
-def _facts(rows: list) -> list[tuple]:
-    """(topic, partitions, offsets, leader epochs) per topic of a commit line's offset rows, in
-    order of first appearance: what ``state.engine.offsets_by_topic`` gives for the decoded event."""
-    topics, partitions, offsets, epochs = zip(*map(_ROW, rows))
-    first = topics[0]
-    n = len(topics)
-    if topics.count(first) == n:
-        return [(first, partitions, offsets, epochs)]
-    # Usually each topic's partitions are listed together: slices, no loop per partition.
-    starts = [0] + [i for i in range(1, n) if topics[i] != topics[i - 1]]
-    if len(starts) == len(set(topics)):
-        ends = starts[1:] + [n]
-        return [(topics[a], partitions[a:b], offsets[a:b], epochs[a:b]) for a, b in zip(starts, ends)]
-    return columns_by_topic(zip(topics, partitions, offsets, epochs))
 
 
 def make_router(input_format: str = "json", schema_ids: Iterable[int] = (1,), registry=None,

@@ -25,12 +25,13 @@ import numpy as np
 import pandas as pd
 
 from fencewatch.sinks.jsonl import alert_json, commit_verdicts_block, commit_verdicts_pieces, forget_layouts
-from fencewatch.state.status import DEFAULT_CLUSTER, summarize_commit_verdicts
+from fencewatch.state.status import (DEFAULT_CLUSTER, event_counts, heartbeat_marks, step_status,
+                                     summarize_commit_verdicts)
 from fencewatch.state import group as grp
 from fencewatch.state.group_view import count_verdicts, group_view, snapshot_due, view_key
 from fencewatch.state.config import RulesConfig
-from fencewatch.state import partition as part
-from fencewatch.state.engine import Key, KeyKind, apply, group_key, is_gone, run_key, wakeup
+from fencewatch.state.engine import (Key, KeyKind, group_key, key_forgotten, key_wakeup, run_key, run_topics,
+                                     timeout_ms)
 
 from fencewatch.streaming.runtime.gc_pause import no_cyclic_gc
 from fencewatch.streaming.runtime.hold import Hold
@@ -53,29 +54,12 @@ _Rows = Rows
 
 
 def _run(pkey: Key, st, ready: list[Held], cfg: RulesConfig, out: grp.Outputs, clock: int | None):
-    """Apply a key's released entries (``routing.decode_released``), in order. A group key's are
-    typed events (``run_key``); a topic bucket's state is its topics' watches: a
-    :class:`StoredCommit` goes straight to ``partition.note_commits``, as the local engine does,
-    without a ``CommitFact`` per partition, and a ``TopicEvent`` to its topic's watch."""
+    """Apply a key's released entries (``routing.decode_released``), in order: a group key's are
+    typed events (``engine.run_key``); a topic bucket's, its topics' watches' stored commits
+    (:class:`StoredCommit`) and its :class:`TopicEvent` entries (``engine.run_topics``)."""
     if pkey.kind is KeyKind.GROUP:
         return run_key(pkey, st, [held.payload for held in ready], cfg, out, clock=clock)
-    watches = {} if st is None else st
-    for held in ready:
-        item = held.payload
-        topic = item.topic
-        tw = watches.get(topic)
-        if tw is None:
-            tw = part.new_topic_watch(pkey.cluster, topic)
-        if type(item) is StoredCommit:
-            tw = part.note_commits(tw, item.group_id, item.partitions, item.offsets, item.leader_epochs, held.ts,
-                                   out, cfg.group_retention_ms)
-        else:  # a TopicEvent
-            tw = apply(tw, item.event, cfg, out)
-        watches[topic] = tw
-    if clock is not None:  # a watch nothing refers to any more goes (contract §4.4)
-        for topic in [t for t, tw in watches.items() if is_gone(tw, clock, cfg)]:
-            del watches[topic]
-    return watches
+    return run_topics(pkey.cluster, st, ready, cfg, out, clock, commit_type=StoredCommit)
 
 
 def _render(out: grp.Outputs, verdict_rows: Callable[[OutRows, list], None] | None,
@@ -157,7 +141,7 @@ def _dead_letters(pdfs: Iterable[pd.DataFrame]) -> Iterator[pd.DataFrame]:
             if etype == "unknown":
                 unknown[("unknown", source or "other")] += 1
         if unknown:
-            rows.add("counts", None, cluster=DEFAULT_CLUSTER, group_id="", json=json.dumps(_event_counts(unknown)))
+            rows.add("counts", None, cluster=DEFAULT_CLUSTER, group_id="", json=json.dumps(event_counts(unknown)))
         yield _frame(rows.cols)
 
 
@@ -167,11 +151,6 @@ def _add_dead(rows: OutRows, dead: list) -> None:
     event ids the router gave them."""
     for value, reason, eid, seq in dead:
         rows.add("dlq", None, seq, json=eid, raw=bytes(value), reason=reason)
-
-
-def _event_counts(counts: Counter) -> dict[str, int]:
-    """{(type, source): n} as a status or counts row carries it: {"type/source": n}."""
-    return {f"{t}/{s}": n for (t, s), n in sorted(counts.items())}
 
 
 STATUS_ROW_GROUPS = 500
@@ -198,15 +177,11 @@ class _Statuses:
 
     def add(self, rows: OutRows, st, counts: dict, hb_before: tuple[int, int], out: grp.Outputs,
             forgotten: bool = False, summary: tuple[Counter, Counter] | None = None) -> None:
-        """A group's status after its step; ``forgotten``: its last, as its state goes (state
+        """A group's status after its step (``status.step_status``: with the step's event counts and
+        heartbeat errors since ``hb_before``); ``forgotten``: its last, as its state goes (state
         ``Dead``: the metrics drop the group). ``summary``: its commits' verdict summary, when the
         step made it already (the group's snapshot counts them): added as it is, not made again."""
-        status = grp.status(st, self.cfg, forgotten=forgotten)
-        status["events"] = _event_counts(counts)
-        status["heartbeat_errors"] = {
-            "FENCED_MEMBER_EPOCH": st.counters.heartbeat_fenced - hb_before[0],
-            "UNKNOWN_MEMBER_ID": st.counters.heartbeat_unknown_member - hb_before[1]}
-        self.statuses.append(status)
+        self.statuses.append(step_status(st, self.cfg, counts, hb_before, forgotten=forgotten))
         if st.last_ts is not None and (self.ts is None or st.last_ts > self.ts):
             self.ts = st.last_ts
         if summary is not None:
@@ -334,12 +309,11 @@ class _KeySteps:
                                                    caught_up=caught_up), dead)
         clock = hold.clock(now)
         out = grp.Outputs()
-        hb_before = (st.counters.heartbeat_fenced, st.counters.heartbeat_unknown_member) if (
-            is_group and st is not None) else (0, 0)
+        hb_before = heartbeat_marks(st if is_group else None)
         before = view_key(st) if is_group and self.emit_groups else None
         st = _run(pkey, st, ready, cfg, out, clock if hold.last_ts else None)
         # Forgotten (contract §4.4; the rule is state/'s): the key's state goes, held events none.
-        gone = bool(hold.last_ts) and not hold.pending and (is_gone(st, clock, cfg) if is_group else not st)
+        gone = key_forgotten(pkey.kind, st, clock, cfg, started=bool(hold.last_ts), holding=bool(hold.pending))
         _render(out, _verdicts_row if self.emit_verdicts else None, rows)
         summary = None
         if is_group and self.emit_groups and st is not None:
@@ -349,16 +323,11 @@ class _KeySteps:
         if is_group:
             statuses.add(rows, st, counts, hb_before, out, forgotten=gone, summary=summary)
         elif counts:  # partition-scoped events (partition_epochs): counted with group=""
-            rows.add("counts", None, cluster=pkey.cluster, group_id="", json=json.dumps(_event_counts(counts)))
+            rows.add("counts", None, cluster=pkey.cluster, group_id="", json=json.dumps(event_counts(counts)))
         if gone:
             return None, None
-        waits = []
-        if hold.pending:
-            waits.append(hold.wait_ms(now, max_skew_ms))
-        due = _wakeup(pkey, st, cfg)
-        if due is not None:
-            waits.append(due - clock)
-        return (encode_state(pkey, st), encode_hold(hold)), (max(1, min(waits)) if waits else None)
+        wait = timeout_ms(key_wakeup(pkey.kind, st, cfg), clock, hold.wait_ms(now, max_skew_ms))
+        return (encode_state(pkey, st), encode_hold(hold)), wait
 
 
 def _group_row(rows: OutRows, g, before: tuple | None, out: grp.Outputs, gone: bool,
@@ -407,14 +376,6 @@ def make_stream_fn(cfg: RulesConfig, *, max_skew_ms: int = 2_000, emit_verdicts:
             yield frame
 
     return stream_fn
-
-
-def _wakeup(pkey: Key, st, cfg: RulesConfig) -> int | None:
-    """The event time a key's state next has something to do without input (``engine.wakeup``;
-    a topic bucket's: its watches' earliest)."""
-    if pkey.kind is KeyKind.GROUP:
-        return wakeup(st, cfg)
-    return min((w for w in map(wakeup, st.values(), repeat(cfg)) if w is not None), default=None)
 
 
 def make_batch_fn(cfg: RulesConfig, clock: int | None) -> Callable:

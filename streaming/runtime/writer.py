@@ -12,6 +12,7 @@ from collections import Counter
 from dataclasses import dataclass, field
 
 from fencewatch.sinks.kafka_topics import OutputTopicError
+from fencewatch.sinks.metrics_batch import StepCounts
 from fencewatch.state.status import VerdictShape
 from fencewatch.streaming.config import settings as cfgmod
 from fencewatch.streaming.runtime.stats import JobStats
@@ -83,15 +84,14 @@ class BatchWriter:
         latencies = acc.latencies_s()
         if self.metrics is not None:
             self.metrics.add_batch(
-                batch_id=batch_id, verdict_summaries=acc.summaries, alerts=acc.alerts, group_status=acc.status,
-                events=dict(acc.events), heartbeat_errors=dict(acc.hb_errors), dlq=dict(acc.dlq_counts),
+                batch_id=batch_id, alerts=acc.alerts, dlq=dict(acc.dlq_counts), **acc.steps.fields(),
                 batch_duration_s=elapsed, decision_latencies_s=latencies,
                 last_event_ts_ms=acc.last_ts, **(self.progress() if self.progress else {}))
         s = self.stats
         with s.lock:
             s.batches += 1
-            s.events += sum(acc.events.values())
-            for shapes, _ in acc.summaries:
+            s.events += acc.steps.events_read()
+            for shapes, _ in acc.steps.summaries:
                 for shape, n in shapes.items():
                     s.verdicts += n
                     s.by_class[VerdictShape._make(shape).cls] += n  # by name: a shape, or a tuple of its fields
@@ -134,12 +134,8 @@ class BatchWriter:
         verdict_lines = [line for r in verdict_rows for line in unpack_lines(r.raw).split(b"\n")[:-1]]
         alert_dicts = [json.loads(r.json) for r in alert_rows]
         dead = [(r.raw, r.reason, r.json) for r in by_kind["dlq"]]
-        status = []
-        for r in status_rows:  # a state function call's groups, and their verdicts' summary
-            statuses, summary = read_status(r.raw)
-            status += statuses
-            if summary is not None:
-                acc.summaries.append(summary)
+        for r in status_rows:  # a state function call's groups' steps, and their verdicts' summary
+            acc.steps.add_status_row(*read_status(r.raw))
         views = [(r.cluster, r.group_id, r.json) for r in by_kind["group"]]
         if self.kafka is not None:
             self.kafka.write(verdict_lines=verdict_lines, alerts=alert_dicts, dead_letters=dead, group_views=views)
@@ -154,15 +150,8 @@ class BatchWriter:
             alert_ts = np.array([r.ts for r in alert_rows], dtype=np.int64)
             acc.latencies.append((now_ms - alert_ts) / 1000.0)
             acc.stamps.append(alert_ts)
-        for st in status:
-            _count_events(acc.events, st["cluster"], st["group_id"], st.pop("events", {}))
-            for err, n in st.pop("heartbeat_errors", {}).items():
-                if n:
-                    acc.hb_errors[(st["cluster"], st["group_id"], err)] += n
-            st.setdefault("rebalances_total", 0)
-        acc.status += status
-        for r in by_kind["counts"]:
-            _count_events(acc.events, r.cluster, "", json.loads(r.json))  # partition-scoped events, unknown types
+        for r in by_kind["counts"]:  # partition-scoped events, unknown types
+            acc.steps.add_counts_row(r.cluster, json.loads(r.json))
         acc.alerts += alert_dicts
         ts_values = [r.ts for r in (*verdict_rows, *alert_rows, *status_rows) if r.ts is not None]
         if ts_values:
@@ -177,22 +166,12 @@ class BatchWriter:
                     s.event_ids[f"{v['event_id']}|{v['topic']}|{v['partition']}"] += 1
 
 
-def _count_events(events: Counter, cluster: str, group_id: str, counts: dict) -> None:
-    """A state function row's {"type/source": n} into the batch's event counts."""
-    for key, n in counts.items():
-        etype, _, source = key.partition("/")
-        events[(cluster, group_id, etype, source)] += n
-
-
 @dataclass
 class _BatchTotals:
     """What a batch's chunks add up to (per key or per alert: bounded by groups, not by records)."""
 
-    summaries: list = field(default_factory=list)
+    steps: StepCounts = field(default_factory=StepCounts)  # the groups' steps: statuses, their counts, verdicts
     alerts: list = field(default_factory=list)
-    status: list = field(default_factory=list)
-    events: Counter = field(default_factory=Counter)
-    hb_errors: Counter = field(default_factory=Counter)
     dlq_counts: Counter = field(default_factory=Counter)
     latencies: list = field(default_factory=list)  # numpy arrays of seconds, one per chunk
     stamps: list = field(default_factory=list)  # their events' ts (ms), array for array

@@ -102,9 +102,9 @@ def test_every_input_event_is_counted_once_partition_scoped_ones_with_no_group()
     acc = _BatchTotals()
     for f in _frames(events):
         writer._chunk(f, acc)
-    assert sum(acc.events.values()) == len(events)
-    assert {k: n for k, n in acc.events.items() if k[1] == ""} == {("default", "", "partition_epochs", "offsets"): 3,
-                                                                    ("default", "", "unknown", "offsets"): 2}
+    assert acc.steps.events_read() == len(events)
+    assert {k: n for k, n in acc.steps.events.items() if k[1] == ""} == {("default", "", "partition_epochs", "offsets"): 3,
+                                                                          ("default", "", "unknown", "offsets"): 2}
     assert acc.dead == 0  # an unknown type is not a dead letter
 
 

@@ -1,0 +1,82 @@
+"""What a group's step counts for the metrics (``state.status``: issue 47 item 4, moved out of the
+state function and the writer): its heartbeats answered with an error, as the step's growth of the
+group's counters, its events by (type, source) as text keys and back, and the status a step ships
+taken apart again by the writer."""
+from collections import Counter
+
+from fencewatch.state import group as grp
+from fencewatch.state.config import RulesConfig
+from fencewatch.state.events import Heartbeat
+from fencewatch.state.model import KafkaError
+from fencewatch.state.status import (HEARTBEAT_ERRORS, event_counts, heartbeat_errors, heartbeat_marks,
+                                     read_event_counts, status, step_counts, step_status)
+
+from .helpers import assignment, tp
+
+CFG = RulesConfig()
+
+
+def heartbeat(error: KafkaError | int, *, ts: int, member="A"):
+    code = error if isinstance(error, int) else error.code
+    return Heartbeat(ts, "default", "g", f"hb{ts}", ts, member, 1, 1, code)
+
+
+def stepped(*events, g=None):
+    g = grp.new_group("default", "g") if g is None else g
+    out = grp.Outputs()
+    for ev in events:
+        g = grp.process(g, ev, CFG, out)
+    return g
+
+
+def test_a_step_counts_the_heartbeat_errors_it_saw_not_the_groups_totals():
+    g = stepped(assignment("A", 1, tp("t", 0), ts=1000), heartbeat(KafkaError.FENCED_MEMBER_EPOCH, ts=1100))
+    marks = heartbeat_marks(g)
+    assert marks == (1, 0)
+    g = stepped(heartbeat(KafkaError.FENCED_MEMBER_EPOCH, ts=1200), heartbeat(KafkaError.FENCED_MEMBER_EPOCH, ts=1300),
+                heartbeat(KafkaError.UNKNOWN_MEMBER_ID, ts=1400), heartbeat(0, ts=1500), g=g)
+    assert heartbeat_errors(g, marks) == {"FENCED_MEMBER_EPOCH": 2, "UNKNOWN_MEMBER_ID": 1}
+    assert heartbeat_errors(g, heartbeat_marks(g)) == {"FENCED_MEMBER_EPOCH": 0, "UNKNOWN_MEMBER_ID": 0}
+    assert tuple(heartbeat_errors(g, marks)) == HEARTBEAT_ERRORS  # the names, in the marks' order
+
+
+def test_other_heartbeat_errors_are_not_counted_and_no_group_has_answered_none():
+    assert heartbeat_marks(None) == (0, 0)
+    g = stepped(assignment("A", 1, tp("t", 0), ts=1000),
+                heartbeat(KafkaError.STALE_MEMBER_EPOCH, ts=1100), heartbeat(0, ts=1200))
+    assert heartbeat_errors(g, (0, 0)) == {"FENCED_MEMBER_EPOCH": 0, "UNKNOWN_MEMBER_ID": 0}
+
+
+def test_event_counts_are_text_keys_in_order_and_read_back_as_they_were():
+    counts = Counter({("offset_commit", "offsets"): 3, ("heartbeat", "heartbeats"): 2, ("unknown", "other"): 1})
+    text = event_counts(counts)
+    assert text == {"heartbeat/heartbeats": 2, "offset_commit/offsets": 3, "unknown/other": 1}
+    assert list(text) == sorted(text)
+    assert list(read_event_counts(text)) == [("heartbeat", "heartbeats", 2), ("offset_commit", "offsets", 3),
+                                             ("unknown", "other", 1)]
+    assert event_counts(Counter()) == {}
+    # split at the first "/" only: a source is never cut
+    assert list(read_event_counts({"heartbeat/a/b": 1})) == [("heartbeat", "a/b", 1)]
+
+
+def test_a_step_status_is_the_status_with_the_steps_counts_and_the_writer_takes_them_out():
+    g = stepped(assignment("A", 1, tp("t", 0), ts=1000))
+    marks = heartbeat_marks(g)
+    g = stepped(heartbeat(KafkaError.UNKNOWN_MEMBER_ID, ts=1100), g=g)
+    shipped = step_status(g, CFG, Counter({("heartbeat", "heartbeats"): 1}), marks)
+    assert shipped["events"] == {"heartbeat/heartbeats": 1}
+    assert shipped["heartbeat_errors"] == {"FENCED_MEMBER_EPOCH": 0, "UNKNOWN_MEMBER_ID": 1}
+    events, errors = step_counts(shipped)
+    assert events == {"heartbeat/heartbeats": 1}
+    assert errors == {"UNKNOWN_MEMBER_ID": 1}  # an error that did not grow makes no increment
+    assert shipped == status(g, CFG)  # what is left: the group's status alone
+    assert step_status(g, CFG, Counter(), marks, forgotten=True)["state"] == "Dead"
+
+
+def test_step_counts_of_a_bare_status_default_the_rebalance_count_and_count_nothing():
+    bare = {"cluster": "default", "group_id": "g"}
+    assert step_counts(bare) == ({}, {})
+    assert bare == {"cluster": "default", "group_id": "g", "rebalances_total": 0}
+    kept = {"cluster": "default", "group_id": "g", "rebalances_total": 7, "heartbeat_errors": {"X": -1}}
+    assert step_counts(kept) == ({}, {"X": -1})  # a change either way is passed on as it is
+    assert kept["rebalances_total"] == 7
