@@ -6,7 +6,7 @@ it makes the decisions due before the event, then hands the event to its handler
 applies the rules of the modules below and returns the group's next state with verdicts
 and alerts appended to ``out``. ``advance`` moves the group's clock forward without input,
 ``next_wakeup`` says when it next has something to do (the Spark state timeout), ``drop_at``
-when the group is forgotten (contract §4.4: its state can then be removed).
+(:mod:`.forgetting`) when the group is forgotten (contract §4.4: its state can then be removed).
 
 Where each rule lives: membership and owner indexes :mod:`.membership` (a member's own
 transitions :mod:`.assignment`); commit judging :mod:`.judging` (policies :mod:`.fencing`),
@@ -38,6 +38,7 @@ from fencewatch.state.judging import POLICY_ANSWER, commit_stored, model_agrees
 from fencewatch.state.model import Alert, AlertKind, CommitClass, CommitVerdicts, KafkaError, Protocol, TopicPartition, Verdict
 from fencewatch.state.offsets import ExpiryTrack, committed_offsets, note_commit, store_request
 from fencewatch.state.status import status  # noqa: F401  (the group's snapshot, for callers of this module)
+from fencewatch.state.forgetting import decision_at, drop_at, drop_due, is_droppable  # noqa: F401  (contract §4.4)
 from fencewatch.state.sticky import add_claims
 
 _new_tuple = tuple.__new__  # NamedTuples without their Python-level __new__ (hot path)
@@ -49,6 +50,9 @@ class Outputs:
 
     commits: list[CommitVerdicts] = field(default_factory=list)
     alerts: list[Alert] = field(default_factory=list)
+    # The heartbeats answered FENCED_MEMBER_EPOCH / UNKNOWN_MEMBER_ID (state.status.heartbeat_errors):
+    # counted here, not as the group's counters' growth, which a group forgotten mid-step resets.
+    heartbeat_errors: list[int] = field(default_factory=lambda: [0, 0])
 
     @property
     def verdicts(self) -> list[Verdict]:
@@ -75,11 +79,9 @@ class Counters:
 
 @dataclass(slots=True)
 class Group:
-    """One group as the coordinator holds it; the field comments say which module keeps each.
-
-    Named as Kafka's coordinator names its aggregate (the ``Group`` interface of ``ConsumerGroup``,
-    ``StreamsGroup`` and ``ClassicGroup``; one class here holds any of those types), never after
-    PySpark's ``Group``, the handle the Spark state function stores this in."""
+    """One group as the coordinator holds it (Kafka's ``Group`` of ``ConsumerGroup``, ``StreamsGroup``
+    and ``ClassicGroup``, all in one class; not PySpark's ``Group`` handle); the field comments say
+    which module keeps each."""
 
     cluster: str
     group_id: str
@@ -206,12 +208,19 @@ def _member_left(g: Group, ev: MemberLeft, cfg: RulesConfig, out: Outputs) -> Gr
     return _settle(g, ev.ts, cfg)
 
 
+_FENCED_CODE, _UNKNOWN_MEMBER_CODE = KafkaError.FENCED_MEMBER_EPOCH.code, KafkaError.UNKNOWN_MEMBER_ID.code
+
+
 def _heartbeat(g: Group, ev: Heartbeat, cfg: RulesConfig, out: Outputs) -> Group:
     g = _touch(g, ev.ts)
     c = g.counters
     c.heartbeats += 1
-    c.heartbeat_fenced += ev.error_code == KafkaError.FENCED_MEMBER_EPOCH.code
-    c.heartbeat_unknown_member += ev.error_code == KafkaError.UNKNOWN_MEMBER_ID.code
+    fenced, unknown = ev.error_code == _FENCED_CODE, ev.error_code == _UNKNOWN_MEMBER_CODE
+    c.heartbeat_fenced += fenced
+    c.heartbeat_unknown_member += unknown
+    if fenced or unknown:
+        out.heartbeat_errors[0] += fenced
+        out.heartbeat_errors[1] += unknown
     return g
 
 
@@ -525,18 +534,8 @@ def process(g: Group, event, cfg: RulesConfig, out: Outputs) -> Group:
 def next_wakeup(g: Group, cfg: RulesConfig) -> int | None:
     """The earliest event time at which the group has something to do: a decision for
     ``advance``, or being forgotten (``drop_at``)."""
-    wake = _decision_at(g, cfg)
+    wake = decision_at(g, cfg)
     return wake if wake is not None else drop_at(g, cfg)
-
-
-def _decision_at(g: Group, cfg: RulesConfig) -> int | None:
-    """The earliest event time at which ``advance`` has something to do."""
-    wake = offs.expiry_wakeup(g, cfg.expiry_warning_ms, cfg.txn_timeout_ms)
-    s = g.spike
-    if s is not None and (s.fencing_errors or s.txn_aborts or s.fencing.firing or s.txn.firing):
-        close = s.window_start_ms + cfg.spike_window_ms  # close the open window without input
-        wake = close if wake is None else min(wake, close)
-    return wake
 
 
 def advance(g: Group, now: int, cfg: RulesConfig, out: Outputs) -> Group:
@@ -551,46 +550,6 @@ def advance(g: Group, now: int, cfg: RulesConfig, out: Outputs) -> Group:
         return g  # nothing else can be due (called before every event)
     g.counters.expired_offsets += offs.expire_due(g, now, cfg, out.alerts)
     return g
-
-
-# --------------------------------------------------------------------------- forgetting (contract §4.4)
-
-def is_droppable(g: Group) -> bool:
-    """Gone as Kafka sees it: no members, no committed offsets (expired or deleted), no pending
-    transactional offset, no classic rebalance under way. Kafka's cleanup deletes such a group
-    (``GroupMetadataManager.maybeDeleteGroup`` after ``cleanupExpiredOffsets``)."""
-    return (not g.members and not g.committed_topics and not g.pending_txn and not g.claims
-            and not committed_offsets(g))
-
-
-def drop_at(g: Group, cfg: RulesConfig) -> int | None:
-    """The event time at which the group is forgotten unless an event comes first; None while a
-    decision is still to be made (an expiry, a spike window) or never.
-
-    - reported ``Dead``: at once (the coordinator deleted it);
-    - droppable: one ``offsets.retention.check.interval.ms`` after it became so (by then Kafka's
-      cleanup has deleted it), counted from its last event or expiry;
-    - anything else: ``group_retention_ms`` after its last event (0: never);
-
-    and never while a per-commit alert kind is cooling down (its folding would change)."""
-    if _decision_at(g, cfg) is not None:
-        return None
-    at = None
-    if is_droppable(g):
-        at = g.last_ts if g.state == "Dead" else (
-            max(g.last_ts, g.expiry.set_ts) + cfg.offsets_retention_check_interval_ms)
-    if cfg.group_retention_ms > 0:
-        idle = g.last_ts + cfg.group_retention_ms
-        at = idle if at is None else min(at, idle)
-    if at is not None and g.alert_last and cfg.alert_cooldown_ms > 0:
-        at = max(at, max(g.alert_last.values()) + cfg.alert_cooldown_ms)
-    return at
-
-
-def drop_due(g: Group, now: int, cfg: RulesConfig) -> bool:
-    """Whether the group, its decisions made up to ``now``, is forgotten by ``now``."""
-    at = drop_at(g, cfg)
-    return at is not None and now >= at
 
 
 def deadlines(g: Group, cfg: RulesConfig) -> exp.Deadlines:

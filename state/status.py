@@ -51,22 +51,14 @@ HEARTBEAT_ERRORS = ("FENCED_MEMBER_EPOCH", "UNKNOWN_MEMBER_ID")
 them with (api ``ConsumerGroupHeartbeat``)."""
 
 
-def heartbeat_marks(g: OffsetStore | None) -> tuple[int, int]:
-    """The group's heartbeat error counters before a step, in :data:`HEARTBEAT_ERRORS`' order
-    (no group yet: none answered)."""
-    if g is None:
-        return (0, 0)
-    counters = g.counters
-    return (counters.heartbeat_fenced, counters.heartbeat_unknown_member)
-
-
-def heartbeat_errors(g: OffsetStore, marks: tuple[int, int]) -> dict[str, int]:
-    """The heartbeats one step answered with an error, by Kafka's error name: the counters' growth
-    since ``marks`` (:func:`heartbeat_marks`). A step's share, not the totals: the exporter adds
-    each step's to ``broker_errors_total``, a counter that outlives the group's state."""
-    counters = g.counters
-    return {"FENCED_MEMBER_EPOCH": counters.heartbeat_fenced - marks[0],
-            "UNKNOWN_MEMBER_ID": counters.heartbeat_unknown_member - marks[1]}
+def heartbeat_errors(answered: list[int]) -> dict[str, int]:
+    """The heartbeats one step answered with an error, by Kafka's error name, from the step's
+    ``group.Outputs.heartbeat_errors`` (in :data:`HEARTBEAT_ERRORS`' order). A step's share, not
+    the totals: the exporter adds each step's to ``broker_errors_total``, a counter that outlives
+    the group's state. Counted as the step went, not as the group's counters' growth: a group
+    forgotten within the step (``drop_at``) starts again from zero, and the growth would be
+    negative."""
+    return dict(zip(HEARTBEAT_ERRORS, answered))
 
 
 def event_counts(counts) -> dict[str, int]:
@@ -84,13 +76,13 @@ def read_event_counts(counts: dict[str, int]):
         yield etype, source, n
 
 
-def step_status(g: OffsetStore, cfg, counts, marks: tuple[int, int], *, forgotten: bool = False) -> dict:
+def step_status(g: OffsetStore, cfg, counts, answered: list[int], *, forgotten: bool = False) -> dict:
     """What a group's step ships for the metrics: its :func:`status` after the step, with the
     step's events (``events``, :func:`event_counts` of ``counts``) and its heartbeats answered
-    with an error (``heartbeat_errors``, :func:`heartbeat_errors` since ``marks``)."""
+    with an error (``heartbeat_errors``, :func:`heartbeat_errors` of the step's ``answered``)."""
     snapshot = status(g, cfg, forgotten=forgotten)
     snapshot["events"] = event_counts(counts)
-    snapshot["heartbeat_errors"] = heartbeat_errors(g, marks)
+    snapshot["heartbeat_errors"] = heartbeat_errors(answered)
     return snapshot
 
 

@@ -25,8 +25,7 @@ import numpy as np
 import pandas as pd
 
 from fencewatch.sinks.jsonl import alert_json, commit_verdicts_block, commit_verdicts_pieces, forget_layouts
-from fencewatch.state.status import (DEFAULT_CLUSTER, event_counts, heartbeat_marks, step_status,
-                                     summarize_commit_verdicts)
+from fencewatch.state.status import DEFAULT_CLUSTER, event_counts, step_status, summarize_commit_verdicts
 from fencewatch.state import group as grp
 from fencewatch.state.group_view import count_verdicts, group_view, snapshot_due, view_key
 from fencewatch.state.config import RulesConfig
@@ -175,13 +174,13 @@ class _Statuses:
         self.requests: Counter = Counter()
         self.ts: int | None = None
 
-    def add(self, rows: OutRows, st, counts: dict, hb_before: tuple[int, int], out: grp.Outputs,
+    def add(self, rows: OutRows, st, counts: dict, out: grp.Outputs,
             forgotten: bool = False, summary: tuple[Counter, Counter] | None = None) -> None:
         """A group's status after its step (``status.step_status``: with the step's event counts and
-        heartbeat errors since ``hb_before``); ``forgotten``: its last, as its state goes (state
+        heartbeat errors ``out`` counted); ``forgotten``: its last, as its state goes (state
         ``Dead``: the metrics drop the group). ``summary``: its commits' verdict summary, when the
         step made it already (the group's snapshot counts them): added as it is, not made again."""
-        self.statuses.append(step_status(st, self.cfg, counts, hb_before, forgotten=forgotten))
+        self.statuses.append(step_status(st, self.cfg, counts, out.heartbeat_errors, forgotten=forgotten))
         if st.last_ts is not None and (self.ts is None or st.last_ts > self.ts):
             self.ts = st.last_ts
         if summary is not None:
@@ -309,7 +308,6 @@ class _KeySteps:
                                                    caught_up=caught_up), dead)
         clock = hold.clock(now)
         out = grp.Outputs()
-        hb_before = heartbeat_marks(st if is_group else None)
         before = view_key(st) if is_group and self.emit_groups else None
         st = _run(pkey, st, ready, cfg, out, clock if hold.last_ts else None)
         # Forgotten (contract §4.4; the rule is state/'s): the key's state goes, held events none.
@@ -321,7 +319,7 @@ class _KeySteps:
         _add_dead(rows, dead)
         forget_layouts()  # keyed by this call's objects: no later call can hit them (issue 15)
         if is_group:
-            statuses.add(rows, st, counts, hb_before, out, forgotten=gone, summary=summary)
+            statuses.add(rows, st, counts, out, forgotten=gone, summary=summary)
         elif counts:  # partition-scoped events (partition_epochs): counted with group=""
             rows.add("counts", None, cluster=pkey.cluster, group_id="", json=json.dumps(event_counts(counts)))
         if gone:

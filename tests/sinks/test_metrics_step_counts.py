@@ -11,7 +11,7 @@ from fencewatch.state import group as grp
 from fencewatch.state.config import RulesConfig
 from fencewatch.state.events import Heartbeat, MemberAssignment
 from fencewatch.state.model import KafkaError, MemberState, Protocol
-from fencewatch.state.status import event_counts, heartbeat_marks, step_status
+from fencewatch.state.status import event_counts, step_status
 
 CFG = RulesConfig()
 BUILD = {"version": "x", "python_version": "y", "pyspark_version": "z"}
@@ -25,16 +25,16 @@ def _group(group_id: str, fenced: int, *, epochs: int = 1):
                                             seq=e, member_id="A", protocol=Protocol.CONSUMER, member_epoch=e,
                                             assigned=(("t", 0),), pending_revocation=(), group_epoch=e,
                                             state=MemberState.STABLE), CFG, out)
-    marks = heartbeat_marks(g)
+    step = grp.Outputs()  # the step whose status is shipped: its heartbeats only
     for i in range(fenced):
         g = grp.process(g, Heartbeat(2000 + i, "default", group_id, f"h{i}", 100 + i, "A", 1, 1,
-                                     KafkaError.FENCED_MEMBER_EPOCH.code), CFG, out)
-    return g, marks
+                                     KafkaError.FENCED_MEMBER_EPOCH.code), CFG, step)
+    return g, step
 
 
 def _status(group_id: str, fenced: int, events: dict, **kw):
-    g, marks = _group(group_id, fenced, **kw)
-    return step_status(g, CFG, Counter(events), marks)
+    g, step = _group(group_id, fenced, **kw)
+    return step_status(g, CFG, Counter(events), step.heartbeat_errors)
 
 
 def test_a_batchs_rows_become_the_exporters_fields_in_the_order_they_came():
