@@ -116,13 +116,16 @@ def reassign_inflight(ctx: Context) -> None:
     group = ctx.name(s, "g")
     rng = ctx.rng(s)
     pace = 0.03 if ctx.short else 0.005  # without a pause the commits queue up behind each other
-    # Four unanswered commits at most: enough for some to meet each epoch bump in flight, few
-    # enough that the heartbeats queued behind them still reach the coordinator on a loaded host.
-    a = _start(ctx, group, "a", [topic], commit_every=1, sync_share=0.0, rng=rng, pace_s=pace, max_in_flight=4)
+    # One unanswered commit at most: librdkafka finishes a revocation only once no commit of the
+    # member is outstanding, and a commit sent on every message kept one outstanding for good on
+    # a loaded host (the member never acknowledged the revocation, its joiner got no partition in
+    # 60 s: the suite's short run, 2026-12-04). Each commit still meets an epoch bump in flight
+    # whenever the bump comes while it travels.
+    a = _start(ctx, group, "a", [topic], commit_every=1, sync_share=0.0, rng=rng, pace_s=pace, max_in_flight=1)
     rounds = 1 if ctx.short else 3
     for r in range(rounds):
         b = _start(ctx, group, f"b{r}", [topic], commit_every=2, sync_share=0.0, rng=rng, pace_s=pace,
-                   max_in_flight=4)
+                   max_in_flight=1)
         wait_for(lambda: len(a.partitions) < partitions and b.partitions, 60, "the joiner taking partitions")
         time.sleep(0.5)
         b.leave()

@@ -6,6 +6,7 @@ import java.util.Map;
 import java.util.Properties;
 import java.util.TreeMap;
 import java.util.concurrent.CountDownLatch;
+import java.util.concurrent.TimeUnit;
 import java.util.concurrent.atomic.AtomicBoolean;
 
 import org.apache.kafka.common.serialization.Serdes;
@@ -199,6 +200,13 @@ public final class StreamsApp {
         Runtime.getRuntime().addShutdownHook(new Thread(() -> {
             // Commits, leaves the group; a loaded machine can take seconds (the caller's grace is longer).
             boolean closed = streams.close(Duration.ofSeconds(CLOSE_TIMEOUT_S));
+            // close() returns once the state is NOT_RUNNING, but the listener says so on the thread
+            // that set it, perhaps later: wait for its line, or the JVM halts before it is written.
+            try {
+                closed &= stopped.await(CLOSE_TIMEOUT_S, TimeUnit.SECONDS);
+            } catch (InterruptedException e) {
+                Thread.currentThread().interrupt();
+            }
             say(closed ? "stopped" : "stopped close-timed-out-after=" + CLOSE_TIMEOUT_S + "s");
         }, "fencewatch-streams-shutdown"));
         say("started application.id=" + s.get("application-id") + " group.protocol=" + s.get("group-protocol")
