@@ -471,9 +471,12 @@ class ConsumerGroup:
         ``createAssignmentEpochValidator``) also accepts an older epoch when the member holds every
         committed task (assigned or pending revocation) since an epoch <= the one it sent (KIP-1251).
         """
+        if member_epoch < 0 and not self.members:
+            # Into an empty group, whatever the member id: an admin client, a consumer without
+            # group management, or a member's last commit after it left.
+            return NONE
         if member_epoch < 0 and member_id == "":
-            # Admin client or a consumer without group management: only into an empty group.
-            return NONE if not self.members else UNKNOWN_MEMBER_ID
+            return UNKNOWN_MEMBER_ID
         member = self.members.get(member_id)
         if member is None:
             return UNKNOWN_MEMBER_ID
@@ -498,7 +501,7 @@ class ConsumerGroup:
         owners = [owner.get(p) for p in partitions]
         current_owner = all(o == member_id for o in owners)
         n = len(partitions)
-        if member_epoch < 0 and member_id == "":
+        if member_epoch < 0 and (member_id == "" or not self.members):
             cls = ACCEPTED if not self.members else UNKNOWN_MEMBER
             return "admin", current_owner, owners, [cls] * n
         member = self.members.get(member_id)

@@ -170,11 +170,15 @@ def pre_check(*, group_exists: bool, group_has_members: bool, member_known: bool
             return ACCEPT_WITHOUT_POLICY
         err = KafkaError.ILLEGAL_GENERATION if transactional and not txn_v6 else KafkaError.GROUP_ID_NOT_FOUND
         return PreCheck(err, CommitClass.OTHER)
-    # Admin / simple-consumer commit (epoch -1, no member id): only into an empty group.
-    if client_epoch < 0 and member_id == "":
+    # Epoch -1 into a group without members: accepted whatever the member id (Kafka's
+    # ``memberEpoch < 0 && members().isEmpty()``; a classic group's ``generationId < 0`` when
+    # Empty): an admin or simple-consumer commit, or a member's last commit after it left
+    # (Kafka's Java consumer commits so on close). With members, an empty member id is unknown.
+    if client_epoch < 0:
         if not group_has_members:
             return ACCEPT_WITHOUT_POLICY
-        return PreCheck(KafkaError.UNKNOWN_MEMBER_ID, CommitClass.UNKNOWN_MEMBER)
+        if member_id == "":
+            return PreCheck(KafkaError.UNKNOWN_MEMBER_ID, CommitClass.UNKNOWN_MEMBER)
     # A member the coordinator does not know (left, fenced, never joined).
     if not member_known:
         return PreCheck(KafkaError.UNKNOWN_MEMBER_ID, CommitClass.UNKNOWN_MEMBER)

@@ -99,6 +99,21 @@ def test_validate_offset_commit_admin_into_empty_group():
     assert (v.strict, v.cls) == ("NONE", "accepted")
 
 
+def test_a_left_members_commit_at_epoch_minus_one_into_the_empty_group_is_accepted():
+    """ConsumerGroup.validateOffsetCommit: ``memberEpoch < 0 && members().isEmpty()`` accepts
+    before any member lookup, so a member id does not matter: Kafka's Java consumer, closing
+    after its leave, commits so (the bar run of 2026-12-04 on 4.2.2: the broker accepted seven
+    such partitions the model had answered UNKNOWN_MEMBER_ID). Into a group that still has
+    members, the same commit is the member's lookup (unknown) or its stale epoch (known)."""
+    events = [assignment("A", 1, tp("t", 0)), left("A"), commit("A", -1, tp("t", 0), error_code=0)]
+    v = verdict(events)
+    assert (v.strict, v.kip1251, v.cls, v.model_agrees) == ("NONE", "NONE", "accepted", True)
+    others = [assignment("A", 1, tp("t", 0)), assignment("B", 2, tp("t", 1)), left("A"), commit("A", -1, tp("t", 0))]
+    assert verdict(others).strict == "UNKNOWN_MEMBER_ID"
+    classic_empty = [join("A", 1, ()), group_state("Empty", ts=1400, protocol="classic"), commit("A", -1, tp("t", 0))]
+    assert verdict(classic_empty).strict == "NONE"
+
+
 def test_validate_offset_commit_admin_into_group_with_members():
     v = verdict([assignment("A", 1, tp("t", 0)), commit("", -1, tp("t", 0))])
     assert (v.strict, v.cls) == ("UNKNOWN_MEMBER_ID", "unknown_member")
