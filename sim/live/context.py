@@ -50,11 +50,9 @@ class Context:
 
     def topic(self, scenario: str, what: str, partitions: int, messages: int = 0) -> str:
         name = self.name(scenario, what)
-        self.clients.create_topic(name, partitions)
-        topic_id = self.clients.topic_id(name)
+        topic_id = self.clients.create_topic(name, partitions)
         with self._lock:
-            if topic_id:
-                self.topics[topic_id] = name
+            self.topics[topic_id] = name
         if messages:
             self.clients.produce(name, messages, partitions)
         return name
