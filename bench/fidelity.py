@@ -334,6 +334,20 @@ def _commit_handled_first(v: dict, m: Membership, policy: str) -> Change | None:
                                     lambda e: True), v, m))
 
 
+def _emptied_after_commit(v: dict, m: Membership, policy: str) -> Change | None:
+    """A commit at epoch -1 (a member's last, after its leave) that the model accepted because the
+    group had no members, and the broker answered UNKNOWN_MEMBER_ID: the broker handled it before
+    the group's last member left (Kafka accepts epoch -1 only into an empty group), and the model
+    read that leave first: the group's Empty is stamped at or before the commit's line but after the
+    coordinator could have taken the commit up (the commit line's own timings, as
+    ``commit-handled-first``)."""
+    if not (v["client_epoch"] < 0 and _model_accepts(v, policy) and v["broker_error"] == "UNKNOWN_MEMBER_ID"):
+        return None
+    emptied = [c for c in m.emptied.get(v["group_id"], ()) if c.ts <= v["ts"]]
+    last = max(emptied, key=lambda c: c.ts, default=None)
+    return _commit_first(last, v, m)
+
+
 #: (name, what it says in docs/fidelity.md, the rule). Tried in order; the first that cites an
 #: event explains. Each rule names the one event that caused the disagreement and holds only when
 #: the measured times allow the broker and the model to have seen it in different orders.
@@ -348,6 +362,10 @@ EXPLANATIONS: list[tuple[str, str, Callable[[dict, Membership, str], Change | No
     ("member-epoch-race", "the member had been moved to a new epoch (or removed) when the broker handled the "
      "commit, and the line or record that shows it reached the model after the commit's line, within that "
      "line's own measured timings (for a record: the same millisecond)", _epoch_race),
+    ("emptied-after-commit", "a commit at epoch -1 the broker answered UNKNOWN_MEMBER_ID and the model accepted "
+     "into a group it saw empty: the group's last member left after the broker could have handled the commit "
+     "(its Empty is stamped at or before the commit's line, after the commit line's own timings let the "
+     "coordinator take it up)", _emptied_after_commit),
     ("commit-handled-first", "the broker handled the commit before the member's move and accepted it; the "
      "model read the move first: it is stamped at or before the commit's line, but after the commit could "
      "have been handled (the commit line's totalTimeMs and requestQueueTimeMs; with none, the same "

@@ -16,10 +16,16 @@ from typing import Any
 
 log = logging.getLogger(__name__)
 
-__all__ = ["MetadataTopicNames", "TOPIC_REFRESH_S", "names_an_id", "names_learner"]
+__all__ = ["MetadataTopicNames", "NEW_ID_REFRESH_S", "TOPIC_REFRESH_S", "names_an_id", "names_learner"]
 
-#: How often one process may ask cluster metadata for topic ids it does not know (the job's workers).
+#: How often one process may ask cluster metadata again for topic ids it asked about and still
+#: does not know (the job's workers): a deleted topic's id, say.
 TOPIC_REFRESH_S = 10.0
+#: How soon after its last ask a process asks about an id it has not asked about yet (a topic
+#: created since): each of the job's workers learns on its own, and one that had just asked kept a
+#: new topic's partitions under its UUID for up to TOPIC_REFRESH_S (the bar run of 2026-12-04:
+#: 67 commit partitions so named). Once per new id, so no faster than ids appear.
+NEW_ID_REFRESH_S = 0.5
 
 
 def _uuid_bytes(topic_id: Any) -> bytes | None:
@@ -70,9 +76,11 @@ class MetadataTopicNames:
 
 def names_learner(names: Any, metadata: dict[str, str] | None):
     """A worker's ``learn() -> bool`` for ``names``: asks cluster metadata (an admin client of the
-    ``metadata`` settings, made at the first call) for every topic's id, at most every
-    :data:`TOPIC_REFRESH_S`; True when a name was learned (decode again). ``metadata`` None: never."""
+    ``metadata`` settings, made at the first call) for every topic's id: at most every
+    :data:`TOPIC_REFRESH_S`, or :data:`NEW_ID_REFRESH_S` after the last ask when ``names`` met an
+    id not asked about yet; True when a name was learned (decode again). ``metadata`` None: never."""
     made: list[MetadataTopicNames] = []
+    asked: set[bytes] = set()  # the unresolved ids asked about already
 
     def learn() -> bool:
         if metadata is None:
@@ -81,8 +89,16 @@ def names_learner(names: Any, metadata: dict[str, str] | None):
             from confluent_kafka.admin import AdminClient
 
             made.append(MetadataTopicNames(AdminClient(dict(metadata)), names))
-        if time.monotonic() - made[0].last < TOPIC_REFRESH_S:
+        missed = getattr(names, "missed", None)
+        new = bool(missed) and not missed <= asked
+        since = time.monotonic() - made[0].last
+        if since < TOPIC_REFRESH_S and not (new and since >= NEW_ID_REFRESH_S):
             return False
+        if missed:
+            if len(asked) > 10_000:
+                asked.clear()
+            asked.update(missed)
+            missed.clear()
         return made[0].refresh() > 0
 
     return learn

@@ -5,6 +5,7 @@ on 4.3.1 and 4.4.0 was such a topic, docs/fidelity.md). Real Apache Kafka broker
 from __future__ import annotations
 
 import json
+import time
 import uuid
 
 import pandas as pd
@@ -50,6 +51,21 @@ def test_a_topic_created_after_the_start_is_learned_by_its_id(broker, topic_fact
     monkeypatch.setattr(topic_metadata, "TOPIC_REFRESH_S", 3600.0)
     ghost = uuid.uuid4().bytes
     assert _assigned(learning, *_assignment(ghost), 2) == [str(uuid.UUID(bytes=ghost))]
+
+
+def test_a_worker_that_has_just_asked_asks_again_for_an_id_it_has_not_asked_about(broker, topic_factory):
+    """Each of the job's workers learns ids on its own: one that asked metadata a moment ago (about
+    an id no topic has) asks at once about a new topic's id, instead of holding its partitions
+    under a UUID until TOPIC_REFRESH_S (10 s) passed; the ghost id alone does not make it ask again."""
+    learning = make_bridge_mapper({}, metadata={"bootstrap.servers": broker})
+    ghost = uuid.uuid4().bytes
+    assert _assigned(learning, *_assignment(ghost), 1) == [str(uuid.UUID(bytes=ghost))]  # asked now
+    topic = topic_factory(1, "late")
+    admin = AdminClient({"bootstrap.servers": broker})  # kept: a handle collected mid-call is destroyed
+    raw = _uuid_bytes(admin.describe_topics(TopicCollection([topic]))[topic].result().topic_id)
+    time.sleep(topic_metadata.NEW_ID_REFRESH_S)
+    assert _assigned(learning, *_assignment(raw), 2) == [topic]  # well within TOPIC_REFRESH_S
+    assert _assigned(learning, *_assignment(ghost), 3) == [str(uuid.UUID(bytes=ghost))]
 
 
 def _commit_v10(topic_id: bytes) -> bytes:

@@ -191,6 +191,22 @@ def test_a_classic_generation_the_coordinator_lost_when_it_moved():
     assert explain(v, moved, "strict") == "classic-coordinator-load"
 
 
+def test_a_commit_at_epoch_minus_one_handled_before_the_group_emptied():
+    """Kafka accepts epoch -1 only into a group without members: the broker handled the commit
+    while the last member was still there (UNKNOWN_MEMBER_ID), the model read that member's leave
+    first and accepted (the 4.3.1 bar run of 2026-12-04: the Empty record 32 ms before the commit's
+    line, the commit's own timings 382 ms with 33 ms after its handling)."""
+    v = verdict("UNKNOWN_MEMBER_ID", "NONE", client_epoch=-1)
+    m = membership((T - 9_000, 3))
+    m.timings[0] = Timing(T, **{**ZERO, "total": 382.0, "queue": 62.0, "response_queue": 32.4, "send": 0.4})
+    m.add({"type": "group_state", "group_id": "g", "ts": T - 500, "state": "Empty", "event_id": "8"})
+    assert explain(v, m, "strict") is None  # emptied before the commit reached the coordinator
+    m.add({"type": "group_state", "group_id": "g", "ts": T - 32, "state": "Empty", "event_id": "9"})
+    assert explain(v, m, "strict") == "emptied-after-commit"
+    assert explain(verdict("UNKNOWN_MEMBER_ID", "NONE", client_epoch=3), m, "strict") != "emptied-after-commit"
+    assert explain(verdict("UNKNOWN_MEMBER_ID", "UNKNOWN_MEMBER_ID", client_epoch=-1), m, "strict") is None
+
+
 def test_a_member_leaving_in_the_commits_millisecond():
     v = verdict("NONE", "UNKNOWN_MEMBER_ID")
     m = membership((T - 5_000, 3))

@@ -19,16 +19,23 @@ class TopicNames:
     what the records themselves reveal; an unknown id resolves to its standard
     UUID string (contract §9)."""
 
-    __slots__ = ("_names",)
+    __slots__ = ("_names", "missed")
 
     def __init__(self, initial: Mapping[Any, str] | None = None) -> None:
         self._names: dict[bytes, str] = {}
+        # ids met and not resolved, for a live caller to ask cluster metadata about the new ones
+        # (``topic_metadata.names_learner``), which empties it
+        self.missed: set[bytes] = set()
         for k, v in (initial or {}).items():
             self._names[k if isinstance(k, bytes) else parse_topic_id(str(k))] = v
 
     def resolve(self, raw: bytes) -> str:
         name = self._names.get(raw)
-        return name if name is not None else uuid_to_standard_string(raw)
+        if name is not None:
+            return name
+        if len(self.missed) < 1024:  # bounded where nobody empties it (an offline bridge)
+            self.missed.add(raw)
+        return uuid_to_standard_string(raw)
 
     def learn(self, raw: bytes, name: str) -> None:
         if raw != bytes(16) and name:

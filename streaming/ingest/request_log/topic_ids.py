@@ -48,6 +48,8 @@ class TopicIds:
             name = self.topic_names.get(raw)
             if name is None:
                 self.unresolved_ids += 1
+                if len(self.topic_names.missed) < 1024:
+                    self.topic_names.missed.add(raw)
                 name = uuid_to_standard_string(raw)
             if len(self._ids) > _MAX_IDS:
                 self._ids.clear()
