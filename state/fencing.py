@@ -173,12 +173,10 @@ def pre_check(*, group_exists: bool, group_has_members: bool, member_known: bool
     # Epoch -1 into a group without members: accepted whatever the member id (Kafka's
     # ``memberEpoch < 0 && members().isEmpty()``; a classic group's ``generationId < 0`` when
     # Empty): an admin or simple-consumer commit, or a member's last commit after it left
-    # (Kafka's Java consumer commits so on close). With members, an empty member id is unknown.
-    if client_epoch < 0:
-        if not group_has_members:
-            return ACCEPT_WITHOUT_POLICY
-        if member_id == "":
-            return PreCheck(KafkaError.UNKNOWN_MEMBER_ID, CommitClass.UNKNOWN_MEMBER)
+    # (Kafka's Java consumer commits so on close). With members it is the member's lookup below
+    # (an empty member id is never known).
+    if client_epoch < 0 and not group_has_members:
+        return ACCEPT_WITHOUT_POLICY
     # A member the coordinator does not know (left, fenced, never joined).
     if not member_known:
         return PreCheck(KafkaError.UNKNOWN_MEMBER_ID, CommitClass.UNKNOWN_MEMBER)

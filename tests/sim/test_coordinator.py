@@ -214,6 +214,9 @@ def test_admin_commit_into_an_empty_group_is_accepted():
     g = ConsumerGroup("g", 2)
     assert g.validate_offset_commit("", -1, False) == NONE
     assert g.commit_truth("", -1, (0, 1))[3] == ["accepted", "accepted"]
+    # epoch -1 into an empty group whatever the member id (a member's last commit after its leave)
+    assert g.validate_offset_commit("left-member", -1, False) == NONE
+    assert g.commit_truth("left-member", -1, (0, 1))[3] == ["accepted", "accepted"]
 
 
 def test_commit_truth_tells_avoidable_zombie_and_stale_apart():

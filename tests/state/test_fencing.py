@@ -337,6 +337,19 @@ def test_a_member_seen_gone_during_the_warmup_is_judged_unknown(removal):
     assert (unseen.cls, unseen.warming_up) == ("other", True)
 
 
+def test_a_static_instance_replaced_during_the_warmup_is_judged_unknown():
+    """The old instance's member id, replaced by a new one with the same ``group.instance.id``,
+    is known gone too: its commit is UNKNOWN_MEMBER_ID, not excused by the warm-up."""
+    cfg = RulesConfig(warmup_ms=45_000, alert_cooldown_ms=0)
+    events = [assignment("A", 5, tp("t", 0), instance_id="i-1", ts=1000),
+              assignment("A2", 6, tp("t", 0), instance_id="i-1", ts=1500),
+              commit("A", 5, tp("t", 0), ts=2000)]
+    g, out = run(events, cfg)
+    assert set(g.members) == {"A2"} and g.departed == ("A",)
+    v = out.verdicts[-1]
+    assert (v.cls, v.warming_up, v.strict) == ("unknown_member", False, "UNKNOWN_MEMBER_ID")
+
+
 def test_the_departed_members_are_kept_only_during_the_warmup():
     """The record of removed members lives as long as the warm-up, so state does not grow with churn."""
     cfg = RulesConfig(warmup_ms=45_000)
