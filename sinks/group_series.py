@@ -10,42 +10,56 @@ from fencewatch.sinks import metrics as m
 from fencewatch.sinks.metrics import OTHER, GroupKey
 
 
+_GAUGES = tuple(spec for spec in m.STATUS_METRICS if spec.type == m.GAUGE)
+_FOLD = {"sum": lambda a, b: a + b, "min": min}
+
+
 def group_model_series(statuses: Mapping[GroupKey, Any], label: Callable[[GroupKey], str],
                        add: Callable[[str, tuple, float], None]) -> None:
-    """Group model gauges: own series for labelled groups, folded into "other"."""
-    folded_members: Counter = Counter()
-    folded_partitions: Counter = Counter()
-    folded_deadline: dict[str, int] = {}
-    by_state: Counter = Counter()
-    for (cluster, group), s in statuses.items():
-        by_state[(cluster, s.state)] += 1
-        if label((cluster, group)) == OTHER:
-            if s.members is not None:
-                folded_members[(cluster, s.protocol)] += s.members
-            if s.partitions_held is not None:
-                folded_partitions[cluster] += s.partitions_held
-            if s.expiry_deadline_ms is not None:
-                folded_deadline[cluster] = min(folded_deadline.get(cluster, s.expiry_deadline_ms), s.expiry_deadline_ms)
+    """The gauges read off the groups' statuses (``sinks.metrics.STATUS_METRICS``), each from its
+    spec alone: a gauge declared with its ``status_field`` is exported with no line here.
+    Own series for labelled groups; a folded group adds to ``group="other"`` by the spec's
+    ``fold``, or shows nowhere (a group's epoch or state is no sum). A gauge without a ``group``
+    label counts every group by the field's value (``groups``, not limited by max_groups).
+    Within a family the series come in the statuses' order, folded ones after the labelled."""
+    shown = {key: label(key) for key in statuses}
+    for spec in _GAUGES:
+        if "group" not in spec.labels:
+            _counted_by_value(spec, statuses, add)
+        else:
+            _group_gauge(spec, statuses, shown, add)
+
+
+def _counted_by_value(spec: m.MetricSpec, statuses: Mapping[GroupKey, Any],
+                      add: Callable[[str, tuple, float], None]) -> None:
+    fields = spec.labels[1:]  # after cluster
+    counts: Counter = Counter()
+    for (cluster, _), s in statuses.items():
+        counts[(cluster, *(getattr(s, f) for f in fields))] += 1
+    for labels, n in counts.items():
+        add(spec.name, labels, n)
+
+
+def _group_gauge(spec: m.MetricSpec, statuses: Mapping[GroupKey, Any], shown: Mapping[GroupKey, str],
+                 add: Callable[[str, tuple, float], None]) -> None:
+    name, field, unit = spec.name, spec.status_field, spec.status_unit
+    fields = spec.labels[2:]  # after cluster, group: the status's fields of those names
+    state = field in fields  # 1 for the current value, the value a label
+    fold = _FOLD[spec.fold] if spec.fold else None
+    folded: dict[tuple, Any] = {}
+    for key, s in statuses.items():
+        value = 1 if state else getattr(s, field)
+        if value is None:
             continue
-        if s.members is not None:
-            add(m.PREFIX + "group_members", (cluster, group, s.protocol), s.members)
-        if s.partitions_held is not None:
-            add(m.PREFIX + "group_partitions_held", (cluster, group), s.partitions_held)
-        if s.group_epoch is not None:
-            add(m.PREFIX + "group_epoch", (cluster, group), s.group_epoch)
-        if s.max_member_epoch is not None:
-            add(m.PREFIX + "group_max_member_epoch", (cluster, group), s.max_member_epoch)
-        add(m.PREFIX + "group_state", (cluster, group, s.state), 1)
-        if s.expiry_deadline_ms is not None:
-            add(m.PREFIX + "group_offsets_expiry_deadline_timestamp_seconds", (cluster, group), s.expiry_deadline_ms / 1000)
-    for (cluster, protocol), n in folded_members.items():
-        add(m.PREFIX + "group_members", (cluster, OTHER, protocol), n)
-    for cluster, n in folded_partitions.items():
-        add(m.PREFIX + "group_partitions_held", (cluster, OTHER), n)
-    for cluster, deadline in folded_deadline.items():
-        add(m.PREFIX + "group_offsets_expiry_deadline_timestamp_seconds", (cluster, OTHER), deadline / 1000)
-    for (cluster, state), n in by_state.items():
-        add(m.PREFIX + "groups", (cluster, state), n)
+        tail = tuple(getattr(s, f) for f in fields)
+        if shown[key] == OTHER:
+            if fold is not None:
+                at = (key[0], *tail)
+                folded[at] = fold(folded[at], value) if at in folded else value
+            continue
+        add(name, (*key, *tail), value / unit if unit != 1 else value)
+    for (cluster, *tail), value in folded.items():
+        add(name, (cluster, OTHER, *tail), value / unit if unit != 1 else value)
 
 
 def firing_series(grouped: Iterable[GroupKey], firing_by_group: Mapping[GroupKey, Mapping[str, bool]],
@@ -61,7 +75,7 @@ def firing_series(grouped: Iterable[GroupKey], firing_by_group: Mapping[GroupKey
         for kind, on in kinds.items():
             firing[(cluster, shown, kind)] += 1 if on else 0
     for labels, n in firing.items():
-        add(m.PREFIX + "alerts_firing", labels, n)
+        add(m.ALERTS_FIRING, labels, n)
 
 
 def protocol_totals(protocol: str, statuses: Mapping[GroupKey, Any], label: Callable[[GroupKey], str],
@@ -83,10 +97,10 @@ def protocol_totals(protocol: str, statuses: Mapping[GroupKey, Any], label: Call
             continue
         for store in stores:
             series = store.get(key, {})
-            for (_, policy, _, cls), n in series.get(m.PREFIX + "commits_judged_total", {}).items():
+            for (_, policy, _, cls), n in series.get(m.COMMITS_JUDGED_TOTAL, {}).items():
                 if policy == one_policy:
                     classes[cls] += n
-            for (kind, _), n in series.get(m.PREFIX + "alerts_total", {}).items():
+            for (kind, _), n in series.get(m.ALERTS_TOTAL, {}).items():
                 alerts[kind] += n
     return {"groups": len(keys), "folded": folded,
             "classes": {k: int(v) for k, v in sorted(classes.items()) if v},

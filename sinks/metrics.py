@@ -170,6 +170,17 @@ class MetricSpec:
     alias_of: str | None = None
     # the process that serves it: the streaming job's driver ("job") or `fencewatch bridge` ("bridge")
     exporter: str = "job"
+    # set on a group gauge or counter the exporter reads off each group's status (the key of the
+    # dict `state.status.status` makes): the spec is then all the exporter needs to show it
+    # (`sinks/metrics_batch.GroupStatus`, `sinks/group_series.py`). A gauge with `group` shows the
+    # field's number, or 1 with the field's value as its label when the field is one of its labels
+    # (a state); one without `group` counts the groups by the field's value; a counter counts the
+    # growth of a monotone total (a restarted total counts whole).
+    status_field: str | None = None
+    # the status field counts this many of the metric's unit (1000: milliseconds for a _seconds gauge)
+    status_unit: int = 1
+    # what group="other" shows of the folded groups' values: "sum", "min", or nothing (None)
+    fold: str | None = None
 
     def series_names(self) -> tuple[str, ...]:
         """Names a PromQL query may use for this family."""
@@ -180,17 +191,51 @@ class MetricSpec:
 
 _G = ("cluster", "group")
 
+# Family names the exporters name in code: each one the first argument of its spec below.
+EVENTS_TOTAL = PREFIX + "events_total"
+DLQ_RECORDS_TOTAL = PREFIX + "dlq_records_total"
+COMMITS_JUDGED_TOTAL = PREFIX + "commits_judged_total"
+BROKER_ERRORS_TOTAL = PREFIX + "broker_errors_total"
+ABORTED_TRANSACTIONS_TOTAL = PREFIX + "aborted_transactions_total"
+AVOIDABLE_ABORTS_TOTAL = PREFIX + "avoidable_aborts_total"
+ZOMBIE_COMMITS_TOTAL = PREFIX + "zombie_commits_total"
+UNSAFE_ACCEPTS_TOTAL = PREFIX + "unsafe_accepts_total"
+MODEL_COMPARISONS_TOTAL = PREFIX + "model_comparisons_total"
+TRUNCATIONS_TOTAL = PREFIX + "truncations_total"
+ALERTS_TOTAL = PREFIX + "alerts_total"
+ALERTS_FIRING = PREFIX + "alerts_firing"
+GROUP_MEMBERS = PREFIX + "group_members"
+GROUP_PARTITIONS_HELD = PREFIX + "group_partitions_held"
+GROUP_EPOCH = PREFIX + "group_epoch"
+GROUP_MAX_MEMBER_EPOCH = PREFIX + "group_max_member_epoch"
+GROUP_STATE = PREFIX + "group_state"
+GROUP_REBALANCES_TOTAL = PREFIX + "group_rebalances_total"
+GROUP_OFFSETS_EXPIRY_DEADLINE_TIMESTAMP_SECONDS = PREFIX + "group_offsets_expiry_deadline_timestamp_seconds"
+GROUPS = PREFIX + "groups"
+EXPORTER_GROUPS = PREFIX + "exporter_groups"
+BATCHES_TOTAL = PREFIX + "batches_total"
+BATCH_DURATION_SECONDS = PREFIX + "batch_duration_seconds"
+DECISION_LATENCY_SECONDS = PREFIX + "decision_latency_seconds"
+INPUT_LAG_RECORDS = PREFIX + "input_lag_records"
+STATE_ROWS = PREFIX + "state_rows"
+STATE_MEMORY_BYTES = PREFIX + "state_memory_bytes"
+LAST_EVENT_TIMESTAMP_SECONDS = PREFIX + "last_event_timestamp_seconds"
+LAST_BATCH_TIMESTAMP_SECONDS = PREFIX + "last_batch_timestamp_seconds"
+EXPORTER_REJECTED_RECORDS_TOTAL = PREFIX + "exporter_rejected_records_total"
+UP = PREFIX + "up"
+BUILD_INFO = PREFIX + "build_info"
+
 METRICS: tuple[MetricSpec, ...] = (
     # -- input
     MetricSpec(
-        PREFIX + "events_total",
+        EVENTS_TOTAL,
         COUNTER,
         "Input events read, by contract §1 event type and input role (partition-scoped events have group=\"\").",
         _G + ("type", "source"),
         {"type": EVENT_TYPES, "source": SOURCES},
     ),
     MetricSpec(
-        PREFIX + "dlq_records_total",
+        DLQ_RECORDS_TOTAL,
         COUNTER,
         "Undecodable input records sent to the dead-letter topic, by reason code.",
         ("reason",),
@@ -198,7 +243,7 @@ METRICS: tuple[MetricSpec, ...] = (
     ),
     # -- commit judgement
     MetricSpec(
-        PREFIX + "commits_judged_total",
+        COMMITS_JUDGED_TOTAL,
         COUNTER,
         "(commit, partition) verdicts, once per policy: the policy's answer (NONE = accepted) and the "
         "verdict class; filter on one policy to count each verdict once.",
@@ -206,33 +251,33 @@ METRICS: tuple[MetricSpec, ...] = (
         {"kind": COMMIT_KINDS, "policy": POLICIES, "result": RESULTS, "class": CLASSES},
     ),
     MetricSpec(
-        PREFIX + "broker_errors_total",
+        BROKER_ERRORS_TOTAL,
         COUNTER,
         "Errors the broker answered to commit requests (once per request) and heartbeats, by API and error name.",
         _G + ("api", "error"),
         {"api": APIS, "error": BROKER_ERRORS},
     ),
     MetricSpec(
-        PREFIX + "aborted_transactions_total",
+        ABORTED_TRANSACTIONS_TOTAL,
         COUNTER,
         "Rejected transactional offset commits (each one aborts its transaction), per request.",
         _G,
     ),
     MetricSpec(
-        PREFIX + "avoidable_aborts_total",
+        AVOIDABLE_ABORTS_TOTAL,
         COUNTER,
         "Aborted transactions that kip1251 would have accepted for every partition (an upgrade saves them).",
         _G,
     ),
     MetricSpec(
-        PREFIX + "zombie_commits_total",
+        ZOMBIE_COMMITS_TOTAL,
         COUNTER,
         "(commit, partition) verdicts of class zombie: kip1251 rejects and another member holds the partition.",
         _G + ("kind",),
         {"kind": COMMIT_KINDS},
     ),
     MetricSpec(
-        PREFIX + "unsafe_accepts_total",
+        UNSAFE_ACCEPTS_TOTAL,
         COUNTER,
         "(commit, partition) verdicts flagged unsafe: a policy accepts while another member holds the "
         "partition at an assignment epoch <= the commit's epoch.",
@@ -240,7 +285,7 @@ METRICS: tuple[MetricSpec, ...] = (
         {"kind": COMMIT_KINDS},
     ),
     MetricSpec(
-        PREFIX + "model_comparisons_total",
+        MODEL_COMPARISONS_TOTAL,
         COUNTER,
         "(commit, partition) verdicts whose event carried the broker's answer: whether the model's policy "
         "predicted it (diverge = MODEL_DIVERGENCE).",
@@ -248,7 +293,7 @@ METRICS: tuple[MetricSpec, ...] = (
         {"kind": COMMIT_KINDS, "outcome": COMPARISON_OUTCOMES},
     ),
     MetricSpec(
-        PREFIX + "truncations_total",
+        TRUNCATIONS_TOTAL,
         COUNTER,
         "Committed offsets beyond the log: LOG_TRUNCATION (diverged leader epoch, KIP-320) or "
         "OFFSET_OUT_OF_RANGE (below the log start offset).",
@@ -256,14 +301,14 @@ METRICS: tuple[MetricSpec, ...] = (
         {"reason": TRUNCATION_REASONS},
     ),
     MetricSpec(
-        PREFIX + "alerts_total",
+        ALERTS_TOTAL,
         COUNTER,
         "Alerts raised (resolved notices of lifecycle alerts are not counted), by kind and severity.",
         _G + ("kind", "severity"),
         {"kind": ALERT_KINDS, "severity": SEVERITIES},
     ),
     MetricSpec(
-        PREFIX + "alerts_firing",
+        ALERTS_FIRING,
         GAUGE,
         "Lifecycle alerts currently firing (1) or resolved (0); for group=\"other\" the number of groups firing.",
         _G + ("kind",),
@@ -271,49 +316,60 @@ METRICS: tuple[MetricSpec, ...] = (
     ),
     # -- group model
     MetricSpec(
-        PREFIX + "group_members",
+        GROUP_MEMBERS,
         GAUGE,
         "Members the model holds in the group.",
         _G + ("protocol",),
         {"protocol": PROTOCOLS},
+        status_field="members",
+        fold="sum",
     ),
     MetricSpec(
-        PREFIX + "group_partitions_held",
+        GROUP_PARTITIONS_HELD,
         GAUGE,
         "Partitions held by the group's members (assigned or pending revocation).",
         _G,
+        status_field="partitions_held",
+        fold="sum",
     ),
     MetricSpec(
-        PREFIX + "group_epoch",
+        GROUP_EPOCH,
         GAUGE,
         "The group's epoch as last seen (not exported for group=\"other\").",
         _G,
+        status_field="group_epoch",
     ),
     MetricSpec(
-        PREFIX + "group_max_member_epoch",
+        GROUP_MAX_MEMBER_EPOCH,
         GAUGE,
         "Highest member epoch in the group (not exported for group=\"other\").",
         _G,
+        status_field="max_member_epoch",
     ),
     MetricSpec(
-        PREFIX + "group_state",
+        GROUP_STATE,
         GAUGE,
         "The group's state (1 for the current state; not exported for group=\"other\").",
         _G + ("state",),
         {"state": GROUP_STATES},
+        status_field="state",
     ),
     MetricSpec(
-        PREFIX + "group_rebalances_total",
+        GROUP_REBALANCES_TOTAL,
         COUNTER,
         "Rebalances (group epoch bumps or classic generations) the model has seen.",
         _G,
+        status_field="rebalances_total",
     ),
     MetricSpec(
-        PREFIX + "group_offsets_expiry_deadline_timestamp_seconds",
+        GROUP_OFFSETS_EXPIRY_DEADLINE_TIMESTAMP_SECONDS,
         GAUGE,
         "Unix time at which the group's earliest committed offset expires (absent: nothing expires); "
         "group=\"other\" holds the earliest deadline of the folded groups.",
         _G,
+        status_field="expiry_deadline_ms",
+        status_unit=1000,
+        fold="min",
     ),
     # Deprecated names, exported one more release beside the new ones (docs/metrics.md).
     MetricSpec(
@@ -322,17 +378,18 @@ METRICS: tuple[MetricSpec, ...] = (
         "DEPRECATED: use fencewatch_group_offsets_expiry_deadline_timestamp_seconds (same values; "
         "a Unix time is named _timestamp_seconds). Removed in the next release.",
         _G,
-        alias_of=PREFIX + "group_offsets_expiry_deadline_timestamp_seconds",
+        alias_of=GROUP_OFFSETS_EXPIRY_DEADLINE_TIMESTAMP_SECONDS,
     ),
     MetricSpec(
-        PREFIX + "groups",
+        GROUPS,
         GAUGE,
         "Groups the model knows, by state (all groups, not limited by max_groups).",
         ("cluster", "state"),
         {"state": GROUP_STATES},
+        status_field="state",
     ),
     MetricSpec(
-        PREFIX + "exporter_groups",
+        EXPORTER_GROUPS,
         GAUGE,
         "Groups with their own series (labelled) and groups folded into group=\"other\".",
         ("cluster", "disposition"),
@@ -340,62 +397,62 @@ METRICS: tuple[MetricSpec, ...] = (
     ),
     # -- monitor health
     MetricSpec(
-        PREFIX + "batches_total",
+        BATCHES_TOTAL,
         COUNTER,
         "Micro-batches the monitor has completed.",
     ),
     MetricSpec(
-        PREFIX + "batch_duration_seconds",
+        BATCH_DURATION_SECONDS,
         HISTOGRAM,
         "Wall time to process one micro-batch.",
         buckets=(0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 120.0),
     ),
     MetricSpec(
-        PREFIX + "decision_latency_seconds",
+        DECISION_LATENCY_SECONDS,
         HISTOGRAM,
         "Wall time from an event's coordinator timestamp to the verdict or alert it caused.",
         buckets=(0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 300.0, 900.0),
     ),
     MetricSpec(
-        PREFIX + "input_lag_records",
+        INPUT_LAG_RECORDS,
         GAUGE,
         "Records in the input topics not yet read by the monitor.",
     ),
     MetricSpec(
-        PREFIX + "state_rows",
+        STATE_ROWS,
         GAUGE,
         "Rows in the query's state stores (groups and topic keys), from Spark's last progress report.",
     ),
     MetricSpec(
-        PREFIX + "state_memory_bytes",
+        STATE_MEMORY_BYTES,
         GAUGE,
         "Memory the query's state stores report using (RocksDB: memtables, block cache, index and filter "
         "blocks; native memory the JVM's own figures do not show), from Spark's last progress report.",
     ),
     MetricSpec(
-        PREFIX + "last_event_timestamp_seconds",
+        LAST_EVENT_TIMESTAMP_SECONDS,
         GAUGE,
         "Coordinator timestamp of the newest event processed.",
     ),
     MetricSpec(
-        PREFIX + "last_batch_timestamp_seconds",
+        LAST_BATCH_TIMESTAMP_SECONDS,
         GAUGE,
         "Unix time the last micro-batch completed.",
     ),
     MetricSpec(
-        PREFIX + "exporter_rejected_records_total",
+        EXPORTER_REJECTED_RECORDS_TOTAL,
         COUNTER,
         "Records the exporter could not count (malformed verdict/alert/status/count records), by record type.",
         ("record",),
         {"record": ("verdict", "alert", "status", "count")},
     ),
     MetricSpec(
-        PREFIX + "up",
+        UP,
         GAUGE,
         "1 while the monitor reports healthy and completed a micro-batch within its staleness bound.",
     ),
     MetricSpec(
-        PREFIX + "build_info",
+        BUILD_INFO,
         GAUGE,
         "Constant 1, labelled with the running versions.",
         ("version", "python_version", "pyspark_version"),
@@ -469,8 +526,13 @@ BY_NAME: Mapping[str, MetricSpec] = {m.name: m for m in METRICS}
 JOB_METRICS: tuple[MetricSpec, ...] = tuple(m for m in METRICS if m.exporter == "job")
 """The families the streaming job's driver serves."""
 
+STATUS_METRICS: tuple[MetricSpec, ...] = tuple(m for m in JOB_METRICS if m.status_field)
+"""The job's families read off each group's status (`MetricSpec.status_field`), in their order: the
+exporter parses a status into these fields and shows them from these specs alone, so a new group
+gauge is one spec here (and its field in `state.status.status`)."""
+
 BRIDGE_METRICS: tuple[MetricSpec, ...] = (*(m for m in METRICS if m.exporter == "bridge"),
-                                          BY_NAME[PREFIX + "build_info"])
+                                          BY_NAME[BUILD_INFO])
 """The families `fencewatch bridge` serves (its own, and the running versions)."""
 
 ALIASES: Mapping[str, tuple[str, ...]] = {
