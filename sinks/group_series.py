@@ -1,6 +1,8 @@
 """The group gauges' series as the exporter shows them: a labelled group's own, the rest folded
-into ``group="other"`` (members and partitions summed, the earliest expiry deadline, the number of
-groups firing). Pure functions of the exporter's state, so the sink's scrape stays a short loop."""
+into ``group="other"`` (as each spec's ``fold`` says: members and partitions summed, the earliest
+expiry deadline; the number of groups firing). The gauges read off a status are shown from their
+specs alone (``sinks.metrics.STATUS_METRICS``), so a new one needs no line here. Pure functions of
+the exporter's state, so the sink's scrape stays a short loop."""
 from __future__ import annotations
 
 from collections import Counter

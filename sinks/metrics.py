@@ -7,6 +7,10 @@ dashboard generator, `docs/metrics.md` and the tests that check dashboards and
 alert rules only use metrics defined here; `MetricsConfig`. No
 prometheus_client import: the dashboard generator needs the names only.
 
+A group gauge names the field of a group's status it shows (`MetricSpec.status_field`) and the
+exporter shows it from that alone: declared once, here, it reaches `/metrics` with no other line
+(issue 47 item 4); families the exporter names in code go by their specs' constants (`EVENTS_TOTAL`).
+
 Label rules (contract §8): `cluster`, `group` and closed enums only, never member
 ids, offsets or partitions. `group` is bounded by :class:`GroupLimiter`: the
 `max_groups` most active groups keep their own series, every other group is
@@ -170,17 +174,13 @@ class MetricSpec:
     alias_of: str | None = None
     # the process that serves it: the streaming job's driver ("job") or `fencewatch bridge` ("bridge")
     exporter: str = "job"
-    # set on a group gauge or counter the exporter reads off each group's status (the key of the
-    # dict `state.status.status` makes): the spec is then all the exporter needs to show it
-    # (`sinks/metrics_batch.GroupStatus`, `sinks/group_series.py`). A gauge with `group` shows the
-    # field's number, or 1 with the field's value as its label when the field is one of its labels
-    # (a state); one without `group` counts the groups by the field's value; a counter counts the
-    # growth of a monotone total (a restarted total counts whole).
+    # a family read off each group's status: the key of `state.status.status`'s dict, all the
+    # exporter needs to show it (sinks/README.md, "A group gauge"): a gauge shows the number, or 1
+    # when the field is one of its labels (a state); one without `group` counts groups by value;
+    # a counter counts a monotone total's growth
     status_field: str | None = None
-    # the status field counts this many of the metric's unit (1000: milliseconds for a _seconds gauge)
-    status_unit: int = 1
-    # what group="other" shows of the folded groups' values: "sum", "min", or nothing (None)
-    fold: str | None = None
+    status_unit: int = 1  # the field counts this many of the metric's unit (1000: ms of a _seconds gauge)
+    fold: str | None = None  # what group="other" shows of the folded groups: "sum", "min", or nothing
 
     def series_names(self) -> tuple[str, ...]:
         """Names a PromQL query may use for this family."""
@@ -191,51 +191,19 @@ class MetricSpec:
 
 _G = ("cluster", "group")
 
-# Family names the exporters name in code: each one the first argument of its spec below.
-EVENTS_TOTAL = PREFIX + "events_total"
-DLQ_RECORDS_TOTAL = PREFIX + "dlq_records_total"
-COMMITS_JUDGED_TOTAL = PREFIX + "commits_judged_total"
-BROKER_ERRORS_TOTAL = PREFIX + "broker_errors_total"
-ABORTED_TRANSACTIONS_TOTAL = PREFIX + "aborted_transactions_total"
-AVOIDABLE_ABORTS_TOTAL = PREFIX + "avoidable_aborts_total"
-ZOMBIE_COMMITS_TOTAL = PREFIX + "zombie_commits_total"
-UNSAFE_ACCEPTS_TOTAL = PREFIX + "unsafe_accepts_total"
-MODEL_COMPARISONS_TOTAL = PREFIX + "model_comparisons_total"
-TRUNCATIONS_TOTAL = PREFIX + "truncations_total"
-ALERTS_TOTAL = PREFIX + "alerts_total"
-ALERTS_FIRING = PREFIX + "alerts_firing"
-GROUP_MEMBERS = PREFIX + "group_members"
-GROUP_PARTITIONS_HELD = PREFIX + "group_partitions_held"
-GROUP_EPOCH = PREFIX + "group_epoch"
-GROUP_MAX_MEMBER_EPOCH = PREFIX + "group_max_member_epoch"
-GROUP_STATE = PREFIX + "group_state"
-GROUP_REBALANCES_TOTAL = PREFIX + "group_rebalances_total"
-GROUP_OFFSETS_EXPIRY_DEADLINE_TIMESTAMP_SECONDS = PREFIX + "group_offsets_expiry_deadline_timestamp_seconds"
-GROUPS = PREFIX + "groups"
-EXPORTER_GROUPS = PREFIX + "exporter_groups"
-BATCHES_TOTAL = PREFIX + "batches_total"
-BATCH_DURATION_SECONDS = PREFIX + "batch_duration_seconds"
-DECISION_LATENCY_SECONDS = PREFIX + "decision_latency_seconds"
-INPUT_LAG_RECORDS = PREFIX + "input_lag_records"
-STATE_ROWS = PREFIX + "state_rows"
-STATE_MEMORY_BYTES = PREFIX + "state_memory_bytes"
-LAST_EVENT_TIMESTAMP_SECONDS = PREFIX + "last_event_timestamp_seconds"
-LAST_BATCH_TIMESTAMP_SECONDS = PREFIX + "last_batch_timestamp_seconds"
-EXPORTER_REJECTED_RECORDS_TOTAL = PREFIX + "exporter_rejected_records_total"
-UP = PREFIX + "up"
-BUILD_INFO = PREFIX + "build_info"
-
+# A family the exporter names in code is bound to a constant in its spec (`EVENTS_TOTAL := ...`):
+# the exporter names it by that, never by a string of its own.
 METRICS: tuple[MetricSpec, ...] = (
     # -- input
     MetricSpec(
-        EVENTS_TOTAL,
+        EVENTS_TOTAL := PREFIX + "events_total",
         COUNTER,
         "Input events read, by contract §1 event type and input role (partition-scoped events have group=\"\").",
         _G + ("type", "source"),
         {"type": EVENT_TYPES, "source": SOURCES},
     ),
     MetricSpec(
-        DLQ_RECORDS_TOTAL,
+        DLQ_RECORDS_TOTAL := PREFIX + "dlq_records_total",
         COUNTER,
         "Undecodable input records sent to the dead-letter topic, by reason code.",
         ("reason",),
@@ -243,7 +211,7 @@ METRICS: tuple[MetricSpec, ...] = (
     ),
     # -- commit judgement
     MetricSpec(
-        COMMITS_JUDGED_TOTAL,
+        COMMITS_JUDGED_TOTAL := PREFIX + "commits_judged_total",
         COUNTER,
         "(commit, partition) verdicts, once per policy: the policy's answer (NONE = accepted) and the "
         "verdict class; filter on one policy to count each verdict once.",
@@ -251,33 +219,33 @@ METRICS: tuple[MetricSpec, ...] = (
         {"kind": COMMIT_KINDS, "policy": POLICIES, "result": RESULTS, "class": CLASSES},
     ),
     MetricSpec(
-        BROKER_ERRORS_TOTAL,
+        BROKER_ERRORS_TOTAL := PREFIX + "broker_errors_total",
         COUNTER,
         "Errors the broker answered to commit requests (once per request) and heartbeats, by API and error name.",
         _G + ("api", "error"),
         {"api": APIS, "error": BROKER_ERRORS},
     ),
     MetricSpec(
-        ABORTED_TRANSACTIONS_TOTAL,
+        ABORTED_TRANSACTIONS_TOTAL := PREFIX + "aborted_transactions_total",
         COUNTER,
         "Rejected transactional offset commits (each one aborts its transaction), per request.",
         _G,
     ),
     MetricSpec(
-        AVOIDABLE_ABORTS_TOTAL,
+        AVOIDABLE_ABORTS_TOTAL := PREFIX + "avoidable_aborts_total",
         COUNTER,
         "Aborted transactions that kip1251 would have accepted for every partition (an upgrade saves them).",
         _G,
     ),
     MetricSpec(
-        ZOMBIE_COMMITS_TOTAL,
+        ZOMBIE_COMMITS_TOTAL := PREFIX + "zombie_commits_total",
         COUNTER,
         "(commit, partition) verdicts of class zombie: kip1251 rejects and another member holds the partition.",
         _G + ("kind",),
         {"kind": COMMIT_KINDS},
     ),
     MetricSpec(
-        UNSAFE_ACCEPTS_TOTAL,
+        UNSAFE_ACCEPTS_TOTAL := PREFIX + "unsafe_accepts_total",
         COUNTER,
         "(commit, partition) verdicts flagged unsafe: a policy accepts while another member holds the "
         "partition at an assignment epoch <= the commit's epoch.",
@@ -285,7 +253,7 @@ METRICS: tuple[MetricSpec, ...] = (
         {"kind": COMMIT_KINDS},
     ),
     MetricSpec(
-        MODEL_COMPARISONS_TOTAL,
+        MODEL_COMPARISONS_TOTAL := PREFIX + "model_comparisons_total",
         COUNTER,
         "(commit, partition) verdicts whose event carried the broker's answer: whether the model's policy "
         "predicted it (diverge = MODEL_DIVERGENCE).",
@@ -293,7 +261,7 @@ METRICS: tuple[MetricSpec, ...] = (
         {"kind": COMMIT_KINDS, "outcome": COMPARISON_OUTCOMES},
     ),
     MetricSpec(
-        TRUNCATIONS_TOTAL,
+        TRUNCATIONS_TOTAL := PREFIX + "truncations_total",
         COUNTER,
         "Committed offsets beyond the log: LOG_TRUNCATION (diverged leader epoch, KIP-320) or "
         "OFFSET_OUT_OF_RANGE (below the log start offset).",
@@ -301,14 +269,14 @@ METRICS: tuple[MetricSpec, ...] = (
         {"reason": TRUNCATION_REASONS},
     ),
     MetricSpec(
-        ALERTS_TOTAL,
+        ALERTS_TOTAL := PREFIX + "alerts_total",
         COUNTER,
         "Alerts raised (resolved notices of lifecycle alerts are not counted), by kind and severity.",
         _G + ("kind", "severity"),
         {"kind": ALERT_KINDS, "severity": SEVERITIES},
     ),
     MetricSpec(
-        ALERTS_FIRING,
+        ALERTS_FIRING := PREFIX + "alerts_firing",
         GAUGE,
         "Lifecycle alerts currently firing (1) or resolved (0); for group=\"other\" the number of groups firing.",
         _G + ("kind",),
@@ -316,38 +284,36 @@ METRICS: tuple[MetricSpec, ...] = (
     ),
     # -- group model
     MetricSpec(
-        GROUP_MEMBERS,
+        GROUP_MEMBERS := PREFIX + "group_members",
         GAUGE,
         "Members the model holds in the group.",
         _G + ("protocol",),
         {"protocol": PROTOCOLS},
-        status_field="members",
-        fold="sum",
+        status_field="members", fold="sum",
     ),
     MetricSpec(
-        GROUP_PARTITIONS_HELD,
+        GROUP_PARTITIONS_HELD := PREFIX + "group_partitions_held",
         GAUGE,
         "Partitions held by the group's members (assigned or pending revocation).",
         _G,
-        status_field="partitions_held",
-        fold="sum",
+        status_field="partitions_held", fold="sum",
     ),
     MetricSpec(
-        GROUP_EPOCH,
+        GROUP_EPOCH := PREFIX + "group_epoch",
         GAUGE,
         "The group's epoch as last seen (not exported for group=\"other\").",
         _G,
         status_field="group_epoch",
     ),
     MetricSpec(
-        GROUP_MAX_MEMBER_EPOCH,
+        GROUP_MAX_MEMBER_EPOCH := PREFIX + "group_max_member_epoch",
         GAUGE,
         "Highest member epoch in the group (not exported for group=\"other\").",
         _G,
         status_field="max_member_epoch",
     ),
     MetricSpec(
-        GROUP_STATE,
+        GROUP_STATE := PREFIX + "group_state",
         GAUGE,
         "The group's state (1 for the current state; not exported for group=\"other\").",
         _G + ("state",),
@@ -355,21 +321,19 @@ METRICS: tuple[MetricSpec, ...] = (
         status_field="state",
     ),
     MetricSpec(
-        GROUP_REBALANCES_TOTAL,
+        GROUP_REBALANCES_TOTAL := PREFIX + "group_rebalances_total",
         COUNTER,
         "Rebalances (group epoch bumps or classic generations) the model has seen.",
         _G,
         status_field="rebalances_total",
     ),
     MetricSpec(
-        GROUP_OFFSETS_EXPIRY_DEADLINE_TIMESTAMP_SECONDS,
+        GROUP_OFFSETS_EXPIRY_DEADLINE_TIMESTAMP_SECONDS := PREFIX + "group_offsets_expiry_deadline_timestamp_seconds",
         GAUGE,
         "Unix time at which the group's earliest committed offset expires (absent: nothing expires); "
         "group=\"other\" holds the earliest deadline of the folded groups.",
         _G,
-        status_field="expiry_deadline_ms",
-        status_unit=1000,
-        fold="min",
+        status_field="expiry_deadline_ms", status_unit=1000, fold="min",
     ),
     # Deprecated names, exported one more release beside the new ones (docs/metrics.md).
     MetricSpec(
@@ -381,7 +345,7 @@ METRICS: tuple[MetricSpec, ...] = (
         alias_of=GROUP_OFFSETS_EXPIRY_DEADLINE_TIMESTAMP_SECONDS,
     ),
     MetricSpec(
-        GROUPS,
+        GROUPS := PREFIX + "groups",
         GAUGE,
         "Groups the model knows, by state (all groups, not limited by max_groups).",
         ("cluster", "state"),
@@ -389,7 +353,7 @@ METRICS: tuple[MetricSpec, ...] = (
         status_field="state",
     ),
     MetricSpec(
-        EXPORTER_GROUPS,
+        EXPORTER_GROUPS := PREFIX + "exporter_groups",
         GAUGE,
         "Groups with their own series (labelled) and groups folded into group=\"other\".",
         ("cluster", "disposition"),
@@ -397,62 +361,62 @@ METRICS: tuple[MetricSpec, ...] = (
     ),
     # -- monitor health
     MetricSpec(
-        BATCHES_TOTAL,
+        BATCHES_TOTAL := PREFIX + "batches_total",
         COUNTER,
         "Micro-batches the monitor has completed.",
     ),
     MetricSpec(
-        BATCH_DURATION_SECONDS,
+        BATCH_DURATION_SECONDS := PREFIX + "batch_duration_seconds",
         HISTOGRAM,
         "Wall time to process one micro-batch.",
         buckets=(0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 120.0),
     ),
     MetricSpec(
-        DECISION_LATENCY_SECONDS,
+        DECISION_LATENCY_SECONDS := PREFIX + "decision_latency_seconds",
         HISTOGRAM,
         "Wall time from an event's coordinator timestamp to the verdict or alert it caused.",
         buckets=(0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 300.0, 900.0),
     ),
     MetricSpec(
-        INPUT_LAG_RECORDS,
+        INPUT_LAG_RECORDS := PREFIX + "input_lag_records",
         GAUGE,
         "Records in the input topics not yet read by the monitor.",
     ),
     MetricSpec(
-        STATE_ROWS,
+        STATE_ROWS := PREFIX + "state_rows",
         GAUGE,
         "Rows in the query's state stores (groups and topic keys), from Spark's last progress report.",
     ),
     MetricSpec(
-        STATE_MEMORY_BYTES,
+        STATE_MEMORY_BYTES := PREFIX + "state_memory_bytes",
         GAUGE,
         "Memory the query's state stores report using (RocksDB: memtables, block cache, index and filter "
         "blocks; native memory the JVM's own figures do not show), from Spark's last progress report.",
     ),
     MetricSpec(
-        LAST_EVENT_TIMESTAMP_SECONDS,
+        LAST_EVENT_TIMESTAMP_SECONDS := PREFIX + "last_event_timestamp_seconds",
         GAUGE,
         "Coordinator timestamp of the newest event processed.",
     ),
     MetricSpec(
-        LAST_BATCH_TIMESTAMP_SECONDS,
+        LAST_BATCH_TIMESTAMP_SECONDS := PREFIX + "last_batch_timestamp_seconds",
         GAUGE,
         "Unix time the last micro-batch completed.",
     ),
     MetricSpec(
-        EXPORTER_REJECTED_RECORDS_TOTAL,
+        EXPORTER_REJECTED_RECORDS_TOTAL := PREFIX + "exporter_rejected_records_total",
         COUNTER,
         "Records the exporter could not count (malformed verdict/alert/status/count records), by record type.",
         ("record",),
         {"record": ("verdict", "alert", "status", "count")},
     ),
     MetricSpec(
-        UP,
+        UP := PREFIX + "up",
         GAUGE,
         "1 while the monitor reports healthy and completed a micro-batch within its staleness bound.",
     ),
     MetricSpec(
-        BUILD_INFO,
+        BUILD_INFO := PREFIX + "build_info",
         GAUGE,
         "Constant 1, labelled with the running versions.",
         ("version", "python_version", "pyspark_version"),
