@@ -123,7 +123,7 @@ class MetricsSink:
             m.DLQ_RECORDS_TOTAL: {(r,): 0.0 for r in m.DLQ_REASONS},
             m.BATCHES_TOTAL: {(): 0.0},
             m.EXPORTER_REJECTED_RECORDS_TOTAL: {
-                (r,): 0.0 for r in m.spec("exporter_rejected_records_total").enums["record"]
+                (r,): 0.0 for r in m.spec(m.EXPORTER_REJECTED_RECORDS_TOTAL).enums["record"]
             },
         }
         self._status: dict[GroupKey, GroupStatus] = {}

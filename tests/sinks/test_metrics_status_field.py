@@ -107,7 +107,8 @@ def test_the_exporter_keeps_the_fields_its_specs_read():
 def test_the_exporters_name_families_by_their_specs_constants():
     """``prometheus.py`` and ``group_series.py`` name a family through the constant declared with its
     spec (``m.EVENTS_TOTAL``), never as a string of their own (``"fencewatch_events_total"``,
-    ``m.PREFIX + "events_total"``): a renamed family cannot leave one behind."""
+    ``m.PREFIX + "events_total"``, ``m.spec("events_total")``): a renamed family cannot leave one
+    behind."""
     import ast
 
     names = {spec.name for spec in m.METRICS}
@@ -115,6 +116,8 @@ def test_the_exporters_name_families_by_their_specs_constants():
         tree = ast.parse((ROOT / "sinks" / module).read_text())
         found = [f"{module}:{node.lineno}" for node in ast.walk(tree)
                  if isinstance(node, ast.Constant) and node.value in names
-                 or isinstance(node, ast.BinOp) and isinstance(node.left, ast.Attribute) and node.left.attr == "PREFIX"]
+                 or isinstance(node, ast.BinOp) and isinstance(node.left, ast.Attribute) and node.left.attr == "PREFIX"
+                 or isinstance(node, ast.Call) and getattr(node.func, "attr", None) == "spec"
+                 and any(isinstance(a, ast.Constant) for a in node.args)]
         assert found == []
     assert m.EVENTS_TOTAL == m.spec("events_total").name and m.BY_NAME[m.GROUP_MEMBERS].status_field == "members"
