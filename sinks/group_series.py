@@ -6,6 +6,7 @@ the exporter's state, so the sink's scrape stays a short loop."""
 from __future__ import annotations
 
 from collections import Counter
+from operator import attrgetter
 from typing import Any, Callable, Iterable, Mapping
 
 from fencewatch.sinks import metrics as m
@@ -23,45 +24,59 @@ def group_model_series(statuses: Mapping[GroupKey, Any], label: Callable[[GroupK
     Own series for labelled groups; a folded group adds to ``group="other"`` by the spec's
     ``fold``, or shows nowhere (a group's epoch or state is no sum). A gauge without a ``group``
     label counts every group by the field's value (``groups``, not limited by max_groups).
-    Within a family the series come in the statuses' order, folded ones after the labelled."""
-    shown = {key: label(key) for key in statuses}
+    Within a family the series come in the statuses' order, folded ones after the labelled.
+    The groups are split into labelled and folded once, not per gauge: beyond ``max_groups``
+    most groups are folded, and a gauge that does not fold skips them all."""
+    labelled, folded = [], []
+    for key, s in statuses.items():
+        (folded if label(key) == OTHER else labelled).append((key, s))
     for spec in _GAUGES:
         if "group" not in spec.labels:
-            _counted_by_value(spec, statuses, add)
+            _counted_by_value(spec, statuses.items(), add)
         else:
-            _group_gauge(spec, statuses, shown, add)
+            _group_gauge(spec, labelled, folded, add)
 
 
-def _counted_by_value(spec: m.MetricSpec, statuses: Mapping[GroupKey, Any],
+def _tail(fields: tuple[str, ...]) -> Callable[[Any], tuple]:
+    """A status's values of ``fields``, as a tuple (the labels after cluster and group)."""
+    if not fields:
+        return lambda s: ()
+    if len(fields) == 1:
+        one = attrgetter(fields[0])
+        return lambda s: (one(s),)
+    return attrgetter(*fields)
+
+
+def _counted_by_value(spec: m.MetricSpec, statuses: Iterable[tuple[GroupKey, Any]],
                       add: Callable[[str, tuple, float], None]) -> None:
-    fields = spec.labels[1:]  # after cluster
+    tail = _tail(spec.labels[1:])  # after cluster
     counts: Counter = Counter()
-    for (cluster, _), s in statuses.items():
-        counts[(cluster, *(getattr(s, f) for f in fields))] += 1
+    for (cluster, _), s in statuses:
+        counts[(cluster, *tail(s))] += 1
     for labels, n in counts.items():
         add(spec.name, labels, n)
 
 
-def _group_gauge(spec: m.MetricSpec, statuses: Mapping[GroupKey, Any], shown: Mapping[GroupKey, str],
-                 add: Callable[[str, tuple, float], None]) -> None:
+def _group_gauge(spec: m.MetricSpec, labelled: list, folded: list, add: Callable[[str, tuple, float], None]) -> None:
     name, field, unit = spec.name, spec.status_field, spec.status_unit
     fields = spec.labels[2:]  # after cluster, group: the status's fields of those names
-    state = field in fields  # 1 for the current value, the value a label
-    fold = _FOLD[spec.fold] if spec.fold else None
-    folded: dict[tuple, Any] = {}
-    for key, s in statuses.items():
-        value = 1 if state else getattr(s, field)
-        if value is None:
-            continue
-        tail = tuple(getattr(s, f) for f in fields)
-        if shown[key] == OTHER:
-            if fold is not None:
-                at = (key[0], *tail)
-                folded[at] = fold(folded[at], value) if at in folded else value
-            continue
-        add(name, (*key, *tail), value / unit if unit != 1 else value)
-    for (cluster, *tail), value in folded.items():
-        add(name, (cluster, OTHER, *tail), value / unit if unit != 1 else value)
+    tail = _tail(fields)
+    # a state: 1 for the current value, the value a label; else the field's number
+    value_of = (lambda s: 1) if field in fields else attrgetter(field)
+    for key, s in labelled:
+        value = value_of(s)
+        if value is not None:
+            add(name, (*key, *tail(s)), value / unit if unit != 1 else value)
+    if spec.fold is None:
+        return
+    fold, sums = _FOLD[spec.fold], {}
+    for (cluster, _), s in folded:
+        value = value_of(s)
+        if value is not None:
+            at = (cluster, *tail(s))
+            sums[at] = fold(sums[at], value) if at in sums else value
+    for (cluster, *rest), value in sums.items():
+        add(name, (cluster, OTHER, *rest), value / unit if unit != 1 else value)
 
 
 def firing_series(grouped: Iterable[GroupKey], firing_by_group: Mapping[GroupKey, Mapping[str, bool]],
