@@ -4,8 +4,13 @@ What lives here: pure definitions -- name, type, help, label names and the
 closed set of values of every enum label -- used by the exporters (the job's,
 `sinks/prometheus.py`, and the bridge's, `sinks/bridge_metrics.py`), the
 dashboard generator, `docs/metrics.md` and the tests that check dashboards and
-alert rules only use metrics defined here; `MetricsConfig`. No
+alert rules only use metrics defined here (`MetricsConfig`, re-exported, is
+`sinks/metrics_config.py`'s). No
 prometheus_client import: the dashboard generator needs the names only.
+
+A group gauge names the field of a group's status it shows (`MetricSpec.status_field`) and the
+exporter shows it from that alone: declared once, here, it reaches `/metrics` with no other line
+(issue 47 item 4); families the exporter names in code go by their specs' constants (`EVENTS_TOTAL`).
 
 Label rules (contract §8): `cluster`, `group` and closed enums only, never member
 ids, offsets or partitions. `group` is bounded by :class:`GroupLimiter`: the
@@ -20,7 +25,7 @@ from dataclasses import dataclass, field
 from typing import Mapping
 
 from fencewatch.sinks.group_limiter import OTHER, GroupKey, GroupLimiter  # noqa: F401  (imported from here)
-from fencewatch.sinks.health import HealthConfig
+from fencewatch.sinks.metrics_config import MetricsConfig  # noqa: F401  (imported from here)
 from fencewatch.state.model import AlertKind, CommitClass, Policy, Severity
 from fencewatch.state.records import EventType
 
@@ -170,6 +175,13 @@ class MetricSpec:
     alias_of: str | None = None
     # the process that serves it: the streaming job's driver ("job") or `fencewatch bridge` ("bridge")
     exporter: str = "job"
+    # a family read off each group's status: the key of `state.status.status`'s dict, all the
+    # exporter needs to show it (sinks/README.md, "A group gauge"): a gauge shows the number, or 1
+    # when the field is one of its labels (a state); one without `group` counts groups by value;
+    # a counter counts a monotone total's growth
+    status_field: str | None = None
+    status_unit: int = 1  # the field counts this many of the metric's unit (1000: ms of a _seconds gauge)
+    fold: str | None = None  # what group="other" shows of the folded groups: "sum", "min", or nothing
 
     def series_names(self) -> tuple[str, ...]:
         """Names a PromQL query may use for this family."""
@@ -180,17 +192,19 @@ class MetricSpec:
 
 _G = ("cluster", "group")
 
+# A family the exporter names in code is bound to a constant in its spec (`EVENTS_TOTAL := ...`):
+# the exporter names it by that, never by a string of its own.
 METRICS: tuple[MetricSpec, ...] = (
     # -- input
     MetricSpec(
-        PREFIX + "events_total",
+        EVENTS_TOTAL := PREFIX + "events_total",
         COUNTER,
         "Input events read, by contract §1 event type and input role (partition-scoped events have group=\"\").",
         _G + ("type", "source"),
         {"type": EVENT_TYPES, "source": SOURCES},
     ),
     MetricSpec(
-        PREFIX + "dlq_records_total",
+        DLQ_RECORDS_TOTAL := PREFIX + "dlq_records_total",
         COUNTER,
         "Undecodable input records sent to the dead-letter topic, by reason code.",
         ("reason",),
@@ -198,7 +212,7 @@ METRICS: tuple[MetricSpec, ...] = (
     ),
     # -- commit judgement
     MetricSpec(
-        PREFIX + "commits_judged_total",
+        COMMITS_JUDGED_TOTAL := PREFIX + "commits_judged_total",
         COUNTER,
         "(commit, partition) verdicts, once per policy: the policy's answer (NONE = accepted) and the "
         "verdict class; filter on one policy to count each verdict once.",
@@ -206,33 +220,33 @@ METRICS: tuple[MetricSpec, ...] = (
         {"kind": COMMIT_KINDS, "policy": POLICIES, "result": RESULTS, "class": CLASSES},
     ),
     MetricSpec(
-        PREFIX + "broker_errors_total",
+        BROKER_ERRORS_TOTAL := PREFIX + "broker_errors_total",
         COUNTER,
         "Errors the broker answered to commit requests (once per request) and heartbeats, by API and error name.",
         _G + ("api", "error"),
         {"api": APIS, "error": BROKER_ERRORS},
     ),
     MetricSpec(
-        PREFIX + "aborted_transactions_total",
+        ABORTED_TRANSACTIONS_TOTAL := PREFIX + "aborted_transactions_total",
         COUNTER,
         "Rejected transactional offset commits (each one aborts its transaction), per request.",
         _G,
     ),
     MetricSpec(
-        PREFIX + "avoidable_aborts_total",
+        AVOIDABLE_ABORTS_TOTAL := PREFIX + "avoidable_aborts_total",
         COUNTER,
         "Aborted transactions that kip1251 would have accepted for every partition (an upgrade saves them).",
         _G,
     ),
     MetricSpec(
-        PREFIX + "zombie_commits_total",
+        ZOMBIE_COMMITS_TOTAL := PREFIX + "zombie_commits_total",
         COUNTER,
         "(commit, partition) verdicts of class zombie: kip1251 rejects and another member holds the partition.",
         _G + ("kind",),
         {"kind": COMMIT_KINDS},
     ),
     MetricSpec(
-        PREFIX + "unsafe_accepts_total",
+        UNSAFE_ACCEPTS_TOTAL := PREFIX + "unsafe_accepts_total",
         COUNTER,
         "(commit, partition) verdicts flagged unsafe: a policy accepts while another member holds the "
         "partition at an assignment epoch <= the commit's epoch.",
@@ -240,7 +254,7 @@ METRICS: tuple[MetricSpec, ...] = (
         {"kind": COMMIT_KINDS},
     ),
     MetricSpec(
-        PREFIX + "model_comparisons_total",
+        MODEL_COMPARISONS_TOTAL := PREFIX + "model_comparisons_total",
         COUNTER,
         "(commit, partition) verdicts whose event carried the broker's answer: whether the model's policy "
         "predicted it (diverge = MODEL_DIVERGENCE).",
@@ -248,7 +262,7 @@ METRICS: tuple[MetricSpec, ...] = (
         {"kind": COMMIT_KINDS, "outcome": COMPARISON_OUTCOMES},
     ),
     MetricSpec(
-        PREFIX + "truncations_total",
+        TRUNCATIONS_TOTAL := PREFIX + "truncations_total",
         COUNTER,
         "Committed offsets beyond the log: LOG_TRUNCATION (diverged leader epoch, KIP-320) or "
         "OFFSET_OUT_OF_RANGE (below the log start offset).",
@@ -256,14 +270,14 @@ METRICS: tuple[MetricSpec, ...] = (
         {"reason": TRUNCATION_REASONS},
     ),
     MetricSpec(
-        PREFIX + "alerts_total",
+        ALERTS_TOTAL := PREFIX + "alerts_total",
         COUNTER,
         "Alerts raised (resolved notices of lifecycle alerts are not counted), by kind and severity.",
         _G + ("kind", "severity"),
         {"kind": ALERT_KINDS, "severity": SEVERITIES},
     ),
     MetricSpec(
-        PREFIX + "alerts_firing",
+        ALERTS_FIRING := PREFIX + "alerts_firing",
         GAUGE,
         "Lifecycle alerts currently firing (1) or resolved (0); for group=\"other\" the number of groups firing.",
         _G + ("kind",),
@@ -271,49 +285,56 @@ METRICS: tuple[MetricSpec, ...] = (
     ),
     # -- group model
     MetricSpec(
-        PREFIX + "group_members",
+        GROUP_MEMBERS := PREFIX + "group_members",
         GAUGE,
         "Members the model holds in the group.",
         _G + ("protocol",),
         {"protocol": PROTOCOLS},
+        status_field="members", fold="sum",
     ),
     MetricSpec(
-        PREFIX + "group_partitions_held",
+        GROUP_PARTITIONS_HELD := PREFIX + "group_partitions_held",
         GAUGE,
         "Partitions held by the group's members (assigned or pending revocation).",
         _G,
+        status_field="partitions_held", fold="sum",
     ),
     MetricSpec(
-        PREFIX + "group_epoch",
+        GROUP_EPOCH := PREFIX + "group_epoch",
         GAUGE,
         "The group's epoch as last seen (not exported for group=\"other\").",
         _G,
+        status_field="group_epoch",
     ),
     MetricSpec(
-        PREFIX + "group_max_member_epoch",
+        GROUP_MAX_MEMBER_EPOCH := PREFIX + "group_max_member_epoch",
         GAUGE,
         "Highest member epoch in the group (not exported for group=\"other\").",
         _G,
+        status_field="max_member_epoch",
     ),
     MetricSpec(
-        PREFIX + "group_state",
+        GROUP_STATE := PREFIX + "group_state",
         GAUGE,
         "The group's state (1 for the current state; not exported for group=\"other\").",
         _G + ("state",),
         {"state": GROUP_STATES},
+        status_field="state",
     ),
     MetricSpec(
-        PREFIX + "group_rebalances_total",
+        GROUP_REBALANCES_TOTAL := PREFIX + "group_rebalances_total",
         COUNTER,
         "Rebalances (group epoch bumps or classic generations) the model has seen.",
         _G,
+        status_field="rebalances_total",
     ),
     MetricSpec(
-        PREFIX + "group_offsets_expiry_deadline_timestamp_seconds",
+        GROUP_OFFSETS_EXPIRY_DEADLINE_TIMESTAMP_SECONDS := PREFIX + "group_offsets_expiry_deadline_timestamp_seconds",
         GAUGE,
         "Unix time at which the group's earliest committed offset expires (absent: nothing expires); "
         "group=\"other\" holds the earliest deadline of the folded groups.",
         _G,
+        status_field="expiry_deadline_ms", status_unit=1000, fold="min",
     ),
     # Deprecated names, exported one more release beside the new ones (docs/metrics.md).
     MetricSpec(
@@ -322,17 +343,18 @@ METRICS: tuple[MetricSpec, ...] = (
         "DEPRECATED: use fencewatch_group_offsets_expiry_deadline_timestamp_seconds (same values; "
         "a Unix time is named _timestamp_seconds). Removed in the next release.",
         _G,
-        alias_of=PREFIX + "group_offsets_expiry_deadline_timestamp_seconds",
+        alias_of=GROUP_OFFSETS_EXPIRY_DEADLINE_TIMESTAMP_SECONDS,
     ),
     MetricSpec(
-        PREFIX + "groups",
+        GROUPS := PREFIX + "groups",
         GAUGE,
         "Groups the model knows, by state (all groups, not limited by max_groups).",
         ("cluster", "state"),
         {"state": GROUP_STATES},
+        status_field="state",
     ),
     MetricSpec(
-        PREFIX + "exporter_groups",
+        EXPORTER_GROUPS := PREFIX + "exporter_groups",
         GAUGE,
         "Groups with their own series (labelled) and groups folded into group=\"other\".",
         ("cluster", "disposition"),
@@ -340,62 +362,62 @@ METRICS: tuple[MetricSpec, ...] = (
     ),
     # -- monitor health
     MetricSpec(
-        PREFIX + "batches_total",
+        BATCHES_TOTAL := PREFIX + "batches_total",
         COUNTER,
         "Micro-batches the monitor has completed.",
     ),
     MetricSpec(
-        PREFIX + "batch_duration_seconds",
+        BATCH_DURATION_SECONDS := PREFIX + "batch_duration_seconds",
         HISTOGRAM,
         "Wall time to process one micro-batch.",
         buckets=(0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 120.0),
     ),
     MetricSpec(
-        PREFIX + "decision_latency_seconds",
+        DECISION_LATENCY_SECONDS := PREFIX + "decision_latency_seconds",
         HISTOGRAM,
         "Wall time from an event's coordinator timestamp to the verdict or alert it caused.",
         buckets=(0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 300.0, 900.0),
     ),
     MetricSpec(
-        PREFIX + "input_lag_records",
+        INPUT_LAG_RECORDS := PREFIX + "input_lag_records",
         GAUGE,
         "Records in the input topics not yet read by the monitor.",
     ),
     MetricSpec(
-        PREFIX + "state_rows",
+        STATE_ROWS := PREFIX + "state_rows",
         GAUGE,
         "Rows in the query's state stores (groups and topic keys), from Spark's last progress report.",
     ),
     MetricSpec(
-        PREFIX + "state_memory_bytes",
+        STATE_MEMORY_BYTES := PREFIX + "state_memory_bytes",
         GAUGE,
         "Memory the query's state stores report using (RocksDB: memtables, block cache, index and filter "
         "blocks; native memory the JVM's own figures do not show), from Spark's last progress report.",
     ),
     MetricSpec(
-        PREFIX + "last_event_timestamp_seconds",
+        LAST_EVENT_TIMESTAMP_SECONDS := PREFIX + "last_event_timestamp_seconds",
         GAUGE,
         "Coordinator timestamp of the newest event processed.",
     ),
     MetricSpec(
-        PREFIX + "last_batch_timestamp_seconds",
+        LAST_BATCH_TIMESTAMP_SECONDS := PREFIX + "last_batch_timestamp_seconds",
         GAUGE,
         "Unix time the last micro-batch completed.",
     ),
     MetricSpec(
-        PREFIX + "exporter_rejected_records_total",
+        EXPORTER_REJECTED_RECORDS_TOTAL := PREFIX + "exporter_rejected_records_total",
         COUNTER,
         "Records the exporter could not count (malformed verdict/alert/status/count records), by record type.",
         ("record",),
         {"record": ("verdict", "alert", "status", "count")},
     ),
     MetricSpec(
-        PREFIX + "up",
+        UP := PREFIX + "up",
         GAUGE,
         "1 while the monitor reports healthy and completed a micro-batch within its staleness bound.",
     ),
     MetricSpec(
-        PREFIX + "build_info",
+        BUILD_INFO := PREFIX + "build_info",
         GAUGE,
         "Constant 1, labelled with the running versions.",
         ("version", "python_version", "pyspark_version"),
@@ -469,8 +491,13 @@ BY_NAME: Mapping[str, MetricSpec] = {m.name: m for m in METRICS}
 JOB_METRICS: tuple[MetricSpec, ...] = tuple(m for m in METRICS if m.exporter == "job")
 """The families the streaming job's driver serves."""
 
+STATUS_METRICS: tuple[MetricSpec, ...] = tuple(m for m in JOB_METRICS if m.status_field)
+"""The job's families read off each group's status (`MetricSpec.status_field`), in their order: the
+exporter parses a status into these fields and shows them from these specs alone, so a new group
+gauge is one spec here (and its field in `state.status.status`)."""
+
 BRIDGE_METRICS: tuple[MetricSpec, ...] = (*(m for m in METRICS if m.exporter == "bridge"),
-                                          BY_NAME[PREFIX + "build_info"])
+                                          BY_NAME[BUILD_INFO])
 """The families `fencewatch bridge` serves (its own, and the running versions)."""
 
 ALIASES: Mapping[str, tuple[str, ...]] = {
@@ -521,54 +548,3 @@ def markdown_table(exporter: str = "job") -> str:
         help_text = m.help.replace("|", bar)
         rows.append(f"| `{m.name}` | {m.type} | {', '.join(labels) or '-'} | {help_text} |")
     return "\n".join(rows) + "\n"
-
-
-# ---------------------------------------------------------------- exporter settings
-
-
-@dataclass(frozen=True, slots=True)
-class MetricsConfig:
-    """Exporter settings (the `sinks.metrics` branch of the config tree)."""
-
-    host: str = "127.0.0.1"
-    port: int = 9464
-    # groups with their own `group` label across all clusters; the rest are `other`
-    # (the job sets it from sinks.metrics_top_groups, whose default is the same)
-    max_groups: int = 50
-    # per-batch decay of a group's activity score (events + verdicts per batch)
-    activity_decay: float = 0.8
-    # a folded group displaces the weakest labelled one only when its score is
-    # this many times higher: hysteresis, so two groups do not trade places every batch
-    swap_margin: float = 2.0
-    # groups whose offsets expire within this many seconds of the newest event,
-    # or with a lifecycle alert firing, outrank busier groups for a label
-    expiry_warning_s: float = 3600.0
-    # a group with a critical alert (PINNING_SEVERITY) keeps its own label until the newest
-    # event is this many seconds past its last critical alert, outranking every other group:
-    # longer than the shipped rules' increase() windows (5-15 min), so they fire on its name
-    critical_hold_s: float = 3600.0
-    # fencewatch_up drops to 0 when no batch completed for this long
-    stale_after_s: float = 300.0
-    # policy the brokers run: decides "aborted" when a commit carries no broker answer
-    broker_policy: str = "strict"
-    # the probes /healthz and /readyz served beside /metrics (sinks/health.py)
-    health: HealthConfig = HealthConfig()
-
-    def validate(self) -> list[str]:
-        """Every invalid field with its valid values (empty: valid)."""
-        problems = []
-        if not 0 <= self.port <= 65535:
-            problems.append(f"port={self.port}; valid: 0..65535")
-        if self.max_groups < 0:
-            problems.append(f"max_groups={self.max_groups}; valid: >= 0")
-        if not 0.0 <= self.activity_decay < 1.0:
-            problems.append(f"activity_decay={self.activity_decay}; valid: [0, 1)")
-        if self.swap_margin < 1.0:
-            problems.append(f"swap_margin={self.swap_margin}; valid: >= 1")
-        if self.critical_hold_s < 0:
-            problems.append(f"critical_hold_s={self.critical_hold_s}; valid: >= 0")
-        if self.stale_after_s <= 0:
-            problems.append(f"stale_after_s={self.stale_after_s}; valid: > 0")
-        if self.broker_policy not in POLICIES:
-            problems.append(f"unknown policy {self.broker_policy!r}; valid: {', '.join(POLICIES)}")
-        return problems + self.health.validate()

@@ -2,7 +2,8 @@
 
 What lives here: :class:`MetricsBatch` (the driver's input, plain Python only), :class:`StepCounts`
 (what the state function's status and counts rows bring it, gathered as the driver reads them:
-the driver names none of their fields), the parsed :class:`GroupStatus` of one group, the exporter's own :class:`Histogram` (cumulative buckets
+the driver names none of their fields), the parsed :class:`GroupStatus` of one group (its fields
+made from the specs that read a status), the exporter's own :class:`Histogram` (cumulative buckets
 counted per batch), and :class:`Aggregate`, one batch counted outside the exporter's lock.
 No prometheus_client import: `sinks/prometheus.py` turns these into metric families.
 """
@@ -11,12 +12,12 @@ from __future__ import annotations
 
 import bisect
 from collections import Counter
-from dataclasses import dataclass
+from dataclasses import dataclass, make_dataclass
 from typing import Any, Iterable, Mapping
 
 import numpy as np
 
-from fencewatch.sinks.metrics import GroupKey
+from fencewatch.sinks.metrics import STATUS_METRICS, GroupKey, MetricSpec
 from fencewatch.state.status import read_event_counts, step_counts
 
 
@@ -104,16 +105,29 @@ class StepCounts:
                 "events": dict(self.events), "heartbeat_errors": dict(self.heartbeat_errors)}
 
 
-@dataclass(frozen=True, slots=True)
-class GroupStatus:
-    protocol: str
-    members: int | None
-    partitions_held: int | None
-    group_epoch: int | None
-    max_member_epoch: int | None
-    expiry_deadline_ms: int | None
-    rebalances_total: int | None
-    state: str
+def _status_fields(specs: Iterable[MetricSpec]) -> tuple[tuple[str, tuple[str, ...] | None], ...]:
+    """(field, its closed values, or None for a number) of each status field the specs read: their
+    ``status_field`` and the labels a status gives them (those but ``cluster`` and ``group``, each
+    the status's field of that name, a closed enum), in the specs' order."""
+    out: dict[str, tuple[str, ...] | None] = {}
+    for spec in specs:
+        for label in spec.labels:
+            if label not in ("cluster", "group"):
+                out.setdefault(label, spec.enums[label])
+        out.setdefault(spec.status_field, None)
+    return tuple(out.items())
+
+
+STATUS_FIELDS = _status_fields(STATUS_METRICS)
+"""What the exporter keeps of a group's status: the fields ``sinks.metrics.STATUS_METRICS`` read."""
+
+GroupStatus = make_dataclass("GroupStatus", [(f, str if values else int | None) for f, values in STATUS_FIELDS],
+                             frozen=True, slots=True)
+GroupStatus.__module__ = __name__  # pickles and reprs as a class of this module
+GroupStatus.__doc__ = """A group's status as the exporter keeps it: one field per entry of :data:`STATUS_FIELDS`,
+made from the specs so that a group gauge declared in ``sinks/metrics.py`` with its ``status_field``
+is parsed and kept with no line here (issue 47 item 4). Labels (``protocol``, ``state``) are
+closed to their enum, numbers are ints or None."""
 
 
 class Histogram:

@@ -40,7 +40,8 @@ from fencewatch.sinks.group_views import GroupViews, group_pages
 from fencewatch.sinks.health import Health
 from fencewatch.sinks.build_info import running_versions  # noqa: F401  (callers import it from here)
 from fencewatch.sinks.metrics import OTHER, GroupKey, GroupLimiter, MetricsConfig
-from fencewatch.sinks.metrics_batch import Aggregate, GroupStatus, Histogram, MetricsBatch, int_or_none, ts_or_none
+from fencewatch.sinks.metrics_batch import (STATUS_FIELDS, Aggregate, GroupStatus, Histogram, MetricsBatch, int_or_none,
+                                            ts_or_none)
 from fencewatch.sinks.verdict_summary import attr_getter, summarize_verdicts  # noqa: F401  (callers import it)
 from fencewatch.state.model import OUTPUT_NAMES, POLICY_ANSWER_FIELD, Policy
 from fencewatch.state.status import (DEFAULT_CLUSTER, RequestFacts, VerdictShape,
@@ -58,16 +59,22 @@ _Histogram = Histogram  # its former name here (tests/sinks)
 # increase() and alert rules see 0 instead of nothing for groups that never
 # had a zombie, a truncation or a fencing error.
 _ZERO_SERIES: tuple[tuple[str, tuple[str, ...]], ...] = (
-    *((m.PREFIX + "zombie_commits_total", (k,)) for k in m.COMMIT_KINDS),
-    *((m.PREFIX + "unsafe_accepts_total", (k,)) for k in m.COMMIT_KINDS),
-    *((m.PREFIX + "model_comparisons_total", (k, o)) for k in m.COMMIT_KINDS for o in m.COMPARISON_OUTCOMES),
-    (m.PREFIX + "aborted_transactions_total", ()),
-    (m.PREFIX + "avoidable_aborts_total", ()),
-    *((m.PREFIX + "truncations_total", (r,)) for r in m.TRUNCATION_REASONS),
-    (m.PREFIX + "broker_errors_total", ("OffsetCommit", "STALE_MEMBER_EPOCH")),
-    (m.PREFIX + "broker_errors_total", ("TxnOffsetCommit", "ILLEGAL_GENERATION")),
-    (m.PREFIX + "group_rebalances_total", ()),
+    *((m.ZOMBIE_COMMITS_TOTAL, (k,)) for k in m.COMMIT_KINDS),
+    *((m.UNSAFE_ACCEPTS_TOTAL, (k,)) for k in m.COMMIT_KINDS),
+    *((m.MODEL_COMPARISONS_TOTAL, (k, o)) for k in m.COMMIT_KINDS for o in m.COMPARISON_OUTCOMES),
+    (m.ABORTED_TRANSACTIONS_TOTAL, ()),
+    (m.AVOIDABLE_ABORTS_TOTAL, ()),
+    *((m.TRUNCATIONS_TOTAL, (r,)) for r in m.TRUNCATION_REASONS),
+    (m.BROKER_ERRORS_TOTAL, ("OffsetCommit", "STALE_MEMBER_EPOCH")),
+    (m.BROKER_ERRORS_TOTAL, ("TxnOffsetCommit", "ILLEGAL_GENERATION")),
+    *((spec.name, ()) for spec in m.STATUS_METRICS if spec.type == m.COUNTER),
 )
+
+# (family, status field) of the counters a status gives as a monotone total (``group_rebalances_total``):
+# counted by its growth from the group's previous status.
+_STATUS_TOTALS = tuple((spec.name, spec.status_field) for spec in m.STATUS_METRICS if spec.type == m.COUNTER)
+# MetricsBatch field -> the gauge it sets, as last reported
+_STATE_GAUGES = (("state_rows", m.STATE_ROWS), ("state_memory_bytes", m.STATE_MEMORY_BYTES))
 
 
 
@@ -113,10 +120,10 @@ class MetricsSink:
         # (cluster, group label) -> metric -> label tail -> value
         self._grouped: dict[GroupKey, dict[str, dict[tuple, float]]] = {}
         self._ungrouped: dict[str, dict[tuple, float]] = {
-            m.PREFIX + "dlq_records_total": {(r,): 0.0 for r in m.DLQ_REASONS},
-            m.PREFIX + "batches_total": {(): 0.0},
-            m.PREFIX + "exporter_rejected_records_total": {
-                (r,): 0.0 for r in m.spec("exporter_rejected_records_total").enums["record"]
+            m.DLQ_RECORDS_TOTAL: {(r,): 0.0 for r in m.DLQ_REASONS},
+            m.BATCHES_TOTAL: {(): 0.0},
+            m.EXPORTER_REJECTED_RECORDS_TOTAL: {
+                (r,): 0.0 for r in m.spec(m.EXPORTER_REJECTED_RECORDS_TOTAL).enums["record"]
             },
         }
         self._status: dict[GroupKey, GroupStatus] = {}
@@ -130,10 +137,10 @@ class MetricsSink:
         self._held: dict[GroupKey, dict[str, dict[tuple, float]]] = {}
         self._histograms = {
             name: Histogram(m.spec(name).buckets)
-            for name in (m.PREFIX + "batch_duration_seconds", m.PREFIX + "decision_latency_seconds")
+            for name in (m.BATCH_DURATION_SECONDS, m.DECISION_LATENCY_SECONDS)
         }
         self._input_lag: float | None = None
-        self._state: dict[str, float] = {}  # state_rows / state_memory_bytes, as last reported
+        self._state: dict[str, float] = {}  # family (state_rows, state_memory_bytes) -> value, as last reported
         self._last_event_s: float | None = None
         self._last_batch_s: float | None = None
         self._started_s = clock()
@@ -234,7 +241,7 @@ class MetricsSink:
             agg.activity[key] += 0  # seen: may take a free label slot
         for reason, n in (batch.dlq or {}).items():
             code = str(reason).split(":", 1)[0].split("(", 1)[0].strip()
-            agg.inc_ungrouped(m.PREFIX + "dlq_records_total", (self._closed("reason", code, m.DLQ_REASONS),), n)
+            agg.inc_ungrouped(m.DLQ_RECORDS_TOTAL, (self._closed("reason", code, m.DLQ_REASONS),), n)
         try:  # the writer's numpy array, or any sequence of numbers
             agg.latencies = np.asarray(batch.decision_latencies_s, dtype=np.float64).ravel()
             if np.isnan(agg.latencies).any():
@@ -249,7 +256,7 @@ class MetricsSink:
         return agg
 
     def _count_events(self, agg: Aggregate, events) -> None:
-        metric = m.PREFIX + "events_total"
+        metric = m.EVENTS_TOTAL
         for (cluster, group, type_, source), n in self._counted(agg, events, ("cluster", "group_id", "type", "source")):
             cluster = cluster or _DEFAULT_CLUSTER
             group = group or ""
@@ -260,7 +267,7 @@ class MetricsSink:
                 agg.activity[(cluster, group)] += n
 
     def _count_heartbeat_errors(self, agg: Aggregate, errors) -> None:
-        metric = m.PREFIX + "broker_errors_total"
+        metric = m.BROKER_ERRORS_TOTAL
         for (cluster, group, error), n in self._counted(agg, errors, ("cluster", "group_id", "error")):
             name = m.error_name(error)
             if name is None:
@@ -279,7 +286,7 @@ class MetricsSink:
     def _apply_verdict_summary(self, agg: Aggregate, shapes: Counter, requests: Counter) -> None:
         """Counters from verdict shapes and per-request facts (see :func:`summarize_verdicts`)."""
         invalid: set[tuple] = set()
-        judged = m.PREFIX + "commits_judged_total"
+        judged = m.COMMITS_JUDGED_TOTAL
         for shape, n in shapes.items():
             shape = VerdictShape._make(shape)
             cluster, group, kind, cls = shape.cluster, shape.group_id, shape.kind, shape.cls
@@ -300,12 +307,12 @@ class MetricsSink:
             for (policy, _), result in zip(_POLICY_FIELDS, results):
                 agg.inc(judged, (cluster, group, kind, policy, self._closed("result", result, m.RESULTS), cls), n)
             if cls == "zombie":
-                agg.inc(m.PREFIX + "zombie_commits_total", (cluster, group, kind), n)
+                agg.inc(m.ZOMBIE_COMMITS_TOTAL, (cluster, group, kind), n)
             if shape.unsafe:
-                agg.inc(m.PREFIX + "unsafe_accepts_total", (cluster, group, kind), n)
+                agg.inc(m.UNSAFE_ACCEPTS_TOTAL, (cluster, group, kind), n)
             if shape.model_agrees is not None:
                 outcome = "agree" if shape.model_agrees else "diverge"
-                agg.inc(m.PREFIX + "model_comparisons_total", (cluster, group, kind, outcome), n)
+                agg.inc(m.MODEL_COMPARISONS_TOTAL, (cluster, group, kind, outcome), n)
         for facts, n in requests.items():
             facts = RequestFacts._make(facts)
             cluster, group, kind = facts.cluster, facts.group_id, facts.kind
@@ -313,12 +320,12 @@ class MetricsSink:
                 continue
             error = m.error_name(facts.broker_error)
             if error is not None:
-                agg.inc(m.PREFIX + "broker_errors_total", (cluster, group, _API_BY_KIND[kind], error), n)
+                agg.inc(m.BROKER_ERRORS_TOTAL, (cluster, group, _API_BY_KIND[kind], error), n)
             # aborted / avoidable: decided in state (``judging.commit_stored``), counted here
             if facts.aborted:
-                agg.inc(m.PREFIX + "aborted_transactions_total", (cluster, group), n)
+                agg.inc(m.ABORTED_TRANSACTIONS_TOTAL, (cluster, group), n)
             if facts.avoidable:
-                agg.inc(m.PREFIX + "avoidable_aborts_total", (cluster, group), n)
+                agg.inc(m.AVOIDABLE_ABORTS_TOTAL, (cluster, group), n)
 
     def _count_alerts(self, agg: Aggregate, alerts: Iterable[Any]) -> None:
         for a in alerts:
@@ -344,25 +351,19 @@ class MetricsSink:
                 continue
             if (severity == m.PINNING_SEVERITY or kind in m.PINNING_KINDS) and group:
                 agg.critical_finding(key, ts_or_none(get("ts")))
-            agg.inc(m.PREFIX + "alerts_total", (cluster, group, kind, severity))
+            agg.inc(m.ALERTS_TOTAL, (cluster, group, kind, severity))
             if kind in m.TRUNCATION_REASONS:
-                agg.inc(m.PREFIX + "truncations_total", (cluster, group, kind))
+                agg.inc(m.TRUNCATIONS_TOTAL, (cluster, group, kind))
 
     def _parse_status(self, record: Mapping[str, Any]) -> tuple[GroupKey, GroupStatus]:
         group = record["group_id"]
         if not group:
             raise ValueError("status without group_id")
         cluster = record.get("cluster") or _DEFAULT_CLUSTER
-        status = GroupStatus(
-            protocol=self._closed("protocol", record.get("protocol"), m.PROTOCOLS),
-            members=int_or_none(record.get("members")),
-            partitions_held=int_or_none(record.get("partitions_held")),
-            group_epoch=int_or_none(record.get("group_epoch")),
-            max_member_epoch=int_or_none(record.get("max_member_epoch")),
-            expiry_deadline_ms=int_or_none(record.get("expiry_deadline_ms")),
-            rebalances_total=int_or_none(record.get("rebalances_total")),
-            state=self._closed("state", record.get("state"), m.GROUP_STATES),
-        )
+        closed, get = self._closed, record.get
+        # the fields the specs read (STATUS_FIELDS): a label closed to its enum, else a number
+        status = GroupStatus(*[closed(f, get(f), values) if values else int_or_none(get(f))
+                               for f, values in STATUS_FIELDS])
         return (cluster, group), status
 
     def _counted(self, agg: Aggregate, records, fields: tuple[str, ...]) -> list[tuple[tuple, float]]:
@@ -391,7 +392,7 @@ class MetricsSink:
         return fallback
 
     def _reject(self, agg: Aggregate, record_type: str, record: Any, exc: Exception, n: int = 1) -> None:
-        agg.inc_ungrouped(m.PREFIX + "exporter_rejected_records_total", (record_type,), n)
+        agg.inc_ungrouped(m.EXPORTER_REJECTED_RECORDS_TOTAL, (record_type,), n)
         log.warning(
             "metrics: malformed %s record%s not counted (%s: %s): %.200r",
             record_type, f" x{n}" if n > 1 else "", type(exc).__name__, exc, record,
@@ -401,19 +402,19 @@ class MetricsSink:
 
     def _apply(self, batch: MetricsBatch, agg: Aggregate) -> None:
         now = self._clock()
-        rebalances: Counter = Counter()
+        grown: Counter = Counter()  # (family, group) -> growth of a status total (_STATUS_TOTALS)
         deleted: set[GroupKey] = {(c or _DEFAULT_CLUSTER, g) for c, g in batch.deleted_groups}
         for key, status in agg.statuses:
             previous = self._status.get(key)
-            if status.rebalances_total is not None:
-                before = previous.rebalances_total if previous and previous.rebalances_total is not None else None
-                if before is None or status.rebalances_total < before:
-                    # first sight, or the model's count restarted: all of it is new
-                    delta = status.rebalances_total
-                else:
-                    delta = status.rebalances_total - before
+            for metric, field in _STATUS_TOTALS:
+                total = getattr(status, field)
+                if total is None:
+                    continue
+                before = getattr(previous, field) if previous is not None else None
+                # first sight, or the model's count restarted: all of it is new
+                delta = total if before is None or total < before else total - before
                 if delta:
-                    rebalances[key] += delta
+                    grown[(metric, key)] += delta
             self._status[key] = status
             if status.state == "Dead":
                 deleted.add(key)
@@ -438,8 +439,8 @@ class MetricsSink:
         for metric, counter in agg.grouped.items():
             for (cluster, group, *tail), n in counter.items():
                 self._count((cluster, self._limiter.label((cluster, group))), metric, tuple(tail), n)
-        for key, n in rebalances.items():
-            self._count((key[0], self._limiter.label(key)), m.PREFIX + "group_rebalances_total", (), n)
+        for (metric, key), n in grown.items():
+            self._count((key[0], self._limiter.label(key)), metric, (), n)
         for metric, counter in agg.ungrouped.items():
             series = self._ungrouped.setdefault(metric, {})
             for labels, n in counter.items():
@@ -448,14 +449,14 @@ class MetricsSink:
             self._delete(key)
 
         if batch.batch_duration_s is not None:
-            self._histograms[m.PREFIX + "batch_duration_seconds"].observe(batch.batch_duration_s)
-        self._histograms[m.PREFIX + "decision_latency_seconds"].observe_all(agg.latencies)
+            self._histograms[m.BATCH_DURATION_SECONDS].observe(batch.batch_duration_s)
+        self._histograms[m.DECISION_LATENCY_SECONDS].observe_all(agg.latencies)
         if batch.input_lag_records is not None:
             self._input_lag = float(batch.input_lag_records)
-        for name in ("state_rows", "state_memory_bytes"):
-            if getattr(batch, name) is not None:
-                self._state[name] = float(getattr(batch, name))
-        self._ungrouped[m.PREFIX + "batches_total"][()] += 1
+        for field, metric in _STATE_GAUGES:
+            if getattr(batch, field) is not None:
+                self._state[metric] = float(getattr(batch, field))
+        self._ungrouped[m.BATCHES_TOTAL][()] += 1
         self._last_batch_s = now
         if batch.batch_id is not None:
             self._last_batch_id = batch.batch_id
@@ -565,23 +566,23 @@ class MetricsSink:
         known = set(self._status) | set(self._limiter._scores) | set(self._limiter.labelled)
         total = Counter(cluster for cluster, _ in known)
         for cluster in total:
-            add(m.PREFIX + "exporter_groups", (cluster, "labelled"), labelled[cluster])
-            add(m.PREFIX + "exporter_groups", (cluster, OTHER), total[cluster] - labelled[cluster])
+            add(m.EXPORTER_GROUPS, (cluster, "labelled"), labelled[cluster])
+            add(m.EXPORTER_GROUPS, (cluster, OTHER), total[cluster] - labelled[cluster])
 
     def _monitor_series(self, add: Callable[[str, tuple, float], None]) -> None:
         """The monitor's own gauges: lag, state size, freshness, fencewatch_up, build_info."""
         if self._input_lag is not None:
-            add(m.PREFIX + "input_lag_records", (), self._input_lag)
-        for name, value in self._state.items():
-            add(m.PREFIX + name, (), value)
+            add(m.INPUT_LAG_RECORDS, (), self._input_lag)
+        for metric, value in self._state.items():
+            add(metric, (), value)
         if self._last_event_s is not None:
-            add(m.PREFIX + "last_event_timestamp_seconds", (), self._last_event_s)
+            add(m.LAST_EVENT_TIMESTAMP_SECONDS, (), self._last_event_s)
         if self._last_batch_s is not None:
-            add(m.PREFIX + "last_batch_timestamp_seconds", (), self._last_batch_s)
+            add(m.LAST_BATCH_TIMESTAMP_SECONDS, (), self._last_batch_s)
         fresh = self._clock() - (self._last_batch_s if self._last_batch_s is not None else self._started_s)
-        add(m.PREFIX + "up", (), 1.0 if self._healthy and fresh <= self.config.stale_after_s else 0.0)
+        add(m.UP, (), 1.0 if self._healthy and fresh <= self.config.stale_after_s else 0.0)
         add(
-            m.PREFIX + "build_info",
+            m.BUILD_INFO,
             (self._build["version"], self._build["python_version"], self._build["pyspark_version"]),
             1.0,
         )
