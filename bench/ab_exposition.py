@@ -33,6 +33,7 @@ from dataclasses import replace
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
 PACKAGES = ("state", "streaming", "sinks", "sim", "dashboards")
 
 CHILD = r"""
@@ -71,33 +72,6 @@ print(json.dumps(times))
 # ----------------------------------------------------------------------------- the batches
 
 
-class _State:
-    """What the state function asks of Spark's ``GroupState``, over a dict: key -> [value, wake-up]."""
-
-    def __init__(self, store: dict, key, now: int, timed_out: bool = False) -> None:
-        self.store, self.key, self.now, self.hasTimedOut = store, key, now, timed_out
-
-    @property
-    def exists(self) -> bool:
-        return self.key in self.store
-
-    @property
-    def get(self):
-        return self.store[self.key][0]
-
-    def update(self, value) -> None:
-        self.store[self.key] = [value, None]
-
-    def remove(self) -> None:
-        self.store.pop(self.key, None)
-
-    def setTimeoutDuration(self, ms: int) -> None:
-        self.store[self.key][1] = self.now + ms
-
-    def getCurrentProcessingTimeMs(self) -> int:
-        return self.now
-
-
 def simulated(profile_name: str, groups: int, events: int, batch_ms: int = 1000) -> list[dict]:
     """A profile's events as the job's micro-batches bring them to the exporter: routed, judged,
     and counted chunk by chunk by the writer (``BatchWriter._chunk``); the batch's
@@ -110,6 +84,7 @@ def simulated(profile_name: str, groups: int, events: int, batch_ms: int = 1000)
     from fencewatch.streaming.runtime.routing import make_router
     from fencewatch.streaming.runtime.state_fn import make_stream_fn
     from fencewatch.streaming.runtime.writer import BatchWriter, _BatchTotals
+    from bench.state_fn_batches import _State  # Spark's GroupState over a dict
 
     evs = simulate(SimConfig(knobs=replace(profile(profile_name), groups=groups), seed=5,
                              start_ts=1_700_000_000_000, duration_ms=None, max_events=events, labels=False))
