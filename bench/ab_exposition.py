@@ -34,7 +34,6 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
-PACKAGES = ("state", "streaming", "sinks", "sim", "dashboards")
 
 CHILD = r"""
 import json, pickle, sys, time
@@ -203,13 +202,9 @@ def scenarios(groups: int, events: int) -> list[tuple[str, dict, list[dict]]]:
 
 def python_path(old_tree: Path, tmp: Path) -> Path:
     """A PYTHONPATH entry whose ``fencewatch`` package is ``old_tree``'s code."""
-    pkg = tmp / "pp" / "fencewatch"
-    pkg.mkdir(parents=True)
-    (pkg / "__init__.py").write_text("")
-    for name in PACKAGES:
-        if (old_tree / name).is_dir():
-            (pkg / name).symlink_to(old_tree / name)
-    return tmp / "pp"
+    from bench.ab_replay import package_of
+
+    return package_of(old_tree, tmp)
 
 
 def child(pythonpath: Path | None, data: Path, out: Path, mode: str) -> dict:

@@ -72,6 +72,12 @@ def old_tree(rev: str, tmp: Path) -> Path:
     """A PYTHONPATH entry whose ``fencewatch`` package is ``rev``'s code."""
     tree = tmp / "old"
     subprocess.run(["git", "-C", str(ROOT), "worktree", "add", "--detach", "-q", str(tree), rev], check=True)
+    return package_of(tree, tmp)
+
+
+def package_of(tree: Path, tmp: Path) -> Path:
+    """A PYTHONPATH entry whose ``fencewatch`` package is ``tree``'s folders, symlinked as the
+    installed package lays them out."""
     pkg = tmp / "pp" / "fencewatch"
     pkg.mkdir(parents=True)
     (pkg / "__init__.py").write_text("")
