@@ -135,7 +135,7 @@ def test_nmt_parse(monkeypatch):
 
     monkeypatch.setattr(bench_soak.subprocess, "run", lambda *a, **k: Done)
     monkeypatch.setattr(bench_soak, "smaps_mb", lambda pid, heap: {})
-    out = bench_soak.nmt_mb(12345)
+    out = bench_soak.nmt_mb(2**31 - 1)  # no such process: /proc of a real one would be read
     assert out["nmt_java_heap"] == 516.0 and out["nmt_thread"] == pytest.approx(33228 / 1024)
     assert out["nmt_arena_chunk"] == pytest.approx(3178 / 1024) and out["nmt_total"] == pytest.approx(892040 / 1024)
     assert out["nmt_malloc"] == pytest.approx((547 + 181) / 1024)
