@@ -58,18 +58,14 @@ STORED_ANSWERS = frozenset({None, 0})
 """The broker's answers (``error_code``) with which it stored a commit request's offsets: 0, or no
 answer given (assumed stored: the input may lack the broker's answer; docs/decisions.md). Only
 stored offsets reach their topics' truncation watches (contract §5: a rejected commit moved no
-consumer). A set, tested inline where a commit is routed (no call per commit on the hot paths)."""
-
-
-def offsets_stored(error_code: int | None) -> bool:
-    """Whether the broker stored a commit request's offsets (:data:`STORED_ANSWERS`)."""
-    return error_code in STORED_ANSWERS
+consumer). A set, tested inline where a commit is routed (no call per commit on the hot paths);
+the one definition of the rule."""
 
 
 def stored_topics(ev: OffsetCommit) -> list[tuple[str, tuple, tuple, tuple]]:
     """The topics a commit request's stored offsets go to besides its group (:func:`route`), each
     with its (partitions, offsets, leader epochs); none when the broker did not store them
-    (:func:`offsets_stored`)."""
+    (:data:`STORED_ANSWERS`)."""
     if ev.error_code in STORED_ANSWERS and ev.offsets.tps:
         return offsets_by_topic(ev.offsets)
     return []
